@@ -1,0 +1,15 @@
+"""autotune: writes, checks and tunes strict-FP32 CUDA SGEMM kernels.
+
+Importing the package does not import CuPy; only autotune.gpu touches the GPU, lazily.
+"""
+
+from .limits import DeviceLimits, load_profile
+from .space import Family, Space, known_families
+from .types import Config, Measurement, Problem, Status, UserError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Config", "DeviceLimits", "Family", "Measurement", "Problem", "Space", "Status", "UserError",
+    "known_families", "load_profile", "__version__",
+]

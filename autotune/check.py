@@ -1,0 +1,111 @@
+"""Regression check of stored results: still correct, still as fast, still the same build."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .evaluate import Evaluator, prepare
+from .limits import DeviceLimits
+from .results import entry_config, iter_records
+from .space import Family
+from .types import Problem, Status, UserError
+
+
+@dataclass
+class CheckRow:
+    shape: str
+    family: str
+    config: str
+    status: str  # "pass", "warn" or "fail"
+    detail: str
+    recorded_gflops: float | None = None
+    gflops: float | None = None
+
+
+def _limits(entry: dict) -> DeviceLimits:
+    lim = dict(entry["limits"])
+    lim.pop("versions", None)
+    return DeviceLimits(**lim)
+
+
+def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> list[CheckRow]:
+    """No GPU: each stored config renders, passes the filter, and compiles with the recorded
+    registers and shared memory (a difference is a failure under the recorded NVRTC version,
+    a warning under another, since register allocation changes between compilers)."""
+    from .gpu.compile import nvrtc_version
+
+    rows, families = [], {}
+    here = nvrtc_version()
+    for _path, record in iter_records(root, gpu_slug):
+        problem = Problem(**record["problem"])
+        for fam_name, entry in record["families"].items():
+            cfg = entry_config(entry)
+            base = CheckRow(problem.name, fam_name, cfg.name, "fail", "")
+            try:
+                if fam_name not in families:
+                    families[fam_name] = Family.load(fam_name)
+                fam = families[fam_name]
+                fam.validate_params(cfg.as_dict(), cfg.name)
+                limits = _limits(entry)
+            except UserError as exc:
+                rows.append(_with(base, "fail", str(exc)))
+                continue
+            (prep,) = prepare([cfg], problem, limits, limits.arch, families, jobs)
+            if prep.measurement is not None:
+                m = prep.measurement
+                rows.append(_with(base, "fail", f"{m.status.value}: {m.message}"))
+                continue
+            got = prep.spec["resources"]
+            diffs = [f"{k} {entry.get(k)} -> {got[k]}" for k in ("registers", "smem_bytes")
+                     if entry.get(k) is not None and entry.get(k) != got[k]]
+            recorded = (entry.get("versions") or {}).get("nvrtc")
+            if not diffs:
+                rows.append(_with(base, "pass", f"{got['registers']} registers, {got['smem_bytes']} B smem"))
+            elif recorded and recorded != here:
+                rows.append(_with(base, "warn", f"{'; '.join(diffs)} (NVRTC {here} here, {recorded} recorded)"))
+            else:
+                rows.append(_with(base, "fail", "; ".join(diffs)))
+    return rows
+
+
+def check_gpu(root: Path | str, gpu_slug: str, evaluator: Evaluator, tolerance: float = 0.05) -> list[CheckRow]:
+    """Re-verify and re-time every stored config on this GPU; slower than recorded by more
+    than `tolerance` (a fraction), or incorrect, fails."""
+    if evaluator.limits.slug != gpu_slug:
+        raise UserError(f"this GPU is {evaluator.limits.name} ({evaluator.limits.slug}); "
+                        f"the results are for {gpu_slug}: run check on that GPU, or 'check --static'")
+    rows = []
+    for _path, record in iter_records(root, gpu_slug):
+        problem = Problem(**record["problem"])
+        entries = list(record["families"].items())
+        ms = evaluator.evaluate([entry_config(e) for _, e in entries], problem, retime=True)
+        cublas = evaluator.baseline(problem)
+        for (fam_name, entry), m in zip(entries, ms):
+            row = CheckRow(problem.name, fam_name, m.config.name, "fail", "", entry["gflops"], m.gflops)
+            if m.status is not Status.OK:
+                row.detail = f"{m.status.value}: {m.message}"
+            else:
+                change = m.gflops / entry["gflops"] - 1
+                slow = change < -tolerance
+                row.status = "fail" if slow else "pass"
+                row.detail = (f"{change:+.1%} vs record, error {m.error:.1e}, "
+                              f"{m.gflops / cublas['gflops']:.2f}x cuBLAS now "
+                              f"({entry['ratio']:.2f}x recorded)")
+            rows.append(row)
+    return rows
+
+
+def _with(row: CheckRow, status: str, detail: str) -> CheckRow:
+    row.status, row.detail = status, detail
+    return row
+
+
+def format_rows(rows: list[CheckRow]) -> str:
+    head = f"{'shape':<16} {'family':<11} {'result':<6} {'record':>9} {'now':>9}  detail"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        rec = f"{r.recorded_gflops:9.0f}" if r.recorded_gflops else f"{'-':>9}"
+        now = f"{r.gflops:9.0f}" if r.gflops else f"{'-':>9}"
+        lines.append(f"{r.shape:<16} {r.family:<11} {r.status.upper():<6} {rec} {now}  {r.detail}")
+    return "\n".join(lines)

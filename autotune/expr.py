@@ -1,0 +1,114 @@
+"""A tiny integer expression language for template declarations.
+
+Constraints, derived values and launch geometry are written as Python-like expressions in
+a template's front-matter ("BM % TM == 0", "cdiv(N, BN) * cdiv(M, BM)"). They are parsed
+with `ast`, checked against an allow-list of node types (no attributes, subscripts, lambdas,
+strings or arbitrary calls), and only then compiled, so evaluating one is both safe and fast
+(the static filter runs them millions of times). The same trees translate to C for the
+exported host launcher.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from .types import UserError
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _is_pow2(a: int) -> bool:
+    return a > 0 and (a & (a - 1)) == 0
+
+
+FUNCTIONS = {"cdiv": _cdiv, "min": min, "max": max, "is_pow2": _is_pow2}
+
+_ALLOWED = (
+    ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Call,
+    ast.Name, ast.Load, ast.Constant,
+    ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod,
+    ast.USub, ast.Not, ast.And, ast.Or,
+    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+)
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A validated, compiled expression and the names it reads."""
+
+    text: str
+    names: frozenset[str]
+    _tree: ast.Expression = field(repr=False, compare=False)
+    _code: object = field(repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, text: str | int, where: str = "expression") -> "Expr":
+        text = str(text)
+        try:
+            tree = ast.parse(text, mode="eval")
+        except SyntaxError as exc:
+            raise UserError(f"{where}: cannot parse {text!r}: {exc.msg}") from None
+        names = set()
+        for node in ast.walk(tree):
+            if not isinstance(node, _ALLOWED):
+                raise UserError(f"{where}: {type(node).__name__} is not allowed in {text!r}")
+            if isinstance(node, ast.Constant) and (
+                isinstance(node.value, bool) or not isinstance(node.value, int)
+            ):
+                raise UserError(f"{where}: only integer constants are allowed in {text!r}")
+            if isinstance(node, ast.Call):
+                if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
+                    raise UserError(f"{where}: only {sorted(FUNCTIONS)} may be called in {text!r}")
+            elif isinstance(node, ast.Name) and node.id not in FUNCTIONS:
+                names.add(node.id)
+        code = compile(tree, f"<{where}>", "eval")
+        return cls(text, frozenset(names), tree, code)
+
+    def __call__(self, env: Mapping[str, int]) -> int:
+        return eval(self._code, {"__builtins__": {}, **FUNCTIONS}, env)  # noqa: S307 - AST allow-listed above
+
+    def to_c(self, env: Mapping[str, int]) -> str:
+        """C source for this expression; names in `env` become literals, others stay as C names."""
+        return _to_c(self._tree.body, env)
+
+
+_C_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%"}
+_C_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+
+
+def _to_c(node: ast.AST, env: Mapping[str, int]) -> str:
+    # Integer division in C truncates; launch expressions only divide non-negative values.
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    if isinstance(node, ast.Name):
+        return str(env[node.id]) if node.id in env else node.id
+    if isinstance(node, ast.BinOp):
+        return f"({_to_c(node.left, env)} {_C_BINOPS[type(node.op)]} {_to_c(node.right, env)})"
+    if isinstance(node, ast.UnaryOp):
+        op = "-" if isinstance(node.op, ast.USub) else "!"
+        return f"({op}{_to_c(node.operand, env)})"
+    if isinstance(node, ast.BoolOp):
+        op = " && " if isinstance(node.op, ast.And) else " || "
+        return "(" + op.join(_to_c(v, env) for v in node.values) + ")"
+    if isinstance(node, ast.Compare):
+        parts, left = [], node.left
+        for op, right in zip(node.ops, node.comparators):
+            parts.append(f"({_to_c(left, env)} {_C_CMPOPS[type(op)]} {_to_c(right, env)})")
+            left = right
+        return "(" + " && ".join(parts) + ")"
+    if isinstance(node, ast.IfExp):
+        return f"({_to_c(node.test, env)} ? {_to_c(node.body, env)} : {_to_c(node.orelse, env)})"
+    if isinstance(node, ast.Call):
+        args = [_to_c(a, env) for a in node.args]
+        name = node.func.id
+        if name == "cdiv":
+            return f"(({args[0]} + {args[1]} - 1) / {args[1]})"
+        if name in ("min", "max") and len(args) == 2:
+            op = "<" if name == "min" else ">"
+            return f"(({args[0]}) {op} ({args[1]}) ? ({args[0]}) : ({args[1]}))"
+        raise UserError(f"{name}() with {len(args)} arguments has no C translation")
+    raise UserError(f"cannot translate {ast.dump(node)} to C")

@@ -1,0 +1,208 @@
+"""The GPU side of an evaluation: load a cubin, verify against cuBLAS, time with CUDA events.
+
+Runs inside the worker process (autotune.evaluate), the only place that holds a CUDA context,
+so a candidate that faults or hangs takes only the worker down. Everything here returns
+plain dicts (they cross a pipe).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+os.environ.setdefault("CUPY_TF32", "0")  # strict FP32 for the cuBLAS reference and baseline
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+from cupy_backends.cuda.api import driver, runtime  # noqa: E402
+from cupy_backends.cuda.libs import nvrtc  # noqa: E402
+
+_CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
+
+# alpha and beta of the verification launch: non-trivial, so a kernel that ignores either fails.
+VERIFY_ALPHA, VERIFY_BETA = 1.5, -0.75
+
+_SPIN = r"""
+extern "C" __global__ void autotune_spin(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+"""
+
+
+class FatalGPUError(Exception):
+    """The CUDA context is unusable (fault, illegal address): the worker must be replaced."""
+
+
+def device_info(device_id: int = 0) -> dict:
+    props = cp.cuda.runtime.getDeviceProperties(device_id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return {
+        "name": name,
+        "arch": f"sm_{props['major']}{props['minor']}",
+        "sm_count": props["multiProcessorCount"],
+        "warp_size": props["warpSize"],
+        "max_threads_per_block": props["maxThreadsPerBlock"],
+        "smem_per_block": props["sharedMemPerBlock"],
+        "smem_per_block_optin": props["sharedMemPerBlockOptin"],
+        "smem_per_sm": props["sharedMemPerMultiprocessor"],
+        "regs_per_block": props["regsPerBlock"],
+        "regs_per_sm": props["regsPerMultiprocessor"],
+        "l2_bytes": props["l2CacheSize"],
+        "versions": {
+            "cuda_runtime": _fmt_cuda(cp.cuda.runtime.runtimeGetVersion()),
+            "cuda_driver": _fmt_cuda(cp.cuda.runtime.driverGetVersion()),
+            "cupy": cp.__version__,
+            "nvrtc": ".".join(map(str, nvrtc.getVersion())),
+        },
+    }
+
+
+def _fmt_cuda(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _percentiles(times: list[float]) -> dict:
+    a = np.asarray(times)
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return {"time_ms": float(med), "time_min_ms": float(a.min()), "time_max_ms": float(a.max()),
+            "time_iqr_ms": float(q3 - q1), "repeats": len(times)}
+
+
+class Runner:
+    """Buffers and reference for one problem, and the means to verify and time kernels on it."""
+
+    def __init__(self, device_id: int = 0):
+        cp.cuda.Device(device_id).use()
+        self.device_id = device_id
+        self.info = device_info(device_id)
+        self.problem = None
+        spin = cp.RawModule(code=_SPIN)
+        self._spin = spin.get_function("autotune_spin")
+        self._modules = {}
+
+    # ---- problem setup -------------------------------------------------------------------
+    def setup(self, M: int, N: int, K: int, seed: int = 0, tolerance: float = 1e-4) -> dict:
+        if self.problem == (M, N, K, seed):
+            return {"ok": True}
+        self.problem, self.tolerance = (M, N, K, seed), tolerance
+        self.sets = None
+        cp.get_default_memory_pool().free_all_blocks()
+        rng = cp.random.default_rng(seed)
+
+        def rand(*shape):  # uniform in [-1, 1): never zeros, never all positive
+            return (rng.random(shape, dtype=cp.float32) * 2 - 1).astype(cp.float32)
+
+        self.A0, self.B0, self.C0 = rand(M, K), rand(K, N), rand(M, N)
+        prod64 = self.A0.astype(cp.float64) @ self.B0.astype(cp.float64)
+        self.ref_ab = prod64
+        self.ref_full = VERIFY_ALPHA * prod64 + VERIFY_BETA * self.C0.astype(cp.float64)
+        # Rotate input sets so that small problems are not timed out of L2.
+        set_bytes = 4 * (M * K + K * N + M * N)
+        n_sets = int(min(8, max(1, math.ceil(3 * self.info["l2_bytes"] / set_bytes))))
+        self.sets = [(self.A0, self.B0, cp.empty((M, N), cp.float32))]
+        for _ in range(n_sets - 1):
+            self.sets.append((rand(M, K), rand(K, N), cp.empty((M, N), cp.float32)))
+        cp.cuda.Device().synchronize()
+        cublas_err = self._rel_err(cp.matmul(self.A0, self.B0), self.ref_ab)
+        return {"ok": True, "sets": n_sets, "cublas_error": cublas_err}
+
+    @staticmethod
+    def _rel_err(out, ref) -> float:
+        if bool(cp.isnan(out).any()) or bool(cp.isinf(out).any()):
+            return math.inf
+        num = float(cp.linalg.norm(out.astype(cp.float64) - ref))
+        den = float(cp.linalg.norm(ref))
+        return num / den if den > 0 else num
+
+    # ---- kernels ---------------------------------------------------------------------------
+    def _load(self, name: str, cubin: bytes, kernel: str, dynamic_smem: int):
+        if name not in self._modules:
+            mod = cp.cuda.function.Module()
+            mod.load(cubin)
+            fn = mod.get_function(kernel)
+            if dynamic_smem > 48 * 1024:
+                driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        int(dynamic_smem))
+            scale = mod.get_function(kernel + "_scale_c")
+            if len(self._modules) > 64:
+                self._modules.clear()
+            self._modules[name] = (mod, fn, scale)
+        return self._modules[name][1:]
+
+    def _launcher(self, spec: dict):
+        fn, scale = self._load(spec["name"], spec["cubin"], spec["kernel"], spec["dynamic_smem"])
+        M, N, K = self.problem[:3]
+        grid, block, smem = tuple(spec["grid"]), (spec["block"], 1, 1), spec["dynamic_smem"]
+        scale_first = spec["scale_c_first"]
+        i32, f32 = np.int32, np.float32
+        sgrid = (min(4096, (M * N + 255) // 256), 1, 1)
+
+        def launch(a, b, c, alpha=1.0, beta=0.0):
+            if scale_first:
+                scale(sgrid, (256, 1, 1), (i32(M), i32(N), f32(beta), c))
+            fn(grid, block, (i32(M), i32(N), i32(K), f32(alpha), a, b, f32(beta), c), shared_mem=smem)
+
+        return launch
+
+    def verify(self, spec: dict) -> dict:
+        """Relative Frobenius error of two launches: (alpha, beta) on a random C, and beta = 0
+        on a NaN-poisoned C (an element left unwritten, or a read of C, shows up as NaN)."""
+        try:
+            launch = self._launcher(spec)
+            out = self.sets[0][2]
+            out[...] = self.C0
+            launch(self.A0, self.B0, out, VERIFY_ALPHA, VERIFY_BETA)
+            err_ab = self._rel_err(out, self.ref_full)
+            out.fill(np.nan)
+            launch(self.A0, self.B0, out, 1.0, 0.0)
+            err_0 = self._rel_err(out, self.ref_ab)
+            cp.cuda.Device().synchronize()
+        except _CUDA_ERRORS as exc:
+            raise FatalGPUError(str(exc)) from None
+        error = max(err_ab, err_0)
+        return {"error": error, "correct": error <= self.tolerance}
+
+    def time(self, spec: dict | None, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
+        """Median of per-launch CUDA-event times; `spec` None times cuBLAS (cupy.matmul)."""
+        if spec is None:
+            def launch(a, b, c, alpha=1.0, beta=0.0):
+                cp.matmul(a, b, out=c)
+        else:
+            launch = self._launcher(spec)
+        sets = self.sets
+        try:
+            for i in range(2):  # warm-up: module load, clocks, caches
+                launch(*sets[i % len(sets)])
+            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+            e0.record()
+            launch(*sets[0])
+            e1.record()
+            e1.synchronize()
+            est_ms = max(cp.cuda.get_elapsed_time(e0, e1), 1e-3)
+            reps = int(min(max_reps, max(min_reps, target_s * 1e3 / est_ms)))
+            events = [cp.cuda.Event() for _ in range(reps + 1)]
+            # Queue the launches behind a spin kernel, so host-side launch overhead never
+            # shows up as GPU idle time inside the measured intervals.
+            self._spin((1, 1, 1), (1, 1, 1), (np.uint64(int(min(50e6, 30e3 * reps))),))
+            events[0].record()
+            for r in range(reps):
+                launch(*sets[r % len(sets)])
+                events[r + 1].record()
+            events[-1].synchronize()
+            times = [cp.cuda.get_elapsed_time(events[r], events[r + 1]) for r in range(reps)]
+        except _CUDA_ERRORS as exc:
+            raise FatalGPUError(str(exc)) from None
+        return _percentiles(times)
+
+    def evaluate(self, spec: dict, target_s: float = 0.25, timed: bool = True) -> dict:
+        v = self.verify(spec)
+        if not v["correct"]:
+            return {"status": "incorrect", **v}
+        if not timed:
+            return {"status": "ok", **v}
+        return {"status": "ok", **v, **self.time(spec, target_s)}
+
+    def cublas(self, target_s: float = 0.5) -> dict:
+        return self.time(None, target_s, min_reps=10)

@@ -1,0 +1,153 @@
+"""results/<gpu-slug>/<M>x<N>x<K>.json: what was measured, how, and with what.
+
+One file per GPU and shape, holding the best verified config of each family searched, each
+entry self-contained: params, time median and spread, GFLOP/s, cuBLAS from the same run and
+the ratio, error vs the reference, registers and shared memory, the GPU's limits, versions,
+date and command line. Files are written to a temporary name and renamed, so a reader never
+sees half a file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+from .types import Config, Measurement, Problem, Status, UserError
+
+SCHEMA = 1
+_SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)\.json$")
+
+
+def record_path(root: Path | str, gpu_slug: str, problem: Problem) -> Path:
+    return Path(root) / gpu_slug / f"{problem.name}.json"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_record(path: Path) -> dict:
+    """A results file, checked enough that later code can trust its shape."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    except ValueError as exc:
+        raise UserError(f"{path}: corrupted results file (not JSON: {exc})") from None
+    try:
+        if data["schema"] != SCHEMA:
+            raise UserError(f"{path}: results schema {data['schema']!r}, this autotune reads {SCHEMA}")
+        Problem(**data["problem"])
+        for fam, entry in data["families"].items():
+            entry_measurement(entry)
+            if entry["config"]["family"] != fam:
+                raise ValueError(f"entry {fam} holds a {entry['config']['family']} config")
+        data["gpu"]["name"], data["gpu"]["slug"]
+    except UserError:
+        raise
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{path}: corrupted results file ({type(exc).__name__}: {exc})") from None
+    return data
+
+
+def entry_measurement(entry: dict) -> Measurement:
+    return Measurement.from_dict(entry)
+
+
+def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, command: str,
+               limits: dict) -> dict:
+    if m.status is not Status.OK or m.gflops is None:
+        raise ValueError("only verified measurements are recorded")
+    entry = m.to_dict()
+    entry.pop("extra", None)
+    entry.update(
+        cublas={k: cublas[k] for k in ("time_ms", "time_iqr_ms", "gflops", "error") if k in cublas},
+        ratio=m.gflops / cublas["gflops"],
+        search=search,
+        versions=versions,
+        limits=limits,
+        date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        command=command,
+    )
+    return entry
+
+
+def update_record(root: Path | str, gpu: dict, problem: Problem, entries: dict[str, dict],
+                  replace: bool = False) -> tuple[Path, list[str]]:
+    """Merge family entries into the shape's file; an entry replaces a stored one only when
+    faster (or `replace`). Returns the path and the families whose entry changed."""
+    path = record_path(root, gpu["slug"], problem)
+    if path.exists():
+        data = load_record(path)
+    else:
+        data = {"schema": SCHEMA, "gpu": gpu, "problem": {"M": problem.M, "N": problem.N, "K": problem.K},
+                "families": {}}
+    changed = []
+    for fam, entry in entries.items():
+        old = data["families"].get(fam)
+        if replace or old is None or entry["gflops"] > old["gflops"]:
+            data["families"][fam] = entry
+            changed.append(fam)
+    data["gpu"] = gpu
+    data["best"] = max(data["families"], key=lambda f: data["families"][f]["gflops"]) if data["families"] else None
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+    return path, changed
+
+
+def gpu_dirs(root: Path | str) -> list[str]:
+    root = Path(root)
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and any(p.glob("*.json"))) if root.is_dir() else []
+
+
+def iter_records(root: Path | str, gpu_slug: str) -> Iterator[tuple[Path, dict]]:
+    for path in sorted((Path(root) / gpu_slug).glob("*.json")):
+        if _SHAPE_FILE.match(path.name):
+            yield path, load_record(path)
+
+
+def resolve_gpu(root: Path | str, gpu: str | None) -> str:
+    """The results folder to use: the one named (a name or slug), or the only one there is."""
+    from .limits import gpu_slug
+
+    dirs = gpu_dirs(root)
+    if gpu:
+        slug = gpu_slug(gpu)
+        if slug not in dirs:
+            raise UserError(f"no results for GPU {gpu!r} under {root}; have: {', '.join(dirs) or 'none'}")
+        return slug
+    if len(dirs) == 1:
+        return dirs[0]
+    if not dirs:
+        raise UserError(f"no results under {root}: run 'autotune search' first")
+    raise UserError(f"results for several GPUs under {root} ({', '.join(dirs)}): pick one with --gpu")
+
+
+def best_entry(root: Path | str, gpu_slug: str, problem: Problem, family: str | None = None) -> tuple[dict, dict]:
+    """(record, entry) of the fastest stored config for this shape (optionally one family)."""
+    path = record_path(root, gpu_slug, problem)
+    if not path.exists():
+        shapes = [p.stem for p, _ in iter_records(root, gpu_slug)]
+        raise UserError(f"no result for {problem.name} on {gpu_slug}; tuned shapes: {', '.join(shapes) or 'none'}")
+    data = load_record(path)
+    fams = data["families"]
+    if family is not None:
+        if family not in fams:
+            raise UserError(f"{path}: no {family!r} result; has {', '.join(fams) or 'none'}")
+        return data, fams[family]
+    if not fams:
+        raise UserError(f"{path}: holds no results")
+    return data, max(fams.values(), key=lambda e: e["gflops"])
+
+
+def entry_config(entry: dict[str, Any]) -> Config:
+    return Config.make(entry["config"]["family"], entry["config"]["params"])

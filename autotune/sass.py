@@ -1,0 +1,91 @@
+"""What the compiler made of a kernel: SASS instruction mix of the whole kernel and its main loop.
+
+Needs `cuobjdump` (CUDA toolkit, or the nvidia-cuda-cuobjdump wheel); no GPU.
+"""
+
+from __future__ import annotations
+
+import collections
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+_INSTR = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
+_TARGET = re.compile(r"0x([0-9a-f]+)")
+
+
+@dataclass
+class SassStats:
+    total: collections.Counter
+    loop: collections.Counter  # the backward-branch range holding the most FFMA
+
+    @staticmethod
+    def _share(c: collections.Counter, pred) -> float:
+        n = sum(c.values())
+        return sum(v for k, v in c.items() if pred(k)) / n if n else 0.0
+
+    def summary(self) -> dict:
+        lds = {k: v for k, v in self.loop.items() if k.startswith("LDS")}
+        return {
+            "instructions": sum(self.total.values()),
+            "loop_instructions": sum(self.loop.values()),
+            "loop_ffma": self.loop.get("FFMA", 0),
+            "loop_ffma_share": round(self._share(self.loop, lambda k: k == "FFMA"), 4),
+            "loop_lds": lds,
+            "loop_lds128_share_of_lds": round(lds.get("LDS.128", 0) / sum(lds.values()), 4) if lds else None,
+            "local_memory": sum(v for k, v in self.total.items() if k.startswith(("LDL", "STL"))),
+            "loop_top": self.loop.most_common(12),
+        }
+
+
+def find_cuobjdump() -> str | None:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    patterns = ["/usr/local/cuda/bin/cuobjdump"]
+    try:  # the nvidia-cuda-cuobjdump wheel: site-packages/nvidia/cu13/bin/cuobjdump
+        import nvidia
+        patterns += [os.path.join(p, "cu*", "bin", "cuobjdump") for p in nvidia.__path__]
+    except ImportError:
+        pass
+    for pattern in patterns:
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return hits[-1]
+    return None
+
+
+def parse(sass: str) -> SassStats:
+    instrs = []
+    for line in sass.splitlines():
+        m = _INSTR.match(line)
+        if m:
+            instrs.append((int(m.group(1), 16), m.group(3), m.group(4)))
+    total = collections.Counter(op for _, op, _ in instrs)
+    best = collections.Counter()
+    for i, (addr, op, args) in enumerate(instrs):
+        if op != "BRA":
+            continue
+        t = _TARGET.search(args)
+        if not t or int(t.group(1), 16) >= addr:
+            continue
+        body = collections.Counter(o for a, o, _ in instrs if int(t.group(1), 16) <= a <= addr)
+        if body.get("FFMA", 0) > best.get("FFMA", 0):
+            best = body
+    return SassStats(total, best)
+
+
+def analyze_cubin(cubin: bytes, kernel: str, cuobjdump: str | None = None) -> SassStats:
+    tool = cuobjdump or find_cuobjdump()
+    if not tool:
+        raise FileNotFoundError("cuobjdump not found (CUDA toolkit or the nvidia-cuda-cuobjdump wheel)")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "--dump-sass", "--function", kernel, f.name],
+                             capture_output=True, text=True, check=True).stdout
+    return parse(out)

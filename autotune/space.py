@@ -1,0 +1,330 @@
+"""Kernel families (templates + their declarations), search spaces, and the static filter.
+
+A family is `templates/<name>.cu.j2`. Its first lines are a Jinja comment holding YAML that
+declares the parameters (with integer domains), derived values, constraints and launch
+geometry, so a template and its rules travel together:
+
+    {#- autotune
+    params:   {BM: {domain: [16, 256], doc: ...}, ...}
+    derived:  {THREADS: "(BM // TM) * (BN // TN)", SMEM_BYTES: "4 * BK * (BM + BN)"}
+    constraints: [{expr: "BM % TM == 0", why: "..."}, ...]
+    launch:   {threads: THREADS, grid: [...], dynamic_smem: 0, scale_c_first: 0}
+    -#}
+
+A space is `configs/<name>.yaml`: the values to try per parameter, and seeds.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import yaml
+
+from .expr import Expr
+from .limits import DeviceLimits
+from .types import Config, UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE_DIR = ROOT / "templates"
+CONFIG_DIR = ROOT / "configs"
+
+_FRONT = re.compile(r"\A\{#-?\s*autotune\s*\n(.*?)^\s*-?#\}", re.S | re.M)
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_PARAM = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_RESERVED = {"M", "N", "K", "KERNEL_NAME"}
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A named rule over a config; `check` returns None or the reason it fails."""
+
+    label: str
+    names: frozenset[str]  # template names (params or derived) it reads
+    check: Callable[[Mapping[str, int], DeviceLimits], str | None]
+
+
+def _template_constraint(expr: Expr, why: str) -> Constraint:
+    def check(env: Mapping[str, int], _limits: DeviceLimits) -> str | None:
+        if expr(env):
+            return None
+        values = ", ".join(f"{n}={env[n]}" for n in sorted(expr.names))
+        return f"{why} ({expr.text}; {values})"
+
+    return Constraint(expr.text, expr.names, check)
+
+
+def _device_constraints() -> list[Constraint]:
+    """The rules every family obeys, over its declared THREADS and SMEM_BYTES."""
+
+    def threads_max(env, lim):
+        t = env["THREADS"]
+        return None if t <= lim.max_threads_per_block else f"threads {t} > {lim.max_threads_per_block} per block"
+
+    def threads_warp(env, lim):
+        t = env["THREADS"]
+        return None if t % lim.warp_size == 0 else f"threads {t} not a multiple of the warp size {lim.warp_size}"
+
+    def smem(env, lim):
+        s, dyn = env["SMEM_BYTES"], env["DYNAMIC_SMEM"]
+        cap = lim.smem_per_block_optin if dyn else lim.smem_per_block
+        kind = "dynamic (opt-in)" if dyn else "static"
+        return None if s <= cap else f"smem_bytes {s} > {cap} ({kind} limit)"
+
+    return [
+        Constraint("threads per block <= device limit", frozenset({"THREADS"}), threads_max),
+        Constraint("threads per block a warp multiple", frozenset({"THREADS"}), threads_warp),
+        Constraint("shared memory <= device limit", frozenset({"SMEM_BYTES", "DYNAMIC_SMEM"}), smem),
+    ]
+
+
+def resource_violations(registers: int, spill_bytes: int, threads: int, limits: DeviceLimits) -> list[str]:
+    """The post-compile part of the static filter (from the ptxas report)."""
+    out = []
+    if spill_bytes:
+        out.append(f"spills {spill_bytes} bytes to local memory")
+    if registers * threads > limits.regs_per_block:
+        out.append(f"registers {registers} x threads {threads} = {registers * threads} > {limits.regs_per_block}")
+    return out
+
+
+@dataclass
+class Family:
+    """A kernel template and what it declares."""
+
+    name: str
+    path: Path
+    description: str
+    params: dict[str, tuple[int, int]]  # name -> inclusive domain
+    docs: dict[str, str]
+    derived: dict[str, Expr]
+    constraints: list[Constraint]
+    launch: dict[str, Any]
+
+    @classmethod
+    def load(cls, name: str, template_dir: Path = TEMPLATE_DIR) -> "Family":
+        if not _NAME.match(name):
+            raise UserError(f"family {name!r}: names are lower-case letters, digits and '_'")
+        path = template_dir / f"{name}.cu.j2"
+        if not path.is_file():
+            raise UserError(f"unknown family {name!r}; known: {', '.join(known_families(template_dir))}")
+        text = path.read_text()
+        m = _FRONT.match(text)
+        if not m:
+            raise UserError(f"{path}: no '{{#- autotune' declaration block at the top")
+        try:
+            decl = yaml.safe_load(m.group(1))
+        except yaml.YAMLError as exc:
+            raise UserError(f"{path}: declaration is not valid YAML: {_yaml_reason(exc)}") from None
+        where = str(path)
+        params, docs = {}, {}
+        for pname, spec in (decl.get("params") or {}).items():
+            if not _PARAM.match(pname) or pname in _RESERVED:
+                raise UserError(f"{where}: parameter name {pname!r} must be UPPER_CASE and not {sorted(_RESERVED)}")
+            lo, hi = spec["domain"]
+            params[pname] = (int(lo), int(hi))
+            docs[pname] = spec.get("doc", "")
+        derived = {k: Expr.parse(v, f"{where} derived {k}") for k, v in (decl.get("derived") or {}).items()}
+        for need in ("THREADS", "SMEM_BYTES"):
+            if need not in derived:
+                raise UserError(f"{where}: derived values must define {need}")
+        derived.setdefault("DYNAMIC_SMEM", Expr.parse(str(decl.get("launch", {}).get("dynamic_smem", 0))))
+        constraints = [
+            _template_constraint(Expr.parse(c["expr"], f"{where} constraint"), c.get("why", c["expr"]))
+            for c in decl.get("constraints") or []
+        ]
+        fam = cls(name, path, decl.get("description", ""), params, docs, derived,
+                  constraints + _device_constraints(), decl.get("launch") or {})
+        fam._check_names(where)
+        return fam
+
+    def _check_names(self, where: str) -> None:
+        known = set(self.params) | set(self.derived)
+        for dname, ex in self.derived.items():
+            if ex.names - known:
+                raise UserError(f"{where}: derived {dname} reads unknown {sorted(ex.names - known)}")
+        for c in self.constraints:
+            if c.names - known:
+                raise UserError(f"{where}: constraint {c.label!r} reads unknown {sorted(c.names - known)}")
+        for key in ("threads", "scale_c_first"):
+            Expr.parse(str(self.launch.get(key, "THREADS" if key == "threads" else 0)))
+        if len(self.launch.get("grid", [])) != 3:
+            raise UserError(f"{where}: launch.grid must list three expressions (x, y, z)")
+
+    @cached_property
+    def source(self) -> str:
+        return self.path.read_text()
+
+    def derive(self, params: Mapping[str, int]) -> dict[str, int]:
+        """Params plus every derived value (in declaration order)."""
+        env = dict(params)
+        for dname, ex in self.derived.items():
+            env[dname] = int(ex(env))
+        return env
+
+    def violations(self, config: Config, limits: DeviceLimits) -> list[str]:
+        """Every static (pre-compile) rule this config breaks, each with its reason."""
+        env = self.derive(config.as_dict())
+        return [r for c in self.constraints if (r := c.check(env, limits))]
+
+    def validate_params(self, params: Mapping[str, Any], where: str) -> dict[str, int]:
+        """Integers from the declared domains, every parameter present, nothing else."""
+        unknown = set(params) - set(self.params)
+        if unknown:
+            raise UserError(f"{where}: unknown parameter {sorted(unknown)[0]!r} for family {self.name} "
+                            f"(has {', '.join(self.params)})")
+        missing = [p for p in self.params if p not in params]
+        if missing:
+            raise UserError(f"{where}: missing parameter {missing[0]!r} for family {self.name}")
+        return {p: self.check_value(p, params[p], where) for p in self.params}
+
+    def check_value(self, pname: str, value: Any, where: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(f"{where}: {pname} must be an integer, got {value!r}")
+        lo, hi = self.params[pname]
+        if not lo <= value <= hi:
+            raise UserError(f"{where}: {pname}={value} is outside its domain [{lo}, {hi}]")
+        return value
+
+    def launch_geometry(self, config: Config, M: int, N: int, K: int) -> dict[str, Any]:
+        """Grid, block, shared memory and prologue for one launch of this config."""
+        env = self.derive(config.as_dict()) | {"M": M, "N": N, "K": K}
+        grid = tuple(int(Expr.parse(str(g))(env)) for g in self.launch["grid"])
+        return {
+            "grid": grid,
+            "block": int(Expr.parse(str(self.launch.get("threads", "THREADS")))(env)),
+            "dynamic_smem": env["SMEM_BYTES"] if env["DYNAMIC_SMEM"] else 0,
+            "scale_c_first": bool(Expr.parse(str(self.launch.get("scale_c_first", 0)))(env)),
+        }
+
+
+def known_families(template_dir: Path = TEMPLATE_DIR) -> list[str]:
+    return sorted(p.name[: -len(".cu.j2")] for p in template_dir.glob("*.cu.j2") if not p.name.startswith("_"))
+
+
+def _yaml_reason(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{problem} at line {mark.line + 1}" if mark else problem
+
+
+@dataclass
+class Enumeration:
+    valid: list[Config]
+    total: int
+    rejected: collections.Counter = field(default_factory=collections.Counter)  # label -> points removed
+
+    def top_reasons(self, n: int = 3) -> list[tuple[str, int]]:
+        return self.rejected.most_common(n)
+
+
+@dataclass
+class Space:
+    """What to try for one family: value lists per parameter, and seeds (tried first)."""
+
+    family: Family
+    values: dict[str, list[int]]
+    seeds: list[Config]
+    source: str = ""
+
+    @classmethod
+    def load(cls, family: str | Family, path: Path | None = None) -> "Space":
+        fam = family if isinstance(family, Family) else Family.load(family)
+        path = Path(path) if path else CONFIG_DIR / f"{fam.name}.yaml"
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise UserError(f"{path}: malformed YAML: {_yaml_reason(exc)}") from None
+        return cls.from_dict(fam, data, str(path))
+
+    @classmethod
+    def from_dict(cls, fam: Family, data: Any, where: str) -> "Space":
+        if not isinstance(data, dict):
+            raise UserError(f"{where}: expected a mapping with 'space' (and optional 'seeds', 'family')")
+        extra = set(data) - {"family", "space", "seeds", "description"}
+        if extra:
+            raise UserError(f"{where}: unknown key {sorted(map(str, extra))[0]!r} (allowed: family, space, seeds)")
+        if data.get("family", fam.name) != fam.name:
+            raise UserError(f"{where}: file is for family {data['family']!r}, not {fam.name!r}")
+        raw = data.get("space")
+        if not isinstance(raw, dict) or not raw:
+            raise UserError(f"{where}: 'space' must map each parameter to a list of integers")
+        values: dict[str, list[int]] = {}
+        for pname, vals in raw.items():
+            if pname not in fam.params:
+                raise UserError(f"{where}: unknown parameter {pname!r} for family {fam.name} "
+                                f"(has {', '.join(fam.params)})")
+            if not isinstance(vals, list):
+                vals = [vals]
+            if not vals:
+                raise UserError(f"{where}: {pname} has no values")
+            values[pname] = sorted({fam.check_value(pname, v, where) for v in vals})
+        missing = [p for p in fam.params if p not in values]
+        if missing:
+            raise UserError(f"{where}: space is missing parameter {missing[0]!r}")
+        values = {p: values[p] for p in fam.params}  # declaration order drives pruning
+        seeds = []
+        for i, seed in enumerate(data.get("seeds") or []):
+            if not isinstance(seed, dict):
+                raise UserError(f"{where}: seed #{i + 1} must be a mapping of parameters")
+            seeds.append(Config.make(fam.name, fam.validate_params(seed, f"{where} seed #{i + 1}")))
+        return cls(fam, values, seeds, where)
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(v) for v in self.values.values())
+
+    def enumerate(self, limits: DeviceLimits) -> Enumeration:
+        """All statically valid points, with how many points each rule removed.
+
+        Depth-first over the parameters in declaration order; each rule is checked as soon as
+        every parameter it reads is fixed, so a whole subtree is cut at once (and counted
+        against the first rule that cut it).
+        """
+        fam, order = self.family, list(self.values)
+        depth_of = {p: i for i, p in enumerate(order)}
+        deps: dict[str, set[str]] = {p: {p} for p in order}
+        for dname, ex in fam.derived.items():
+            deps[dname] = set().union(*(deps[n] for n in ex.names)) if ex.names else set()
+        def level(names: Iterable[str]) -> int:
+            return max((depth_of[p] for n in names for p in deps[n]), default=0)
+        derived_at = collections.defaultdict(list)
+        for dname, ex in fam.derived.items():
+            derived_at[level(ex.names)].append((dname, ex))
+        rules_at = collections.defaultdict(list)
+        for c in fam.constraints:
+            rules_at[level(c.names)].append(c)
+        below = [math.prod(len(self.values[p]) for p in order[i + 1:]) for i in range(len(order))]
+        valid: list[Config] = []
+        rejected: collections.Counter = collections.Counter()
+        env: dict[str, int] = {}
+
+        def walk(d: int) -> None:
+            pname = order[d]
+            for v in self.values[pname]:
+                env[pname] = v
+                for dname, ex in derived_at[d]:
+                    env[dname] = int(ex(env))
+                failed = next((c for c in rules_at[d] if c.check(env, limits)), None)
+                if failed is not None:
+                    rejected[failed.label] += below[d]
+                elif d + 1 == len(order):
+                    valid.append(Config.make(fam.name, {p: env[p] for p in order}))
+                else:
+                    walk(d + 1)
+
+        walk(0)
+        return Enumeration(valid, self.size, rejected)
+
+    def describe_empty(self, en: Enumeration) -> str:
+        reasons = "; ".join(f"{label!r} removed {n}" for label, n in en.top_reasons())
+        return f"family {self.family.name}: no valid point among {en.total} ({self.source}); {reasons}"

@@ -1,0 +1,122 @@
+"""One vocabulary for the whole pipeline: problems, configs, outcomes."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+
+class UserError(Exception):
+    """Bad input from the user (a file, an argument): reported as one line, exit code 2."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C, row-major float32."""
+
+    M: int
+    N: int
+    K: int
+
+    def __post_init__(self) -> None:
+        for dim in ("M", "N", "K"):
+            value = getattr(self, dim)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"{dim} must be a positive integer, got {value!r}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.M}x{self.N}x{self.K}"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    @classmethod
+    def parse(cls, text: str) -> "Problem":
+        """'4096' (square) or '8192x8192x1024' (MxNxK)."""
+        parts = str(text).lower().split("x")
+        if len(parts) not in (1, 3):
+            raise UserError(f"shape {text!r}: expected N or MxNxK")
+        try:
+            dims = [int(p) for p in parts]
+        except ValueError:
+            raise UserError(f"shape {text!r}: not an integer") from None
+        if len(dims) == 1:
+            dims *= 3
+        return cls(*dims)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One point of a family's space: the template stem and its integer parameters."""
+
+    family: str
+    params: tuple[tuple[str, int], ...]
+
+    @classmethod
+    def make(cls, family: str, params: Mapping[str, int]) -> "Config":
+        return cls(family, tuple(sorted((k, int(v)) for k, v in params.items())))
+
+    def __getitem__(self, key: str) -> int:
+        return dict(self.params)[key]
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.params)
+
+    @property
+    def name(self) -> str:
+        """Procedural name, as CUTLASS does: the cache key, results key and C identifier."""
+        return "_".join([self.family] + [f"{k}{v}" for k, v in self.params])
+
+
+class Status(enum.Enum):
+    OK = "ok"
+    REJECTED = "rejected"  # static filter (before or after compile)
+    COMPILE_FAILED = "compile_failed"
+    LAUNCH_FAILED = "launch_failed"  # fault, bad launch, worker died
+    INCORRECT = "incorrect"
+    TIMEOUT = "timeout"
+
+
+@dataclass
+class Measurement:
+    """What one evaluation of a config on a problem produced."""
+
+    config: Config
+    problem: Problem
+    status: Status
+    message: str = ""
+    time_ms: float | None = None  # median
+    time_min_ms: float | None = None
+    time_max_ms: float | None = None
+    time_iqr_ms: float | None = None
+    repeats: int = 0
+    gflops: float | None = None
+    error: float | None = None  # relative Frobenius error vs the reference
+    registers: int | None = None
+    spill_bytes: int | None = None
+    smem_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["config"] = {"family": self.config.family, "params": self.config.as_dict(), "name": self.config.name}
+        d["problem"] = {"M": self.problem.M, "N": self.problem.N, "K": self.problem.K}
+        d["status"] = self.status.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Measurement":
+        d = dict(d)
+        cfg = d.pop("config")
+        d["config"] = Config.make(cfg["family"], cfg["params"])
+        d["problem"] = Problem(**d.pop("problem"))
+        d["status"] = Status(d.pop("status"))
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})

@@ -1,0 +1,27 @@
+import pytest
+
+
+def _has_gpu() -> bool:
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no CuPy, no driver, no device
+        return False
+
+
+HAS_GPU = _has_gpu()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_GPU:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def gpu_evaluator():
+    from autotune.evaluate import GPUEvaluator
+    ev = GPUEvaluator(0, timeout_s=60)
+    yield ev
+    ev.close()
