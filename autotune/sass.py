@@ -21,7 +21,7 @@ _TARGET = re.compile(r"0x([0-9a-f]+)")
 @dataclass
 class SassStats:
     total: collections.Counter
-    loop: collections.Counter  # the backward-branch range holding the most FFMA
+    loop: collections.Counter  # the leanest backward-branch range holding the most FFMA
 
     @staticmethod
     def _share(c: collections.Counter, pred) -> float:
@@ -74,7 +74,9 @@ def parse(sass: str) -> SassStats:
         if not t or int(t.group(1), 16) >= addr:
             continue
         body = collections.Counter(o for a, o, _ in instrs if int(t.group(1), 16) <= a <= addr)
-        if body.get("FFMA", 0) > best.get("FFMA", 0):
+        # The hottest loop has the most FFMA; of equals (a loop built twice, e.g. for a
+        # vector and a scalar load path), the leanest one is the fast path.
+        if (body.get("FFMA", 0), -sum(body.values())) > (best.get("FFMA", 0), -sum(best.values())):
             best = body
     return SassStats(total, best)
 

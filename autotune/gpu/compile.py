@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
-OPTIONS = ("--std=c++17", "-Xptxas=-v")
+OPTIONS = ("--std=c++17", "-default-device", "-Xptxas=-v")
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _PROPS = re.compile(r"Function properties for (\S+)")
