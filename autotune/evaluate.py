@@ -8,9 +8,11 @@ from recorded measurements, so the search can be tested without a GPU.
 
 from __future__ import annotations
 
+import copy
 import multiprocessing as mp
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
@@ -29,6 +31,9 @@ class Evaluator(Protocol):
 
     def evaluate(self, configs: Sequence[Config], problem: Problem, retime: bool = False) -> list[Measurement]:
         """Measure each config (verify first); never raises for a bad candidate."""
+
+    def prefetch(self, configs: Sequence[Config], problem: Problem) -> None:
+        """A hint: these will be evaluated next (a GPU evaluator compiles them meanwhile)."""
 
     def close(self) -> None: ...
 
@@ -204,7 +209,7 @@ class GPUEvaluator:
 
     def __init__(self, device_id: int = 0, arch: str | None = None, timeout_s: float = 30.0,
                  tolerance: float = 1e-4, seed: int = 0, jobs: int | None = None,
-                 target_s: float = 0.2, retime_target_s: float = 0.6):
+                 target_s: float = 0.1, retime_target_s: float = 0.5):
         self.worker = Worker(device_id)
         info = dict(self.worker.info)
         self.versions = info.pop("versions")
@@ -215,6 +220,24 @@ class GPUEvaluator:
         self.families: dict[str, Family] = {}
         self._problem: Problem | None = None
         self.setup_info: dict = {}
+        self._compiler = ThreadPoolExecutor(1)  # compiles the next batch while the GPU runs this one
+        self._prepared: dict[tuple[str, Problem], tuple[Future, int]] = {}
+
+    def prefetch(self, configs: Sequence[Config], problem: Problem) -> None:
+        todo = [c for c in configs if (c.name, problem) not in self._prepared]
+        if not todo:
+            return
+        fut = self._compiler.submit(prepare, todo, problem, self.limits, self.arch, self.families, self.jobs)
+        for i, c in enumerate(todo):
+            self._prepared[(c.name, problem)] = (fut, i)
+
+    def _prepare(self, configs: Sequence[Config], problem: Problem) -> list[Prepared]:
+        self.prefetch(configs, problem)
+        out = []
+        for c in configs:
+            fut, i = self._prepared.pop((c.name, problem))
+            out.append(copy.copy(fut.result()[i]))
+        return out
 
     def _ensure(self, problem: Problem) -> None:
         if problem != self._problem:
@@ -233,13 +256,14 @@ class GPUEvaluator:
         self._ensure(problem)
         target = self.retime_target_s if retime else self.target_s
         results = []
-        for prep in prepare(configs, problem, self.limits, self.arch, self.families, self.jobs):
+        for prep in self._prepare(configs, problem):
             if prep.measurement is not None:
                 results.append(prep.measurement)
                 continue
-            res = prep.spec.pop("resources")
+            res = prep.spec["resources"]
+            spec = {k: v for k, v in prep.spec.items() if k != "resources"}
             try:
-                r = self.worker.call("evaluate", self.timeout_s, spec=prep.spec, target_s=target,
+                r = self.worker.call("evaluate", self.timeout_s, spec=spec, target_s=target,
                                      timed=not verify_only)
             except WorkerLost as lost:
                 results.append(Measurement(prep.config, problem, lost.status, str(lost)[:500], **res))
@@ -262,6 +286,7 @@ class GPUEvaluator:
         return results
 
     def close(self) -> None:
+        self._compiler.shutdown(wait=True, cancel_futures=True)
         self.worker.close()
 
 
@@ -280,6 +305,9 @@ class ReplayEvaluator:
     calls: list[str] = field(default_factory=list)
     delay_s: float = 0.0
     on_evaluate: Callable[[Config], None] | None = None
+
+    def prefetch(self, configs: Sequence[Config], problem: Problem) -> None:
+        pass
 
     def baseline(self, problem: Problem) -> dict:
         t = problem.flops / (self.cublas_gflops * 1e6)

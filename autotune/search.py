@@ -145,12 +145,15 @@ def search_family(space: Space, problem: Problem, evaluator: Evaluator, *, gpu_s
             return en.valid[trial.suggest_int("index", 0, len(en.valid) - 1)]
         return Config.make(fam.name, {p: trial.suggest_categorical(p, vals) for p, vals in space.values.items()})
 
-    while len(measured) < budget and asks < max_asks:
-        if deadline is not None and time.monotonic() >= deadline:
-            break
-        pending: list[tuple[optuna.Trial, Config]] = []
-        seen_in_batch: set[str] = set()
-        while len(pending) < min(batch, budget - len(measured)) and asks < max_asks:
+    in_flight: set[str] = set()
+
+    def ask_batch() -> list[tuple[optuna.Trial, Config]]:
+        """Up to `batch` new, valid, unmeasured configs; the rest is told at once."""
+        nonlocal asks
+        out: list[tuple[optuna.Trial, Config]] = []
+        while len(out) < min(batch, budget - len(measured) - len(in_flight)) and asks < max_asks:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
             trial = study.ask()
             asks += 1
             cfg = suggest(trial)
@@ -162,18 +165,27 @@ def search_family(space: Space, problem: Problem, evaluator: Evaluator, *, gpu_s
                 study.tell(trial, state=TrialState.PRUNED)
                 counts[Status.REJECTED.value] = counts.get(Status.REJECTED.value, 0) + 1
                 continue
-            if cfg.name in measured or cfg.name in seen_in_batch:
-                # Already measured: tell the same outcome, spend no GPU time and no budget.
+            if cfg.name in measured or cfg.name in in_flight:
+                # Already measured or on its way: tell the known outcome (or a pruned
+                # placeholder), spending no GPU time and no budget.
                 state, value = measured.get(cfg.name, (TrialState.PRUNED, None))
                 trial.set_user_attr("duplicate", True)
                 study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
                 continue
-            seen_in_batch.add(cfg.name)
-            pending.append((trial, cfg))
-        if not pending:
-            continue
+            in_flight.add(cfg.name)
+            out.append((trial, cfg))
+        return out
+
+    # Two batches in flight: the next one compiles (CPU) while this one runs (GPU).
+    nxt = ask_batch()
+    evaluator.prefetch([c for _, c in nxt], problem)
+    while nxt:
+        pending = nxt
+        nxt = ask_batch()
+        evaluator.prefetch([c for _, c in nxt], problem)
         results = evaluator.evaluate([c for _, c in pending], problem)
         for (trial, cfg), m in zip(pending, results):
+            in_flight.discard(cfg.name)
             counts[m.status.value] = counts.get(m.status.value, 0) + 1
             trial.set_user_attr("evaluated", True)
             trial.set_user_attr("status", m.status.value)
@@ -189,6 +201,10 @@ def search_family(space: Space, problem: Problem, evaluator: Evaluator, *, gpu_s
             if on_trial:
                 on_trial(m)
         progress.update(fam.name, len(measured), budget, best_val, cublas_ref, counts, t0)
+        if not nxt and len(measured) < budget and asks < max_asks and \
+                (deadline is None or time.monotonic() < deadline):
+            nxt = ask_batch()
+            evaluator.prefetch([c for _, c in nxt], problem)
 
     # Re-time the top few (from every session of this study) before declaring a winner.
     ranked = sorted(((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE),

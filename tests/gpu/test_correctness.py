@@ -32,7 +32,8 @@ def _configs() -> list[Config]:
         out += sp.seeds + rng.sample(valid, min(4, len(valid)))
     base = Space.load("warptile").seeds[0].as_dict()
     for variant in ({"SPLITK": 4, "MINB": 1}, {"SPLITK": 3, "MINB": 1}, {"STAGES": 2}, {"STAGES": 4},
-                    {"PAD_A": 0, "PAD_B": 4, "GROUP_M": 1}, {"BK": 32, "LANES_N": 8}):
+                    {"PAD_A": 0, "PAD_B": 4, "GROUP_M": 1}, {"BK": 32, "LANES_N": 8}, {"PREFETCH": 0},
+                    {"PREFETCH": 0, "SPLITK": 2, "MINB": 1, "STAGES": 2}):
         out.append(Config.make("warptile", {**base, **variant}))
     return list(dict.fromkeys(out))
 
