@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 import shlex
 import sys
 import time
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import __version__
-from .limits import DeviceLimits, gpu_slug, profile_for_arch
+from .limits import DeviceLimits, profile_for_arch
 from .space import Family, Space, known_families
 from .types import Problem, UserError
 
@@ -92,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
     s.add_argument("--dry-run", action="store_true",
                    help="no GPU: render, filter and compile every point; print counts and top rejection reasons")
+    s.add_argument("--sample", type=_positive_int, metavar="N",
+                   help="with --dry-run: compile a random N of each family's valid points (default: all)")
     s.add_argument("--quiet", action="store_true", help="no progress display")
 
     e = sub.add_parser("export", help="write the best stored config as a C header",
@@ -159,14 +162,18 @@ def _dry_run(args, spaces: list[Space]) -> int:
     arch = args.arch or limits.arch
     problem = _problem(args)
     print(f"dry run: {problem.name}, limits of {limits.name}, compiling for {arch}")
-    head = f"{'family':<11} {'points':>8} {'static ok':>9} {'compiled':>8} {'res. ok':>7}  top rejection reasons"
+    head = (f"{'family':<11} {'points':>8} {'static ok':>9} {'compiled':>8} {'res. ok':>7}  "
+            "top rejection reasons (points removed)")
     print(head + "\n" + "-" * len(head))
     empty = []
     families: dict[str, Family] = {}
     for sp in spaces:
         t0 = time.monotonic()
         en = sp.enumerate(limits)
-        preps = prepare(en.valid, problem, limits, arch, families, args.jobs or default_jobs())
+        points = en.valid
+        if args.sample and len(points) > args.sample:
+            points = random.Random(args.seed).sample(points, args.sample)
+        preps = prepare(points, problem, limits, arch, families, args.jobs or default_jobs())
         compiled = sum(1 for p in preps if p.measurement is None or p.measurement.status.value == "rejected")
         ok = sum(1 for p in preps if p.measurement is None)
         reasons = dict(en.rejected)
@@ -178,7 +185,7 @@ def _dry_run(args, spaces: list[Space]) -> int:
                                                                  if key.startswith("registers") else key)
                 reasons[key] = reasons.get(key, 0) + 1
         top = sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
-        print(f"{sp.family.name:<11} {en.total:>8} {len(en.valid):>9} {compiled:>8} {ok:>7}  "
+        print(f"{sp.family.name:<11} {en.total:>8} {len(en.valid):>9} {f'{compiled}/{len(points)}':>8} {ok:>7}  "
               + "; ".join(f"{k} ({v})" for k, v in top) + f"  [{time.monotonic() - t0:.1f}s]")
         if not ok:
             empty.append(sp.describe_empty(en) if not en.valid else
@@ -205,7 +212,7 @@ def cmd_search(args) -> int:
     if args.dry_run:
         return _dry_run(args, spaces)
     from .evaluate import GPUEvaluator, default_jobs
-    from .results import make_entry, update_record
+    from .results import save_search
     from .search import Progress, default_storage, search
 
     try:
@@ -224,17 +231,9 @@ def cmd_search(args) -> int:
                          progress=Progress(enabled=not args.quiet))
         elapsed = time.monotonic() - t0
         command = "autotune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
-        gpu = {"name": ev.limits.name, "slug": slug, "arch": ev.limits.arch}
-        entries = {}
-        for r in results:
-            if r.best is not None:
-                entries[r.family] = make_entry(
-                    r.best, r.cublas, command=command, versions={**ev.versions, "autotune": __version__},
-                    limits=ev.limits.to_dict(),
-                    search={"sampler": args.sampler, "seed": args.seed, "trials": args.trials,
-                            "evaluated": r.evaluated, "valid_points": r.valid_points, "study": r.study_name,
-                            "storage": storage, "seconds": round(r.seconds, 1)})
-        path, changed = update_record(args.results, gpu, problem, entries) if entries else (None, [])
+        path, changed, entries = save_search(
+            args.results, ev.limits, ev.versions, problem, results, command=command, sampler=args.sampler,
+            seed=args.seed, trials=args.trials, storage=storage)
         print(_summary(results, base, elapsed))
         if path:
             kept = sorted(set(entries) - set(changed))

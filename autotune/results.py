@@ -151,3 +151,25 @@ def best_entry(root: Path | str, gpu_slug: str, problem: Problem, family: str | 
 
 def entry_config(entry: dict[str, Any]) -> Config:
     return Config.make(entry["config"]["family"], entry["config"]["params"])
+
+
+def save_search(root: Path | str, limits, versions: dict, problem: Problem, family_results, *,
+                command: str, sampler: str, seed: int, trials: int, storage: str) -> tuple[Path | None, list[str], dict]:
+    """Record the best of each searched family (search.FamilyResult) in the shape's file."""
+    from . import __version__
+
+    gpu = {"name": limits.name, "slug": limits.slug, "arch": limits.arch}
+    entries = {}
+    for r in family_results:
+        if r.best is None:
+            continue
+        entries[r.family] = make_entry(
+            r.best, r.cublas, command=command, versions={**versions, "autotune": __version__},
+            limits=limits.to_dict(),
+            search={"sampler": sampler, "seed": seed, "trials": trials, "evaluated": r.evaluated,
+                    "valid_points": r.valid_points, "study": r.study_name, "storage": storage,
+                    "seconds": round(r.seconds, 1)})
+    if not entries:
+        return None, [], entries
+    path, changed = update_record(root, gpu, problem, entries)
+    return path, changed, entries
