@@ -53,8 +53,10 @@ def load_record(path: Path) -> dict:
             if entry["config"]["family"] != fam:
                 raise ValueError(f"entry {fam} holds a {entry['config']['family']} config")
         data["gpu"]["name"], data["gpu"]["slug"]
-    except UserError:
-        raise
+    except UserError as exc:
+        if str(path) in str(exc):
+            raise
+        raise UserError(f"{path}: corrupted results file ({exc})") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{path}: corrupted results file ({type(exc).__name__}: {exc})") from None
     return data

@@ -52,14 +52,22 @@ def study_name(gpu_slug: str, problem: Problem, space: Space, sampler: str) -> s
     return f"{gpu_slug}/{problem.name}/{space.family.name}/{hashlib.sha1(blob.encode()).hexdigest()[:10]}"
 
 
+class _AskTellGridSampler(optuna.samplers.GridSampler):
+    """GridSampler for ask/tell: it calls Study.stop() when the grid is done, which only works
+    inside optimize() and would leave the last trial RUNNING; the loop ends by itself."""
+
+    def after_trial(self, study, trial, state, values) -> None:
+        pass
+
+
 def make_sampler(kind: str, seed: int, n_valid: int) -> optuna.samplers.BaseSampler:
     if kind == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=10, constant_liar=True,
-                                          multivariate=True, warn_independent_sampling=False)
+                                          multivariate=True)
     if kind == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if kind == "grid":
-        return optuna.samplers.GridSampler({"index": list(range(n_valid))}, seed=seed)
+        return _AskTellGridSampler({"index": list(range(n_valid))}, seed=seed)
     raise UserError(f"unknown sampler {kind!r}; choose from {', '.join(SAMPLERS)}")
 
 

@@ -1,0 +1,73 @@
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autotune.check import check_gpu, check_static
+from autotune.evaluate import ReplayEvaluator
+from autotune.results import iter_records
+from autotune.types import Status
+
+ROOT = Path(__file__).resolve().parent.parent
+STORED = ROOT / "results"
+SLUG = "nvidia-h100-80gb-hbm3"
+
+
+def test_static_check_passes_on_the_committed_results():
+    rows = check_static(STORED, SLUG)
+    assert len(rows) >= 15
+    assert [r for r in rows if r.status == "fail"] == []
+
+
+@pytest.fixture
+def one_record(tmp_path):
+    shutil.copytree(STORED / SLUG, tmp_path / SLUG, ignore=shutil.ignore_patterns("*.db"))
+    for p in (tmp_path / SLUG).glob("*.json"):
+        if p.name != "4096x4096x4096.json":
+            p.unlink()
+    return tmp_path, tmp_path / SLUG / "4096x4096x4096.json"
+
+
+def _edit(path, fn):
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+def test_static_check_fails_when_resources_change(one_record):
+    root, path = one_record
+    _edit(path, lambda d: d["families"]["warptile"].update(registers=12))
+    rows = {r.family: r for r in check_static(root, SLUG)}
+    assert rows["warptile"].status == "fail" and "registers 12 ->" in rows["warptile"].detail
+    assert rows["vectorized"].status == "pass"
+
+
+def test_static_check_fails_when_a_config_breaks_a_rule(one_record):
+    root, path = one_record
+    _edit(path, lambda d: d["families"]["coarse2d"]["config"]["params"].update(TM=3))
+    rows = {r.family: r for r in check_static(root, SLUG)}
+    assert rows["coarse2d"].status == "fail" and "BM % TM == 0" in rows["coarse2d"].detail
+
+
+def _replay(root, factor=1.0, broken=()):
+    from autotune.limits import load_profile
+    table = {}
+    for _p, rec in iter_records(root, SLUG):
+        for fam, e in rec["families"].items():
+            table[e["config"]["name"]] = Status.INCORRECT if fam in broken else e["gflops"] * factor
+    return ReplayEvaluator(table, load_profile("h100"), cublas_gflops=51700.0)
+
+
+def test_gpu_check_passes_within_tolerance_and_fails_beyond(one_record):
+    root, _ = one_record
+    assert all(r.status == "pass" for r in check_gpu(root, SLUG, _replay(root, 0.97), tolerance=0.05))
+    rows = check_gpu(root, SLUG, _replay(root, 0.90), tolerance=0.05)
+    assert rows and all(r.status == "fail" for r in rows)
+
+
+def test_gpu_check_fails_an_incorrect_config(one_record):
+    root, _ = one_record
+    rows = {r.family: r for r in check_gpu(root, SLUG, _replay(root, broken=("warptile",)))}
+    assert rows["warptile"].status == "fail" and "incorrect" in rows["warptile"].detail
+    assert rows["tiled"].status == "pass"

@@ -1,0 +1,101 @@
+"""The command line: bad input is one clear line and exit 2; --dry-run works without a GPU."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*args, cwd=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, timeout=timeout)
+
+
+def _one_clear_line(r):
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: "), r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["search", "--size", "0"], "--size: expected a positive integer, got 0"),
+    (["search", "--size", "-3"], "--size: expected a positive integer, got -3"),
+    (["search", "--size", "abc"], "expected a positive integer, got 'abc'"),
+    (["search", "--m", "10", "--n", "10"], "give --size S, or all of --m, --n and --k"),
+    (["search", "--size", "8", "--m", "8", "--n", "8", "--k", "8"], "not both"),
+    (["search", "--size", "64", "--family", "nope"], "unknown family 'nope'"),
+    (["search", "--size", "64", "--family", "../etc"], "family '../etc'"),
+    (["search", "--size", "64", "--sampler", "cmaes"], "invalid choice: 'cmaes'"),
+    (["search", "--size", "64", "--timeout", "-1"], "expected a number >= 0"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["export", "--size", "64", "--results", "/nonexistent"], "no results under /nonexistent"),
+    (["check", "--results", "results", "--gpu", "Some GPU"], "no results for GPU 'Some GPU'"),
+])
+def test_bad_arguments(args, fragment):
+    assert fragment in _one_clear_line(run(*args))
+
+
+@pytest.mark.parametrize("doc, fragment", [
+    ("space: {TILE: [8, 16\n", "malformed YAML"),
+    ("space: {TILE: [8], SIZE: [2]}\n", "unknown parameter 'SIZE'"),
+    ("space: {TILE: ['16; asm(\"trap;\")']}\n", "TILE must be an integer"),
+    ("space: {TILE: [100]}\n", "TILE=100 is outside its domain [1, 64]"),
+    ("space: {TILE: [4, 48, 64]}\n", "no valid point among 3"),
+])
+def test_bad_config_files(tmp_path, doc, fragment):
+    cfg = tmp_path / "space.yaml"
+    cfg.write_text(doc)
+    line = _one_clear_line(run("search", "--size", "64", "--family", "tiled", "--config", str(cfg), "--dry-run"))
+    assert fragment in line
+
+
+def test_dry_run_filters_and_compiles_without_a_gpu(tmp_path):
+    r = run("search", "--size", "4096", "--family", "tiled", "coarse2d", "--dry-run", "--arch", "sm_90",
+            "--sample", "6", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "tiled" in out and "coarse2d" in out and "3125" in out and "1593" in out
+    assert "threads per block <= device limit (2)" in out  # tiled: 48 and 64 exceed 1024 threads
+    assert "6/6" in out
+    assert not (tmp_path / "results").exists()  # a dry run writes no results
+
+
+def test_search_without_a_gpu_says_so(tmp_path):
+    line = _one_clear_line(run("search", "--size", "64", "--family", "tiled", "--results", str(tmp_path),
+                               cwd=tmp_path, timeout=300))
+    assert "no usable GPU" in line and "--dry-run" in line
+
+
+@pytest.mark.parametrize("sub", ["search", "export", "check", "list"])
+def test_help(sub):
+    r = run(sub, "--help")
+    assert r.returncode == 0 and "usage: autotune " + sub in r.stdout
+
+
+def test_list_shows_families_and_results():
+    r = run("list")
+    assert r.returncode == 0, r.stderr
+    assert "warptile" in r.stdout and "nvidia-h100-80gb-hbm3  4096x4096x4096" in r.stdout
+
+
+def test_check_static_on_committed_results():
+    r = run("check", "--static")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 failed (static)" in r.stdout
+
+
+def test_export_cli_writes_a_header(tmp_path):
+    r = run("export", "--size", "4096", "-o", str(tmp_path / "t.h"))
+    assert r.returncode == 0, r.stderr
+    assert "#define AUTOTUNE_FAMILY \"warptile\"" in (tmp_path / "t.h").read_text()
+
+
+def test_import_does_not_import_cupy():
+    code = "import sys, autotune, autotune.cli, autotune.search; print('cupy' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert r.stdout.strip() == "False", r.stderr

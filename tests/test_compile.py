@@ -1,0 +1,82 @@
+"""NVRTC without a GPU: compile for sm_90, read registers and spills, reject what spills."""
+
+import pytest
+
+from autotune.evaluate import prepare
+from autotune.gpu.compile import CompileError, compile_source, parse_resources
+from autotune.render import DEFAULT_KERNEL, render
+from autotune.sass import analyze_cubin, find_cuobjdump
+from autotune.space import Family, Space
+from autotune.types import Config, Problem, Status
+
+LOG = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k_scale_c' for 'sm_90'
+ptxas info    : Function properties for k_scale_c
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 12 registers, used 0 barriers, 380 bytes cmem[0]
+ptxas info    : Compiling entry function 'k' for 'sm_90'
+ptxas info    : Function properties for k
+ptxas         .     184 bytes stack frame, 176 bytes spill stores, 180 bytes spill loads
+ptxas info    : Used 128 registers, used 1 barriers, 16384 bytes smem, 400 bytes cmem[0]
+"""
+
+
+def test_parse_resources_per_kernel():
+    r = parse_resources(LOG, "k")
+    assert (r.registers, r.spill_bytes, r.stack_bytes, r.smem_static_bytes) == (128, 356, 184, 16384)
+    s = parse_resources(LOG, "k_scale_c")
+    assert (s.registers, s.spill_bytes, s.smem_static_bytes) == (12, 0, 0)
+    with pytest.raises(CompileError):
+        parse_resources(LOG, "missing")
+
+
+def test_seed_kernels_compile_for_sm90_with_their_resources():
+    seen = {}
+    for fam in ("tiled", "coarse2d", "vectorized", "warptile"):
+        f = Family.load(fam)
+        cfg = Space.load(fam).seeds[0]
+        c = compile_source(render(f, cfg), "sm_90", DEFAULT_KERNEL)
+        seen[fam] = c.resources
+        assert c.cubin[:4] == b"\x7fELF" and 0 < c.resources.registers <= 255
+        assert c.resources.spill_bytes == 0
+    assert seen["tiled"].smem_static_bytes == 2 * 4 * 32 * 33
+    assert seen["coarse2d"].smem_static_bytes == 4 * (128 * 16 + 16 * 128)
+    assert seen["warptile"].smem_static_bytes == 0  # dynamic shared memory only
+
+
+def test_cache_returns_the_same_cubin():
+    f = Family.load("tiled")
+    src = render(f, Config.make("tiled", {"TILE": 16}))
+    a = compile_source(src, "sm_90", DEFAULT_KERNEL)
+    b = compile_source(src, "sm_90", DEFAULT_KERNEL)
+    assert b.cached and b.cubin == a.cubin and b.resources == a.resources
+
+
+def test_compile_error_carries_the_log():
+    with pytest.raises(CompileError) as exc:
+        compile_source('extern "C" __global__ void autotune_sgemm() { undefined_thing(); }', "sm_90",
+                       DEFAULT_KERNEL, use_cache=False)
+    assert "undefined_thing" in str(exc.value)
+
+
+def test_post_compile_filter_rejects_spills(h100):
+    # 128 accumulators per thread under a 128-register cap (MINB=2, 256 threads): spills.
+    spill = Config.make("warptile", dict(BM=128, BN=256, BK=16, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=4,
+                                         STAGES=3, PAD_A=4, PAD_B=0, GROUP_M=8, SPLITK=1, MINB=2,
+                                         PREFETCH=0, MMA_ORDER=0))
+    ok = Space.load("warptile").seeds[0]
+    out = prepare([spill, ok], Problem(256, 256, 256), h100, "sm_90", {})
+    assert out[0].measurement.status is Status.REJECTED and "spills" in out[0].measurement.message
+    assert out[0].measurement.spill_bytes > 0
+    assert out[1].measurement is None and out[1].spec["dynamic_smem"] == 74496
+    assert out[1].spec["resources"]["registers"] * 256 <= h100.regs_per_block
+
+
+@pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+def test_sass_of_the_warptile_seed_is_mostly_ffma_with_wide_shared_loads():
+    cfg = Space.load("warptile").seeds[0]
+    c = compile_source(render(Family.load("warptile"), cfg), "sm_90", DEFAULT_KERNEL)
+    s = analyze_cubin(c.cubin, DEFAULT_KERNEL).summary()
+    assert s["loop_ffma"] == 16 * 128  # BK x (16 x 8 thread tile)
+    assert s["loop_ffma_share"] > 0.85
+    assert s["loop_lds"].get("LDS.128", 0) == 16 * 6 and s["local_memory"] == 0

@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from autotune.results import best_entry, load_record, make_entry, record_path, update_record
+from autotune.types import Config, Measurement, Problem, Status, UserError
+
+GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch": "sm_90"}
+P = Problem(1000, 1000, 1000)
+
+
+def _entry(family, params, gflops, h100):
+    m = Measurement(Config.make(family, params), P, Status.OK, time_ms=P.flops / gflops / 1e6, time_min_ms=1,
+                    time_max_ms=2, time_iqr_ms=0.01, repeats=20, gflops=gflops, error=5e-7, registers=127,
+                    spill_bytes=0, smem_bytes=16384)
+    return make_entry(m, {"time_ms": 1.0, "time_iqr_ms": 0.0, "gflops": 30000.0, "error": 5e-7},
+                      search={"sampler": "tpe"}, versions={"cupy": "x"}, command="autotune search --size 1000",
+                      limits=h100.to_dict())
+
+
+def test_round_trip_and_keep_the_faster(tmp_path, h100):
+    e1 = _entry("tiled", {"TILE": 32}, 8000.0, h100)
+    path, changed = update_record(tmp_path, GPU, P, {"tiled": e1})
+    assert path == record_path(tmp_path, GPU["slug"], P) and changed == ["tiled"]
+    rec = load_record(path)
+    assert rec["families"]["tiled"] == json.loads(json.dumps(e1))
+    assert rec["families"]["tiled"]["ratio"] == pytest.approx(8000 / 30000)
+    slower = _entry("tiled", {"TILE": 16}, 7000.0, h100)
+    _, changed = update_record(tmp_path, GPU, P, {"tiled": slower})
+    assert changed == [] and load_record(path)["families"]["tiled"]["config"]["params"] == {"TILE": 32}
+    faster = _entry("coarse1d", {"BM": 64, "BN": 64, "BK": 8, "TM": 8}, 15000.0, h100)
+    update_record(tmp_path, GPU, P, {"coarse1d": faster})
+    rec, best = best_entry(tmp_path, GPU["slug"], P)
+    assert best["config"]["family"] == "coarse1d" and rec["best"] == "coarse1d"
+    assert not list(path.parent.glob(".*.tmp"))  # no temporary file left behind
+
+
+def test_only_verified_measurements_are_recorded(h100):
+    m = Measurement(Config.make("tiled", {"TILE": 32}), P, Status.INCORRECT, error=0.5)
+    with pytest.raises(ValueError):
+        make_entry(m, {"gflops": 1.0}, search={}, versions={}, command="", limits=h100.to_dict())
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"schema": 1}', '{"schema": 99, "problem": {}}',
+                                  '{"schema": 1, "gpu": {"name": "x", "slug": "x"}, "problem": {"M": 0, "N": 1, "K": 1}, "families": {}}'])
+def test_corrupted_file_is_one_clear_error(tmp_path, text):
+    path = tmp_path / "x" / "1000x1000x1000.json"
+    path.parent.mkdir()
+    path.write_text(text)
+    with pytest.raises(UserError) as exc:
+        load_record(path)
+    assert str(path) in str(exc.value)
+
+
+def test_corrupted_file_is_not_overwritten(tmp_path, h100):
+    path = record_path(tmp_path, GPU["slug"], P)
+    path.parent.mkdir(parents=True)
+    path.write_text("{broken")
+    with pytest.raises(UserError):
+        update_record(tmp_path, GPU, P, {"tiled": _entry("tiled", {"TILE": 32}, 1.0, h100)})
+    assert path.read_text() == "{broken"

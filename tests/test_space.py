@@ -1,0 +1,143 @@
+import itertools
+import random
+
+import jinja2
+import pytest
+from autotune.limits import DeviceLimits
+from autotune.render import render
+from autotune.space import Family, Space, known_families
+from autotune.types import Config, UserError
+
+FAMILIES = ["tiled", "coarse1d", "coarse2d", "vectorized", "warptile"]
+
+
+def test_known_families():
+    assert set(FAMILIES) <= set(known_families())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_renders_sampled_valid_configs(family, h100):
+    sp = Space.load(family)
+    valid = sp.enumerate(h100).valid
+    assert valid
+    fam = sp.family
+    for cfg in random.Random(0).sample(valid, min(12, len(valid))) + sp.seeds:
+        src = render(fam, cfg, kernel_name="k_test")
+        assert "{{" not in src and "{%" not in src
+        assert 'extern "C" __global__' in src and "k_test(" in src and "k_test_scale_c(" in src
+        # every parameter value reaches the source as a literal somewhere
+        assert str(cfg.as_dict()[next(iter(fam.params))]) in src
+
+
+def test_strict_undefined_fails_on_a_misspelled_parameter(tmp_path):
+    (tmp_path / "_common.cuh.j2").write_text("")
+    (tmp_path / "bad.cu.j2").write_text(
+        "{#- autotune\nparams: {X: {domain: [1, 8]}}\nderived: {THREADS: 32 * X, SMEM_BYTES: 0}\n"
+        "launch: {grid: ['1', '1', '1']}\n-#}\nint a = {{ Y }};\n")
+    fam = Family.load("bad", tmp_path)
+    with pytest.raises(jinja2.UndefinedError):
+        render(fam, Config.make("bad", {"X": 1}))
+
+
+def test_declared_values_match_hand_computation(h100):
+    fam = Family.load("coarse2d")
+    env = fam.derive({"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4})
+    assert env["THREADS"] == (128 // 8) * (64 // 4) == 256
+    assert env["SMEM_BYTES"] == 4 * (128 * 16 + 16 * 64) == 12288
+    w = Family.load("warptile")
+    p = dict(BM=128, BN=256, BK=16, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=4, STAGES=3, PAD_A=4, PAD_B=0,
+             GROUP_M=8, SPLITK=1, MINB=1, PREFETCH=0, MMA_ORDER=0)
+    env = w.derive(p)
+    assert (env["THREADS"], env["WM"], env["WN"], env["WMITER"], env["WNITER"]) == (256, 64, 64, 2, 2)
+    assert env["SMEM_BYTES"] == 4 * 3 * 16 * (132 + 256) == 74496
+    geo = w.launch_geometry(Config.make("warptile", p), 4097, 1000, 5)
+    assert geo == {"grid": (33 * 4, 1, 1), "block": 256, "dynamic_smem": 74496, "scale_c_first": False}
+
+
+def test_violations_carry_reasons(h100):
+    fam = Family.load("coarse2d")
+    bad = fam.violations(Config.make("coarse2d", {"BM": 256, "BN": 256, "BK": 64, "TM": 2, "TN": 2}), h100)
+    assert any("threads 16384 > 1024" in r for r in bad)
+    assert any("smem_bytes 131072 > 49152" in r for r in bad)
+    bad = fam.violations(Config.make("coarse2d", {"BM": 64, "BN": 64, "BK": 8, "TM": 3, "TN": 4}), h100)
+    assert any("BM % TM == 0" in r and "TM=3" in r for r in bad)
+    tight = DeviceLimits(name="tiny", arch="sm_90", sm_count=1, max_threads_per_block=128)
+    ok = Config.make("coarse2d", {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4})
+    assert fam.violations(ok, h100) == []
+    assert fam.violations(ok, tight) == ["threads 256 > 128 per block"]
+
+
+@pytest.mark.parametrize("family", ["tiled", "coarse1d", "coarse2d", "vectorized"])
+def test_enumeration_equals_brute_force(family, h100):
+    sp = Space.load(family)
+    en = sp.enumerate(h100)
+    brute = set()
+    for values in itertools.product(*sp.values.values()):
+        cfg = Config.make(family, dict(zip(sp.values, values)))
+        if not sp.family.violations(cfg, h100):
+            brute.add(cfg)
+    assert set(en.valid) == brute
+    assert sum(en.rejected.values()) == en.total - len(en.valid)
+
+
+def test_enumeration_equals_brute_force_warptile_slice(h100):
+    sp = Space.load("warptile")
+    small = dict(sp.values, BK=[8, 32], STAGES=[2, 4], SPLITK=[1, 4], PREFETCH=[0], MMA_ORDER=[0])
+    sp = Space(sp.family, small, [], "slice")
+    en = sp.enumerate(h100)
+    brute = {c for c in (Config.make("warptile", dict(zip(small, v))) for v in itertools.product(*small.values()))
+             if not sp.family.violations(c, h100)}
+    assert set(en.valid) == brute and len(brute) > 50
+
+
+def test_empty_space_names_the_constraints(h100):
+    fam = Family.load("coarse2d")
+    sp = Space.from_dict(fam, {"space": {"BM": [256], "BN": [256], "BK": [64], "TM": [1, 2], "TN": [1]}}, "x.yaml")
+    en = sp.enumerate(h100)
+    assert en.valid == []
+    msg = sp.describe_empty(en)
+    # BK fixes the shared memory (4 * 64 * 512 B) before TM is chosen: that rule cuts both.
+    assert msg == "family coarse2d: no valid point among 2 (x.yaml); 'shared memory <= device limit' removed 2"
+
+
+@pytest.mark.parametrize("doc, fragment", [
+    ("space: {BM: [64], BN: [64], BK: [8], TM: [4], TN: [4], XX: [1]}", "unknown parameter 'XX'"),
+    ("space: {BM: [64], BN: [64], BK: [8], TM: [4]}", "missing parameter 'TN'"),
+    ("space: {BM: [64.5], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM must be an integer"),
+    ("space: {BM: ['128; asm(\"trap;\")'], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM must be an integer"),
+    ("space: {BM: [0], BN: [64], BK: [8], TM: [4], TN: [4]}", "outside its domain"),
+    ("space: {BM: [true], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM must be an integer"),
+    ("space: {BM: [], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM has no values"),
+    ("[1, 2]", "expected a mapping"),
+    ("family: tiled\nspace: {TILE: [8]}", "is for family 'tiled'"),
+    ("space: {BM: [64], BN: [64], BK: [8], TM: [4], TN: [4]}\nseeds: [{BM: 64}]", "missing parameter"),
+    ("space: {BM: [64], BN: [64], BK: [8], TM: [4], TN: [4]}\nbogus: 1", "unknown key 'bogus'"),
+])
+def test_config_loader_rejects_bad_input(tmp_path, doc, fragment):
+    path = tmp_path / "space.yaml"
+    path.write_text(doc)
+    with pytest.raises(UserError) as exc:
+        Space.load("coarse2d", path)
+    assert fragment in str(exc.value) and str(path) in str(exc.value)
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text("space:\n  BM: [64\n  BN: [1]\n")
+    with pytest.raises(UserError) as exc:
+        Space.load("coarse2d", path)
+    assert "malformed YAML" in str(exc.value) and "line" in str(exc.value)
+
+
+def test_yaml_tags_are_not_executed(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text("space: !!python/object/apply:os.system ['echo pwned']\n")
+    with pytest.raises(UserError):
+        Space.load("coarse2d", path)
+
+
+def test_default_configs_are_valid_yaml_with_valid_seeds(h100):
+    for fam in FAMILIES:
+        sp = Space.load(fam)
+        valid = set(sp.enumerate(h100).valid)
+        assert sp.seeds and all(s in valid for s in sp.seeds), fam
