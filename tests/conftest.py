@@ -1,4 +1,3 @@
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,3 @@ def h100():
 def _isolated_cache(tmp_path_factory, monkeypatch):
     # One NVRTC cache per test session, never the user's.
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path_factory.getbasetemp() / "nvrtc-cache"))
-
-
-def have_nvcc() -> bool:
-    return shutil.which("nvcc") is not None

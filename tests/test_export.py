@@ -5,7 +5,7 @@ import pytest
 from autotune.export import export
 from autotune.results import update_record
 from autotune.types import Problem, UserError
-from conftest import have_nvcc
+from helpers import have_nvcc
 from test_results import GPU, _entry
 
 HARNESS = """#include "tuned.h"

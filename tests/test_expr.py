@@ -4,7 +4,7 @@ import pytest
 
 from autotune.expr import Expr
 from autotune.types import UserError
-from conftest import have_nvcc
+from helpers import have_nvcc
 
 
 def test_evaluates_integer_arithmetic_and_helpers():
