@@ -88,7 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0, help="sampler and input seed (default 0)")
     s.add_argument("--storage", metavar="URL", help="Optuna storage (default sqlite:///results/<gpu>/optuna.db)")
     s.add_argument("--arch", metavar="SM", help="compile for this arch (default: the GPU's; sm_90 for --dry-run)")
-    s.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    s.add_argument("--device", type=int, default=0, help="CUDA device index (default 0; with --workers, the first)")
+    s.add_argument("--workers", type=_positive_int, default=1,
+                   help="worker processes on one study, worker i on device --device+i (default 1); several "
+                   "hosts share a study through --storage postgresql://...")
+    s.add_argument("--candidate-timeout", type=_nonneg_float, default=30.0, metavar="SEC",
+                   help="a candidate taking longer is recorded as a timeout and its worker replaced (default 30)")
+    s.add_argument("--replay", metavar="FILE",
+                   help="evaluate from recorded measurements (JSON table) instead of a GPU: for tests and demos")
     s.add_argument("--jobs", type=_positive_int, help="parallel NVRTC compiles (default: CPU cores, at most 16)")
     s.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
     s.add_argument("--dry-run", action="store_true",
@@ -211,12 +218,17 @@ def cmd_search(args) -> int:
     spaces = _spaces(args)
     if args.dry_run:
         return _dry_run(args, spaces)
-    from .evaluate import GPUEvaluator, default_jobs
+    from .evaluate import build_evaluator, default_jobs
     from .results import save_search
-    from .search import Progress, default_storage, search
+    from .search import Progress, default_storage, search, search_parallel
 
+    if args.replay:
+        spec = {"kind": "replay", "path": args.replay, "arch": args.arch}
+    else:
+        spec = {"kind": "gpu", "device": args.device, "arch": args.arch, "timeout_s": args.candidate_timeout,
+                "seed": args.seed, "jobs": args.jobs or default_jobs()}
     try:
-        ev = GPUEvaluator(args.device, args.arch, seed=args.seed, jobs=args.jobs or default_jobs())
+        ev = build_evaluator(spec)
     except RuntimeError as exc:
         raise UserError(f"no usable GPU ({exc}); 'autotune search --dry-run' works without one") from None
     try:
@@ -225,10 +237,15 @@ def cmd_search(args) -> int:
         t0 = time.monotonic()
         base = ev.baseline(problem)
         print(f"{ev.limits.name}: {problem.name}, cuBLAS {base['gflops']:.0f} GFLOP/s "
-              f"(strict FP32, same process), {len(spaces)} families, {args.trials} trials each")
-        results = search(spaces, problem, ev, timeout_s=args.timeout, gpu_slug=slug, storage=storage,
-                         trials=args.trials, sampler=args.sampler, seed=args.seed,
-                         progress=Progress(enabled=not args.quiet))
+              f"(strict FP32, same process), {len(spaces)} families, {args.trials} trials each"
+              + (f", {args.workers} workers" if args.workers > 1 else ""), flush=True)
+        progress = Progress(enabled=not args.quiet)
+        common = dict(gpu_slug=slug, storage=storage, trials=args.trials, sampler=args.sampler, seed=args.seed,
+                      timeout_s=args.timeout, progress=progress)
+        if args.workers > 1:
+            results = search_parallel(spaces, problem, spec, args.workers, ev.limits, final_evaluator=ev, **common)
+        else:
+            results = search(spaces, problem, ev, **common)
         elapsed = time.monotonic() - t0
         command = "autotune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
         path, changed, entries = save_search(
@@ -238,8 +255,9 @@ def cmd_search(args) -> int:
         if path:
             kept = sorted(set(entries) - set(changed))
             print(f"wrote {path}" + (f" (kept faster stored entries for {', '.join(kept)})" if kept else ""))
-        if ev.worker.restarts:
-            print(f"GPU worker replaced {ev.worker.restarts} time(s) after faults or hangs")
+        restarts = getattr(getattr(ev, "worker", None), "restarts", 0)
+        if restarts:
+            print(f"GPU worker replaced {restarts} time(s) after faults or hangs")
         return 0 if entries else 1
     finally:
         ev.close()

@@ -210,6 +210,7 @@ class GPUEvaluator:
     def __init__(self, device_id: int = 0, arch: str | None = None, timeout_s: float = 30.0,
                  tolerance: float = 1e-4, seed: int = 0, jobs: int | None = None,
                  target_s: float = 0.1, retime_target_s: float = 0.5):
+        self.device_id = device_id
         self.worker = Worker(device_id)
         info = dict(self.worker.info)
         self.versions = info.pop("versions")
@@ -338,3 +339,28 @@ class ReplayEvaluator:
 
 def default_jobs() -> int:
     return max(1, min(16, os.cpu_count() or 1))
+
+
+def load_replay(path: str, limits: DeviceLimits) -> ReplayEvaluator:
+    """A ReplayEvaluator from a JSON file: {"table": {config name: GFLOP/s or a status such as
+    "incorrect"}, "delay_s": seconds per evaluation, "cublas_gflops": ...}."""
+    import json
+
+    from .types import UserError
+
+    try:
+        data = json.loads(open(path).read())
+        table = {k: (Status(v) if isinstance(v, str) else float(v)) for k, v in data["table"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: not a replay table ({type(exc).__name__}: {exc})") from None
+    return ReplayEvaluator(table, limits, cublas_gflops=float(data.get("cublas_gflops", 1000.0)),
+                           delay_s=float(data.get("delay_s", 0.0)))
+
+
+def build_evaluator(spec: dict, index: int = 0):
+    """The evaluator a (worker) process uses: spec["kind"] is "gpu" (device index+offset) or "replay"."""
+    if spec["kind"] == "replay":
+        from .limits import profile_for_arch
+        return load_replay(spec["path"], profile_for_arch(spec.get("arch")))
+    return GPUEvaluator(spec.get("device", 0) + index, spec.get("arch"), timeout_s=spec.get("timeout_s", 30.0),
+                        seed=spec.get("seed", 0), jobs=spec.get("jobs"))

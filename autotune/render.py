@@ -16,8 +16,9 @@ DEFAULT_KERNEL = "autotune_sgemm"
 @lru_cache(maxsize=None)
 def environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environment:
     # StrictUndefined: a misspelled parameter fails here instead of rendering as "".
+    # The built-in folder comes second, so templates from elsewhere can include _common.cuh.j2.
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir)),
+        loader=jinja2.FileSystemLoader([str(template_dir), str(TEMPLATE_DIR)]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

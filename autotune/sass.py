@@ -88,6 +88,8 @@ def analyze_cubin(cubin: bytes, kernel: str, cuobjdump: str | None = None) -> Sa
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
+        # cuobjdump runs nvdisasm, which the wheels install beside it.
+        env = dict(os.environ, PATH=os.path.dirname(tool) + os.pathsep + os.environ.get("PATH", ""))
         out = subprocess.run([tool, "--dump-sass", "--function", kernel, f.name],
-                             capture_output=True, text=True, check=True).stdout
+                             capture_output=True, text=True, check=True, env=env).stdout
     return parse(out)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -33,6 +34,12 @@ from .types import Config, UserError
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DIR = ROOT / "templates"
 CONFIG_DIR = ROOT / "configs"
+TEMPLATES_ENV = "AUTOTUNE_TEMPLATES"  # extra template folders (os.pathsep-separated), searched first
+
+
+def template_dirs() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get(TEMPLATES_ENV, "").split(os.pathsep) if p]
+    return extra + [TEMPLATE_DIR]
 
 _FRONT = re.compile(r"\A\{#-?\s*autotune\s*\n(.*?)^\s*-?#\}", re.S | re.M)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -107,11 +114,12 @@ class Family:
     launch: dict[str, Any]
 
     @classmethod
-    def load(cls, name: str, template_dir: Path = TEMPLATE_DIR) -> "Family":
+    def load(cls, name: str, template_dir: Path | None = None) -> "Family":
         if not _NAME.match(name):
             raise UserError(f"family {name!r}: names are lower-case letters, digits and '_'")
-        path = template_dir / f"{name}.cu.j2"
-        if not path.is_file():
+        dirs = [Path(template_dir)] if template_dir else template_dirs()
+        path = next((d / f"{name}.cu.j2" for d in dirs if (d / f"{name}.cu.j2").is_file()), None)
+        if path is None:
             raise UserError(f"unknown family {name!r}; known: {', '.join(known_families(template_dir))}")
         text = path.read_text()
         m = _FRONT.match(text)
@@ -203,8 +211,9 @@ class Family:
         }
 
 
-def known_families(template_dir: Path = TEMPLATE_DIR) -> list[str]:
-    return sorted(p.name[: -len(".cu.j2")] for p in template_dir.glob("*.cu.j2") if not p.name.startswith("_"))
+def known_families(template_dir: Path | None = None) -> list[str]:
+    dirs = [Path(template_dir)] if template_dir else template_dirs()
+    return sorted({p.name[: -len(".cu.j2")] for d in dirs for p in d.glob("*.cu.j2") if not p.name.startswith("_")})
 
 
 def _yaml_reason(exc: yaml.YAMLError) -> str:
@@ -235,7 +244,11 @@ class Space:
     @classmethod
     def load(cls, family: str | Family, path: Path | None = None) -> "Space":
         fam = family if isinstance(family, Family) else Family.load(family)
-        path = Path(path) if path else CONFIG_DIR / f"{fam.name}.yaml"
+        if path is None:  # configs/<name>.yaml, or <name>.yaml beside a template from elsewhere
+            path = CONFIG_DIR / f"{fam.name}.yaml"
+            if not path.is_file() and (fam.path.parent / f"{fam.name}.yaml").is_file():
+                path = fam.path.parent / f"{fam.name}.yaml"
+        path = Path(path)
         try:
             text = path.read_text()
         except OSError as exc:
