@@ -320,6 +320,12 @@ def run_trials(plan: Plan, evaluator: Evaluator, *, deadline: float | None = Non
                 break
             cfg = suggest(trial)
             trial.set_user_attr("config", cfg.name)
+            if trial.user_attrs.get("evaluated") and cfg.name not in measured:
+                # A re-queued trial whose worker measured it but died before telling: record
+                # that measurement instead of running the candidate again.
+                m = Measurement.from_dict(trial.user_attrs["measurement"])
+                record(trial, cfg, m)
+                continue
             if cfg.name not in valid_by_name:
                 reasons = fam.violations(cfg, evaluator.limits) or ["not a point of the space"]
                 trial.set_user_attr("status", Status.REJECTED.value)
@@ -338,6 +344,18 @@ def run_trials(plan: Plan, evaluator: Evaluator, *, deadline: float | None = Non
             out.append((trial, cfg))
         return out
 
+    def record(trial: optuna.Trial, cfg: Config, m: Measurement) -> None:
+        nonlocal best_val
+        counts[m.status.value] = counts.get(m.status.value, 0) + 1
+        if m.ok:
+            tell(trial, m.gflops)
+            measured[cfg.name] = (TrialState.COMPLETE, m.gflops)
+            best_val = max(best_val or 0.0, m.gflops)
+        else:
+            trial.set_user_attr("reason", m.message[:500])
+            tell(trial, state=TrialState.PRUNED)
+            measured[cfg.name] = (TrialState.PRUNED, None)
+
     def more() -> bool:
         return not exhausted and len(measured) < plan.budget and asks < max_asks and \
             (deadline is None or time.monotonic() < deadline)
@@ -353,19 +371,11 @@ def run_trials(plan: Plan, evaluator: Evaluator, *, deadline: float | None = Non
             results = evaluator.evaluate([c for _, c in pending], problem)
             for (trial, cfg), m in zip(pending, results):
                 in_flight.discard(cfg.name)
-                counts[m.status.value] = counts.get(m.status.value, 0) + 1
-                trial.set_user_attr("evaluated", True)
                 trial.set_user_attr("worker", worker)
                 trial.set_user_attr("status", m.status.value)
                 trial.set_user_attr("measurement", _measurement_attrs(m))
-                if m.ok:
-                    tell(trial, m.gflops)
-                    measured[cfg.name] = (TrialState.COMPLETE, m.gflops)
-                    best_val = max(best_val or 0.0, m.gflops)
-                else:
-                    trial.set_user_attr("reason", m.message[:500])
-                    tell(trial, state=TrialState.PRUNED)
-                    measured[cfg.name] = (TrialState.PRUNED, None)
+                trial.set_user_attr("evaluated", True)  # last: "evaluated" implies a measurement
+                record(trial, cfg, m)
                 if on_trial:
                     on_trial(m)
             progress.update(fam.name, len(measured), plan.budget, best_val, None, counts, t0)

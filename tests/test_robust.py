@@ -72,9 +72,19 @@ def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
     after = _trials(tmp_path)
     states = Counter(t.state.name for t in after)
     assert states["RUNNING"] == 0 and states["WAITING"] == 0  # nothing left dangling
-    evaluated = [t.user_attrs["config"] for t in after if t.user_attrs.get("evaluated")]
-    assert len(evaluated) == len(set(evaluated)) == 40  # no trial lost, none run twice
+    final = [t for t in after if t.state.name in ("COMPLETE", "PRUNED")]
+    evaluated = [t.user_attrs["config"] for t in final if t.user_attrs.get("evaluated")]
+    assert len(evaluated) == len(set(evaluated)) == 40  # no trial lost, none recorded twice
     assert done_before <= set(evaluated)
+    # A trial measured but not told before the kill is recorded from its measurement when its
+    # retry comes round, not run again: every FAIL'd trial with a measurement has a retry
+    # holding the very same measurement.
+    by_number = {t.number: t for t in after}
+    for t in after:
+        if "failed_trial" in t.system_attrs and t.user_attrs.get("measurement"):
+            old = by_number[t.system_attrs["failed_trial"]]
+            if old.user_attrs.get("evaluated"):
+                assert t.user_attrs["measurement"] == old.user_attrs["measurement"]
     # The trials the killed process had in flight were failed and re-queued with the same params.
     failed = [t for t in after if t.state.name == "FAIL"]
     retried = [t for t in after if "failed_trial" in t.system_attrs]
