@@ -289,6 +289,7 @@ def run_trials(plan: Plan, evaluator: Evaluator, *, deadline: float | None = Non
             others.update(t.user_attrs.get("config") for t in
                           study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
             others.difference_update(in_flight)
+            others.discard(None)
 
     def suggest(trial: optuna.Trial) -> Config:
         if plan.sampler == "grid":
@@ -307,7 +308,7 @@ def run_trials(plan: Plan, evaluator: Evaluator, *, deadline: float | None = Non
         nonlocal asks, exhausted
         out: list[tuple[optuna.Trial, Config]] = []
         refresh()
-        while len(out) < min(batch, plan.budget - len(measured) - len(in_flight)) and asks < max_asks:
+        while len(out) < min(batch, plan.budget - len(measured) - len(in_flight) - len(others)) and asks < max_asks:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             trial = study.ask()

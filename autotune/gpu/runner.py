@@ -70,6 +70,31 @@ def _percentiles(times: list[float]) -> dict:
             "time_iqr_ms": float(q3 - q1), "repeats": len(times)}
 
 
+class LoadedKernel:
+    """A compiled cubin loaded into the current CUDA context: its SGEMM kernel and the split-K
+    prologue, with the dynamic shared-memory opt-in set."""
+
+    def __init__(self, cubin: bytes, kernel: str, dynamic_smem: int):
+        self.module = cp.cuda.function.Module()
+        self.module.load(cubin)
+        self.fn = self.module.get_function(kernel)
+        if dynamic_smem > 48 * 1024:
+            driver.funcSetAttribute(self.fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    int(dynamic_smem))
+        self.scale = self.module.get_function(kernel + "_scale_c")
+
+    def launch(self, geometry: dict, M: int, N: int, K: int, a, b, c, alpha: float = 1.0, beta: float = 0.0,
+               stream=None) -> None:
+        """C = alpha * A @ B + beta * C with the grid, block and shared memory of `geometry`."""
+        i32, f32 = np.int32, np.float32
+        if geometry["scale_c_first"]:
+            self.scale((min(4096, (M * N + 255) // 256), 1, 1), (256, 1, 1), (i32(M), i32(N), f32(beta), c),
+                       stream=stream)
+        self.fn(tuple(geometry["grid"]), (geometry["block"], 1, 1),
+                (i32(M), i32(N), i32(K), f32(alpha), a, b, f32(beta), c),
+                shared_mem=geometry["dynamic_smem"], stream=stream)
+
+
 class Runner:
     """Buffers and reference for one problem, and the means to verify and time kernels on it."""
 
@@ -117,32 +142,16 @@ class Runner:
         return num / den if den > 0 else num
 
     # ---- kernels ---------------------------------------------------------------------------
-    def _load(self, name: str, cubin: bytes, kernel: str, dynamic_smem: int):
+    def _launcher(self, spec: dict):
+        name = spec["name"]
         if name not in self._modules:
-            mod = cp.cuda.function.Module()
-            mod.load(cubin)
-            fn = mod.get_function(kernel)
-            if dynamic_smem > 48 * 1024:
-                driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        int(dynamic_smem))
-            scale = mod.get_function(kernel + "_scale_c")
             if len(self._modules) > 64:
                 self._modules.clear()
-            self._modules[name] = (mod, fn, scale)
-        return self._modules[name][1:]
-
-    def _launcher(self, spec: dict):
-        fn, scale = self._load(spec["name"], spec["cubin"], spec["kernel"], spec["dynamic_smem"])
-        M, N, K = self.problem[:3]
-        grid, block, smem = tuple(spec["grid"]), (spec["block"], 1, 1), spec["dynamic_smem"]
-        scale_first = spec["scale_c_first"]
-        i32, f32 = np.int32, np.float32
-        sgrid = (min(4096, (M * N + 255) // 256), 1, 1)
+            self._modules[name] = LoadedKernel(spec["cubin"], spec["kernel"], spec["dynamic_smem"])
+        kernel, (M, N, K) = self._modules[name], self.problem[:3]
 
         def launch(a, b, c, alpha=1.0, beta=0.0):
-            if scale_first:
-                scale(sgrid, (256, 1, 1), (i32(M), i32(N), f32(beta), c))
-            fn(grid, block, (i32(M), i32(N), i32(K), f32(alpha), a, b, f32(beta), c), shared_mem=smem)
+            kernel.launch(spec, M, N, K, a, b, c, alpha, beta)
 
         return launch
 
