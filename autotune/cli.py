@@ -56,6 +56,33 @@ def _shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=_positive_int, help="columns of A, rows of B")
 
 
+def _problems(args) -> list[Problem]:
+    """search: one shape (--size, --m/--n/--k) or several (--sizes, --shapes-file)."""
+    many = [x for x in (args.sizes, args.shapes_file) if x is not None]
+    if not many:
+        return [_problem(args)]
+    if len(many) > 1 or args.size is not None or any(v is not None for v in (args.m, args.n, args.k)):
+        raise UserError("give one of --size, --m/--n/--k, --sizes or --shapes-file")
+    if args.sizes is not None:
+        texts, where = [t for t in args.sizes.split(",") if t.strip()], "--sizes"
+    else:
+        try:
+            raw = args.shapes_file.read_text()
+        except OSError as exc:
+            raise UserError(f"{args.shapes_file}: cannot read ({exc.strerror})") from None
+        texts, where = [ln.split("#")[0].strip() for ln in raw.splitlines()], str(args.shapes_file)
+        texts = [t.lstrip("- ").strip() for t in texts if t]
+    if not texts:
+        raise UserError(f"{where}: no shapes")
+    out = []
+    for t in texts:
+        try:
+            out.append(Problem.parse(t.strip()))
+        except UserError as exc:
+            raise UserError(f"{where}: {exc}") from None
+    return list(dict.fromkeys(out))
+
+
 def _problem(args) -> Problem:
     mnk = (args.m, args.n, args.k)
     if args.size is not None:
@@ -77,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "verify against cuBLAS, time with CUDA events; write results/<gpu>/<MxNxK>.json.",
                        epilog=EPILOG_SEARCH, formatter_class=argparse.RawDescriptionHelpFormatter)
     _shape_args(s)
+    s.add_argument("--sizes", metavar="LIST", help="several shapes: comma list of N or MxNxK (e.g. 1024,2048,8192x8192x1024)")
+    s.add_argument("--shapes-file", type=Path, metavar="FILE", help="several shapes: one N or MxNxK per line")
     s.add_argument("--family", nargs="+", metavar="F", help=f"families to tune (default: all; known: "
                    f"{', '.join(known_families())})")
     s.add_argument("--config", action="append", type=Path, metavar="FILE", default=[],
@@ -123,6 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
     c.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
 
+    rp = sub.add_parser("report", help="PNG plots and a Markdown page of stored results and studies",
+                        description="Plots (GFLOP/s per trial with the cuBLAS line, parameter importance, best "
+                        "per family, GFLOP/s vs shape against cuBLAS) and report.md, from results/<gpu>/.")
+    rp.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")
+    rp.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
+    rp.add_argument("-o", "--output", type=Path, help="output folder (default results/<gpu>/report)")
+
     ls = sub.add_parser("list", help="families, their spaces, and stored results",
                         description="List families (parameters, space size, valid points for a profile) "
                         "and stored results.")
@@ -161,13 +197,12 @@ def _spaces(args) -> list[Space]:
     return [sp if sp is not None else Space.load(f) for f, sp in spaces.items()]
 
 
-def _dry_run(args, spaces: list[Space]) -> int:
+def _dry_run(args, spaces: list[Space], problem: Problem) -> int:
     from .evaluate import default_jobs, prepare
 
     limits = _live_limits(args.device) if args.arch is None else None
     limits = limits or profile_for_arch(args.arch)
     arch = args.arch or limits.arch
-    problem = _problem(args)
     print(f"dry run: {problem.name}, limits of {limits.name}, compiling for {arch}")
     head = (f"{'family':<11} {'points':>8} {'static ok':>9} {'compiled':>8} {'res. ok':>7}  "
             "top rejection reasons (points removed)")
@@ -214,13 +249,11 @@ def _live_limits(device: int) -> DeviceLimits | None:
 
 
 def cmd_search(args) -> int:
-    problem = _problem(args)
+    problems = _problems(args)
     spaces = _spaces(args)
     if args.dry_run:
-        return _dry_run(args, spaces)
+        return max(_dry_run(args, spaces, p) for p in problems)
     from .evaluate import build_evaluator, default_jobs
-    from .results import save_search
-    from .search import Progress, default_storage, search, search_parallel
 
     if args.replay:
         spec = {"kind": "replay", "path": args.replay, "arch": args.arch}
@@ -232,35 +265,42 @@ def cmd_search(args) -> int:
     except RuntimeError as exc:
         raise UserError(f"no usable GPU ({exc}); 'autotune search --dry-run' works without one") from None
     try:
-        slug = ev.limits.slug
-        storage = args.storage or default_storage(args.results, slug)
-        t0 = time.monotonic()
-        base = ev.baseline(problem)
-        print(f"{ev.limits.name}: {problem.name}, cuBLAS {base['gflops']:.0f} GFLOP/s "
-              f"(strict FP32, same process), {len(spaces)} families, {args.trials} trials each"
-              + (f", {args.workers} workers" if args.workers > 1 else ""), flush=True)
-        progress = Progress(enabled=not args.quiet)
-        common = dict(gpu_slug=slug, storage=storage, trials=args.trials, sampler=args.sampler, seed=args.seed,
-                      timeout_s=args.timeout, progress=progress)
-        if args.workers > 1:
-            results = search_parallel(spaces, problem, spec, args.workers, ev.limits, final_evaluator=ev, **common)
-        else:
-            results = search(spaces, problem, ev, **common)
-        elapsed = time.monotonic() - t0
-        command = "autotune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
-        path, changed, entries = save_search(
-            args.results, ev.limits, ev.versions, problem, results, command=command, sampler=args.sampler,
-            seed=args.seed, trials=args.trials, storage=storage)
-        print(_summary(results, base, elapsed))
-        if path:
-            kept = sorted(set(entries) - set(changed))
-            print(f"wrote {path}" + (f" (kept faster stored entries for {', '.join(kept)})" if kept else ""))
-        restarts = getattr(getattr(ev, "worker", None), "restarts", 0)
-        if restarts:
-            print(f"GPU worker replaced {restarts} time(s) after faults or hangs")
-        return 0 if entries else 1
+        return max(_search_one(args, spaces, problem, ev, spec) for problem in problems)
     finally:
         ev.close()
+
+
+def _search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
+    from .results import save_search
+    from .search import Progress, default_storage, search, search_parallel
+
+    slug = ev.limits.slug
+    storage = args.storage or default_storage(args.results, slug)
+    t0 = time.monotonic()
+    base = ev.baseline(problem)
+    print(f"{ev.limits.name}: {problem.name}, cuBLAS {base['gflops']:.0f} GFLOP/s "
+          f"(strict FP32, same process), {len(spaces)} families, {args.trials} trials each"
+          + (f", {args.workers} workers" if args.workers > 1 else ""), flush=True)
+    progress = Progress(enabled=not args.quiet, cublas_gflops=base["gflops"])
+    common = dict(gpu_slug=slug, storage=storage, trials=args.trials, sampler=args.sampler, seed=args.seed,
+                  timeout_s=args.timeout, progress=progress)
+    if args.workers > 1:
+        results = search_parallel(spaces, problem, spec, args.workers, ev.limits, final_evaluator=ev, **common)
+    else:
+        results = search(spaces, problem, ev, **common)
+    elapsed = time.monotonic() - t0
+    command = "autotune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
+    path, changed, entries = save_search(
+        args.results, ev.limits, ev.versions, problem, results, command=command, sampler=args.sampler,
+        seed=args.seed, trials=args.trials, storage=storage)
+    print(_summary(results, base, elapsed))
+    if path:
+        kept = sorted(set(entries) - set(changed))
+        print(f"wrote {path}" + (f" (kept faster stored entries for {', '.join(kept)})" if kept else ""))
+    restarts = getattr(getattr(ev, "worker", None), "restarts", 0)
+    if restarts:
+        print(f"GPU worker replaced {restarts} time(s) after faults or hangs")
+    return 0 if entries else 1
 
 
 def _summary(results, base: dict, elapsed: float) -> str:
@@ -315,6 +355,16 @@ def cmd_check(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_report(args) -> int:
+    from .report import write_report
+    from .results import resolve_gpu
+
+    slug = resolve_gpu(args.results, args.gpu)
+    path = write_report(args.results, slug, args.output)
+    print(f"wrote {path} and its plots")
+    return 0
+
+
 def cmd_list(args) -> int:
     from .results import gpu_dirs, iter_records
 
@@ -341,7 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"search": cmd_search, "export": cmd_export, "check": cmd_check, "list": cmd_list}[args.command](args)
+        return {"search": cmd_search, "export": cmd_export, "check": cmd_check, "report": cmd_report,
+                "list": cmd_list}[args.command](args)
     except UserError as exc:
         print(f"autotune: error: {exc}", file=sys.stderr)
         return 2

@@ -147,24 +147,31 @@ class _Heartbeat:
 
 
 class Progress:
-    """One status line per batch (rewritten in place on a terminal)."""
+    """A live status line: configs measured, best so far (GFLOP/s and x cuBLAS), rejected and
+    failed counts, ETA. Rewritten in place on a terminal, a line per batch otherwise."""
 
-    def __init__(self, stream=None, enabled: bool = True):
+    def __init__(self, stream=None, enabled: bool = True, cublas_gflops: float | None = None):
         self.stream = stream or sys.stderr
         self.enabled = enabled
+        self.cublas_gflops = cublas_gflops
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
 
     def update(self, family: str, done: int, budget: int, best: float | None, cublas: float | None,
                counts: dict, started: float, final: bool = False) -> None:
         if not self.enabled:
             return
+        cublas = cublas or self.cublas_gflops
         elapsed = time.monotonic() - started
-        eta = elapsed / done * (budget - done) if done else float("nan")
-        best_s = f"{best:9.0f} GFLOP/s" if best else "        - GFLOP/s"
-        ratio = f" ({best / cublas:.2f}x cuBLAS)" if best and cublas else ""
-        bad = sum(v for k, v in counts.items() if k != Status.OK.value)
-        line = (f"[{family:>10}] {done:3d}/{budget} evaluated  best {best_s}{ratio}  "
-                f"rejected/failed {bad}  {elapsed:5.1f}s  eta {eta:4.0f}s")
+        eta = elapsed / done * (budget - done) if done and not final else 0.0
+        width = 20
+        filled = int(width * min(done, budget) / budget) if budget else width
+        bar = "#" * filled + "." * (width - filled)
+        best_s = f"{best:7.0f} GFLOP/s" if best else "      - GFLOP/s"
+        ratio = f" {best / cublas:4.2f}x cuBLAS" if best and cublas else ""
+        rejected = counts.get(Status.REJECTED.value, 0)
+        failed = sum(v for k, v in counts.items() if k not in (Status.OK.value, Status.REJECTED.value))
+        line = (f"[{family:>10}] [{bar}] {done:3d}/{budget}  best {best_s}{ratio}  rejected {rejected} "
+                f"failed {failed}  {elapsed:5.1f}s  eta {eta:4.0f}s")
         if self.tty and not final:
             self.stream.write("\r" + line)
         else:

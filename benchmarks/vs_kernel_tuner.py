@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -117,6 +118,8 @@ def main() -> int:
             trace.append(best[0])
 
         with tempfile.TemporaryDirectory() as d:
+            # A cold compile cache, as Kernel Tuner has (the brute force compiled every point).
+            os.environ["AUTOTUNE_CACHE"] = str(Path(d) / "nvrtc")
             t0 = time.perf_counter()
             search_family(space, problem, ev, gpu_slug=slug, storage=default_storage(d, slug), trials=args.fevals,
                           seed=rep, retime_top=0, on_trial=on_trial)

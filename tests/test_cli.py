@@ -99,3 +99,33 @@ def test_import_does_not_import_cupy():
     code = "import sys, autotune, autotune.cli, autotune.search; print('cupy' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def test_report_writes_plots_and_markdown(tmp_path):
+    r = run("report", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "report.md").read_text()
+    assert "| 4096x4096x4096 | warptile |" in md and "optuna-dashboard sqlite:///" in md
+    pngs = {p.name for p in tmp_path.glob("*.png")}
+    assert {"shapes.png", "families.png", "trials_4096x4096x4096.png"} <= pngs
+    assert any(n.startswith("importance_warptile_") for n in pngs)
+    for name in pngs:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--sizes", "1024,abc"], "--sizes: shape 'abc': not an integer"),
+    (["--sizes", "1024", "--size", "8"], "give one of --size, --m/--n/--k, --sizes or --shapes-file"),
+    (["--sizes", "0x5x5"], "--sizes: M must be a positive integer"),
+    (["--shapes-file", "/nonexistent/shapes.txt"], "/nonexistent/shapes.txt: cannot read"),
+])
+def test_several_shapes_bad_input(args, fragment):
+    assert fragment in _one_clear_line(run("search", *args, "--family", "tiled", "--dry-run"))
+
+
+def test_several_shapes_dry_run(tmp_path):
+    shapes = tmp_path / "shapes.txt"
+    shapes.write_text("# shapes to tune\n512\n1000x1000x64\n")
+    r = run("search", "--shapes-file", str(shapes), "--family", "tiled", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "dry run: 512x512x512" in r.stdout and "dry run: 1000x1000x64" in r.stdout

@@ -27,8 +27,9 @@ def test_matmul_is_correct(shape):
     autotune.matmul(a, b, out=c2, alpha=2.0, beta=-1.0)
     ref = _ref(a, b, c, 2.0, -1.0)
     assert float(cp.linalg.norm(c2 - ref) / cp.linalg.norm(ref)) < 1e-5
-    a_t = cp.asfortranarray(a)  # a non-contiguous view is copied, not misread
-    assert float(cp.linalg.norm(autotune.matmul(a_t, b) - out)) == 0.0
+    a_t = cp.asfortranarray(a)  # a non-C-contiguous array is copied, not misread
+    # (not bit-identical: a split-K winner adds partial sums with atomics in any order)
+    assert float(cp.linalg.norm(autotune.matmul(a_t, b) - _ref(a, b)) / cp.linalg.norm(_ref(a, b))) < 1e-5
 
 
 def test_load_uses_the_nearest_tuned_shape():
