@@ -314,6 +314,9 @@ def _summary(results, base: dict, elapsed: float) -> str:
         params = " ".join(f"{k}={v}" for k, v in r.best.config.params)
         lines.append(f"{r.family:<11} {r.best.gflops:8.0f} {r.best.extra['ratio']:8.2f} {r.best.error:8.1e} "
                      f"{r.evaluated:>6}  {params}")
+    for r in results:
+        for status, example in r.failures.items():
+            lines.append(f"{r.family}: {status} (e.g. {example})")
     lines.append(f"cuBLAS {base['gflops']:.0f} GFLOP/s at the start; search took {elapsed:.0f} s")
     return "\n".join(lines)
 

@@ -52,6 +52,7 @@ class FamilyResult:
     valid_points: int
     evaluated: int  # distinct configs measured in this study (all sessions, all workers)
     counts: dict[str, int] = field(default_factory=dict)  # status -> trials, this session
+    failures: dict[str, str] = field(default_factory=dict)  # failed status -> an example, whole study
     retimed: list[Measurement] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -401,6 +402,11 @@ def finish_family(plan: Plan, evaluator: Evaluator, *, retime_top: int = 3, coun
     started = started if started is not None else time.monotonic()
     study = open_study(make_storage(plan.storage_url), plan.name, make_sampler(plan.sampler, plan.seed))
     measured = _measured(study)
+    failures: dict[str, str] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+        st = t.user_attrs.get("status")
+        if t.user_attrs.get("evaluated") and st not in (Status.OK.value, Status.REJECTED.value):
+            failures.setdefault(st, f"{t.user_attrs.get('config')}: {t.user_attrs.get('reason', '')}"[:300])
     by_name = plan.valid_by_name
     ranked = sorted(((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE and n in by_name),
                     reverse=True)[:retime_top]
@@ -416,7 +422,7 @@ def finish_family(plan: Plan, evaluator: Evaluator, *, retime_top: int = 3, coun
         progress.update(plan.space.family.name, len(measured), plan.budget, best.gflops if best else None,
                         cublas["gflops"] if cublas else None, counts, started, final=True)
     return FamilyResult(plan.space.family.name, best, cublas, plan.name, len(plan.valid), len(measured), counts,
-                        retimed, time.monotonic() - started)
+                        failures, retimed, time.monotonic() - started)
 
 
 def search_family(space: Space, problem: Problem, evaluator: Evaluator, *, gpu_slug: str,

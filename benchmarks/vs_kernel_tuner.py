@@ -113,6 +113,8 @@ def main() -> int:
         trace, best = [], [0.0, None]
 
         def on_trial(m):
+            if not m.ok and m.status.value != "rejected":
+                print(f"  autotune trial {m.status.value}: {m.config.name}: {m.message[:200]}", flush=True)
             if m.ok and m.gflops > best[0]:
                 best[0], best[1] = m.gflops, m.config.as_dict()
             trace.append(best[0])
@@ -126,7 +128,7 @@ def main() -> int:
             wall = time.perf_counter() - t0
         run = {"tool": "autotune", "strategy": "tpe", "repeat": rep, "wall_s": wall, "evaluations": len(trace),
                "trace_gflops": trace, "best": best[1]}
-        run["fraction_of_optimum"] = remeasure(best[1])
+        run["fraction_of_optimum"] = remeasure(best[1]) if best[1] else 0.0
         runs.append(run)
         print(f"autotune tpe        rep {rep}: {len(trace):3d} evals {wall:6.1f} s  fraction {run['fraction_of_optimum']:.3f}",
               flush=True)

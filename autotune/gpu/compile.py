@@ -137,14 +137,16 @@ def _get_cubin(nvrtc, prog) -> bytes:
     string); the driver tolerates that, but cuobjdump and nvdisasm reject the file."""
     import ctypes
 
+    cubin = nvrtc.getCUBIN(prog)
     lib = _libnvrtc()
     if lib is not None:
         size = ctypes.c_size_t()
-        if lib.nvrtcGetCUBINSize(ctypes.c_void_p(prog), ctypes.byref(size)) == 0:
+        if lib.nvrtcGetCUBINSize(ctypes.c_void_p(prog), ctypes.byref(size)) == 0 and size.value == len(cubin) + 1:
             buf = ctypes.create_string_buffer(size.value)
-            if lib.nvrtcGetCUBIN(ctypes.c_void_p(prog), buf) == 0:
+            # Only if it is the same image: were `lib` another copy of NVRTC than CuPy's, the
+            # program handle would mean nothing to it.
+            if lib.nvrtcGetCUBIN(ctypes.c_void_p(prog), buf) == 0 and buf.raw[:-1] == cubin:
                 return buf.raw
-    cubin = nvrtc.getCUBIN(prog)
     return cubin + b"\0"  # the dropped byte is the NUL padding that ends the ELF image
 
 
