@@ -102,23 +102,31 @@ def compile_source(source: str, arch: str, kernel: str, options: Sequence[str] =
         except (OSError, ValueError, KeyError, TypeError):
             pass
     t0 = time.perf_counter()
+    cubin, log = _nvrtc_compile(nvrtc, source, kernel, opts)
+    try:
+        res = parse_resources(log, kernel)
+    except CompileError:
+        # Seen on the H100 machine (run 12): a source NVRTC had compiled before in the process
+        # came back without ptxas's report. A comment makes it a new source; the code is the same.
+        cubin, log = _nvrtc_compile(nvrtc, f"{source}\n// autotune {time.time_ns()}\n", kernel, opts)
+        res = parse_resources(log, kernel)
+    elapsed = time.perf_counter() - t0
+    out = Compiled(cubin, kernel, arch, res, log, elapsed)
+    if use_cache:
+        _store(cdir, key, out)
+    return out
+
+
+def _nvrtc_compile(nvrtc, source: str, kernel: str, opts: list[str]) -> tuple[bytes, str]:
     prog = nvrtc.createProgram(source, f"{kernel}.cu", [], [])
     try:
         try:
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError as exc:
-            log = nvrtc.getProgramLog(prog)
-            raise CompileError(f"{exc}: {_first_error(log)}") from None
-        log = nvrtc.getProgramLog(prog)
-        cubin = _get_cubin(nvrtc, prog)
+            raise CompileError(f"{exc}: {_first_error(nvrtc.getProgramLog(prog))}") from None
+        return _get_cubin(nvrtc, prog), nvrtc.getProgramLog(prog)
     finally:
         nvrtc.destroyProgram(prog)
-    elapsed = time.perf_counter() - t0
-    res = parse_resources(log, kernel)
-    out = Compiled(cubin, kernel, arch, res, log, elapsed)
-    if use_cache:
-        _store(cdir, key, out)
-    return out
 
 
 @lru_cache(maxsize=None)
