@@ -8,8 +8,8 @@ export PYTHONUNBUFFERED=1
 L=$OUT/logs; mkdir -p $L
 nvidia-smi -L | tee $L/gpus.txt
 for w in 1 2; do
-  ( time AUTOTUNE_CACHE=/tmp/atcache$w timeout 270 python3 -m autotune.cli search --size 4096 --family warptile \
-      --trials 96 --workers $w --results /tmp/w$w ) > $L/workers$w.txt 2>&1
+  ( time AUTOTUNE_CACHE=/tmp/atcache$w timeout 110 python3 -m autotune.cli search --size 4096 --family warptile \
+      --trials 80 --workers $w --results /tmp/w$w ) > $L/workers$w.txt 2>&1
   tail -8 $L/workers$w.txt
 done
 python3 - > $L/workers2_study.txt 2>&1 <<'PY'
