@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device run 11 (2 x H200): one study, two workers vs one, after the shared-budget fix, with
-# enough trials (96) that worker start-up and the final re-time weigh less.
+# more trials (80) than run 8, so worker start-up and the final re-time weigh less.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD || exit 1
