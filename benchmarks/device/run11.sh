@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# NOT RUN: the session's device time ran out before this could start (README, "Faults, restarts, many GPUs").
 # Device run 11 (2 x H200): one study, two workers vs one, after the shared-budget fix, with
 # more trials (80) than run 8, so worker start-up and the final re-time weigh less.
 set -u
