@@ -136,6 +136,7 @@ _CACHE: dict[tuple[int, str], Kernel] = {}
 
 def _device() -> tuple[int, str, str]:
     import cupy as cp
+
     from .gpu.runner import device_info
 
     dev = cp.cuda.Device().id

@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import optuna
-from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
+from optuna.storages import (
+    RDBStorage,
+    RetryHeartbeatStaleTrialCallback,
+    fail_stale_trials,
+)
 from optuna.trial import TrialState
 
 from .evaluate import Evaluator

@@ -149,7 +149,7 @@ def main() -> int:
     groups = {}
     for r in runs:
         groups.setdefault((r["tool"], r["strategy"]), []).append(r)
-    print(f"\n| tool | strategy | evaluations | fraction of optimum (mean, min) | wall time s (mean) | s per evaluation |")
+    print("\n| tool | strategy | evaluations | fraction of optimum (mean, min) | wall time s (mean) | s per evaluation |")
     print("|---|---|---|---|---|---|")
     summary = []
     for (tool, strat), rs in groups.items():

@@ -1,12 +1,12 @@
 import subprocess
 
 import pytest
+from helpers import have_nvcc
+from test_results import GPU, _entry
 
 from autotune.export import export
 from autotune.results import update_record
 from autotune.types import Problem, UserError
-from helpers import have_nvcc
-from test_results import GPU, _entry
 
 HARNESS = """#include "tuned.h"
 int main() {

@@ -1,10 +1,10 @@
 import subprocess
 
 import pytest
+from helpers import have_nvcc
 
 from autotune.expr import Expr
 from autotune.types import UserError
-from helpers import have_nvcc
 
 
 def test_evaluates_integer_arithmetic_and_helpers():

@@ -2,7 +2,13 @@ import json
 
 import pytest
 
-from autotune.results import best_entry, load_record, make_entry, record_path, update_record
+from autotune.results import (
+    best_entry,
+    load_record,
+    make_entry,
+    record_path,
+    update_record,
+)
 from autotune.types import Config, Measurement, Problem, Status, UserError
 
 GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch": "sm_90"}

@@ -190,9 +190,10 @@ _token = st.one_of(st.sampled_from(["--size", "--m", "--n", "--k", "--family", "
 @settings(max_examples=150, deadline=None)
 @given(argv=st.lists(_token, max_size=6))
 def test_cli_arguments_never_trace_back(argv):
-    from autotune import cli
     import contextlib
     import io
+
+    from autotune import cli
 
     err = io.StringIO()
     argv = ["search", *argv, "--results", "/nonexistent/autotune-fuzz", "--replay", "/nonexistent/r.json"]

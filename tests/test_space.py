@@ -3,6 +3,7 @@ import random
 
 import jinja2
 import pytest
+
 from autotune.limits import DeviceLimits
 from autotune.render import render
 from autotune.space import Family, Space, known_families
