@@ -35,15 +35,18 @@ def _distance(a: Problem, b: Problem) -> float:
     return sum(abs(math.log(x / y)) for x, y in ((a.M, b.M), (a.N, b.N), (a.K, b.K)))
 
 
-def nearest_entry(problem: Problem, slug: str, root: Path | None = None) -> tuple[Problem, dict] | None:
-    """(tuned shape, best entry) nearest to `problem` in log-space, or None when none is stored."""
+def nearest_entry(problem: Problem, slug: str, root: Path | None = None,
+                  family: str | None = None) -> tuple[Problem, dict] | None:
+    """(tuned shape, best entry, of `family` if given) nearest to `problem` in log-space, or
+    None when none is stored."""
     root = Path(root) if root else results_dir()
     if slug not in gpu_dirs(root):
         return None
     best = None
     for _path, rec in iter_records(root, slug):
         shape = Problem(**rec["problem"])
-        entry = max(rec["families"].values(), key=lambda e: e["gflops"]) if rec["families"] else None
+        fams = rec["families"]
+        entry = fams.get(family) if family else (max(fams.values(), key=lambda e: e["gflops"]) if fams else None)
         if entry and (best is None or _distance(problem, shape) < _distance(problem, best[0])):
             best = (shape, entry)
     return best
@@ -165,7 +168,7 @@ def load(shape: Any = None, *, config: Config | dict | None = None, family: str 
         if shape is not None:
             problem = shape if isinstance(shape, Problem) else (
                 Problem(*shape) if isinstance(shape, (tuple, list)) else Problem.parse(str(shape)))
-            found = _nearest(problem, slug, results, family)
+            found = nearest_entry(problem, slug, Path(results) if results else None, family)
             if found:
                 tuned, entry = found
                 cfg, source = entry_config(entry), f"tuned for {tuned.name} on {slug}"
@@ -178,20 +181,6 @@ def load(shape: Any = None, *, config: Config | dict | None = None, family: str 
         kernel.verify()
         _CACHE[key] = kernel
     return _CACHE[key]
-
-
-def _nearest(problem: Problem, slug: str, results, family: str | None):
-    root = Path(results) if results else results_dir()
-    if family is None:
-        return nearest_entry(problem, slug, root)
-    best = None
-    if slug in gpu_dirs(root):
-        for _p, rec in iter_records(root, slug):
-            entry = rec["families"].get(family)
-            shape = Problem(**rec["problem"])
-            if entry and (best is None or _distance(problem, shape) < _distance(problem, best[0])):
-                best = (shape, entry)
-    return best
 
 
 def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0):

@@ -12,7 +12,7 @@ from typing import Sequence
 
 from . import __version__
 from .limits import DeviceLimits, profile_for_arch
-from .space import Family, Space, known_families
+from .space import Family, Space, known_families, read_yaml
 from .types import Problem, UserError
 
 EPILOG_SEARCH = """examples:
@@ -176,14 +176,7 @@ def _spaces(args) -> list[Space]:
         Family.load(f)  # unknown family -> one clear line
     spaces = {f: None for f in dict.fromkeys(families)}
     for path in args.config:
-        import yaml
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-        except yaml.YAMLError as exc:
-            from .space import _yaml_reason
-            raise UserError(f"{path}: malformed YAML: {_yaml_reason(exc)}") from None
+        data = read_yaml(path)
         fam = data.get("family") if isinstance(data, dict) else None
         if fam is None:
             if len(spaces) != 1:

@@ -6,7 +6,6 @@ import datetime as _dt
 from pathlib import Path
 
 from . import __version__
-from .expr import Expr
 from .render import environment, render
 from .results import atomic_write_text, best_entry, entry_config
 from .space import Family
@@ -21,7 +20,7 @@ def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h"
     fam = Family.load(cfg.family)
     params = fam.validate_params(cfg.as_dict(), f"stored config {cfg.name}")
     env = fam.derive(params)
-    grid = [Expr.parse(str(g), f"{fam.name} launch.grid").to_c(env) for g in fam.launch["grid"]]
+    grid = [g.to_c(env) for g in fam.grid_exprs]
     probe = fam.launch_geometry(cfg, 1, 1, 1)
     p = record["problem"]
     return environment(fam.path.parent).get_template("_export.h.j2").render(

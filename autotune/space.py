@@ -159,10 +159,12 @@ class Family:
         for c in self.constraints:
             if c.names - known:
                 raise UserError(f"{where}: constraint {c.label!r} reads unknown {sorted(c.names - known)}")
-        for key in ("threads", "scale_c_first"):
-            Expr.parse(str(self.launch.get(key, "THREADS" if key == "threads" else 0)))
         if len(self.launch.get("grid", [])) != 3:
             raise UserError(f"{where}: launch.grid must list three expressions (x, y, z)")
+        # Parsed once here; launch_geometry runs for every candidate and every new shape.
+        self.grid_exprs = [Expr.parse(str(g), f"{where} launch.grid") for g in self.launch["grid"]]
+        self.threads_expr = Expr.parse(str(self.launch.get("threads", "THREADS")), f"{where} launch.threads")
+        self.scale_expr = Expr.parse(str(self.launch.get("scale_c_first", 0)), f"{where} launch.scale_c_first")
 
     @cached_property
     def source(self) -> str:
@@ -202,18 +204,29 @@ class Family:
     def launch_geometry(self, config: Config, M: int, N: int, K: int) -> dict[str, Any]:
         """Grid, block, shared memory and prologue for one launch of this config."""
         env = self.derive(config.as_dict()) | {"M": M, "N": N, "K": K}
-        grid = tuple(int(Expr.parse(str(g))(env)) for g in self.launch["grid"])
         return {
-            "grid": grid,
-            "block": int(Expr.parse(str(self.launch.get("threads", "THREADS")))(env)),
+            "grid": tuple(int(g(env)) for g in self.grid_exprs),
+            "block": int(self.threads_expr(env)),
             "dynamic_smem": env["SMEM_BYTES"] if env["DYNAMIC_SMEM"] else 0,
-            "scale_c_first": bool(Expr.parse(str(self.launch.get("scale_c_first", 0)))(env)),
+            "scale_c_first": bool(self.scale_expr(env)),
         }
 
 
 def known_families(template_dir: Path | None = None) -> list[str]:
     dirs = [Path(template_dir)] if template_dir else template_dirs()
     return sorted({p.name[: -len(".cu.j2")] for d in dirs for p in d.glob("*.cu.j2") if not p.name.startswith("_")})
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file through safe_load; a missing file or bad YAML is one UserError naming it."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: malformed YAML: {_yaml_reason(exc)}") from None
 
 
 def _yaml_reason(exc: yaml.YAMLError) -> str:
@@ -249,15 +262,7 @@ class Space:
             if not path.is_file() and (fam.path.parent / f"{fam.name}.yaml").is_file():
                 path = fam.path.parent / f"{fam.name}.yaml"
         path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise UserError(f"{path}: malformed YAML: {_yaml_reason(exc)}") from None
-        return cls.from_dict(fam, data, str(path))
+        return cls.from_dict(fam, read_yaml(path), str(path))
 
     @classmethod
     def from_dict(cls, fam: Family, data: Any, where: str) -> "Space":

@@ -65,3 +65,16 @@ def test_corrupted_file_is_not_overwritten(tmp_path, h100):
     with pytest.raises(UserError):
         update_record(tmp_path, GPU, P, {"tiled": _entry("tiled", {"TILE": 32}, 1.0, h100)})
     assert path.read_text() == "{broken"
+
+
+def test_nearest_tuned_shape_with_and_without_a_family():
+    from pathlib import Path
+
+    from autotune.api import nearest_entry
+    root = Path(__file__).resolve().parent.parent / "results"
+    shape, entry = nearest_entry(Problem(4000, 4100, 4096), GPU["slug"], root)
+    assert shape == Problem(4096, 4096, 4096) and entry["config"]["family"] == "warptile"
+    # vectorized was tuned at 1024^3, 2048^3 and 4096^3 only: 8192^3 falls back to 4096^3
+    shape, entry = nearest_entry(Problem(8192, 8192, 8192), GPU["slug"], root, family="vectorized")
+    assert shape == Problem(4096, 4096, 4096) and entry["config"]["family"] == "vectorized"
+    assert nearest_entry(Problem(64, 64, 64), "no-such-gpu", root) is None
