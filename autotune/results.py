@@ -131,7 +131,23 @@ def resolve_gpu(root: Path | str, gpu: str | None) -> str:
         return dirs[0]
     if not dirs:
         raise UserError(f"no results under {root}: run 'autotune search' first")
+    live = live_gpu_slug()
+    if live in dirs:
+        return live  # several GPUs' results: this machine's
     raise UserError(f"results for several GPUs under {root} ({', '.join(dirs)}): pick one with --gpu")
+
+
+def live_gpu_slug() -> str | None:
+    """The results-folder name of this machine's GPU 0, or None without a usable GPU."""
+    from .limits import gpu_slug
+
+    try:
+        import cupy
+
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        return gpu_slug(name.decode() if isinstance(name, bytes) else str(name))
+    except Exception:  # noqa: BLE001 - no CuPy, no driver, no device
+        return None
 
 
 def best_entry(root: Path | str, gpu_slug: str, problem: Problem, family: str | None = None) -> tuple[dict, dict]:

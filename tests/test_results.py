@@ -78,3 +78,17 @@ def test_nearest_tuned_shape_with_and_without_a_family():
     shape, entry = nearest_entry(Problem(8192, 8192, 8192), GPU["slug"], root, family="vectorized")
     assert shape == Problem(4096, 4096, 4096) and entry["config"]["family"] == "vectorized"
     assert nearest_entry(Problem(64, 64, 64), "no-such-gpu", root) is None
+
+
+def test_several_gpus_resolve_to_the_named_one_or_this_machines(tmp_path, h100, monkeypatch):
+    from autotune import results
+
+    for slug in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
+        update_record(tmp_path, {**GPU, "slug": slug}, Problem(64, 64, 64),
+                      {"tiled": _entry("tiled", {"TILE": 16}, 1.0, h100)})
+    assert results.resolve_gpu(tmp_path, "NVIDIA H200") == "nvidia-h200"
+    monkeypatch.setattr(results, "live_gpu_slug", lambda: None)
+    with pytest.raises(UserError, match="several GPUs.*--gpu"):
+        results.resolve_gpu(tmp_path, None)
+    monkeypatch.setattr(results, "live_gpu_slug", lambda: "nvidia-h200")
+    assert results.resolve_gpu(tmp_path, None) == "nvidia-h200"
