@@ -64,9 +64,7 @@ class Kernel:
         self.family = Family.load(config.family)
         compiled = compile_source(render(self.family, config), arch, DEFAULT_KERNEL)
         self.resources = compiled.resources
-        geo = self.family.launch_geometry(config, 1, 1, 1)
-        self._kernel = LoadedKernel(compiled.cubin, DEFAULT_KERNEL, geo["dynamic_smem"])
-        self._geometry: dict[tuple[int, int, int], dict] = {}
+        self._kernel = LoadedKernel(compiled.cubin, DEFAULT_KERNEL, self.family.launch_plan(config))
 
     def __repr__(self) -> str:
         return f"<autotune.Kernel {self.config.name} ({self.source})>"
@@ -79,10 +77,7 @@ class Kernel:
             out = cp.empty((M, N), dtype=cp.float32) if beta == 0 else None
             if out is None:
                 raise UserError("beta != 0 needs an `out` array holding C")
-        key = (M, N, K)
-        if key not in self._geometry:
-            self._geometry[key] = self.family.launch_geometry(self.config, M, N, K)
-        self._kernel.launch(self._geometry[key], M, N, K, _contiguous(A), _contiguous(B), out, alpha, beta,
+        self._kernel.launch(M, N, K, _contiguous(A), _contiguous(B), out, alpha, beta,
                             stream=cp.cuda.get_current_stream())
         return out
 

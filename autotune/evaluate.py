@@ -191,15 +191,15 @@ def prepare(configs: Sequence[Config], problem: Problem, limits: DeviceLimits, a
         if isinstance(res, CompileError):
             prep.measurement = Measurement(cfg, problem, Status.COMPILE_FAILED, str(res)[:500])
             continue
-        geo = fam.launch_geometry(cfg, problem.M, problem.N, problem.K)
+        plan = fam.launch_plan(cfg)
         r = res.resources
-        smem = r.smem_static_bytes + geo["dynamic_smem"]
+        smem = r.smem_static_bytes + plan.dynamic_smem
         resources = dict(registers=r.registers, spill_bytes=r.spill_bytes, smem_bytes=smem)
-        bad = resource_violations(r.registers, r.spill_bytes, geo["block"], limits)
+        bad = resource_violations(r.registers, r.spill_bytes, plan.block, limits)
         if bad:
             prep.measurement = Measurement(cfg, problem, Status.REJECTED, "; ".join(bad), **resources)
             continue
-        prep.spec = {"name": cfg.name, "cubin": res.cubin, "kernel": DEFAULT_KERNEL, **geo,
+        prep.spec = {"name": cfg.name, "cubin": res.cubin, "kernel": DEFAULT_KERNEL, "launch": plan,
                      "resources": resources}
     return out
 

@@ -82,6 +82,15 @@ _C_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: 
 
 def _to_c(node: ast.AST, env: Mapping[str, int]) -> str:
     # Integer division in C truncates; launch expressions only divide non-negative values.
+    free = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in FUNCTIONS}
+    if not isinstance(node, ast.Constant) and free <= set(env):
+        # Fully known here (template parameters): fold to a literal, as Python computes it.
+        value = eval(compile(ast.Expression(node), "<fold>", "eval"), {"__builtins__": {}, **FUNCTIONS}, dict(env))  # noqa: S307
+        return str(int(value))
+    if isinstance(node, ast.IfExp) and not ({n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} - set(env)):
+        taken = node.body if eval(compile(ast.Expression(node.test), "<fold>", "eval"),  # noqa: S307
+                                  {"__builtins__": {}, **FUNCTIONS}, dict(env)) else node.orelse
+        return _to_c(taken, env)
     if isinstance(node, ast.Constant):
         return str(node.value)
     if isinstance(node, ast.Name):

@@ -11,12 +11,21 @@ geometry, so a template and its rules travel together:
     launch:   {threads: THREADS, grid: [...], dynamic_smem: 0, scale_c_first: 0}
     -#}
 
+Launch expressions may read M, N, K and SLOTS (how many blocks of the compiled kernel the
+device holds at once: SMs x occupancy, known only where the kernel is loaded). A family that
+declares `launch.workspace` (bytes) takes one more kernel argument, a device buffer of that
+size whose first `launch.workspace_zeroed` bytes are zero before its first launch. A family that
+declares `launch.pack_b` takes, after that, B's row pitch in floats: where pack_b is true for a
+launch, B is first copied into the workspace at byte `launch.pack_b_at` with a pitch of
+4 * cdiv(N, 4) (16-byte aligned rows); otherwise the pitch is N.
+
 A space is `configs/<name>.yaml`: the values to try per parameter, and seeds.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import os
 import re
@@ -44,7 +53,52 @@ def template_dirs() -> list[Path]:
 _FRONT = re.compile(r"\A\{#-?\s*autotune\s*\n(.*?)^\s*-?#\}", re.S | re.M)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _PARAM = re.compile(r"^[A-Z][A-Z0-9_]*$")
-_RESERVED = {"M", "N", "K", "KERNEL_NAME"}
+_RESERVED = {"M", "N", "K", "SLOTS", "KERNEL_NAME"}
+LAUNCH_NAMES = frozenset({"M", "N", "K", "SLOTS"})  # what launch expressions may read beyond the config
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """How to launch one config, short of the shape and the device: picklable, so it crosses to
+    the GPU worker, which knows SLOTS once the kernel is loaded."""
+
+    env: tuple[tuple[str, int], ...]  # params and derived values
+    grid: tuple[str, str, str]
+    block: int
+    dynamic_smem: int
+    scale_c_first: str
+    workspace: str | None  # None: the kernel takes no workspace argument
+    workspace_zeroed: str = "0"
+    pack_b: str | None = None  # None: the kernel takes no pitch argument for B
+    pack_b_at: str = "0"
+
+    @property
+    def needs_slots(self) -> bool:
+        texts = (*self.grid, self.scale_c_first, self.workspace or "0", self.workspace_zeroed,
+                 self.pack_b or "0", self.pack_b_at)
+        env = dict(self.env)
+        return any("SLOTS" in _parsed(t).to_c(env) for t in texts)  # after folding this config's values
+
+    def geometry(self, M: int, N: int, K: int, slots: int | None = None) -> dict[str, Any]:
+        """Grid, block, shared memory, prologue and workspace bytes for one launch."""
+        if slots is None and self.needs_slots:
+            raise ValueError("this launch reads SLOTS (resident blocks on the device): pass slots")
+        env = dict(self.env) | {"M": M, "N": N, "K": K, "SLOTS": slots or 0}
+        return {
+            "grid": tuple(int(_parsed(g)(env)) for g in self.grid),
+            "block": self.block,
+            "dynamic_smem": self.dynamic_smem,
+            "scale_c_first": bool(_parsed(self.scale_c_first)(env)),
+            "workspace_bytes": None if self.workspace is None else int(_parsed(self.workspace)(env)),
+            "workspace_zeroed": int(_parsed(self.workspace_zeroed)(env)),
+            "pack_b": None if self.pack_b is None else bool(_parsed(self.pack_b)(env)),
+            "pack_b_at": int(_parsed(self.pack_b_at)(env)),
+        }
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str) -> Expr:
+    return Expr.parse(text, "launch expression")
 
 
 @dataclass(frozen=True)
@@ -109,6 +163,7 @@ class Family:
     description: str
     params: dict[str, tuple[int, int]]  # name -> inclusive domain
     docs: dict[str, str]
+    defaults: dict[str, int]  # params a stored config may omit (added to the family later)
     derived: dict[str, Expr]
     constraints: list[Constraint]
     launch: dict[str, Any]
@@ -130,13 +185,17 @@ class Family:
         except yaml.YAMLError as exc:
             raise UserError(f"{path}: declaration is not valid YAML: {_yaml_reason(exc)}") from None
         where = str(path)
-        params, docs = {}, {}
+        params, docs, defaults = {}, {}, {}
         for pname, spec in (decl.get("params") or {}).items():
             if not _PARAM.match(pname) or pname in _RESERVED:
                 raise UserError(f"{where}: parameter name {pname!r} must be UPPER_CASE and not {sorted(_RESERVED)}")
             lo, hi = spec["domain"]
             params[pname] = (int(lo), int(hi))
             docs[pname] = spec.get("doc", "")
+            if "default" in spec:
+                defaults[pname] = int(spec["default"])
+                if not lo <= defaults[pname] <= hi:
+                    raise UserError(f"{where}: default of {pname} is outside its domain [{lo}, {hi}]")
         derived = {k: Expr.parse(v, f"{where} derived {k}") for k, v in (decl.get("derived") or {}).items()}
         for need in ("THREADS", "SMEM_BYTES"):
             if need not in derived:
@@ -146,7 +205,7 @@ class Family:
             _template_constraint(Expr.parse(c["expr"], f"{where} constraint"), c.get("why", c["expr"]))
             for c in decl.get("constraints") or []
         ]
-        fam = cls(name, path, decl.get("description", ""), params, docs, derived,
+        fam = cls(name, path, decl.get("description", ""), params, docs, defaults, derived,
                   constraints + _device_constraints(), decl.get("launch") or {})
         fam._check_names(where)
         return fam
@@ -161,18 +220,34 @@ class Family:
                 raise UserError(f"{where}: constraint {c.label!r} reads unknown {sorted(c.names - known)}")
         if len(self.launch.get("grid", [])) != 3:
             raise UserError(f"{where}: launch.grid must list three expressions (x, y, z)")
-        # Parsed once here; launch_geometry runs for every candidate and every new shape.
-        self.grid_exprs = [Expr.parse(str(g), f"{where} launch.grid") for g in self.launch["grid"]]
-        self.threads_expr = Expr.parse(str(self.launch.get("threads", "THREADS")), f"{where} launch.threads")
-        self.scale_expr = Expr.parse(str(self.launch.get("scale_c_first", 0)), f"{where} launch.scale_c_first")
+        # Parsed once here: a typo fails when the family loads, not at its first launch.
+        launch_known = known | LAUNCH_NAMES
+        exprs = {"grid": [Expr.parse(str(g), f"{where} launch.grid") for g in self.launch["grid"]]}
+        for key, default in (("threads", "THREADS"), ("scale_c_first", 0), ("workspace", None),
+                             ("workspace_zeroed", 0), ("pack_b", None), ("pack_b_at", 0)):
+            if self.launch.get(key, default) is not None:
+                exprs[key] = [Expr.parse(str(self.launch.get(key, default)), f"{where} launch.{key}")]
+        for key, exs in exprs.items():
+            for ex in exs:
+                if ex.names - launch_known:
+                    raise UserError(f"{where}: launch.{key} reads unknown {sorted(ex.names - launch_known)}")
+        self.grid_exprs = exprs["grid"]
+        self.threads_expr = exprs["threads"][0]
+        self.scale_expr = exprs["scale_c_first"][0]
+        self.workspace_expr = exprs["workspace"][0] if "workspace" in exprs else None
+        self.workspace_zeroed_expr = exprs["workspace_zeroed"][0]
+        self.pack_b_expr = exprs["pack_b"][0] if "pack_b" in exprs else None
+        self.pack_b_at_expr = exprs["pack_b_at"][0]
+        if self.pack_b_expr is not None and self.workspace_expr is None:
+            raise UserError(f"{where}: launch.pack_b needs launch.workspace (the packed B lives there)")
 
     @cached_property
     def source(self) -> str:
         return self.path.read_text()
 
     def derive(self, params: Mapping[str, int]) -> dict[str, int]:
-        """Params plus every derived value (in declaration order)."""
-        env = dict(params)
+        """Params (declared defaults for those left out) plus every derived value (in declaration order)."""
+        env = {**self.defaults, **params}
         for dname, ex in self.derived.items():
             env[dname] = int(ex(env))
         return env
@@ -188,6 +263,7 @@ class Family:
         if unknown:
             raise UserError(f"{where}: unknown parameter {sorted(unknown)[0]!r} for family {self.name} "
                             f"(has {', '.join(self.params)})")
+        params = {**self.defaults, **params}
         missing = [p for p in self.params if p not in params]
         if missing:
             raise UserError(f"{where}: missing parameter {missing[0]!r} for family {self.name}")
@@ -201,15 +277,25 @@ class Family:
             raise UserError(f"{where}: {pname}={value} is outside its domain [{lo}, {hi}]")
         return value
 
-    def launch_geometry(self, config: Config, M: int, N: int, K: int) -> dict[str, Any]:
-        """Grid, block, shared memory and prologue for one launch of this config."""
-        env = self.derive(config.as_dict()) | {"M": M, "N": N, "K": K}
-        return {
-            "grid": tuple(int(g(env)) for g in self.grid_exprs),
-            "block": int(self.threads_expr(env)),
-            "dynamic_smem": env["SMEM_BYTES"] if env["DYNAMIC_SMEM"] else 0,
-            "scale_c_first": bool(self.scale_expr(env)),
-        }
+    def launch_plan(self, config: Config) -> LaunchPlan:
+        """Everything about launching `config` that does not depend on the shape or device."""
+        env = self.derive(self.validate_params(config.as_dict(), config.name))
+        return LaunchPlan(
+            env=tuple(sorted(env.items())),
+            grid=tuple(g.text for g in self.grid_exprs),
+            block=int(self.threads_expr(env)),
+            dynamic_smem=env["SMEM_BYTES"] if env["DYNAMIC_SMEM"] else 0,
+            scale_c_first=self.scale_expr.text,
+            workspace=None if self.workspace_expr is None else self.workspace_expr.text,
+            workspace_zeroed=self.workspace_zeroed_expr.text,
+            pack_b=None if self.pack_b_expr is None else self.pack_b_expr.text,
+            pack_b_at=self.pack_b_at_expr.text,
+        )
+
+    def launch_geometry(self, config: Config, M: int, N: int, K: int, slots: int | None = None) -> dict[str, Any]:
+        """Grid, block, shared memory, prologue and workspace for one launch of this config;
+        `slots` (resident blocks on the device) is needed where the launch reads SLOTS."""
+        return self.launch_plan(config).geometry(M, N, K, slots)
 
 
 def known_families(template_dir: Path | None = None) -> list[str]:
@@ -286,6 +372,8 @@ class Space:
             if not vals:
                 raise UserError(f"{where}: {pname} has no values")
             values[pname] = sorted({fam.check_value(pname, v, where) for v in vals})
+        for pname, default in fam.defaults.items():
+            values.setdefault(pname, [default])  # a space written before the parameter existed
         missing = [p for p in fam.params if p not in values]
         if missing:
             raise UserError(f"{where}: space is missing parameter {missing[0]!r}")

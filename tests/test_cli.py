@@ -84,13 +84,13 @@ def test_list_shows_families_and_results():
 
 
 def test_check_static_on_committed_results():
-    r = run("check", "--static")
+    r = run("check", "--static", "--gpu", "nvidia-h200")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 failed (static)" in r.stdout
 
 
 def test_export_cli_writes_a_header(tmp_path):
-    r = run("export", "--size", "4096", "-o", str(tmp_path / "t.h"))
+    r = run("export", "--size", "4096", "--gpu", "nvidia-h200", "-o", str(tmp_path / "t.h"))
     assert r.returncode == 0, r.stderr
     assert "#define AUTOTUNE_FAMILY \"warptile\"" in (tmp_path / "t.h").read_text()
 
@@ -102,7 +102,7 @@ def test_import_does_not_import_cupy():
 
 
 def test_report_writes_plots_and_markdown(tmp_path):
-    r = run("report", "-o", str(tmp_path))
+    r = run("report", "--gpu", "nvidia-h200", "-o", str(tmp_path))
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "report.md").read_text()
     assert "| 4096x4096x4096 | warptile |" in md and "optuna-dashboard sqlite:///" in md

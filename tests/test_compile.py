@@ -68,7 +68,7 @@ def test_post_compile_filter_rejects_spills(h100):
     out = prepare([spill, ok], Problem(256, 256, 256), h100, "sm_90", {})
     assert out[0].measurement.status is Status.REJECTED and "spills" in out[0].measurement.message
     assert out[0].measurement.spill_bytes > 0
-    assert out[1].measurement is None and out[1].spec["dynamic_smem"] == 74496
+    assert out[1].measurement is None and out[1].spec["launch"].dynamic_smem == 74496
     assert out[1].spec["resources"]["registers"] * 256 <= h100.regs_per_block
 
 

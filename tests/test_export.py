@@ -22,7 +22,8 @@ WARPTILE = dict(BM=128, BN=256, BK=8, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 @pytest.mark.parametrize("family, params", [("vectorized", dict(BM=128, BN=128, BK=16, TM=8, TN=8)),
-                                            ("warptile", WARPTILE)])
+                                            ("warptile", WARPTILE),
+                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 1})])
 def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, params):
     P = Problem(1000, 1000, 1000)
     update_record(tmp_path, GPU, P, {family: _entry(family, params, 30000.0, h100)})
@@ -30,8 +31,15 @@ def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, pa
     text = out.read_text()
     for k, v in params.items():
         assert f"#define AUTOTUNE_{k} {v}\n" in text
-    if family == "warptile":  # split-K: C is scaled first; > 48 KB shared memory: the opt-in
-        assert "_scale_c<<<" in text and "cudaFuncAttributeMaxDynamicSharedMemorySize" in text
+    if family == "warptile":  # > 48 KB shared memory: the opt-in
+        assert "cudaFuncAttributeMaxDynamicSharedMemorySize" in text
+    if params.get("SPLITK", 1) > 1:  # split-K: C is scaled first
+        assert "_scale_c<<<" in text
+    if family == "warptile":  # B to a 16-byte pitch when N % 4 != 0 (in the workspace)
+        assert "_pack_b<<<" in text and "cudaMallocAsync" in text
+    if params.get("STREAMK"):  # a grid of at most the resident blocks, a zeroed stream-ordered workspace
+        assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in text and "_scale_c<<<" not in text
+        assert "cudaMallocAsync" in text and "cudaMemsetAsync" in text and "cudaFreeAsync" in text
     (tmp_path / "main.cu").write_text(HARNESS)
     r = subprocess.run(["nvcc", "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")],
                        capture_output=True, text=True)

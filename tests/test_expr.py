@@ -27,7 +27,8 @@ def test_rejects_everything_outside_the_allow_list(text):
 @pytest.mark.skipif(not have_nvcc(), reason="needs a C++ compiler (nvcc)")
 def test_c_translation_computes_the_same_values(tmp_path):
     exprs = ["cdiv(M, BM) * cdiv(N, BN)", "min(M, 7) + max(N, K) - K // 3", "1 if M > N else 2",
-             "(M % BM == 0) or (N >= K)"]
+             "(M % BM == 0) or (N >= K)", "min(M, cdiv(BM, 3) * N) if BN > 32 else K",
+             "16 * cdiv(BM, 4) + 4 * M * BN if BN == 64 else 0"]
     env = {"BM": 128, "BN": 64}
     points = [(1, 1, 1), (1000, 4097, 33), (128, 64, 7), (4096, 1, 8192)]
     body = "\n".join(f'  printf("%lld\\n", (long long)({Expr.parse(t).to_c(env)}));' for t in exprs)
@@ -39,3 +40,10 @@ def test_c_translation_computes_the_same_values(tmp_path):
                              check=True).stdout.split()
         want = [int(Expr.parse(t)({**env, "M": M, "N": N, "K": K})) for t in exprs]
         assert [int(x) for x in out] == want
+
+
+def test_c_translation_folds_what_the_config_fixes():
+    env = {"BM": 128, "BN": 64, "S": 0}
+    assert Expr.parse("cdiv(BM, 3) * BN").to_c(env) == "2752"
+    assert Expr.parse("M if S else cdiv(N, BN)").to_c(env) == "((N + 64 - 1) / 64)"
+    assert Expr.parse("BN > 32 and M > 1").to_c(env) == "(1 && ((M > 1)))"

@@ -52,7 +52,59 @@ def test_declared_values_match_hand_computation(h100):
     assert (env["THREADS"], env["WM"], env["WN"], env["WMITER"], env["WNITER"]) == (256, 64, 64, 2, 2)
     assert env["SMEM_BYTES"] == 4 * 3 * 16 * (132 + 256) == 74496
     geo = w.launch_geometry(Config.make("warptile", p), 4097, 1000, 5)
-    assert geo == {"grid": (33 * 4, 1, 1), "block": 256, "dynamic_smem": 74496, "scale_c_first": False}
+    assert geo == {"grid": (33 * 4, 1, 1), "block": 256, "dynamic_smem": 74496, "scale_c_first": False,
+                   "workspace_bytes": 0, "workspace_zeroed": 0, "pack_b": False, "pack_b_at": 0}
+
+
+def test_b_is_packed_to_a_16_byte_pitch_only_when_its_rows_are_unaligned():
+    w = Family.load("warptile")
+    p = dict(Space.load("warptile").seeds[0].as_dict())
+    geo = w.launch_geometry(Config.make("warptile", p), 300, 4097, 70)
+    assert geo["pack_b"] and geo["pack_b_at"] == 0 and geo["workspace_bytes"] == 4 * 70 * 4100
+    assert not w.launch_geometry(Config.make("warptile", p), 300, 4096, 70)["pack_b"]
+    assert not w.launch_geometry(Config.make("warptile", {**p, "PACKB": 0}), 300, 4097, 70)["pack_b"]
+    # With stream-K the packed B follows the flags and partial tiles.
+    sk = w.launch_geometry(Config.make("warptile", {**p, "STREAMK": 1}), 300, 4097, 70, slots=132)
+    assert sk["pack_b_at"] == 16 * 33 + 4 * 132 * 128 * 256
+    assert sk["workspace_bytes"] == sk["pack_b_at"] + 4 * 70 * 4100
+
+
+def test_stream_k_launch_reads_the_device_slots():
+    w = Family.load("warptile")
+    p = dict(BM=128, BN=256, BK=16, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=4, STAGES=3, PAD_A=4, PAD_B=0,
+             GROUP_M=8, SPLITK=1, MINB=1, PREFETCH=0, MMA_ORDER=0, STREAMK=1)
+    plan = w.launch_plan(Config.make("warptile", p))
+    assert plan.needs_slots
+    with pytest.raises(ValueError, match="SLOTS"):
+        plan.geometry(4096, 4096, 4096)
+    # 512 tiles on 132 slots: a persistent grid of 132 blocks, one flag and one partial tile each.
+    geo = plan.geometry(4096, 4096, 4096, slots=132)
+    assert geo["grid"] == (132, 1, 1) and not geo["scale_c_first"]
+    assert geo["workspace_bytes"] == 16 * 33 + 4 * 132 * 128 * 256 and geo["workspace_zeroed"] == 16 * 33
+    # Fewer k-iterations than slots (1 tile, K = 20: 2 iterations): no idle blocks.
+    assert plan.geometry(5, 7, 20, slots=132)["grid"] == (2, 1, 1)
+    # Without stream-K the same family needs no slots and no workspace.
+    plain = w.launch_plan(Config.make("warptile", {**p, "STREAMK": 0}))
+    assert not plain.needs_slots and plain.geometry(4096, 4096, 4096)["workspace_bytes"] == 0
+
+
+def test_stream_k_excludes_split_k(h100):
+    w = Family.load("warptile")
+    p = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=1, SPLITK=2)
+    assert any("stream-K already splits K" in r for r in w.violations(Config.make("warptile", p), h100))
+
+
+def test_a_parameter_added_later_takes_its_default_in_stored_configs_and_spaces(tmp_path):
+    w = Family.load("warptile")
+    old = {k: v for k, v in Space.load("warptile").seeds[0].as_dict().items() if k != "STREAMK"}
+    assert w.validate_params(old, "stored")["STREAMK"] == 0
+    render(w, Config.make("warptile", old))  # a result stored before STREAMK existed still renders
+    f = tmp_path / "old.yaml"
+    f.write_text("space:\n" + "".join(f"  {k}: [{v}]\n" for k, v in old.items()))
+    assert Space.load("warptile", f).values["STREAMK"] == [0]
+    no_default = {k: v for k, v in old.items() if k != "MINB"}
+    with pytest.raises(UserError, match="missing parameter 'MINB'"):
+        w.validate_params(no_default, "stored")
 
 
 def test_violations_carry_reasons(h100):

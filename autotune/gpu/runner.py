@@ -17,6 +17,8 @@ import numpy as np  # noqa: E402
 from cupy_backends.cuda.api import driver, runtime  # noqa: E402
 from cupy_backends.cuda.libs import nvrtc  # noqa: E402
 
+from ..space import LaunchPlan  # noqa: E402
+
 _CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
 # alpha and beta of the verification launch: non-trivial, so a kernel that ignores either fails.
@@ -71,27 +73,66 @@ def _percentiles(times: list[float]) -> dict:
 
 
 class LoadedKernel:
-    """A compiled cubin loaded into the current CUDA context: its SGEMM kernel and the split-K
-    prologue, with the dynamic shared-memory opt-in set."""
+    """A compiled cubin loaded into the current CUDA context: its SGEMM kernel, the split-K
+    prologue, the dynamic shared-memory opt-in, and the workspace its launches need."""
 
-    def __init__(self, cubin: bytes, kernel: str, dynamic_smem: int):
+    def __init__(self, cubin: bytes, kernel: str, plan: LaunchPlan):
+        self.plan = plan
         self.module = cp.cuda.function.Module()
         self.module.load(cubin)
         self.fn = self.module.get_function(kernel)
-        if dynamic_smem > 48 * 1024:
+        if plan.dynamic_smem > 48 * 1024:
             driver.funcSetAttribute(self.fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                    int(dynamic_smem))
+                                    int(plan.dynamic_smem))
         self.scale = self.module.get_function(kernel + "_scale_c")
+        self.pack = self.module.get_function(kernel + "_pack_b") if plan.pack_b is not None else None
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.fn.ptr, plan.block, plan.dynamic_smem)
+        # Blocks of this kernel the device holds at once: a grid that waits on itself (stream-K)
+        # must not be larger.
+        self.slots = int(per_sm) * cp.cuda.Device().attributes["MultiProcessorCount"]
+        self._geometry: dict[tuple[int, int, int], dict] = {}
+        self._workspace: dict[int, cp.ndarray] = {}  # per stream: launches on one stream never overlap
 
-    def launch(self, geometry: dict, M: int, N: int, K: int, a, b, c, alpha: float = 1.0, beta: float = 0.0,
+    def geometry(self, M: int, N: int, K: int) -> dict:
+        key = (M, N, K)
+        if key not in self._geometry:
+            if len(self._geometry) > 256:
+                self._geometry.clear()
+            self._geometry[key] = self.plan.geometry(M, N, K, self.slots)
+        return self._geometry[key]
+
+    def _workspace_for(self, nbytes: int, stream) -> cp.ndarray:
+        # Zeroed once: the kernels that need zeros there (stream-K flags) leave them zero.
+        key = stream.ptr if stream is not None else cp.cuda.get_current_stream().ptr
+        ws = self._workspace.get(key)
+        if ws is None or ws.nbytes < nbytes:
+            ws = self._workspace[key] = cp.zeros(max(nbytes, 16), dtype=cp.uint8)
+        return ws
+
+    def launch(self, M: int, N: int, K: int, a, b, c, alpha: float = 1.0, beta: float = 0.0,
                stream=None) -> None:
-        """C = alpha * A @ B + beta * C with the grid, block and shared memory of `geometry`."""
+        """C = alpha * A @ B + beta * C."""
+        geometry = self.geometry(M, N, K)
         i32, f32 = np.int32, np.float32
         if geometry["scale_c_first"]:
             self.scale((min(4096, (M * N + 255) // 256), 1, 1), (256, 1, 1), (i32(M), i32(N), f32(beta), c),
                        stream=stream)
-        self.fn(tuple(geometry["grid"]), (geometry["block"], 1, 1),
-                (i32(M), i32(N), i32(K), f32(alpha), a, b, f32(beta), c),
+        ws, ldb = None, N
+        if geometry["workspace_bytes"]:
+            ws = self._workspace_for(geometry["workspace_bytes"], stream)
+        if geometry["pack_b"]:
+            # B to a 16-byte row pitch, so the kernel copies it with 16-byte cp.async.
+            ldb, at = 4 * ((N + 3) // 4), geometry["pack_b_at"]
+            packed = ws[at: at + 4 * K * ldb].view(cp.float32)
+            self.pack((min(4096, (K * ldb + 255) // 256), 1, 1), (256, 1, 1),
+                      (i32(K), i32(N), i32(ldb), b, packed), stream=stream)
+            b = packed
+        args = [i32(M), i32(N), i32(K), f32(alpha), a, b, f32(beta), c]
+        if geometry["workspace_bytes"] is not None:
+            args.append(ws if ws is not None else np.uint64(0))
+        if geometry["pack_b"] is not None:
+            args.append(i32(ldb))
+        self.fn(tuple(geometry["grid"]), (geometry["block"], 1, 1), tuple(args),
                 shared_mem=geometry["dynamic_smem"], stream=stream)
 
 
@@ -147,11 +188,11 @@ class Runner:
         if name not in self._modules:
             if len(self._modules) > 64:
                 self._modules.clear()
-            self._modules[name] = LoadedKernel(spec["cubin"], spec["kernel"], spec["dynamic_smem"])
+            self._modules[name] = LoadedKernel(spec["cubin"], spec["kernel"], spec["launch"])
         kernel, (M, N, K) = self._modules[name], self.problem[:3]
 
         def launch(a, b, c, alpha=1.0, beta=0.0):
-            kernel.launch(spec, M, N, K, a, b, c, alpha, beta)
+            kernel.launch(M, N, K, a, b, c, alpha, beta)
 
         return launch
 

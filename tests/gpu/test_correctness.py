@@ -13,6 +13,7 @@ pytestmark = pytest.mark.gpu
 SHAPES = [
     (1, 1, 1), (7, 13, 5), (31, 17, 3), (127, 129, 131), (1000, 1000, 1000), (1, 4096, 64),
     (4096, 1, 64), (3, 5, 8191), (64, 64, 8192), (1023, 1021, 257), (257, 1025, 33), (96, 100, 4),
+    (2500, 4100, 100),  # stream-K: more tiles than two waves, split tiles first, then whole ones
 ]
 
 FAMILIES = ["tiled", "coarse1d", "coarse2d", "vectorized", "warptile"]
@@ -32,6 +33,8 @@ def _configs() -> list[Config]:
         out += sp.seeds + rng.sample(valid, min(4, len(valid)))
     base = Space.load("warptile").seeds[0].as_dict()
     for variant in ({"SPLITK": 4, "MINB": 1}, {"SPLITK": 3, "MINB": 1}, {"STAGES": 2}, {"STAGES": 4},
+                    {"STREAMK": 1, "BK": 8}, {"STREAMK": 1, "GROUP_M": 1, "BK": 8, "PAD_A": 0},
+                    {"PACKB": 0}, {"PACKB": 0, "STREAMK": 1},  # B unpacked: 4-byte copies where N % 4 != 0
                     {"PAD_A": 0, "PAD_B": 4, "GROUP_M": 1}, {"BK": 32, "LANES_N": 8}, {"PREFETCH": 0},
                     {"PREFETCH": 0, "SPLITK": 2, "MINB": 1, "STAGES": 2}):
         out.append(Config.make("warptile", {**base, **variant}))

@@ -16,8 +16,13 @@ HARNESS = r"""
 #include <cmath>
 #include <vector>
 #include "tuned.h"
+#ifndef SHAPE_M
+#define SHAPE_M 77
+#define SHAPE_N 93
+#define SHAPE_K 45
+#endif
 int main() {
-    const int M = 77, N = 93, K = 45;
+    const int M = SHAPE_M, N = SHAPE_N, K = SHAPE_K;
     std::vector<float> a(M * K), b(K * N), c(M * N), c0(M * N);
     srand(1);
     for (auto& x : a) x = rand() / (float)RAND_MAX * 2 - 1;
@@ -74,3 +79,26 @@ def test_small_search_export_check(tmp_path):
     r = _cli("check", "--results", str(tmp_path / "results"), "--tolerance", "0.5", cwd=tmp_path)
     print(r.stdout, r.stderr)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_exported_stream_k_header_with_packed_b_runs(tmp_path):
+    """A stream-K config exported and built with nvcc: its launcher sizes the grid from the
+    occupancy API, allocates and zeroes the workspace, packs B (N % 4 != 0), and frees it all."""
+    from autotune.export import header_for_entry
+    from autotune.space import Space
+
+    seed = next(c for c in Space.load("warptile").seeds if c.as_dict().get("STREAMK") == 1)
+    rec = {"problem": {"M": 300, "N": 521, "K": 700}, "gpu": {"name": "test", "arch": "sm_90"}}
+    entry = {"config": {"family": "warptile", "params": seed.as_dict(), "name": seed.name},
+             "gflops": 1.0, "ratio": 1.0, "registers": 0, "smem_bytes": 0}
+    text = header_for_entry(rec, entry, "tuned.h")
+    assert "_pack_b<<<" in text and "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in text
+    (tmp_path / "tuned.h").write_text(text)
+    (tmp_path / "main.cu").write_text("#define SHAPE_M 300\n#define SHAPE_N 521\n#define SHAPE_K 700\n" + HARNESS)
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    b = subprocess.run([nvcc, "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")],
+                       capture_output=True, text=True)
+    assert b.returncode == 0, b.stderr
+    run = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True)
+    print(run.stdout)
+    assert run.returncode == 0, run.stdout + run.stderr
