@@ -7,6 +7,8 @@ plain dicts (they cross a pipe).
 
 from __future__ import annotations
 
+import collections
+import itertools
 import math
 import os
 
@@ -72,6 +74,15 @@ def _percentiles(times: list[float]) -> dict:
             "time_iqr_ms": float(q3 - q1), "repeats": len(times)}
 
 
+# Workspaces of loaded kernels, least recently used first: (kernel uid, device, stream) -> buffer.
+# Each kernel has its own (its flags must stay zero between its launches, and another kernel's
+# packed B or partial tiles would land on them); beyond the budget the oldest are freed, and a
+# kernel whose buffer was freed gets a new zeroed one at its next launch.
+_WORKSPACES: collections.OrderedDict[tuple[int, int, int], cp.ndarray] = collections.OrderedDict()
+WORKSPACE_BUDGET_BYTES = 2 << 30
+_uids = itertools.count()
+
+
 class LoadedKernel:
     """A compiled cubin loaded into the current CUDA context: its SGEMM kernel, the split-K
     prologue, the dynamic shared-memory opt-in, and the workspace its launches need."""
@@ -91,7 +102,7 @@ class LoadedKernel:
         # must not be larger.
         self.slots = int(per_sm) * cp.cuda.Device().attributes["MultiProcessorCount"]
         self._geometry: dict[tuple[int, int, int], dict] = {}
-        self._workspace: dict[int, cp.ndarray] = {}  # per stream: launches on one stream never overlap
+        self._uid = next(_uids)
 
     def geometry(self, M: int, N: int, K: int) -> dict:
         key = (M, N, K)
@@ -103,10 +114,16 @@ class LoadedKernel:
 
     def _workspace_for(self, nbytes: int, stream) -> cp.ndarray:
         # Zeroed once: the kernels that need zeros there (stream-K flags) leave them zero.
-        key = stream.ptr if stream is not None else cp.cuda.get_current_stream().ptr
-        ws = self._workspace.get(key)
+        stream = stream if stream is not None else cp.cuda.get_current_stream()
+        key = (self._uid, cp.cuda.Device().id, stream.ptr)
+        ws = _WORKSPACES.pop(key, None)
         if ws is None or ws.nbytes < nbytes:
-            ws = self._workspace[key] = cp.zeros(max(nbytes, 16), dtype=cp.uint8)
+            ws = None  # free the smaller one first
+            ws = cp.zeros(max(nbytes, 16), dtype=cp.uint8)
+        _WORKSPACES[key] = ws  # most recently used last
+        total = sum(w.nbytes for w in _WORKSPACES.values())
+        while total > WORKSPACE_BUDGET_BYTES and len(_WORKSPACES) > 1:
+            total -= _WORKSPACES.popitem(last=False)[1].nbytes  # CuPy's pool reuses it stream-ordered
         return ws
 
     def launch(self, M: int, N: int, K: int, a, b, c, alpha: float = 1.0, beta: float = 0.0,

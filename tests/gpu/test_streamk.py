@@ -47,3 +47,29 @@ def test_stream_k_correct_and_repeatable(config, shape):
     k(a, b, poisoned, 1.0, 0.0)
     ab = a.astype(cp.float64) @ b.astype(cp.float64)
     assert float(cp.linalg.norm(poisoned - ab) / cp.linalg.norm(ab)) < 1e-5
+
+
+def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
+    """A whole-tile kernel packs B at the start of its workspace, where a stream-K kernel keeps
+    the flags that must stay zero: alternating them on one stream, with a budget so small that
+    every launch frees the other's buffer, must stay correct."""
+    import cupy as cp
+
+    from autotune.api import Kernel
+    from autotune.gpu import runner
+    from autotune.types import Config
+
+    monkeypatch.setattr(runner, "WORKSPACE_BUDGET_BYTES", 1)
+    base = Space.load("warptile").seeds[0].as_dict()
+    arch = f"sm_{cp.cuda.Device().compute_capability}"
+    packed = Kernel(Config.make("warptile", {**base, "STREAMK": 0, "PACKB": 1}), arch)
+    streamk = Kernel(SK_SEEDS[0], arch)
+    M, N, K = 700, 1001, 900  # N % 4 != 0: both pack B; 6 x 4 tiles split over many blocks
+    rng = cp.random.default_rng(5)
+    a = rng.random((M, K), dtype=cp.float32) * 2 - 1
+    b = rng.random((K, N), dtype=cp.float32) * 2 - 1
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    for _ in range(3):
+        for k in (packed, streamk):
+            out = k(a, b)
+            assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-5, k
