@@ -22,9 +22,11 @@ def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h"
     env = fam.derive(params)
     grid = [g.to_c(env) for g in fam.grid_exprs]
     plan = fam.launch_plan(cfg)
-    # Launch-time expressions become C over M, N, K and SLOTS; constant ones fold to literals.
-    scale = fam.scale_expr.to_c(env)
-    workspace = fam.workspace_expr.to_c(env) if fam.workspace_expr is not None else None
+
+    def c_or_none(expr):  # C over M, N, K and SLOTS; None where undeclared or folded to 0
+        text = expr.to_c(env) if expr is not None else "0"
+        return None if text == "0" else text
+
     p = record["problem"]
     return environment(fam.path.parent).get_template("_export.h.j2").render(
         FILE_NAME=file_name, VERSION=__version__,
@@ -33,12 +35,10 @@ def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h"
         REGISTERS=entry.get("registers"), SMEM_BYTES=entry.get("smem_bytes"),
         ARCH=record["gpu"].get("arch", "sm_90"), FAMILY=fam.name, M=p["M"], N=p["N"], K=p["K"],
         PARAMS=sorted(params.items()), THREADS=plan.block, DYNAMIC_SMEM=plan.dynamic_smem,
-        SCALE_C_FIRST=None if scale in ("0", "(0)") else scale, GRID=grid, KERNEL_NAME=EXPORT_KERNEL,
-        NEEDS_SLOTS=plan.needs_slots, WORKSPACE_ARG=workspace is not None,
-        WORKSPACE=None if workspace in (None, "0") else workspace,
-        WORKSPACE_ZEROED=fam.workspace_zeroed_expr.to_c(env),
-        PACK_B_ARG=fam.pack_b_expr is not None,
-        PACK_B=None if fam.pack_b_expr is None or fam.pack_b_expr.to_c(env) == "0" else fam.pack_b_expr.to_c(env),
+        SCALE_C_FIRST=c_or_none(fam.scale_expr), GRID=grid, KERNEL_NAME=EXPORT_KERNEL,
+        NEEDS_SLOTS=plan.needs_slots, WORKSPACE_ARG=fam.workspace_expr is not None,
+        WORKSPACE=c_or_none(fam.workspace_expr), WORKSPACE_ZEROED=fam.workspace_zeroed_expr.to_c(env),
+        PACK_B_ARG=fam.pack_b_expr is not None, PACK_B=c_or_none(fam.pack_b_expr),
         PACK_B_AT=fam.pack_b_at_expr.to_c(env),
         KERNEL_SOURCE=render(fam, cfg, kernel_name=EXPORT_KERNEL).strip(),
     )

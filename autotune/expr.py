@@ -80,17 +80,22 @@ _C_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.M
 _C_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
+def _known(node: ast.AST, env: Mapping[str, int]) -> bool:
+    return all(n.id in env or n.id in FUNCTIONS for n in ast.walk(node) if isinstance(n, ast.Name))
+
+
+def _value(node: ast.AST, env: Mapping[str, int]) -> int:
+    code = compile(ast.Expression(node), "<fold>", "eval")  # an allow-listed subtree
+    return int(eval(code, {"__builtins__": {}, **FUNCTIONS}, dict(env)))  # noqa: S307
+
+
 def _to_c(node: ast.AST, env: Mapping[str, int]) -> str:
     # Integer division in C truncates; launch expressions only divide non-negative values.
-    free = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in FUNCTIONS}
-    if not isinstance(node, ast.Constant) and free <= set(env):
-        # Fully known here (template parameters): fold to a literal, as Python computes it.
-        value = eval(compile(ast.Expression(node), "<fold>", "eval"), {"__builtins__": {}, **FUNCTIONS}, dict(env))  # noqa: S307
-        return str(int(value))
-    if isinstance(node, ast.IfExp) and not ({n.id for n in ast.walk(node.test) if isinstance(n, ast.Name)} - set(env)):
-        taken = node.body if eval(compile(ast.Expression(node.test), "<fold>", "eval"),  # noqa: S307
-                                  {"__builtins__": {}, **FUNCTIONS}, dict(env)) else node.orelse
-        return _to_c(taken, env)
+    # What the config fixes folds to a literal (and a branch it decides, to that branch).
+    if not isinstance(node, ast.Constant) and _known(node, env):
+        return str(_value(node, env))
+    if isinstance(node, ast.IfExp) and _known(node.test, env):
+        return _to_c(node.body if _value(node.test, env) else node.orelse, env)
     if isinstance(node, ast.Constant):
         return str(node.value)
     if isinstance(node, ast.Name):

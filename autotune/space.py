@@ -222,22 +222,22 @@ class Family:
             raise UserError(f"{where}: launch.grid must list three expressions (x, y, z)")
         # Parsed once here: a typo fails when the family loads, not at its first launch.
         launch_known = known | LAUNCH_NAMES
-        exprs = {"grid": [Expr.parse(str(g), f"{where} launch.grid") for g in self.launch["grid"]]}
-        for key, default in (("threads", "THREADS"), ("scale_c_first", 0), ("workspace", None),
-                             ("workspace_zeroed", 0), ("pack_b", None), ("pack_b_at", 0)):
-            if self.launch.get(key, default) is not None:
-                exprs[key] = [Expr.parse(str(self.launch.get(key, default)), f"{where} launch.{key}")]
-        for key, exs in exprs.items():
-            for ex in exs:
-                if ex.names - launch_known:
-                    raise UserError(f"{where}: launch.{key} reads unknown {sorted(ex.names - launch_known)}")
-        self.grid_exprs = exprs["grid"]
-        self.threads_expr = exprs["threads"][0]
-        self.scale_expr = exprs["scale_c_first"][0]
-        self.workspace_expr = exprs["workspace"][0] if "workspace" in exprs else None
-        self.workspace_zeroed_expr = exprs["workspace_zeroed"][0]
-        self.pack_b_expr = exprs["pack_b"][0] if "pack_b" in exprs else None
-        self.pack_b_at_expr = exprs["pack_b_at"][0]
+
+        def parse(key: str, text) -> Expr | None:
+            if text is None:
+                return None
+            ex = Expr.parse(str(text), f"{where} launch.{key}")
+            if ex.names - launch_known:
+                raise UserError(f"{where}: launch.{key} reads unknown {sorted(ex.names - launch_known)}")
+            return ex
+
+        self.grid_exprs = [parse("grid", g) for g in self.launch["grid"]]
+        self.threads_expr = parse("threads", self.launch.get("threads", "THREADS"))
+        self.scale_expr = parse("scale_c_first", self.launch.get("scale_c_first", 0))
+        self.workspace_expr = parse("workspace", self.launch.get("workspace"))
+        self.workspace_zeroed_expr = parse("workspace_zeroed", self.launch.get("workspace_zeroed", 0))
+        self.pack_b_expr = parse("pack_b", self.launch.get("pack_b"))
+        self.pack_b_at_expr = parse("pack_b_at", self.launch.get("pack_b_at", 0))
         if self.pack_b_expr is not None and self.workspace_expr is None:
             raise UserError(f"{where}: launch.pack_b needs launch.workspace (the packed B lives there)")
 
