@@ -88,6 +88,15 @@ def test_stream_k_launch_reads_the_device_slots():
     assert not plain.needs_slots and plain.geometry(4096, 4096, 4096)["workspace_bytes"] == 0
 
 
+def test_the_space_seeds_stream_k_with_packed_b(h100):
+    # tests/gpu/test_streamk.py runs over these seeds: without any, it would collect no case.
+    sp = Space.load("warptile")
+    sk = [c for c in sp.seeds if c.as_dict().get("STREAMK") == 1]
+    assert len(sk) >= 2 and all(c.as_dict().get("PACKB", 1) == 1 for c in sk)
+    assert sp.values["STREAMK"] == [0, 1]
+    assert all(not sp.family.violations(c, h100) for c in sk)
+
+
 def test_stream_k_excludes_split_k(h100):
     w = Family.load("warptile")
     p = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=1, SPLITK=2)
