@@ -51,6 +51,11 @@ class Compiled:
 
 @lru_cache(maxsize=None)
 def _nvrtc():
+    # NVRTC (12.9+) keeps its own cache of assembled PTX, under the CUDA JIT cache switch; a
+    # hit skips ptxas and so its -v report, which the static filter needs (runs 12-13: then a
+    # second, full compile with a nonce kernel). autotune caches cubin + report itself, so
+    # NVRTC's cache only doubles the work here. A user's own setting is left as it is.
+    os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
     try:
         from cupy_backends.cuda.libs import nvrtc
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -186,6 +191,10 @@ def compile_many(jobs: Iterable[tuple[str, str]], arch: str, workers: int | None
     """Compile (source, kernel) pairs in parallel threads (NVRTC releases the GIL)."""
     jobs = list(jobs)
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
+    try:
+        _nvrtc()  # loaded (and its environment set) once, before the threads start
+    except CompileError:
+        pass  # each job reports it
 
     def one(job):
         try:
