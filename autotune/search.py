@@ -24,6 +24,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -40,6 +41,8 @@ from .space import Space
 from .types import Config, Measurement, Problem, Status, UserError
 
 SAMPLERS = ("tpe", "random", "grid")
+TPE_STARTUP = 10  # tpe: random trials before the model; asked at once, they need no results
+LOCAL_SHARE = 0.4  # tpe: this share of the budget goes to neighbours of the best configs
 HEARTBEAT_S, GRACE_S = 2, 8  # a worker silent for GRACE_S has its trials failed and re-queued
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 # Heartbeats and the retry callback are marked experimental; they are what makes workers safe.
@@ -74,16 +77,27 @@ def study_name(gpu_slug: str, problem: Problem, space: Space, sampler: str) -> s
 
 def make_sampler(kind: str, seed: int) -> optuna.samplers.BaseSampler:
     if kind == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=10, constant_liar=True, multivariate=True)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=TPE_STARTUP, constant_liar=True,
+                                          multivariate=True)
     if kind in ("random", "grid"):  # grid points come from the queue; random only fills a race
         return optuna.samplers.RandomSampler(seed=seed)
     raise UserError(f"unknown sampler {kind!r}; choose from {', '.join(SAMPLERS)}")
 
 
+_STORAGES: dict[str, optuna.storages.BaseStorage] = {}
+
+
 def make_storage(url: str):
-    """An RDB storage with heartbeats (sqlite, postgresql, mysql), else the URL as given."""
+    """An RDB storage with heartbeats (sqlite, postgresql, mysql), "memory:NAME" for a study
+    that lives in this process only (replays), else the URL as given. One per URL and process:
+    each new RDB storage costs an engine and a schema check."""
+    if url.startswith("memory:"):
+        return _STORAGES.setdefault(url, optuna.storages.InMemoryStorage())
     if not url.startswith(("sqlite:", "postgresql", "mysql")):
         return url
+    cached = _STORAGES.get(url)
+    if cached is not None and (not url.startswith("sqlite:///") or Path(url[len("sqlite:///"):]).exists()):
+        return cached
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
     try:
         storage = RDBStorage(url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
@@ -92,6 +106,7 @@ def make_storage(url: str):
         raise UserError(f"storage {url!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
     if url.startswith("sqlite:"):
         _serialize_sqlite(storage.engine)
+    _STORAGES[url] = storage
     return storage
 
 
@@ -268,7 +283,39 @@ def _recover_stale(study: optuna.Study, wait: bool) -> None:
             time.sleep(GRACE_S + HEARTBEAT_S)
             fail_stale_trials(study)
     except (ValueError, NotImplementedError):
-        pass  # a storage without heartbeats
+        return  # a storage without heartbeats
+    # A worker killed between asking a trial and its first heartbeat leaves a RUNNING trial
+    # with no heartbeat, which Optuna never calls stale. Live workers name a trial's config
+    # within milliseconds of asking, so one still unnamed after the grace period is orphaned.
+    # It has no parameters yet: failing it loses nothing.
+    cutoff = datetime.now() - timedelta(seconds=GRACE_S)
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if "config" not in t.user_attrs and t.datetime_start is not None and t.datetime_start < cutoff:
+            try:
+                study.tell(t.number, state=TrialState.FAIL)
+            except (ValueError, RuntimeError):
+                pass  # told meanwhile
+
+
+def _next_neighbour(space: Space, valid_by_name: dict[str, Config], measured: dict, busy: set[str],
+                    rng: random.Random) -> Config | None:
+    """An unmeasured valid config one step from one of the best three measured so far: one
+    parameter moved to the next value up or down its sorted list (the best first)."""
+    ranked = sorted(((v, n) for n, (s, v) in measured.items()
+                     if s == TrialState.COMPLETE and v and n in valid_by_name), reverse=True)
+    for _, name in ranked[:3]:
+        cfg = valid_by_name[name]
+        steps = []
+        for p, vals in space.values.items():
+            order = sorted(vals)
+            i = order.index(cfg[p])
+            steps += [(p, order[j]) for j in (i - 1, i + 1) if 0 <= j < len(order)]
+        rng.shuffle(steps)
+        for p, v in steps:
+            near = Config.make(cfg.family, {**cfg.as_dict(), p: v})
+            if near.name in valid_by_name and near.name not in measured and near.name not in busy:
+                return near
+    return None
 
 
 def run_trials(plan: Plan, evaluator: Evaluator, *, deadline: float | None = None, batch: int = 8,
@@ -315,14 +362,27 @@ def run_trials(plan: Plan, evaluator: Evaluator, *, deadline: float | None = Non
         except (ValueError, RuntimeError):
             pass  # already failed as stale by another worker: it has been re-queued
 
-    def ask_batch() -> list[tuple[optuna.Trial, Config]]:
-        """Up to `batch` new, valid, unmeasured configs; the rest is told at once."""
+    local_budget = round(LOCAL_SHARE * plan.budget)
+    rng = random.Random(plan.seed)
+
+    def remaining() -> int:
+        return plan.budget - len(measured) - len(in_flight) - len(others)
+
+    def ask_batch(n: int) -> list[tuple[optuna.Trial, Config]]:
+        """Up to `n` new, valid, unmeasured configs; the rest is told at once."""
         nonlocal asks, exhausted
         out: list[tuple[optuna.Trial, Config]] = []
         refresh()
-        while len(out) < min(batch, plan.budget - len(measured) - len(in_flight) - len(others)) and asks < max_asks:
+        while len(out) < min(n, remaining()) and asks < max_asks:
             if deadline is not None and time.monotonic() >= deadline:
                 break
+            # Only into an empty queue, so that the ask below pops this neighbour and not a
+            # re-queued trial, which would leave the neighbour waiting after the search.
+            if plan.sampler == "tpe" and remaining() <= local_budget and \
+                    not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+                near = _next_neighbour(space, valid_by_name, measured, in_flight | others, rng)
+                if near is not None:
+                    study.enqueue_trial(near.as_dict(), user_attrs={"config": near.name, "local": True})
             trial = study.ask()
             heart.add(trial)
             asks += 1
@@ -373,28 +433,38 @@ def run_trials(plan: Plan, evaluator: Evaluator, *, deadline: float | None = Non
         return not exhausted and len(measured) < plan.budget and asks < max_asks and \
             (deadline is None or time.monotonic() < deadline)
 
+    # A window of `batch` trials in flight (all of TPE's random start-up trials at once): they
+    # compile (CPU threads) while the GPU runs whichever is compiled first; each finished trial
+    # is told and one new trial asked, so every later ask sees all results but the window's.
+    pending: list[tuple[optuna.Trial, Config]] = []
+
+    def refill() -> None:
+        window = max(batch, TPE_STARTUP - len(measured)) if plan.sampler == "tpe" else batch
+        while len(pending) < window and more():
+            got = ask_batch(window - len(pending))
+            if not got:
+                return
+            pending.extend(got)
+            evaluator.prefetch([c for _, c in got], problem)
+
     try:
-        # Two batches in flight: the next one compiles (CPU) while this one runs (GPU).
-        nxt = ask_batch() if more() else []
-        evaluator.prefetch([c for _, c in nxt], problem)
-        while nxt:
-            pending = nxt
-            nxt = ask_batch() if more() else []
-            evaluator.prefetch([c for _, c in nxt], problem)
-            results = evaluator.evaluate([c for _, c in pending], problem)
-            for (trial, cfg), m in zip(pending, results):
-                in_flight.discard(cfg.name)
-                trial.set_user_attr("worker", worker)
-                trial.set_user_attr("status", m.status.value)
-                trial.set_user_attr("measurement", _measurement_attrs(m))
-                trial.set_user_attr("evaluated", True)  # last: "evaluated" implies a measurement
-                record(trial, cfg, m)
-                if on_trial:
-                    on_trial(m)
-            progress.update(fam.name, len(measured), plan.budget, best_val, None, counts, t0)
-            if not nxt and more():
-                nxt = ask_batch()
-                evaluator.prefetch([c for _, c in nxt], problem)
+        refill()
+        done = 0
+        while pending:
+            trial, cfg = pending.pop(evaluator.first_ready([c for _, c in pending], problem))
+            (m,) = evaluator.evaluate([cfg], problem)
+            in_flight.discard(cfg.name)
+            trial.set_user_attr("worker", worker)
+            trial.set_user_attr("status", m.status.value)
+            trial.set_user_attr("measurement", _measurement_attrs(m))
+            trial.set_user_attr("evaluated", True)  # last: "evaluated" implies a measurement
+            record(trial, cfg, m)
+            if on_trial:
+                on_trial(m)
+            refill()
+            done += 1
+            if progress.tty or done % batch == 0 or not pending:
+                progress.update(fam.name, len(measured), plan.budget, best_val, None, counts, t0)
     finally:
         heart.close()
     return counts

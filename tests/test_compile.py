@@ -80,3 +80,50 @@ def test_sass_of_the_warptile_seed_is_mostly_ffma_with_wide_shared_loads():
     assert s["loop_ffma"] == 16 * 128  # BK x (16 x 8 thread tile)
     assert s["loop_ffma_share"] > 0.85
     assert s["loop_lds"].get("LDS.128", 0) == 16 * 6 and s["local_memory"] == 0
+
+
+def test_nvrtc_own_cache_is_off_unless_the_user_set_it(tmp_path):
+    """NVRTC's cache (under CUDA's JIT cache switch) drops ptxas's report on a hit (runs 12-13);
+    autotune turns it off for itself before the first compile, and keeps a user's setting."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os; from autotune.gpu.compile import compile_many; compile_many([], 'sm_90'); "
+            "print(os.environ.get('CUDA_CACHE_DISABLE'))")
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_CACHE_DISABLE"}
+    run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,  # noqa: E731
+                                   check=True).stdout.strip()
+    assert run(env) == "1"
+    assert run({**env, "CUDA_CACHE_DISABLE": "0"}) == "0"
+
+
+def test_the_evaluator_offers_the_first_compiled_candidate(monkeypatch, h100):
+    """GPUEvaluator compiles each candidate on its own thread; first_ready names one that is
+    done, whatever the order they were asked in (the GPU need not wait for the slowest)."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import autotune.evaluate as E
+
+    release = threading.Event()
+
+    def fake_prepare(configs, problem, limits, arch, families, jobs):
+        if configs[0]["BM"] != 64:
+            release.wait(10)  # the others compile "slowly"
+        return [E.Prepared(configs[0], spec={"name": configs[0].name})]
+
+    monkeypatch.setattr(E, "prepare", fake_prepare)
+    ev = object.__new__(E.GPUEvaluator)  # no worker, no GPU: only the compile side
+    ev._compiler, ev._prepared, ev.families = ThreadPoolExecutor(4), {}, {}
+    ev.limits, ev.arch, ev.jobs = h100, "sm_90", 4
+    valid = Space.load("coarse2d").enumerate(h100).valid
+    slow = [c for c in valid if c["BM"] != 64][:3]
+    fast = next(c for c in valid if c["BM"] == 64)
+    cands, p = slow + [fast], Problem(512, 512, 512)
+    t0 = time.monotonic()
+    assert ev.first_ready(cands, p) == 3 and time.monotonic() - t0 < 5
+    release.set()
+    assert [x.config for x in ev._prepare(cands, p)] == cands  # and each comes back as its own
+    ev._compiler.shutdown()

@@ -86,12 +86,34 @@ def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
             if old.user_attrs.get("evaluated"):
                 assert t.user_attrs["measurement"] == old.user_attrs["measurement"]
     # The trials the killed process had in flight were failed and re-queued with the same params.
-    failed = [t for t in after if t.state.name == "FAIL"]
-    retried = [t for t in after if "failed_trial" in t.system_attrs]
-    assert failed and len(retried) == len(failed)
+    # (A trial killed while its parameters were being drawn has some or none: its retry keeps
+    # those and draws the rest; one never beaten for is failed by the next run, see
+    # test_a_trial_asked_but_never_named_is_failed below.)
+    failed = {t.number: t for t in after if t.state.name == "FAIL"}
+    retries = {t.system_attrs["failed_trial"]: t for t in after if "failed_trial" in t.system_attrs}
+    assert set(retries) <= set(failed)
+    with_params = {n for n, t in failed.items() if t.params}
+    assert with_params and with_params <= set(retries)
+    assert all(failed[n].params.items() <= retries[n].params.items() for n in with_params)
     rec = json.loads((tmp_path / SLUG / "512x512x512.json").read_text())  # whole, valid JSON
     best = max((n for n in evaluated), key=table.get)
     assert rec["families"]["coarse1d"]["config"]["name"] == best
+
+
+def test_a_trial_asked_but_never_named_is_failed(tmp_path, monkeypatch):
+    """Killed between asking a trial and its first heartbeat, a worker leaves a RUNNING trial
+    that Optuna never calls stale (found by the kill -9 test): the next run fails it."""
+    from autotune import search
+
+    study = search.open_study(search.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", search.make_sampler("tpe", 0))
+    orphan = study.ask()  # no config, no parameters, no heartbeat
+    named = study.ask()
+    named.set_user_attr("config", "x")  # a live worker's trial: the heartbeats decide for it
+    search._recover_stale(study, wait=False)
+    assert {t.number: t.state.name for t in study.get_trials()} == {orphan.number: "RUNNING", named.number: "RUNNING"}
+    monkeypatch.setattr(search, "GRACE_S", 0)  # now the orphan is older than the grace period
+    search._recover_stale(study, wait=False)
+    assert {t.number: t.state.name for t in study.get_trials()} == {orphan.number: "FAIL", named.number: "RUNNING"}
 
 
 def _run_workers(results, replay_path, workers, storage=None):
