@@ -224,7 +224,7 @@ class GPUEvaluator:
         self.versions = info.pop("versions")
         self.limits = DeviceLimits(**info)
         self.arch = arch or self.limits.arch
-        self.timeout_s, self.tolerance, self.seed, self.jobs = timeout_s, tolerance, seed, jobs
+        self.timeout_s, self.tolerance, self.seed = timeout_s, tolerance, seed
         self.target_s, self.retime_target_s = target_s, retime_target_s
         self.families: dict[str, Family] = {}
         self._problem: Problem | None = None

@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -37,6 +38,19 @@ SPACE = {"BM": [32, 64, 128, 256], "BN": [32, 64, 128, 256], "BK": [8, 16, 32], 
 KT_STRATEGIES = ["hybrid_vndx", "diff_evo", "simulated_annealing", "random_sample"]
 
 
+def kt_space(fam: Family, space: Space, limits) -> tuple[dict, Callable[[dict], bool]]:
+    """Kernel Tuner's tunables and restriction for `space`: its block size must be a tunable,
+    so THREADS is one, pinned to the family's by the restriction with our constraints."""
+    params = dict(space.values)
+    params["THREADS"] = sorted({fam.derive(c.as_dict())["THREADS"] for c in space.enumerate(limits).valid})
+
+    def restrict(p):
+        cfg = {k: p[k] for k in fam.params}
+        return p["THREADS"] == fam.derive(cfg)["THREADS"] and not fam.violations(Config.make(fam.name, cfg), limits)
+
+    return params, restrict
+
+
 def run_kernel_tuner(fam: Family, space: Space, limits, problem: Problem, strategy: str, fevals: int, seed: int,
                      cache: str | None = None):
     import kernel_tuner
@@ -47,13 +61,7 @@ def run_kernel_tuner(fam: Family, space: Space, limits, problem: Problem, strate
     B = (rng.random((K, N), dtype=np.float32) * 2 - 1)
     C = np.zeros((M, N), np.float32)
     ref = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
-    params = dict(space.values)
-    threads = sorted({fam.derive(c.as_dict())["THREADS"] for c in space.enumerate(limits).valid})
-    params["THREADS"] = threads  # Kernel Tuner's block size must be a tunable; pinned by a restriction
-
-    def restrict(p):
-        cfg = {k: p[k] for k in fam.params}
-        return p["THREADS"] == fam.derive(cfg)["THREADS"] and not fam.violations(Config.make(fam.name, cfg), limits)
+    params, restrict = kt_space(fam, space, limits)
 
     def source(p):
         return render(fam, Config.make(fam.name, {k: p[k] for k in fam.params}), DEFAULT_KERNEL)

@@ -30,6 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from vs_kernel_tuner import kt_space  # noqa: E402  (benchmarks/, this script's folder)
+
 from autotune.evaluate import ReplayEvaluator  # noqa: E402
 from autotune.limits import profile_for_arch  # noqa: E402
 from autotune.search import search_family  # noqa: E402
@@ -79,12 +81,7 @@ def replay_kernel_tuner(table: dict, problem: Problem, fam: Family, space: Space
     import kernel_tuner
 
     best_true = max(v for v in table.values() if not isinstance(v, Status))
-    params = dict(space.values)
-    params["THREADS"] = sorted({fam.derive(c.as_dict())["THREADS"] for c in space.enumerate(limits).valid})
-
-    def restrict(p):
-        cfg = {k: p[k] for k in fam.params}
-        return p["THREADS"] == fam.derive(cfg)["THREADS"] and not fam.violations(Config.make(fam.name, cfg), limits)
+    params, restrict = kt_space(fam, space, limits)
 
     def too_long(*_):
         raise TimeoutError(f"no answer in {TIMEOUT_S} s")

@@ -117,7 +117,7 @@ def test_the_evaluator_offers_the_first_compiled_candidate(monkeypatch, h100):
     monkeypatch.setattr(E, "prepare", fake_prepare)
     ev = object.__new__(E.GPUEvaluator)  # no worker, no GPU: only the compile side
     ev._compiler, ev._prepared, ev.families = ThreadPoolExecutor(4), {}, {}
-    ev.limits, ev.arch, ev.jobs = h100, "sm_90", 4
+    ev.limits, ev.arch = h100, "sm_90"
     valid = Space.load("coarse2d").enumerate(h100).valid
     slow = [c for c in valid if c["BM"] != 64][:3]
     fast = next(c for c in valid if c["BM"] == 64)
