@@ -84,7 +84,11 @@ def main() -> None:
                 entry["sass"][m.config.name] = s
                 print(f"  SASS {m.config.name}: loop FFMA share {s['loop_ffma_share']:.1%}, "
                       f"LDS {s['loop_lds']}, local memory ops {s['local_memory']}")
-        report["shapes"][problem.name] = entry
+        key, n = problem.name, 1
+        while key in report["shapes"]:  # a shape listed again (a repeat pass) keeps each pass
+            n += 1
+            key = f"{problem.name}#{n}"
+        report["shapes"][key] = entry
     ev.close()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
