@@ -8,7 +8,7 @@ from pathlib import Path
 from . import __version__
 from .render import environment, render
 from .results import atomic_write_text, best_entry, entry_config
-from .space import Family
+from .space import Family, fold_values
 from .types import Problem
 
 EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
@@ -20,6 +20,8 @@ def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h"
     fam = Family.load(cfg.family)
     params = fam.validate_params(cfg.as_dict(), f"stored config {cfg.name}")
     env = fam.derive(params)
+    # Launch values the config fixes fold into what reads them; the rest are C constants.
+    env, values = fold_values(((k, v.text) for k, v in fam.value_exprs.items()), env)
     grid = [g.to_c(env) for g in fam.grid_exprs]
     plan = fam.launch_plan(cfg)
 
@@ -40,6 +42,9 @@ def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h"
         WORKSPACE=c_or_none(fam.workspace_expr), WORKSPACE_ZEROED=fam.workspace_zeroed_expr.to_c(env),
         PACK_B_ARG=fam.pack_b_expr is not None, PACK_B=c_or_none(fam.pack_b_expr),
         PACK_B_AT=fam.pack_b_at_expr.to_c(env),
+        VALUES=values,
+        TAIL_TILES=c_or_none(fam.tail_tiles_expr), TAIL_FIRST=fam.tail_first_expr.to_c(env),
+        TAIL_GRID=fam.tail_grid_expr.to_c(env),
         KERNEL_SOURCE=render(fam, cfg, kernel_name=EXPORT_KERNEL).strip(),
     )
 

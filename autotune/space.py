@@ -19,6 +19,14 @@ declares `launch.pack_b` takes, after that, B's row pitch in floats: where pack_
 launch, B is first copied into the workspace at byte `launch.pack_b_at` with a pitch of
 4 * cdiv(N, 4) (16-byte aligned rows); otherwise the pitch is N.
 
+`launch.values` names sub-expressions (in order; each may read those before it) that the other
+launch expressions read. A family that declares `launch.tail_tiles` launches in two parts: the
+main kernel over its grid (skipped when that is empty), then `<kernel>_tail` over
+`launch.tail_grid` blocks with one more argument, `launch.tail_first` (the first tile it
+covers); the tail adds into C, so `<kernel>_scale_tiles(M, N, beta, C, first)` first scales
+those `tail_tiles` tiles of C by beta, one 256-thread block per tile. Nothing of the tail runs
+when tail_tiles is 0.
+
 A space is `configs/<name>.yaml`: the values to try per parameter, and seeds.
 """
 
@@ -71,20 +79,42 @@ class LaunchPlan:
     workspace_zeroed: str = "0"
     pack_b: str | None = None  # None: the kernel takes no pitch argument for B
     pack_b_at: str = "0"
+    values: tuple[tuple[str, str], ...] = ()  # named sub-expressions, in order
+    tail_tiles: str | None = None  # None: no tail kernel
+    tail_first: str = "0"
+    tail_grid: str = "0"
+
+    @property
+    def has_tail(self) -> bool:
+        """Whether this config launches a tail kernel at some shape (its tail_tiles is not 0 by
+        the config alone): only then does its module hold `<kernel>_tail`."""
+        if self.tail_tiles is None:
+            return False
+        env, _ = fold_values(self.values, dict(self.env))
+        return _parsed(self.tail_tiles).to_c(env) != "0"
 
     @property
     def needs_slots(self) -> bool:
-        texts = (*self.grid, self.scale_c_first, self.workspace or "0", self.workspace_zeroed,
-                 self.pack_b or "0", self.pack_b_at)
-        env = dict(self.env)
-        return any("SLOTS" in _parsed(t).to_c(env) for t in texts)  # after folding this config's values
+        env, values = fold_values(self.values, dict(self.env))
+        texts = [*self.grid, self.scale_c_first, self.workspace or "0", self.workspace_zeroed,
+                 self.pack_b or "0", self.pack_b_at]
+        if self.has_tail:
+            texts += [self.tail_tiles, self.tail_first, self.tail_grid]
+        # After folding this config's values (a value left over is C text already).
+        return any("SLOTS" in c for _, c in values) or any("SLOTS" in _parsed(t).to_c(env) for t in texts)
 
     def geometry(self, M: int, N: int, K: int, slots: int | None = None) -> dict[str, Any]:
         """Grid, block, shared memory, prologue and workspace bytes for one launch."""
         if slots is None and self.needs_slots:
             raise ValueError("this launch reads SLOTS (resident blocks on the device): pass slots")
         env = dict(self.env) | {"M": M, "N": N, "K": K, "SLOTS": slots or 0}
+        for vname, text in self.values:
+            env[vname] = int(_parsed(text)(env))
+        tail = int(_parsed(self.tail_tiles)(env)) if self.has_tail else 0
         return {
+            "tail_tiles": tail,
+            "tail_first": int(_parsed(self.tail_first)(env)) if tail else 0,
+            "tail_grid": int(_parsed(self.tail_grid)(env)) if tail else 0,
             "grid": tuple(int(_parsed(g)(env)) for g in self.grid),
             "block": self.block,
             "dynamic_smem": self.dynamic_smem,
@@ -99,6 +129,19 @@ class LaunchPlan:
 @functools.lru_cache(maxsize=512)
 def _parsed(text: str) -> Expr:
     return Expr.parse(text, "launch expression")
+
+
+def fold_values(values: Iterable[tuple[str, str]], env: dict[str, int]) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Launch values a config fixes, folded into `env` (returned); the rest, as C over the shape
+    and SLOTS, in order."""
+    rest = []
+    for vname, text in values:
+        c = _parsed(text).to_c(env)
+        if c.lstrip("-").isdigit():
+            env[vname] = int(c)
+        else:
+            rest.append((vname, c))
+    return env, rest
 
 
 @dataclass(frozen=True)
@@ -222,6 +265,19 @@ class Family:
             raise UserError(f"{where}: launch.grid must list three expressions (x, y, z)")
         # Parsed once here: a typo fails when the family loads, not at its first launch.
         launch_known = known | LAUNCH_NAMES
+        values = self.launch.get("values") or {}
+        if not isinstance(values, dict):
+            raise UserError(f"{where}: launch.values must map names to expressions")
+        self.value_exprs: dict[str, Expr] = {}
+        for vname, text in values.items():
+            if not _PARAM.match(str(vname)) or vname in known | LAUNCH_NAMES:
+                raise UserError(f"{where}: launch value {vname!r} must be UPPER_CASE and not a parameter, "
+                                f"derived value or {sorted(LAUNCH_NAMES)}")
+            ex = Expr.parse(str(text), f"{where} launch.values.{vname}")
+            if ex.names - launch_known:
+                raise UserError(f"{where}: launch value {vname} reads unknown {sorted(ex.names - launch_known)}")
+            self.value_exprs[vname] = ex
+            launch_known = launch_known | {vname}
 
         def parse(key: str, text) -> Expr | None:
             if text is None:
@@ -240,6 +296,9 @@ class Family:
         self.pack_b_at_expr = parse("pack_b_at", self.launch.get("pack_b_at", 0))
         if self.pack_b_expr is not None and self.workspace_expr is None:
             raise UserError(f"{where}: launch.pack_b needs launch.workspace (the packed B lives there)")
+        self.tail_tiles_expr = parse("tail_tiles", self.launch.get("tail_tiles"))
+        self.tail_first_expr = parse("tail_first", self.launch.get("tail_first", 0))
+        self.tail_grid_expr = parse("tail_grid", self.launch.get("tail_grid", 0))
 
     @cached_property
     def source(self) -> str:
@@ -290,6 +349,10 @@ class Family:
             workspace_zeroed=self.workspace_zeroed_expr.text,
             pack_b=None if self.pack_b_expr is None else self.pack_b_expr.text,
             pack_b_at=self.pack_b_at_expr.text,
+            values=tuple((k, v.text) for k, v in self.value_exprs.items()),
+            tail_tiles=None if self.tail_tiles_expr is None else self.tail_tiles_expr.text,
+            tail_first=self.tail_first_expr.text,
+            tail_grid=self.tail_grid_expr.text,
         )
 
     def launch_geometry(self, config: Config, M: int, N: int, K: int, slots: int | None = None) -> dict[str, Any]:

@@ -83,6 +83,39 @@ def test_sass_of_the_warptile_seed_is_mostly_ffma_with_wide_shared_loads():
     assert s["loop_lds"].get("LDS.128", 0) == 16 * 6 and s["local_memory"] == 0
 
 
+def test_a_split_launch_counts_its_tail_kernel():
+    log = LOG + LOG.replace("'k'", "'k_tail'").replace("properties for k\n", "properties for k_tail\n") \
+        .replace("Used 128", "Used 200")
+    r = parse_resources(log, "k")
+    assert (r.registers, r.spill_bytes) == (200, 2 * 356)  # the most registers, every spill
+
+
+@pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+def test_split_launch_main_kernel_is_the_whole_tile_kernel():
+    """The split launch's module holds the whole-tile kernel and the tail: its whole waves must
+    run exactly the whole-tile config's code (the A/B of run 36 rests on it)."""
+    import subprocess
+    import tempfile
+
+    fam = Family.load("warptile")
+    seed = {**Space.load("warptile").seeds[0].as_dict(), "LANES_N": 4}  # its tail needs 254 registers
+
+    def sass(streamk):
+        c = compile_source(render(fam, Config.make("warptile", {**seed, "STREAMK": streamk})), "sm_90", DEFAULT_KERNEL)
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(c.cubin)
+            f.flush()
+            out = subprocess.run([find_cuobjdump(), "--dump-sass", "--function", DEFAULT_KERNEL, f.name],
+                                 capture_output=True, text=True, check=True).stdout
+        return [line.split("/*")[1] + line.split("*/")[1] for line in out.splitlines() if line.strip().startswith("/*")], c
+
+    whole, _ = sass(0)
+    split, c = sass(2)
+    assert len(whole) > 1000 and split == whole
+    tail = parse_resources(c.log.replace("'autotune_sgemm'", "'main'"), DEFAULT_KERNEL + "_tail")
+    assert tail.spill_bytes == 0 and tail.registers <= 255
+
+
 def test_nvrtc_own_cache_is_off_unless_the_user_set_it(tmp_path):
     """NVRTC's cache (under CUDA's JIT cache switch) drops ptxas's report on a hit (runs 12-13);
     autotune turns it off for itself before the first compile, and keeps a user's setting."""

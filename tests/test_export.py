@@ -23,7 +23,8 @@ WARPTILE = dict(BM=128, BN=256, BK=8, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 @pytest.mark.parametrize("family, params", [("vectorized", dict(BM=128, BN=128, BK=16, TM=8, TN=8)),
                                             ("warptile", WARPTILE),
-                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 1})])
+                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 1}),
+                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 2})])
 def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, params):
     P = Problem(1000, 1000, 1000)
     update_record(tmp_path, GPU, P, {family: _entry(family, params, 30000.0, h100)})
@@ -40,6 +41,9 @@ def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, pa
     if params.get("STREAMK"):  # a grid of at most the resident blocks, a zeroed stream-ordered workspace
         assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in text and "_scale_c<<<" not in text
         assert "cudaMallocAsync" in text and "cudaMemsetAsync" in text and "cudaFreeAsync" in text
+    # A split launch: the tail's tiles of C scaled, the main kernel where it has tiles, then the tail.
+    assert ("_scale_tiles<<<" in text and "_tail<<<" in text and "if (grid.x > 0)" in text) == \
+        (params.get("STREAMK") == 2)
     (tmp_path / "main.cu").write_text(HARNESS)
     r = subprocess.run(["nvcc", "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")],
                        capture_output=True, text=True)

@@ -53,7 +53,8 @@ def test_declared_values_match_hand_computation(h100):
     assert env["SMEM_BYTES"] == 4 * 3 * 16 * (132 + 256) == 74496
     geo = w.launch_geometry(Config.make("warptile", p), 4097, 1000, 5)
     assert geo == {"grid": (33 * 4, 1, 1), "block": 256, "dynamic_smem": 74496, "scale_c_first": False,
-                   "workspace_bytes": 0, "workspace_zeroed": 0, "pack_b": False, "pack_b_at": 0}
+                   "workspace_bytes": 0, "workspace_zeroed": 0, "pack_b": False, "pack_b_at": 0,
+                   "tail_tiles": 0, "tail_first": 0, "tail_grid": 0}
 
 
 def test_b_is_packed_to_a_16_byte_pitch_only_when_its_rows_are_unaligned():
@@ -86,6 +87,35 @@ def test_stream_k_launch_reads_the_device_slots():
     # Without stream-K the same family needs no slots and no workspace.
     plain = w.launch_plan(Config.make("warptile", {**p, "STREAMK": 0}))
     assert not plain.needs_slots and plain.geometry(4096, 4096, 4096)["workspace_bytes"] == 0
+
+
+def test_split_launch_gives_the_tail_what_whole_waves_leave():
+    w = Family.load("warptile")
+    p = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=2)  # 128 x 256 tiles, BK 16
+    plan = w.launch_plan(Config.make("warptile", p))
+    assert plan.needs_slots and plan.has_tail  # its module holds the tail kernel
+    assert not any(w.launch_plan(Config.make("warptile", {**p, "STREAMK": sk})).has_tail for sk in (0, 1))
+
+    def split(M, N, K, slots=132):
+        g = plan.geometry(M, N, K, slots=slots)
+        assert g["grid"][0] + g["tail_tiles"] == -(-M // 128) * -(-N // 256)
+        assert g["tail_first"] == (g["grid"][0] if g["tail_tiles"] else 0) and g["workspace_bytes"] == (0 if N % 4 == 0 else 4 * K * 4 * -(-N // 4))
+        return g["grid"][0], g["tail_tiles"], g["tail_grid"]
+
+    # 512 tiles: 3 whole waves of 132, the 116 left (more than half a wave) over 132 blocks.
+    assert split(4096, 4096, 4096) == (396, 116, 132)
+    # 2048 tiles: 15 waves, 68 left (more than half).
+    assert split(8192, 8192, 8192) == (1980, 68, 132)
+    # 288 tiles: 2 waves and 24 left (less than half): one wave more goes to the tail.
+    assert split(3000, 3000, 3000) == (132, 156, 132)
+    # Fewer tiles than slots: all in the tail; whole waves exactly: no tail.
+    assert split(1024, 1024, 1024) == (0, 32, 132) and split(4096, 1024, 4096) == (0, 128, 132)
+    assert split(128 * 12, 256 * 11, 64) == (132, 0, 0)
+    # Fewer k-iterations than slots: one block per iteration.
+    assert split(5, 7, 20) == (0, 1, 2)
+    # A split launch without a tail needs nothing beyond the main kernel; whole tiles have no tail.
+    plain = w.launch_plan(Config.make("warptile", {**p, "STREAMK": 0}))
+    assert not plain.needs_slots and plain.geometry(4096, 4096, 4096)["tail_tiles"] == 0
 
 
 def test_the_space_seeds_stream_k_with_packed_b(h100):

@@ -84,7 +84,10 @@ def parse_resources(log: str, kernel: str) -> Resources:
     info = found.get(kernel)
     if not info or "regs" not in info:
         raise CompileError(f"no ptxas resource report for kernel {kernel!r} in the NVRTC log")
-    return Resources(info["regs"], info.get("spill", 0), info.get("stack", 0), info["smem"])
+    # A split launch's tail kernel runs beside it: the most registers and every spill count.
+    tail = found.get(kernel + "_tail", {})
+    return Resources(max(info["regs"], tail.get("regs", 0)), info.get("spill", 0) + tail.get("spill", 0),
+                     max(info.get("stack", 0), tail.get("stack", 0)), info["smem"])
 
 
 def cache_dir() -> Path:

@@ -92,9 +92,14 @@ class LoadedKernel:
         self.module = cp.cuda.function.Module()
         self.module.load(cubin)
         self.fn = self.module.get_function(kernel)
+        # A split launch's tail kernel (same shared memory) and the prologue scaling its tiles.
+        self.tail = self.module.get_function(kernel + "_tail") if plan.has_tail else None
+        self.scale_tiles = self.module.get_function(kernel + "_scale_tiles") if self.tail is not None else None
         if plan.dynamic_smem > 48 * 1024:
-            driver.funcSetAttribute(self.fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                    int(plan.dynamic_smem))
+            for fn in (self.fn, self.tail):
+                if fn is not None:
+                    driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                            int(plan.dynamic_smem))
         self.scale = self.module.get_function(kernel + "_scale_c")
         self.pack = self.module.get_function(kernel + "_pack_b") if plan.pack_b is not None else None
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.fn.ptr, plan.block, plan.dynamic_smem)
@@ -149,8 +154,16 @@ class LoadedKernel:
             args.append(ws if ws is not None else np.uint64(0))
         if geometry["pack_b"] is not None:
             args.append(i32(ldb))
-        self.fn(tuple(geometry["grid"]), (geometry["block"], 1, 1), tuple(args),
-                shared_mem=geometry["dynamic_smem"], stream=stream)
+        tail = geometry["tail_tiles"]
+        if tail:  # the tail adds into its tiles of C: scale them by beta first
+            self.scale_tiles((tail, 1, 1), (256, 1, 1), (i32(M), i32(N), f32(beta), c, i32(geometry["tail_first"])),
+                             stream=stream)
+        if all(geometry["grid"]):  # a split launch may leave the main kernel nothing
+            self.fn(tuple(geometry["grid"]), (geometry["block"], 1, 1), tuple(args),
+                    shared_mem=geometry["dynamic_smem"], stream=stream)
+        if tail:
+            self.tail((geometry["tail_grid"], 1, 1), (geometry["block"], 1, 1),
+                      (*args, i32(geometry["tail_first"])), shared_mem=geometry["dynamic_smem"], stream=stream)
 
 
 class Runner:

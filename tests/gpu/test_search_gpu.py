@@ -81,20 +81,27 @@ def test_small_search_export_check(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_exported_stream_k_header_with_packed_b_runs(tmp_path):
-    """A stream-K config exported and built with nvcc: its launcher sizes the grid from the
-    occupancy API, allocates and zeroes the workspace, packs B (N % 4 != 0), and frees it all."""
+@pytest.mark.parametrize("streamk, shape", [(1, (300, 521, 700)), (2, (300, 521, 700)), (2, (2500, 4100, 100))])
+def test_exported_stream_k_header_with_packed_b_runs(tmp_path, streamk, shape):
+    """A stream-K or split-launch config exported and built with nvcc: its launcher sizes the
+    grid from the occupancy API, packs B (N % 4 != 0), allocates and zeroes the workspace (and
+    frees it all); a split launch scales the tail's tiles of C, runs the main kernel where whole
+    waves exist (the second shape) and then the tail."""
     from autotune.export import header_for_entry
     from autotune.space import Space
 
-    seed = next(c for c in Space.load("warptile").seeds if c.as_dict().get("STREAMK") == 1)
-    rec = {"problem": {"M": 300, "N": 521, "K": 700}, "gpu": {"name": "test", "arch": "sm_90"}}
-    entry = {"config": {"family": "warptile", "params": seed.as_dict(), "name": seed.name},
+    seeds = Space.load("warptile").seeds
+    seed = next(c for c in seeds if c.as_dict().get("STREAMK") == 1) if streamk == 1 else seeds[0]
+    params = {**seed.as_dict(), "STREAMK": streamk}
+    M, N, K = shape
+    rec = {"problem": {"M": M, "N": N, "K": K}, "gpu": {"name": "test", "arch": "sm_90"}}
+    entry = {"config": {"family": "warptile", "params": params, "name": seed.name},
              "gflops": 1.0, "ratio": 1.0, "registers": 0, "smem_bytes": 0}
     text = header_for_entry(rec, entry, "tuned.h")
     assert "_pack_b<<<" in text and "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in text
+    assert ("_tail<<<" in text and "_scale_tiles<<<" in text) == (streamk == 2)
     (tmp_path / "tuned.h").write_text(text)
-    (tmp_path / "main.cu").write_text("#define SHAPE_M 300\n#define SHAPE_N 521\n#define SHAPE_K 700\n" + HARNESS)
+    (tmp_path / "main.cu").write_text(f"#define SHAPE_M {M}\n#define SHAPE_N {N}\n#define SHAPE_K {K}\n" + HARNESS)
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     b = subprocess.run([nvcc, "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")],
                        capture_output=True, text=True)

@@ -48,6 +48,52 @@ def test_stream_k_correct_and_repeatable(config, shape):
     assert float(cp.linalg.norm(poisoned - ab) / cp.linalg.norm(ab)) < 1e-5
 
 
+def _split_configs():
+    from autotune.types import Config
+
+    base = Space.load("warptile").seeds[0].as_dict()
+    return [Config.make("warptile", {**base, **v}) for v in
+            ({"STREAMK": 2}, {"STREAMK": 2, "PACKB": 0}, {"STREAMK": 2, "GROUP_M": 1, "BK": 8, "STAGES": 4})]
+
+
+# (M, N, K) with 128 x 256 tiles: fewer tiles than a wave (all in the tail); whole waves plus
+# more than half a wave (only the rest in the tail); plus less (one more wave in the tail);
+# exactly whole waves (no tail); one tile; tails in every dimension, N % 4 != 0 (packed B).
+SPLIT_SHAPES = [(300, 520, 2000), (2500, 4100, 100), (4097, 4097, 64), (4096, 4096, 48), (1, 1, 1),
+                (129, 257, 17), (700, 1001, 900)]
+
+
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("config", _split_configs(), ids=lambda c: c.name)
+def test_split_launch_correct(config, shape):
+    """Split launch: whole waves of whole tiles, then a tail kernel adding its partial sums into
+    C (atomics: not bit-repeatable, so only the error is checked), with beta and with a
+    NaN-poisoned C at beta = 0 (the tail's tiles must be zeroed, not scaled)."""
+    import cupy as cp
+
+    from autotune.api import Kernel
+
+    M, N, K = shape
+    k = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}")
+    geo = k._kernel.geometry(M, N, K)
+    tiles = -(-M // 128) * -(-N // 256)
+    assert geo["grid"][0] + geo["tail_tiles"] == tiles and geo["tail_first"] == geo["grid"][0]
+    assert geo["tail_grid"] <= k._kernel.slots
+    rng = cp.random.default_rng(4)
+    a = rng.random((M, K), dtype=cp.float32) * 2 - 1
+    b = rng.random((K, N), dtype=cp.float32) * 2 - 1
+    c0 = rng.random((M, N), dtype=cp.float32) * 2 - 1
+    ab = a.astype(cp.float64) @ b.astype(cp.float64)
+    ref = 1.5 * ab - 0.5 * c0.astype(cp.float64)
+    for _ in range(3):  # the same C buffer reused: the tail's tiles are re-scaled every launch
+        out = c0.copy()
+        k(a, b, out, 1.5, -0.5)
+        assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-5
+    poisoned = cp.full((M, N), cp.nan, dtype=cp.float32)
+    k(a, b, poisoned, 1.0, 0.0)
+    assert float(cp.linalg.norm(poisoned - ab) / cp.linalg.norm(ab)) < 1e-5
+
+
 def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
     """A whole-tile kernel packs B at the start of its workspace, where a stream-K kernel keeps
     the flags that must stay zero: alternating them on one stream, with a budget so small that
