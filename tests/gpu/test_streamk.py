@@ -16,6 +16,25 @@ SK_SEEDS = [c for c in Space.load("warptile").seeds if c.as_dict().get("STREAMK"
 SHAPES = [(64, 64, 8192), (300, 520, 2000), (2500, 4100, 100), (4097, 4097, 64), (1, 1, 1), (129, 257, 17)]
 
 
+def _problem(M, N, K, seed):
+    """Random A, B, C in [-1, 1) and A @ B in float64."""
+    import cupy as cp
+
+    rng = cp.random.default_rng(seed)
+    a = rng.random((M, K), dtype=cp.float32) * 2 - 1
+    b = rng.random((K, N), dtype=cp.float32) * 2 - 1
+    c0 = rng.random((M, N), dtype=cp.float32) * 2 - 1
+    return a, b, c0, a.astype(cp.float64) @ b.astype(cp.float64)
+
+
+def _assert_c_not_read_at_beta_zero(k, a, b, ab):
+    import cupy as cp
+
+    poisoned = cp.full(ab.shape, cp.nan, dtype=cp.float32)  # beta = 0: C is never read
+    k(a, b, poisoned, 1.0, 0.0)
+    assert float(cp.linalg.norm(poisoned - ab) / cp.linalg.norm(ab)) < 1e-5
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("config", SK_SEEDS, ids=lambda c: c.name)
 def test_stream_k_correct_and_repeatable(config, shape):
@@ -27,11 +46,8 @@ def test_stream_k_correct_and_repeatable(config, shape):
     k = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}")
     geo = k._kernel.geometry(M, N, K)
     assert 1 <= geo["grid"][0] <= k._kernel.slots  # never more blocks than the device holds at once
-    rng = cp.random.default_rng(3)
-    a = rng.random((M, K), dtype=cp.float32) * 2 - 1
-    b = rng.random((K, N), dtype=cp.float32) * 2 - 1
-    c0 = rng.random((M, N), dtype=cp.float32) * 2 - 1
-    ref = 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c0.astype(cp.float64)
+    a, b, c0, ab = _problem(M, N, K, 3)
+    ref = 1.5 * ab - 0.5 * c0.astype(cp.float64)
     first = None
     for _ in range(8):
         out = c0.copy()
@@ -42,10 +58,7 @@ def test_stream_k_correct_and_repeatable(config, shape):
             assert err < 1e-5, err
         else:
             assert bool(cp.array_equal(out, first)), "two launches on the same inputs differ: a race"
-    poisoned = cp.full((M, N), cp.nan, dtype=cp.float32)  # beta = 0: C is never read
-    k(a, b, poisoned, 1.0, 0.0)
-    ab = a.astype(cp.float64) @ b.astype(cp.float64)
-    assert float(cp.linalg.norm(poisoned - ab) / cp.linalg.norm(ab)) < 1e-5
+    _assert_c_not_read_at_beta_zero(k, a, b, ab)
 
 
 def _split_configs():
@@ -56,9 +69,10 @@ def _split_configs():
             ({"STREAMK": 2}, {"STREAMK": 2, "PACKB": 0}, {"STREAMK": 2, "GROUP_M": 1, "BK": 8, "STAGES": 4})]
 
 
-# (M, N, K) with 128 x 256 tiles: fewer tiles than a wave (all in the tail); whole waves plus
-# more than half a wave (only the rest in the tail); plus less (one more wave in the tail);
-# exactly whole waves (no tail); one tile; tails in every dimension, N % 4 != 0 (packed B).
+# (M, N, K) with 128 x 256 tiles on 132 slots: fewer tiles than a wave (all in the tail); whole
+# waves plus more than half a wave (only the rest in the tail); plus less (one more wave in the
+# tail); 4096^3's split with 3 k-tiles per tile; one tile; tails in every dimension; N % 4 != 0
+# (packed B).
 SPLIT_SHAPES = [(300, 520, 2000), (2500, 4100, 100), (4097, 4097, 64), (4096, 4096, 48), (1, 1, 1),
                 (129, 257, 17), (700, 1001, 900)]
 
@@ -79,19 +93,13 @@ def test_split_launch_correct(config, shape):
     tiles = -(-M // 128) * -(-N // 256)
     assert geo["grid"][0] + geo["tail_tiles"] == tiles and geo["tail_first"] == geo["grid"][0]
     assert geo["tail_grid"] <= k._kernel.slots
-    rng = cp.random.default_rng(4)
-    a = rng.random((M, K), dtype=cp.float32) * 2 - 1
-    b = rng.random((K, N), dtype=cp.float32) * 2 - 1
-    c0 = rng.random((M, N), dtype=cp.float32) * 2 - 1
-    ab = a.astype(cp.float64) @ b.astype(cp.float64)
+    a, b, c0, ab = _problem(M, N, K, 4)
     ref = 1.5 * ab - 0.5 * c0.astype(cp.float64)
-    for _ in range(3):  # the same C buffer reused: the tail's tiles are re-scaled every launch
+    for _ in range(3):  # three launches, each on a fresh copy of C
         out = c0.copy()
         k(a, b, out, 1.5, -0.5)
         assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-5
-    poisoned = cp.full((M, N), cp.nan, dtype=cp.float32)
-    k(a, b, poisoned, 1.0, 0.0)
-    assert float(cp.linalg.norm(poisoned - ab) / cp.linalg.norm(ab)) < 1e-5
+    _assert_c_not_read_at_beta_zero(k, a, b, ab)
 
 
 def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
