@@ -66,14 +66,18 @@ def parse(sass: str) -> SassStats:
         if m:
             instrs.append((int(m.group(1), 16), m.group(3), m.group(4)))
     total = collections.Counter(op for _, op, _ in instrs)
+    loops = []  # (first, last) address of each backward branch's range
+    for addr, op, args in instrs:
+        t = _TARGET.search(args) if op == "BRA" else None
+        if t and int(t.group(1), 16) < addr:
+            loops.append((int(t.group(1), 16), addr))
     best = collections.Counter()
-    for i, (addr, op, args) in enumerate(instrs):
-        if op != "BRA":
+    for first, last in loops:
+        # Innermost loops only: a persistent kernel's loop over its tiles holds the main loop
+        # (twice, with more FFMA than either) and must not stand for it.
+        if any(first < f <= e <= last for f, e in loops):
             continue
-        t = _TARGET.search(args)
-        if not t or int(t.group(1), 16) >= addr:
-            continue
-        body = collections.Counter(o for a, o, _ in instrs if int(t.group(1), 16) <= a <= addr)
+        body = collections.Counter(o for a, o, _ in instrs if first <= a <= last)
         # The hottest loop has the most FFMA; of equals (a loop built twice, e.g. for a
         # vector and a scalar load path), the leanest one is the fast path.
         if (body.get("FFMA", 0), -sum(body.values())) > (best.get("FFMA", 0), -sum(best.values())):

@@ -83,6 +83,21 @@ def test_sass_of_the_warptile_seed_is_mostly_ffma_with_wide_shared_loads():
     assert s["loop_lds"].get("LDS.128", 0) == 16 * 6 and s["local_memory"] == 0
 
 
+@pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+def test_sass_main_loop_of_a_persistent_kernel_is_its_inner_loop():
+    """A persistent kernel's loop over its tiles holds the main loop twice (vector and scalar B
+    copies) and more FFMA than either: the report must describe the inner, hot one."""
+    seed = Space.load("warptile").seeds[0].as_dict()
+    for streamk in (1, 3):
+        c = compile_source(render(Family.load("warptile"), Config.make("warptile", {**seed, "STREAMK": streamk})),
+                           "sm_90", DEFAULT_KERNEL)
+        s = analyze_cubin(c.cubin, DEFAULT_KERNEL)
+        assert s.total["FFMA"] > 2 * 16 * 128 and s.summary()["loop_ffma"] == 16 * 128, streamk
+        assert s.summary()["loop_ffma_share"] > 0.85
+        r = parse_resources(c.log, DEFAULT_KERNEL)
+        assert r.spill_bytes == 0 and r.registers <= 255
+
+
 def test_a_split_launch_counts_its_tail_kernel():
     log = LOG + LOG.replace("'k'", "'k_tail'").replace("properties for k\n", "properties for k_tail\n") \
         .replace("Used 128", "Used 200")

@@ -118,6 +118,21 @@ def test_split_launch_gives_the_tail_what_whole_waves_leave():
     assert not plain.needs_slots and plain.geometry(4096, 4096, 4096)["tail_tiles"] == 0
 
 
+def test_split_launch_in_one_kernel_is_a_persistent_grid_with_two_zeroed_counters():
+    w = Family.load("warptile")
+    p = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=3)  # 128 x 256 tiles, BK 16
+    plan = w.launch_plan(Config.make("warptile", p))
+    assert plan.needs_slots and not plan.has_tail  # one kernel: no tail kernel in its module
+    geo = plan.geometry(4096, 4096, 4096, slots=132)
+    assert geo["grid"] == (132, 1, 1) and not geo["tail_tiles"] and not geo["scale_c_first"]
+    assert geo["workspace_bytes"] == 16 and geo["workspace_zeroed"] == 16
+    # Fewer k-iterations than slots (1 tile, K = 20: 2 iterations): no idle blocks.
+    assert plan.geometry(5, 7, 20, slots=132)["grid"] == (2, 1, 1)
+    # Packed B follows the counters.
+    packed = plan.geometry(300, 4097, 70, slots=132)
+    assert packed["pack_b"] and packed["pack_b_at"] == 16 and packed["workspace_bytes"] == 16 + 4 * 70 * 4100
+
+
 def test_the_space_seeds_stream_k_with_packed_b(h100):
     # tests/gpu/test_streamk.py runs over these seeds: without any, it would collect no case.
     sp = Space.load("warptile")

@@ -37,7 +37,8 @@ def _configs() -> list[Config]:
                     {"PACKB": 0}, {"PACKB": 0, "STREAMK": 1},  # B unpacked: 4-byte copies where N % 4 != 0
                     {"PAD_A": 0, "PAD_B": 4, "GROUP_M": 1}, {"BK": 32, "LANES_N": 8}, {"PREFETCH": 0},
                     {"PREFETCH": 0, "SPLITK": 2, "MINB": 1, "STAGES": 2},
-                    {"STREAMK": 2}, {"STREAMK": 2, "PACKB": 0}, {"STREAMK": 2, "GROUP_M": 1, "BK": 8}):
+                    {"STREAMK": 2}, {"STREAMK": 2, "PACKB": 0}, {"STREAMK": 2, "GROUP_M": 1, "BK": 8},
+                    {"STREAMK": 3}, {"STREAMK": 3, "PACKB": 0}, {"STREAMK": 3, "GROUP_M": 1, "BK": 8}):
         out.append(Config.make("warptile", {**base, **variant}))
     return list(dict.fromkeys(out))
 

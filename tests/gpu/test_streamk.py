@@ -65,8 +65,8 @@ def _split_configs():
     from autotune.types import Config
 
     base = Space.load("warptile").seeds[0].as_dict()
-    return [Config.make("warptile", {**base, **v}) for v in
-            ({"STREAMK": 2}, {"STREAMK": 2, "PACKB": 0}, {"STREAMK": 2, "GROUP_M": 1, "BK": 8, "STAGES": 4})]
+    return [Config.make("warptile", {**base, **v, "STREAMK": sk}) for sk in (2, 3) for v in
+            ({}, {"PACKB": 0}, {"GROUP_M": 1, "BK": 8, "STAGES": 4})]
 
 
 # (M, N, K) with 128 x 256 tiles on 132 slots: fewer tiles than a wave (all in the tail); whole
@@ -82,30 +82,41 @@ SPLIT_SHAPES = [(300, 520, 2000), (2500, 4100, 100), (4097, 4097, 64), (4096, 40
 def test_split_launch_correct(config, shape):
     """Split launch: whole waves of whole tiles, then a tail kernel adding its partial sums into
     C (atomics: not bit-repeatable, so only the error is checked), with beta and with a
-    NaN-poisoned C at beta = 0 (the tail's tiles must be zeroed, not scaled)."""
+    NaN-poisoned C at beta = 0 (the tail's tiles must be zeroed, not scaled). In one kernel
+    (STREAMK 3): a grid of at most the resident blocks, whose counters every launch leaves zero
+    for the next (a launch that found them set would add into tiles not yet scaled)."""
     import cupy as cp
 
     from autotune.api import Kernel
+    from autotune.gpu import runner
 
     M, N, K = shape
     k = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}")
     geo = k._kernel.geometry(M, N, K)
     tiles = -(-M // 128) * -(-N // 256)
-    assert geo["grid"][0] + geo["tail_tiles"] == tiles and geo["tail_first"] == geo["grid"][0]
-    assert geo["tail_grid"] <= k._kernel.slots
+    one_kernel = config.as_dict()["STREAMK"] == 3
+    if one_kernel:
+        assert 1 <= geo["grid"][0] <= k._kernel.slots and not geo["tail_tiles"] and geo["workspace_zeroed"] == 16
+    else:
+        assert geo["grid"][0] + geo["tail_tiles"] == tiles and geo["tail_first"] == geo["grid"][0]
+        assert geo["tail_grid"] <= k._kernel.slots
     a, b, c0, ab = _problem(M, N, K, 4)
     ref = 1.5 * ab - 0.5 * c0.astype(cp.float64)
     for _ in range(3):  # three launches, each on a fresh copy of C
         out = c0.copy()
         k(a, b, out, 1.5, -0.5)
         assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-5
+        if one_kernel:
+            ws = runner._WORKSPACES[(k._kernel._uid, cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)]
+            assert not bool(ws[:16].any()), "counters left set for the next launch"
     _assert_c_not_read_at_beta_zero(k, a, b, ab)
 
 
 def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
     """A whole-tile kernel packs B at the start of its workspace, where a stream-K kernel keeps
-    the flags that must stay zero: alternating them on one stream, with a budget so small that
-    every launch frees the other's buffer, must stay correct."""
+    the flags and a one-kernel split launch its counters, which must stay zero: alternating them
+    on one stream, with a budget so small that every launch frees the others' buffers, must stay
+    correct."""
     import cupy as cp
 
     from autotune.api import Kernel
@@ -117,12 +128,13 @@ def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
     arch = f"sm_{cp.cuda.Device().compute_capability}"
     packed = Kernel(Config.make("warptile", {**base, "STREAMK": 0, "PACKB": 1}), arch)
     streamk = Kernel(SK_SEEDS[0], arch)
-    M, N, K = 700, 1001, 900  # N % 4 != 0: both pack B; 6 x 4 tiles split over many blocks
+    one_kernel = Kernel(Config.make("warptile", {**base, "STREAMK": 3}), arch)  # its counters, then B
+    M, N, K = 700, 1001, 900  # N % 4 != 0: all pack B; 6 x 4 tiles split over many blocks
     rng = cp.random.default_rng(5)
     a = rng.random((M, K), dtype=cp.float32) * 2 - 1
     b = rng.random((K, N), dtype=cp.float32) * 2 - 1
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
     for _ in range(3):
-        for k in (packed, streamk):
+        for k in (packed, streamk, one_kernel):
             out = k(a, b)
             assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-5, k
