@@ -25,7 +25,8 @@ WARPTILE = dict(BM=128, BN=256, BK=8, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=
                                             ("warptile", WARPTILE),
                                             ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 1}),
                                             ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 2}),
-                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 3})])
+                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 3}),
+                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 4})])
 def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, params):
     P = Problem(1000, 1000, 1000)
     update_record(tmp_path, GPU, P, {family: _entry(family, params, 30000.0, h100)})

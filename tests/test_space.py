@@ -133,12 +133,30 @@ def test_split_launch_in_one_kernel_is_a_persistent_grid_with_two_zeroed_counter
     assert packed["pack_b"] and packed["pack_b_at"] == 16 and packed["workspace_bytes"] == 16 + 4 * 70 * 4100
 
 
+def test_split_launch_in_one_launch_puts_a_row_of_tail_blocks_before_the_whole_waves():
+    w = Family.load("warptile")
+    p = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=4)  # 128 x 256 tiles, BK 16
+    plan = w.launch_plan(Config.make("warptile", p))
+    assert plan.needs_slots and not plan.has_tail
+
+    def grid(M, N, K, slots=132):
+        g = plan.geometry(M, N, K, slots=slots)
+        assert not g["tail_tiles"] and g["workspace_zeroed"] == 16 and g["grid"][2] == 1
+        return g["grid"][:2]
+
+    # The tail rows follow the split launch's rule (test_split_launch_gives_the_tail_...).
+    assert grid(4096, 4096, 4096) == (132, 1 + 3) and grid(8192, 8192, 8192) == (132, 1 + 15)
+    assert grid(3000, 3000, 3000) == (132, 1 + 1) and grid(1024, 1024, 1024) == (132, 1)
+    assert grid(128 * 12, 256 * 11, 64) == (132, 1 + 1)  # whole waves exactly: an empty tail row
+    assert grid(5, 7, 20) == (132, 1) and grid(4096, 4096, 4096, slots=264) == (264, 1 + 1)
+
+
 def test_the_space_seeds_stream_k_with_packed_b(h100):
     # tests/gpu/test_streamk.py runs over these seeds: without any, it would collect no case.
     sp = Space.load("warptile")
     sk = [c for c in sp.seeds if c.as_dict().get("STREAMK") == 1]
     assert len(sk) >= 2 and all(c.as_dict().get("PACKB", 1) == 1 for c in sk)
-    assert sp.values["STREAMK"] == [0, 1, 2]
+    assert sp.values["STREAMK"] == [0, 1, 2, 3, 4]
     assert all(not sp.family.violations(c, h100) for c in sk)
 
 

@@ -38,7 +38,8 @@ def _configs() -> list[Config]:
                     {"PAD_A": 0, "PAD_B": 4, "GROUP_M": 1}, {"BK": 32, "LANES_N": 8}, {"PREFETCH": 0},
                     {"PREFETCH": 0, "SPLITK": 2, "MINB": 1, "STAGES": 2},
                     {"STREAMK": 2}, {"STREAMK": 2, "PACKB": 0}, {"STREAMK": 2, "GROUP_M": 1, "BK": 8},
-                    {"STREAMK": 3}, {"STREAMK": 3, "PACKB": 0}, {"STREAMK": 3, "GROUP_M": 1, "BK": 8}):
+                    {"STREAMK": 3}, {"STREAMK": 3, "PACKB": 0}, {"STREAMK": 3, "GROUP_M": 1, "BK": 8},
+                    {"STREAMK": 4}, {"STREAMK": 4, "PACKB": 0}, {"STREAMK": 4, "GROUP_M": 1, "BK": 8}):
         out.append(Config.make("warptile", {**base, **variant}))
     return list(dict.fromkeys(out))
 

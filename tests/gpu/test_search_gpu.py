@@ -82,13 +82,13 @@ def test_small_search_export_check(tmp_path):
 
 
 @pytest.mark.parametrize("streamk, shape", [(1, (300, 521, 700)), (2, (300, 521, 700)), (2, (2500, 4100, 100)),
-                                           (3, (2500, 4100, 100))])
+                                           (3, (2500, 4100, 100)), (4, (2500, 4100, 100))])
 def test_exported_stream_k_header_with_packed_b_runs(tmp_path, streamk, shape):
     """A stream-K or split-launch config exported and built with nvcc: its launcher sizes the
     grid from the occupancy API, packs B (N % 4 != 0), allocates and zeroes the workspace (and
     frees it all); a split launch scales the tail's tiles of C, runs the main kernel where whole
-    waves exist (the second shape) and then the tail; in one kernel (STREAMK 3), the kernel
-    does all of that over a zeroed workspace."""
+    waves exist (the second shape) and then the tail; in one kernel (STREAMK 3 and 4), the
+    kernel does all of that over a zeroed workspace."""
     from autotune.export import header_for_entry
     from autotune.space import Space
 

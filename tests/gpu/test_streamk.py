@@ -65,7 +65,7 @@ def _split_configs():
     from autotune.types import Config
 
     base = Space.load("warptile").seeds[0].as_dict()
-    return [Config.make("warptile", {**base, **v, "STREAMK": sk}) for sk in (2, 3) for v in
+    return [Config.make("warptile", {**base, **v, "STREAMK": sk}) for sk in (2, 3, 4) for v in
             ({}, {"PACKB": 0}, {"GROUP_M": 1, "BK": 8, "STAGES": 4})]
 
 
@@ -83,8 +83,9 @@ def test_split_launch_correct(config, shape):
     """Split launch: whole waves of whole tiles, then a tail kernel adding its partial sums into
     C (atomics: not bit-repeatable, so only the error is checked), with beta and with a
     NaN-poisoned C at beta = 0 (the tail's tiles must be zeroed, not scaled). In one kernel
-    (STREAMK 3): a grid of at most the resident blocks, whose counters every launch leaves zero
-    for the next (a launch that found them set would add into tiles not yet scaled)."""
+    (STREAMK 3: a grid of at most the resident blocks; 4: a row of them, then a row per whole
+    wave), whose counters every launch leaves zero for the next (a launch that found them set
+    would add into tiles not yet scaled)."""
     import cupy as cp
 
     from autotune.api import Kernel
@@ -94,9 +95,12 @@ def test_split_launch_correct(config, shape):
     k = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}")
     geo = k._kernel.geometry(M, N, K)
     tiles = -(-M // 128) * -(-N // 256)
-    one_kernel = config.as_dict()["STREAMK"] == 3
+    streamk = config.as_dict()["STREAMK"]
+    one_kernel = streamk >= 3
     if one_kernel:
         assert 1 <= geo["grid"][0] <= k._kernel.slots and not geo["tail_tiles"] and geo["workspace_zeroed"] == 16
+        if streamk == 4:  # whole waves below the tail row
+            assert geo["grid"][0] == k._kernel.slots and (geo["grid"][1] - 1) * k._kernel.slots <= tiles
     else:
         assert geo["grid"][0] + geo["tail_tiles"] == tiles and geo["tail_first"] == geo["grid"][0]
         assert geo["tail_grid"] <= k._kernel.slots
@@ -128,13 +132,13 @@ def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
     arch = f"sm_{cp.cuda.Device().compute_capability}"
     packed = Kernel(Config.make("warptile", {**base, "STREAMK": 0, "PACKB": 1}), arch)
     streamk = Kernel(SK_SEEDS[0], arch)
-    one_kernel = Kernel(Config.make("warptile", {**base, "STREAMK": 3}), arch)  # its counters, then B
+    one_kernel = [Kernel(Config.make("warptile", {**base, "STREAMK": sk}), arch) for sk in (3, 4)]  # counters, then B
     M, N, K = 700, 1001, 900  # N % 4 != 0: all pack B; 6 x 4 tiles split over many blocks
     rng = cp.random.default_rng(5)
     a = rng.random((M, K), dtype=cp.float32) * 2 - 1
     b = rng.random((K, N), dtype=cp.float32) * 2 - 1
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
     for _ in range(3):
-        for k in (packed, streamk, one_kernel):
+        for k in (packed, streamk, *one_kernel):
             out = k(a, b)
             assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-5, k
