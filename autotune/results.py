@@ -86,8 +86,9 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
 
 def update_record(root: Path | str, gpu: dict, problem: Problem, entries: dict[str, dict],
                   replace: bool = False) -> tuple[Path, list[str]]:
-    """Merge family entries into the shape's file; an entry replaces a stored one only when
-    faster (or `replace`). Returns the path and the families whose entry changed."""
+    """Merge family entries into the shape's file; an entry replaces a stored one when faster,
+    when it measures the same config again (the current code and GPU state, e.g. after a
+    template edit), or with `replace`. Returns the path and the families whose entry changed."""
     path = record_path(root, gpu["slug"], problem)
     if path.exists():
         data = load_record(path)
@@ -97,7 +98,7 @@ def update_record(root: Path | str, gpu: dict, problem: Problem, entries: dict[s
     changed = []
     for fam, entry in entries.items():
         old = data["families"].get(fam)
-        if replace or old is None or entry["gflops"] > old["gflops"]:
+        if replace or old is None or entry["gflops"] > old["gflops"] or entry["config"] == old["config"]:
             data["families"][fam] = entry
             changed.append(fam)
     data["gpu"] = gpu

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
 import math
 import os
 import re
@@ -303,6 +304,25 @@ class Family:
     @cached_property
     def source(self) -> str:
         return self.path.read_text()
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A hash of the template and the templates it includes: a measurement taken with other
+        template text is of other code."""
+        h = hashlib.sha1()
+        todo, seen = [self.path], set()
+        while todo:
+            path = todo.pop()
+            if path.name in seen:
+                continue
+            seen.add(path.name)
+            text = path.read_text()
+            h.update(path.name.encode() + b"\0" + text.encode() + b"\0")
+            for inc in re.findall(r"{%-?\s*include\s+[\"']([^\"']+)[\"']", text):
+                found = next((d / inc for d in [self.path.parent, *template_dirs()] if (d / inc).is_file()), None)
+                if found is not None:
+                    todo.append(found)
+        return h.hexdigest()[:10]
 
     def derive(self, params: Mapping[str, int]) -> dict[str, int]:
         """Params (declared defaults for those left out) plus every derived value (in declaration order)."""

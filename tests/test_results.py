@@ -34,6 +34,9 @@ def test_round_trip_and_keep_the_faster(tmp_path, h100):
     slower = _entry("tiled", {"TILE": 16}, 7000.0, h100)
     _, changed = update_record(tmp_path, GPU, P, {"tiled": slower})
     assert changed == [] and load_record(path)["families"]["tiled"]["config"]["params"] == {"TILE": 32}
+    again = _entry("tiled", {"TILE": 32}, 7500.0, h100)  # the stored config measured again: the current truth
+    _, changed = update_record(tmp_path, GPU, P, {"tiled": again})
+    assert changed == ["tiled"] and load_record(path)["families"]["tiled"]["gflops"] == 7500.0
     faster = _entry("coarse1d", {"BM": 64, "BN": 64, "BK": 8, "TM": 8}, 15000.0, h100)
     update_record(tmp_path, GPU, P, {"coarse1d": faster})
     rec, best = best_entry(tmp_path, GPU["slug"], P)

@@ -79,6 +79,26 @@ def test_a_different_space_is_a_different_study(tmp_path, h100):
     assert ra.study_name != rb.study_name
 
 
+def test_a_template_edit_is_a_different_study(tmp_path):
+    """Configs measured with other template text are other code: a study must not resume them."""
+    from autotune.search import study_name
+    from autotune.space import TEMPLATE_DIR, Family
+
+    for name in ("coarse1d.cu.j2", "_common.cuh.j2"):
+        (tmp_path / name).write_text((TEMPLATE_DIR / name).read_text())
+    values = Space.load("coarse1d").values
+
+    def name_now():
+        return study_name("t", P, Space.from_dict(Family.load("coarse1d", tmp_path), {"space": values}, "x.yaml"), "tpe")
+
+    first = name_now()
+    assert name_now() == first
+    (tmp_path / "_common.cuh.j2").write_text((tmp_path / "_common.cuh.j2").read_text() + "// an included file edited\n")
+    included = name_now()
+    (tmp_path / "coarse1d.cu.j2").write_text((tmp_path / "coarse1d.cu.j2").read_text() + "// the template edited\n")
+    assert len({first, included, name_now()}) == 3
+
+
 def test_timeout_stops_the_search(tmp_path, h100):
     sp = Space.load("coarse2d")
     _, table = _table(sp, h100)
