@@ -34,6 +34,8 @@ def main() -> None:
            "registers": compiled.resources.registers, "spill_bytes": compiled.resources.spill_bytes,
            "stack_bytes": compiled.resources.stack_bytes, "smem_bytes": entry["smem_bytes"],
            "cuobjdump": find_cuobjdump(), **stats}
+    if Family.load(cfg.family).launch_plan(cfg).has_tail:  # a split launch: its tail kernel too
+        out["tail_kernel"] = analyze_cubin(compiled.cubin, DEFAULT_KERNEL + "_tail").summary()
     print(json.dumps(out, indent=1))
 
 
