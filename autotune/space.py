@@ -310,18 +310,18 @@ class Family:
         """A hash of the template and the templates it includes: a measurement taken with other
         template text is of other code."""
         h = hashlib.sha1()
-        todo, seen = [self.path], set()
+        todo, seen = [(self.path.name, self.source)], set()
         while todo:
-            path = todo.pop()
-            if path.name in seen:
+            name, text = todo.pop()
+            if name in seen:
                 continue
-            seen.add(path.name)
-            text = path.read_text()
-            h.update(path.name.encode() + b"\0" + text.encode() + b"\0")
+            seen.add(name)
+            h.update(name.encode() + b"\0" + text.encode() + b"\0")
             for inc in re.findall(r"{%-?\s*include\s+[\"']([^\"']+)[\"']", text):
-                found = next((d / inc for d in [self.path.parent, *template_dirs()] if (d / inc).is_file()), None)
+                # Where render.environment's loader finds it: beside the template, then built in.
+                found = next((d / inc for d in (self.path.parent, TEMPLATE_DIR) if (d / inc).is_file()), None)
                 if found is not None:
-                    todo.append(found)
+                    todo.append((inc, found.read_text()))
         return h.hexdigest()[:10]
 
     def derive(self, params: Mapping[str, int]) -> dict[str, int]:
