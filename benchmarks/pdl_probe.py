@@ -28,11 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
+from _probe import interleaved_ms, load_warptile, seed_params  # noqa: E402
 
-from autotune.gpu.compile import compile_source  # noqa: E402
-from autotune.gpu.runner import LoadedKernel  # noqa: E402
-from autotune.render import DEFAULT_KERNEL, render  # noqa: E402
-from autotune.space import Space  # noqa: E402
+from autotune.render import DEFAULT_KERNEL  # noqa: E402
 from autotune.types import Config  # noqa: E402
 
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
@@ -75,14 +73,6 @@ def with_pdl(source: str) -> str:
     return source.replace(end, '\n    asm volatile("griddepcontrol.wait;" ::: "memory");' + end)
 
 
-def load(params: dict, pdl: bool = False) -> LoadedKernel:
-    fam = Space.load("warptile").family
-    cfg = Config.make("warptile", params)
-    src = render(fam, cfg)
-    c = compile_source(with_pdl(src) if pdl else src, f"sm_{cp.cuda.Device().compute_capability}", DEFAULT_KERNEL)
-    return LoadedKernel(c.cubin, DEFAULT_KERNEL, fam.launch_plan(cfg))
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="4096")
@@ -90,10 +80,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--set", default="", help="params over the first warptile seed, e.g. LANES_N=4")
     args = ap.parse_args()
-    base = dict(Space.load("warptile").seeds[0].as_dict())
-    base.update({k: int(v) for k, v in (kv.split("=") for kv in args.set.split(",") if kv)})
-    whole, split = load({**base, "STREAMK": 0}), load({**base, "STREAMK": 2})
-    pdl = load({**base, "STREAMK": 2}, pdl=True)
+    base = seed_params(args.set)
+    whole, split = load_warptile({**base, "STREAMK": 0}), load_warptile({**base, "STREAMK": 2})
+    pdl = load_warptile({**base, "STREAMK": 2}, edit=with_pdl)
     stream = cp.cuda.Stream(non_blocking=True)
     print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, slots {pdl.slots}, "
           f"params {Config.make('warptile', base).name}")
@@ -134,17 +123,8 @@ def main() -> None:
                 fn()
                 stream.synchronize()
                 errors[name] = float(cp.linalg.norm(c - ref) / cp.linalg.norm(ref))
-        times = {name: [] for name in variants}
         with stream:
-            for _ in range(args.reps):
-                for name, fn in variants.items():
-                    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-                    e0.record(stream)
-                    for _ in range(args.calls):
-                        fn()
-                    e1.record(stream)
-                    e1.synchronize()
-                    times[name].append(cp.cuda.get_elapsed_time(e0, e1) / args.calls)
+            times = interleaved_ms(variants, args.reps, args.calls, stream)
         flops = 2.0 * M * N * K
         cub = float(np.median(times["cuBLAS"]))
         print(f"== {M}x{N}x{K}: tail {g['tail_tiles']} tiles after {g['grid'][0]}")

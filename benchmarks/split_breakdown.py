@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
+from _probe import seed_params  # noqa: E402
 
 from autotune.api import Kernel  # noqa: E402
-from autotune.space import Space  # noqa: E402
 from autotune.types import Config  # noqa: E402
 
 
@@ -48,8 +48,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--set", default="", help="params over the first warptile seed, e.g. GROUP_M=8,STAGES=8")
     args = ap.parse_args()
-    base = dict(Space.load("warptile").seeds[0].as_dict())
-    base.update({k: int(v) for k, v in (kv.split("=") for kv in args.set.split(",") if kv)})
+    base = seed_params(args.set)
     arch = f"sm_{cp.cuda.Device().compute_capability}"
     whole = Kernel(Config.make("warptile", {**base, "STREAMK": 0}), arch)
     split = Kernel(Config.make("warptile", {**base, "STREAMK": 2}), arch)
@@ -103,7 +102,7 @@ def main() -> None:
             if name.startswith("  "):  # a part: its share of the whole-tile kernel's time
                 print(f"   {name:28s} {t * 1e3:9.1f} us  {100 * t / ms['whole tiles']:6.1f}% of whole tiles")
             else:
-                print(f"   {name:28s} {t * 1e3:9.1f} us  {flop / t / 1e9:8.0f} GFLOP/s  {blas / t:6.3f}x cuBLAS")
+                print(f"   {name:28s} {t * 1e3:9.1f} us  {flop / t / 1e9:8.1f} TFLOP/s  {blas / t:6.3f}x cuBLAS")
 
 
 if __name__ == "__main__":

@@ -26,11 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
+from _probe import interleaved_ms, load_warptile, seed_params  # noqa: E402
 
-from autotune.gpu.compile import compile_source  # noqa: E402
-from autotune.gpu.runner import LoadedKernel  # noqa: E402
-from autotune.render import DEFAULT_KERNEL, render  # noqa: E402
-from autotune.space import Space  # noqa: E402
 from autotune.types import Config  # noqa: E402
 
 
@@ -41,12 +38,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--set", default="", help="params over the first warptile seed, e.g. LANES_N=4")
     args = ap.parse_args()
-    base = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=2)
-    base.update({k: int(v) for k, v in (kv.split("=") for kv in args.set.split(",") if kv)})
-    fam = Space.load("warptile").family
+    base = seed_params(args.set, STREAMK=2)
     cfg = Config.make("warptile", base)
-    lk = LoadedKernel(compile_source(render(fam, cfg), f"sm_{cp.cuda.Device().compute_capability}",
-                                     DEFAULT_KERNEL).cubin, DEFAULT_KERNEL, fam.launch_plan(cfg))
+    lk = load_warptile(base)
     S = M = N = K = args.size
     G = lk.slots
     tiles = -(-M // 128) * -(-N // 256)
@@ -80,21 +74,12 @@ def main() -> None:
     for fn, _ in rows.values():
         fn()
     cp.cuda.Device().synchronize()
-    times = {name: [] for name in rows}
-    for _ in range(args.reps):
-        for name, (fn, _) in rows.items():
-            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-            e0.record()
-            for _ in range(args.calls):
-                fn()
-            e1.record()
-            e1.synchronize()
-            times[name].append(cp.cuda.get_elapsed_time(e0, e1) * 1000 / args.calls)
+    times = interleaved_ms({name: fn for name, (fn, _) in rows.items()}, args.reps, args.calls)
     print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, {S}^3, slots {G}, {ktiles} k-tiles per tile, "
           f"params {cfg.name}")
     ref = None
     for name, (_, iters) in rows.items():
-        us = float(np.median(times[name]))
+        us = float(np.median(times[name])) * 1000
         per_sm = us / (iters / G)  # us per k-iteration of one SM
         ref = ref or per_sm
         print(f"  {name:42s} {us:8.1f} us  {iters / G / ktiles:5.2f} tiles per SM  "
