@@ -17,26 +17,30 @@ from .results import entry_config, gpu_dirs, iter_records
 from .space import ROOT, Family, Space
 from .types import Config, Problem, UserError
 
-# A default that is correct everywhere and decent on sm_80+ (cp.async); older parts get the
-# float4 seed family.
-_DEFAULT = {"sm_80": ("warptile", 2), "older": ("vectorized", 0)}  # family, seed index
+# For a shape with no tuned result: the named fallback config of these families (configs/*.yaml),
+# correct everywhere; warptile needs cp.async (sm_80 and newer), older parts get float4 tiles.
+_FALLBACK_FAMILY = {"sm_80": "warptile", "older": "vectorized"}
 _VERIFY_SHAPE = (67, 45, 33)
 
 
 def results_dir() -> Path:
-    """$AUTOTUNE_RESULTS, else ./results when it exists, else the package checkout's results/."""
+    """$AUTOTUNE_RESULTS, else ./results when it exists, else the checkout's results/ when autotune
+    runs from a checkout (an installed wheel has no results of its own)."""
     env = os.environ.get("AUTOTUNE_RESULTS")
     if env:
         return Path(env)
-    return Path("results") if Path("results").is_dir() else ROOT / "results"
+    if Path("results").is_dir() or ROOT == Path(__file__).resolve().parent:
+        return Path("results")
+    return ROOT / "results"
 
 
 def _distance(a: Problem, b: Problem) -> float:
     return sum(abs(math.log(x / y)) for x, y in ((a.M, b.M), (a.N, b.N), (a.K, b.K)))
 
 
-def nearest_entry(problem: Problem, slug: str, root: Path | None = None,
-                  family: str | None = None) -> tuple[Problem, dict] | None:
+def nearest_entry(
+    problem: Problem, slug: str, root: Path | None = None, family: str | None = None
+) -> tuple[Problem, dict] | None:
     """(tuned shape, best entry, of `family` if given) nearest to `problem` in log-space, or
     None when none is stored."""
     root = Path(root) if root else results_dir()
@@ -60,11 +64,11 @@ class Kernel:
         from .gpu.runner import LoadedKernel
         from .render import DEFAULT_KERNEL, render
 
-        self.config, self.source = config, source
-        self.family = Family.load(config.family)
-        compiled = compile_source(render(self.family, config), arch, DEFAULT_KERNEL)
+        resolved = Family.load(config.family).resolve(config)
+        self.config, self.source, self.family = resolved.config, source, resolved.family
+        compiled = compile_source(render(resolved), arch, DEFAULT_KERNEL)
         self.resources = compiled.resources
-        self._kernel = LoadedKernel(compiled.cubin, DEFAULT_KERNEL, self.family.launch_plan(config))
+        self._kernel = LoadedKernel(compiled.cubin, DEFAULT_KERNEL, resolved.plan)
 
     def __repr__(self) -> str:
         return f"<autotune.Kernel {self.config.name} ({self.source})>"
@@ -77,8 +81,9 @@ class Kernel:
             out = cp.empty((M, N), dtype=cp.float32) if beta == 0 else None
             if out is None:
                 raise UserError("beta != 0 needs an `out` array holding C")
-        self._kernel.launch(M, N, K, _contiguous(A), _contiguous(B), out, alpha, beta,
-                            stream=cp.cuda.get_current_stream())
+        self._kernel.launch(
+            M, N, K, _contiguous(A), _contiguous(B), out, alpha, beta, stream=cp.cuda.get_current_stream()
+        )
         return out
 
     def verify(self, tolerance: float = 1e-4) -> float:
@@ -101,6 +106,7 @@ class Kernel:
 
 def _contiguous(x):
     import cupy as cp
+
     return x if x.flags.c_contiguous else cp.ascontiguousarray(x)
 
 
@@ -142,8 +148,22 @@ def _device() -> tuple[int, str, str]:
     return dev, gpu_slug(info["name"]), info["arch"]
 
 
-def load(shape: Any = None, *, config: Config | dict | None = None, family: str | None = None,
-         results: str | Path | None = None) -> Kernel:
+def fallback_config(arch: str, family: str | None = None) -> Config:
+    """The named fallback config of `family`, or of the default family for `arch` (e.g. sm_90)."""
+    fam = family or _FALLBACK_FAMILY["sm_80" if int(arch.split("_")[1].rstrip("a")) >= 80 else "older"]
+    space = Space.load(fam)
+    if space.fallback is None:
+        raise UserError(f"{space.source}: family {fam} declares no fallback config")
+    return space.fallback
+
+
+def load(
+    shape: Any = None,
+    *,
+    config: Config | dict | None = None,
+    family: str | None = None,
+    results: str | Path | None = None,
+) -> Kernel:
     """A compiled, verified kernel on the current device.
 
     Args:
@@ -154,28 +174,48 @@ def load(shape: Any = None, *, config: Config | dict | None = None, family: str 
     Returns:
         Kernel, callable as kernel(A, B, out=None, alpha=1.0, beta=0.0).
     """
+    cfg = _explicit_config(config) if config is not None else None  # checked before the GPU is asked
+    problem = _shape(shape) if config is None and shape is not None else None
+    from .gpu.compile import nvrtc_version
+
+    nvrtc_version()  # without the CUDA extra: one error naming it, before CuPy is asked for a device
     dev, slug, arch = _device()
     source = "explicit config"
-    if config is not None:
-        cfg = config if isinstance(config, Config) else Config.make(config["family"], config["params"])
-    else:
-        cfg = None
-        if shape is not None:
-            problem = shape if isinstance(shape, Problem) else (
-                Problem(*shape) if isinstance(shape, (tuple, list)) else Problem.parse(str(shape)))
+    if cfg is None:
+        if problem is not None:
             found = nearest_entry(problem, slug, Path(results) if results else None, family)
             if found:
                 tuned, entry = found
                 cfg, source = entry_config(entry), f"tuned for {tuned.name} on {slug}"
         if cfg is None:
-            fam, idx = _DEFAULT["sm_80"] if int(arch.split("_")[1]) >= 80 else _DEFAULT["older"]
-            cfg, source = Space.load(family or fam).seeds[idx if not family else 0], "default config"
+            cfg, source = fallback_config(arch, family), "fallback config"
     key = (dev, cfg.name)
     if key not in _CACHE:
         kernel = Kernel(cfg, arch, source)
         kernel.verify()
         _CACHE[key] = kernel
     return _CACHE[key]
+
+
+def _explicit_config(config: Any) -> Config:
+    if isinstance(config, Config):
+        cfg = config
+    elif isinstance(config, dict) and {"family", "params"} <= set(config):
+        cfg = Config.make(config["family"], config["params"])
+    else:
+        raise UserError(f"config must be a Config or {{'family': ..., 'params': {{...}}}}, got {config!r}")
+    Family.load(cfg.family).validate_params(cfg.as_dict(), cfg.name)
+    return cfg
+
+
+def _shape(shape: Any) -> Problem:
+    if isinstance(shape, Problem):
+        return shape
+    if isinstance(shape, (tuple, list)):
+        if len(shape) != 3:
+            raise UserError(f"shape {shape!r}: expected (M, N, K)")
+        return Problem(*shape)
+    return Problem.parse(str(shape))
 
 
 def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0):

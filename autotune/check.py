@@ -24,9 +24,12 @@ class CheckRow:
 
 
 def _limits(entry: dict) -> DeviceLimits:
-    lim = dict(entry["limits"])
-    lim.pop("versions", None)
-    return DeviceLimits(**lim)
+    try:
+        lim = dict(entry["limits"])
+        lim.pop("versions", None)
+        return DeviceLimits(**lim)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"stored limits are not device limits ({type(exc).__name__}: {exc})") from None
 
 
 def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> list[CheckRow]:
@@ -46,8 +49,7 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
             try:
                 if fam_name not in families:
                     families[fam_name] = Family.load(fam_name)
-                fam = families[fam_name]
-                fam.validate_params(cfg.as_dict(), cfg.name)
+                resolved = families[fam_name].resolve(cfg)
                 limits = _limits(entry)
             except UserError as exc:
                 rows.append(_with(base, "fail", str(exc)))
@@ -63,9 +65,12 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
                 # Confirm with a fresh compile: a compile-cache entry must not be what reports a
                 # regression (seen once in a test session: 247 registers cached, 243 on every
                 # fresh compile, never reproduced).
-                fresh = compile_source(render(fam, cfg), limits.arch, DEFAULT_KERNEL, use_cache=False).resources
-                got = dict(got, registers=fresh.registers,
-                           smem_bytes=fresh.smem_static_bytes + prep.spec["launch"].dynamic_smem)
+                fresh = compile_source(render(resolved), limits.arch, DEFAULT_KERNEL, use_cache=False).resources
+                got = dict(
+                    got,
+                    registers=fresh.registers,
+                    smem_bytes=fresh.smem_static_bytes + prep.spec["launch"].dynamic_smem,
+                )
                 diffs = _resource_diffs(entry, got)
             recorded = (entry.get("versions") or {}).get("nvrtc")
             if not diffs:
@@ -78,23 +83,28 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
 
 
 def _resource_diffs(entry: dict, got: dict) -> list[str]:
-    return [f"{k} {entry.get(k)} -> {got[k]}" for k in ("registers", "smem_bytes")
-            if entry.get(k) is not None and entry.get(k) != got[k]]
+    return [
+        f"{k} {entry.get(k)} -> {got[k]}"
+        for k in ("registers", "smem_bytes")
+        if entry.get(k) is not None and entry.get(k) != got[k]
+    ]
 
 
 def check_gpu(root: Path | str, gpu_slug: str, evaluator: Evaluator, tolerance: float = 0.05) -> list[CheckRow]:
     """Re-verify and re-time every stored config on this GPU; slower than recorded by more
     than `tolerance` (a fraction), or incorrect, fails."""
     if evaluator.limits.slug != gpu_slug:
-        raise UserError(f"this GPU is {evaluator.limits.name} ({evaluator.limits.slug}); "
-                        f"the results are for {gpu_slug}: run check on that GPU, or 'check --static'")
+        raise UserError(
+            f"this GPU is {evaluator.limits.name} ({evaluator.limits.slug}); "
+            f"the results are for {gpu_slug}: run check on that GPU, or 'check --static'"
+        )
     rows = []
     for _path, record in iter_records(root, gpu_slug):
         problem = Problem(**record["problem"])
         entries = list(record["families"].items())
         ms = evaluator.evaluate([entry_config(e) for _, e in entries], problem, retime=True)
         cublas = evaluator.baseline(problem)
-        for (fam_name, entry), m in zip(entries, ms):
+        for (fam_name, entry), m in zip(entries, ms, strict=True):
             row = CheckRow(problem.name, fam_name, m.config.name, "fail", "", entry["gflops"], m.gflops)
             if m.status is not Status.OK:
                 row.detail = f"{m.status.value}: {m.message}"
@@ -102,9 +112,11 @@ def check_gpu(root: Path | str, gpu_slug: str, evaluator: Evaluator, tolerance: 
                 change = m.gflops / entry["gflops"] - 1
                 slow = change < -tolerance
                 row.status = "fail" if slow else "pass"
-                row.detail = (f"{change:+.1%} vs record, error {m.error:.1e}, "
-                              f"{m.gflops / cublas['gflops']:.2f}x cuBLAS now "
-                              f"({entry['ratio']:.2f}x recorded)")
+                row.detail = (
+                    f"{change:+.1%} vs record, error {m.error:.1e}, "
+                    f"{m.gflops / cublas['gflops']:.2f}x cuBLAS now "
+                    f"({entry['ratio']:.2f}x recorded)"
+                )
             rows.append(row)
     return rows
 

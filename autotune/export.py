@@ -1,4 +1,9 @@
-"""The best stored config as a C header: parameters as #defines, the kernel, a host launcher."""
+"""The best stored config as a C header: parameters as #defines, the kernel, a host launcher.
+
+The launcher is rendered from the config's launch plan (autotune/launch.py), the description the
+Python runner executes: `autotune_sgemm_plan` computes the launch values and which steps run at
+a shape (pure arithmetic, printable without a GPU), `autotune_sgemm` runs them.
+"""
 
 from __future__ import annotations
 
@@ -6,51 +11,98 @@ import datetime as _dt
 from pathlib import Path
 
 from . import __version__
-from .render import environment, render
+from .launch import FLOATS, INTS, POINTERS
+from .render import render, template
 from .results import atomic_write_text, best_entry, entry_config
-from .space import Family, fold_values
+from .space import Family, Resolved
 from .types import Problem
 
 EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
+
+# Kernel arguments (launch.py's names) as the launcher's C expressions.
+_C_ARGS = {
+    "M": "m",
+    "N": "n",
+    "K": "k",
+    "alpha": "alpha",
+    "beta": "beta",
+    "A": "A",
+    "B": "B_used",
+    "B_IN": "B",
+    "B_PACKED": "B_packed",
+    "C": "C",
+    "WS": "ws",
+    "ldb": "(int)p.ldb",
+    "tail_first": "(int)p.tail_first",
+}
+assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS)
+_PLAN_FIELDS = ("ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "ldb", "tail_first")
+
+
+def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
+    """What _export.h.j2 needs to write the launch plan and the launcher of `resolved`."""
+    plan = resolved.plan
+    values = plan.c_values(host_only=True)
+    names = {n for n, _ in values}
+    steps = []
+    for step in plan.steps:
+        when, grid = plan.c_step(step)
+        steps.append(
+            {
+                "kernel": kernel_name + step.kernel,
+                "when": when,
+                "grid": grid,
+                "block": step.block,
+                "dynamic_smem": step.dynamic_smem,
+                "args": [_C_ARGS[a] for a in step.args],
+            }
+        )
+    defaults = {"ldb": "N"}
+    return dict(
+        KERNEL_NAME=kernel_name,
+        THREADS=plan.block,
+        DYNAMIC_SMEM=plan.dynamic_smem,
+        NEEDS_SLOTS=plan.needs_slots,
+        HAS_WS=plan.has_workspace,
+        PACKS_B=plan.packs_b,
+        VALUES=values,
+        STEPS=steps,
+        FIELDS=[(f, f if f in names else defaults.get(f, "0")) for f in _PLAN_FIELDS],
+        SMEM_KERNELS=[s["kernel"] for s in steps if s["dynamic_smem"]],
+    )
 
 
 def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h") -> str:
     """Header text for one results entry."""
     cfg = entry_config(entry)
-    fam = Family.load(cfg.family)
-    params = fam.validate_params(cfg.as_dict(), f"stored config {cfg.name}")
-    env = fam.derive(params)
-    # Launch values the config fixes fold into what reads them; the rest are C constants.
-    env, values = fold_values(((k, v.text) for k, v in fam.value_exprs.items()), env)
-    grid = [g.to_c(env) for g in fam.grid_exprs]
-    plan = fam.launch_plan(cfg)
-
-    def c_or_none(expr):  # C over M, N, K and SLOTS; None where undeclared or folded to 0
-        text = expr.to_c(env) if expr is not None else "0"
-        return None if text == "0" else text
-
+    resolved = Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
+    fam = resolved.family
     p = record["problem"]
-    return environment(fam.path.parent).get_template("_export.h.j2").render(
-        FILE_NAME=file_name, VERSION=__version__,
-        DATE=_dt.date.today().isoformat(), SHAPE=Problem(**p).name, GPU=record["gpu"]["name"],
-        CONFIG_NAME=cfg.name, GFLOPS=entry["gflops"], RATIO=entry["ratio"],
-        REGISTERS=entry.get("registers"), SMEM_BYTES=entry.get("smem_bytes"),
-        ARCH=record["gpu"].get("arch", "sm_90"), FAMILY=fam.name, M=p["M"], N=p["N"], K=p["K"],
-        PARAMS=sorted(params.items()), THREADS=plan.block, DYNAMIC_SMEM=plan.dynamic_smem,
-        SCALE_C_FIRST=c_or_none(fam.scale_expr), GRID=grid, KERNEL_NAME=EXPORT_KERNEL,
-        NEEDS_SLOTS=plan.needs_slots, WORKSPACE_ARG=fam.workspace_expr is not None,
-        WORKSPACE=c_or_none(fam.workspace_expr), WORKSPACE_ZEROED=fam.workspace_zeroed_expr.to_c(env),
-        PACK_B_ARG=fam.pack_b_expr is not None, PACK_B=c_or_none(fam.pack_b_expr),
-        PACK_B_AT=fam.pack_b_at_expr.to_c(env),
-        VALUES=values,
-        TAIL_TILES=c_or_none(fam.tail_tiles_expr), TAIL_FIRST=fam.tail_first_expr.to_c(env),
-        TAIL_GRID=fam.tail_grid_expr.to_c(env),
-        KERNEL_SOURCE=render(fam, cfg, kernel_name=EXPORT_KERNEL).strip(),
+    return template(fam.path.parent, "_export.h.j2").render(
+        FILE_NAME=file_name,
+        VERSION=__version__,
+        DATE=_dt.date.today().isoformat(),
+        SHAPE=Problem(**p).name,
+        GPU=record["gpu"]["name"],
+        CONFIG_NAME=resolved.name,
+        GFLOPS=entry["gflops"],
+        RATIO=entry["ratio"],
+        REGISTERS=entry.get("registers"),
+        SMEM_BYTES=entry.get("smem_bytes"),
+        ARCH=record["gpu"].get("arch", "sm_90"),
+        FAMILY=fam.name,
+        M=p["M"],
+        N=p["N"],
+        K=p["K"],
+        PARAMS=sorted(resolved.config.params),
+        KERNEL_SOURCE=render(resolved, kernel_name=EXPORT_KERNEL).strip(),
+        **launcher_context(resolved, EXPORT_KERNEL),
     )
 
 
-def export(root: Path | str, gpu_slug: str, problem: Problem, out: Path | str,
-           family: str | None = None) -> tuple[Path, dict]:
+def export(
+    root: Path | str, gpu_slug: str, problem: Problem, out: Path | str, family: str | None = None
+) -> tuple[Path, dict]:
     """Write the header for the best stored result; returns (path, entry)."""
     record, entry = best_entry(root, gpu_slug, problem, family)
     out = Path(out)

@@ -3,7 +3,8 @@
 Constraints, derived values and launch geometry are written as Python-like expressions in
 a template's front-matter ("BM % TM == 0", "cdiv(N, BN) * cdiv(M, BM)"). They are parsed
 with `ast`, checked against an allow-list of node types (no attributes, subscripts, lambdas,
-strings or arbitrary calls), and only then compiled, so evaluating one is both safe and fast
+arbitrary calls, or strings other than a named choice compared with == or !=, as in
+`SCHEDULE == "stream_k"`), and only then compiled, so evaluating one is both safe and fast
 (the static filter runs them millions of times). The same trees translate to C for the
 exported host launcher.
 """
@@ -11,8 +12,8 @@ exported host launcher.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from .types import UserError
 
@@ -28,11 +29,31 @@ def _is_pow2(a: int) -> bool:
 FUNCTIONS = {"cdiv": _cdiv, "min": min, "max": max, "is_pow2": _is_pow2}
 
 _ALLOWED = (
-    ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Call,
-    ast.Name, ast.Load, ast.Constant,
-    ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod,
-    ast.USub, ast.Not, ast.And, ast.Or,
-    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE,
+    ast.Expression,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Call,
+    ast.Name,
+    ast.Load,
+    ast.Constant,
+    ast.Add,
+    ast.Sub,
+    ast.Mult,
+    ast.FloorDiv,
+    ast.Mod,
+    ast.USub,
+    ast.Not,
+    ast.And,
+    ast.Or,
+    ast.Eq,
+    ast.NotEq,
+    ast.Lt,
+    ast.LtE,
+    ast.Gt,
+    ast.GtE,
 )
 
 
@@ -46,20 +67,30 @@ class Expr:
     _code: object = field(repr=False, compare=False)
 
     @classmethod
-    def parse(cls, text: str | int, where: str = "expression") -> "Expr":
+    def parse(cls, text: str | int, where: str = "expression") -> Expr:
         text = str(text)
         try:
             tree = ast.parse(text, mode="eval")
         except SyntaxError as exc:
             raise UserError(f"{where}: cannot parse {text!r}: {exc.msg}") from None
         names = set()
+        # A named choice (SCHEDULE == "stream_k") is the one place a text constant may stand.
+        compared = {
+            id(side)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Compare) and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops)
+            for side in (node.left, *node.comparators)
+        }
         for node in ast.walk(tree):
             if not isinstance(node, _ALLOWED):
                 raise UserError(f"{where}: {type(node).__name__} is not allowed in {text!r}")
-            if isinstance(node, ast.Constant) and (
-                isinstance(node.value, bool) or not isinstance(node.value, int)
+            if isinstance(node, ast.Constant) and not (
+                (isinstance(node.value, int) and not isinstance(node.value, bool))
+                or (isinstance(node.value, str) and id(node) in compared)
             ):
-                raise UserError(f"{where}: only integer constants are allowed in {text!r}")
+                raise UserError(
+                    f"{where}: only integer constants (and names compared with == or !=) are allowed in {text!r}"
+                )
             if isinstance(node, ast.Call):
                 if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
                     raise UserError(f"{where}: only {sorted(FUNCTIONS)} may be called in {text!r}")
@@ -68,7 +99,7 @@ class Expr:
         code = compile(tree, f"<{where}>", "eval")
         return cls(text, frozenset(names), tree, code)
 
-    def __call__(self, env: Mapping[str, int]) -> int:
+    def __call__(self, env: Mapping[str, int | str]) -> int:
         return eval(self._code, {"__builtins__": {}, **FUNCTIONS}, env)  # noqa: S307 - AST allow-listed above
 
     def to_c(self, env: Mapping[str, int]) -> str:
@@ -86,7 +117,10 @@ def _known(node: ast.AST, env: Mapping[str, int]) -> bool:
 
 def _value(node: ast.AST, env: Mapping[str, int]) -> int:
     code = compile(ast.Expression(node), "<fold>", "eval")  # an allow-listed subtree
-    return int(eval(code, {"__builtins__": {}, **FUNCTIONS}, dict(env)))  # noqa: S307
+    value = eval(code, {"__builtins__": {}, **FUNCTIONS}, dict(env))  # noqa: S307 - AST allow-listed
+    if isinstance(value, str):
+        raise UserError(f"cannot translate {ast.unparse(node)} = {value!r} to C outside a comparison")
+    return int(value)
 
 
 def _to_c(node: ast.AST, env: Mapping[str, int]) -> str:
@@ -97,9 +131,15 @@ def _to_c(node: ast.AST, env: Mapping[str, int]) -> str:
     if isinstance(node, ast.IfExp) and _known(node.test, env):
         return _to_c(node.body if _value(node.test, env) else node.orelse, env)
     if isinstance(node, ast.Constant):
+        if isinstance(node.value, str):  # only compared with a parameter, which folds above
+            raise UserError(f"cannot translate the name {node.value!r} to C outside a comparison the config decides")
         return str(node.value)
     if isinstance(node, ast.Name):
-        return str(env[node.id]) if node.id in env else node.id
+        if node.id not in env:
+            return node.id
+        if isinstance(env[node.id], str):
+            raise UserError(f"cannot translate {node.id}={env[node.id]!r} to C outside a comparison")
+        return str(env[node.id])
     if isinstance(node, ast.BinOp):
         return f"({_to_c(node.left, env)} {_C_BINOPS[type(node.op)]} {_to_c(node.right, env)})"
     if isinstance(node, ast.UnaryOp):
@@ -110,7 +150,7 @@ def _to_c(node: ast.AST, env: Mapping[str, int]) -> str:
         return "(" + op.join(_to_c(v, env) for v in node.values) + ")"
     if isinstance(node, ast.Compare):
         parts, left = [], node.left
-        for op, right in zip(node.ops, node.comparators):
+        for op, right in zip(node.ops, node.comparators, strict=True):
             parts.append(f"({_to_c(left, env)} {_C_CMPOPS[type(op)]} {_to_c(right, env)})")
             left = right
         return "(" + " && ".join(parts) + ")"

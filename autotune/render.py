@@ -1,19 +1,19 @@
-"""Config -> CUDA source, through one strict Jinja environment."""
+"""A resolved config -> CUDA source, through one strict Jinja environment."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import jinja2
 
-from .space import TEMPLATE_DIR, Family
-from .types import Config
+from .space import TEMPLATE_DIR, Resolved
+from .types import UserError
 
 DEFAULT_KERNEL = "autotune_sgemm"
 
 
-@lru_cache(maxsize=None)
+@cache
 def environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environment:
     # StrictUndefined: a misspelled parameter fails here instead of rendering as "".
     # The built-in folder comes second, so templates from elsewhere can include _common.cuh.j2.
@@ -27,11 +27,24 @@ def environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environment:
     )
 
 
-def render(family: Family, config: Config, kernel_name: str = DEFAULT_KERNEL) -> str:
-    """CUDA source of `config`; its kernels are `kernel_name` (and `kernel_name`_scale_c)."""
-    if config.family != family.name:
-        raise ValueError(f"config of {config.family} rendered with family {family.name}")
-    params = family.validate_params(config.as_dict(), config.name)
-    env = family.derive(params)
-    tmpl = environment(family.path.parent).get_template(family.path.name)
-    return tmpl.render(**env, KERNEL_NAME=kernel_name)
+def template(template_dir: Path, name: str) -> jinja2.Template:
+    """A template of the environment; a Jinja syntax error is one UserError naming file and line."""
+    try:
+        return environment(template_dir).get_template(name)
+    except jinja2.TemplateSyntaxError as exc:
+        raise UserError(f"{exc.filename or name}:{exc.lineno}: template syntax error: {exc.message}") from None
+    except jinja2.TemplateNotFound as exc:
+        raise UserError(f"template {exc.name!r} not found (in {template_dir} or {TEMPLATE_DIR})") from None
+
+
+def render(resolved: Resolved, kernel_name: str = DEFAULT_KERNEL) -> str:
+    """CUDA source of a resolved config; its kernels are `kernel_name` and `kernel_name`_<suffix>
+    (the suffixes its launch plan names). Templates also see `LAUNCH_C`: each launch value as C
+    over M, N, K and SLOTS, with the config folded in (so a rule written once in the declaration
+    can be used in device code)."""
+    fam = resolved.family
+    tmpl = template(fam.path.parent, fam.path.name)
+    try:
+        return tmpl.render(**resolved.env, KERNEL_NAME=kernel_name, LAUNCH_C=dict(resolved.plan.c_values()))
+    except jinja2.TemplateSyntaxError as exc:  # in an included template, found while rendering
+        raise UserError(f"{exc.filename or exc.name}:{exc.lineno}: template syntax error: {exc.message}") from None

@@ -16,6 +16,7 @@ def _plt():
         raise UserError("autotune report needs matplotlib: pip install -e '.[report]'") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -39,24 +40,51 @@ def _studies(root: Path, slug: str) -> dict[tuple[str, str], list]:
 
 def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None, importance_top: int = 3) -> Path:
     """Write the plots and report.md; returns the Markdown path."""
-    import optuna
-
     plt = _plt()
     root = Path(root)
-    out = Path(out_dir) if out_dir else root / slug / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    records = [rec for _p, rec in iter_records(root, slug)]
+    records = sorted((rec for _p, rec in iter_records(root, slug)), key=lambda r: Problem(**r["problem"]).flops)
     if not records:
         raise UserError(f"no results for {slug} under {root}")
-    records.sort(key=lambda r: Problem(**r["problem"]).flops)
+    out = Path(out_dir) if out_dir else root / slug / "report"
+    out.mkdir(parents=True, exist_ok=True)
     shapes = [Problem(**r["problem"]).name for r in records]
+    best = [_best(r) for r in records]
     gpu_name = records[0]["gpu"]["name"]
     studies = _studies(root, slug)
-    md = [f"# autotune report: {gpu_name}", "",
-          "Strict FP32 SGEMM; cuBLAS (`cupy.matmul`) timed in the same process and run as each result.", ""]
+    md = [
+        f"# autotune report: {gpu_name}",
+        "",
+        "Strict FP32 SGEMM; cuBLAS (`cupy.matmul`) timed in the same process and run as each result.",
+        "",
+    ]
+    md += _shapes_section(plt, out, gpu_name, shapes, best)
+    md += _families_section(plt, out, shapes, records)
+    md += _trials_section(plt, out, shapes, records, studies)
+    md += _importance_section(plt, out, shapes, best, studies, importance_top)
+    md += [
+        "## Explore the studies",
+        "",
+        f"`optuna-dashboard sqlite:///{(root / slug / 'optuna.db').as_posix()}` opens every study of this GPU.",
+        "",
+    ]
+    path = out / "report.md"
+    path.write_text("\n".join(md))
+    return path
 
-    # 1. Best per shape against cuBLAS.
-    best = [max(r["families"].values(), key=lambda e: e["gflops"]) for r in records]
+
+def _best(record: dict) -> dict:
+    """The fastest family's entry of a shape's record."""
+    return max(record["families"].values(), key=lambda e: e["gflops"])
+
+
+def _save(plt, fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _shapes_section(plt, out: Path, gpu_name: str, shapes: list[str], best: list[dict]) -> list[str]:
+    """The best config of each shape against cuBLAS: a bar plot and a table."""
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(shapes)), 4.2))
     x = range(len(shapes))
     ax.bar([i - 0.2 for i in x], [b["gflops"] / 1e3 for b in best], 0.4, label="autotune (best family)")
@@ -67,43 +95,61 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
     ax.set_ylabel("TFLOP/s")
     ax.set_title(f"Best tuned kernel vs cuBLAS per shape ({gpu_name})")
     ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(out / "shapes.png", dpi=110)
-    plt.close(fig)
-    md += ["## GFLOP/s vs shape", "", "![shapes](shapes.png)", "",
-           "| shape | family | TFLOP/s | cuBLAS TFLOP/s | ratio | error | config |", "|---|---|---|---|---|---|---|"]
-    for shape, b in zip(shapes, best):
-        md.append(f"| {shape} | {b['config']['family']} | {b['gflops'] / 1e3:.1f} | {b['cublas']['gflops'] / 1e3:.1f} | "
-                  f"{b['ratio']:.2f}x | {b['error']:.1e} | `{b['config']['name']}` |")
-    md.append("")
+    _save(plt, fig, out / "shapes.png")
+    md = [
+        "## GFLOP/s vs shape",
+        "",
+        "![shapes](shapes.png)",
+        "",
+        "| shape | family | TFLOP/s | cuBLAS TFLOP/s | ratio | error | config |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for shape, b in zip(shapes, best, strict=True):
+        md.append(
+            f"| {shape} | {b['config']['family']} | {b['gflops'] / 1e3:.1f} | "
+            f"{b['cublas']['gflops'] / 1e3:.1f} | {b['ratio']:.2f}x | {b['error']:.1e} | "
+            f"`{b['config']['name']}` |"
+        )
+    return md + [""]
 
-    # 2. Best per family, shapes with more than one family.
-    multi = [(s, r) for s, r in zip(shapes, records) if len(r["families"]) > 1]
-    if multi:
-        fams = sorted({f for _s, r in multi for f in r["families"]})
-        fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(multi)), 4.2))
-        w = 0.8 / (len(fams) + 1)
-        for j, f in enumerate(fams):
-            ax.bar([i + j * w for i in range(len(multi))],
-                   [r["families"][f]["gflops"] / 1e3 if f in r["families"] else 0 for _s, r in multi], w, label=f)
-        ax.bar([i + len(fams) * w for i in range(len(multi))],
-               [max(r["families"].values(), key=lambda e: e["gflops"])["cublas"]["gflops"] / 1e3 for _s, r in multi],
-               w, label="cuBLAS", color="gray")
-        ax.set_xticks([i + 0.4 - w / 2 for i in range(len(multi))], [s for s, _r in multi])
-        ax.set_ylabel("TFLOP/s")
-        ax.set_title("Best config of each family")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out / "families.png", dpi=110)
-        plt.close(fig)
-        md += ["## Best per family", "", "![families](families.png)", ""]
 
-    # 3. GFLOP/s per trial, with the cuBLAS line, for every shape with a study.
-    md += ["## GFLOP/s per trial", ""]
+def _families_section(plt, out: Path, shapes: list[str], records: list[dict]) -> list[str]:
+    """The best config of each family, for the shapes searched with more than one family."""
+    multi = [(s, r) for s, r in zip(shapes, records, strict=True) if len(r["families"]) > 1]
+    if not multi:
+        return []
+    fams = sorted({f for _s, r in multi for f in r["families"]})
+    fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(multi)), 4.2))
+    w = 0.8 / (len(fams) + 1)
+    for j, f in enumerate(fams):
+        ax.bar(
+            [i + j * w for i in range(len(multi))],
+            [r["families"][f]["gflops"] / 1e3 if f in r["families"] else 0 for _s, r in multi],
+            w,
+            label=f,
+        )
+    ax.bar(
+        [i + len(fams) * w for i in range(len(multi))],
+        [_best(r)["cublas"]["gflops"] / 1e3 for _s, r in multi],
+        w,
+        label="cuBLAS",
+        color="gray",
+    )
+    ax.set_xticks([i + 0.4 - w / 2 for i in range(len(multi))], [s for s, _r in multi])
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title("Best config of each family")
+    ax.legend(fontsize=8)
+    _save(plt, fig, out / "families.png")
+    return ["## Best per family", "", "![families](families.png)", ""]
+
+
+def _trials_section(plt, out: Path, shapes: list[str], records: list[dict], studies: dict) -> list[str]:
+    """GFLOP/s of every verified trial in order, with the cuBLAS line, for each shape with a study."""
+    md = ["## GFLOP/s per trial", ""]
     by_shape = collections.defaultdict(dict)
     for (shape, fam), sts in studies.items():
         by_shape[shape][fam] = [t for st in sts for t in st.get_trials(deepcopy=False)]
-    for shape, rec in zip(shapes, records):
+    for shape, rec in zip(shapes, records, strict=True):
         if shape not in by_shape:
             continue
         fig, ax = plt.subplots(figsize=(7, 3.8))
@@ -111,28 +157,40 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
             done = [t for t in trials if t.user_attrs.get("evaluated") and t.state.name == "COMPLETE"]
             done.sort(key=lambda t: t.datetime_complete or t.datetime_start)
             ax.plot(range(1, len(done) + 1), [t.value / 1e3 for t in done], "o", ms=3, label=f"{fam} ({len(done)})")
-        cub = max(rec["families"].values(), key=lambda e: e["gflops"])["cublas"]["gflops"] / 1e3
-        ax.axhline(cub, color="black", ls="--", lw=1, label="cuBLAS")
+        ax.axhline(_best(rec)["cublas"]["gflops"] / 1e3, color="black", ls="--", lw=1, label="cuBLAS")
         ax.set_xlabel("measured config (in order)")
         ax.set_ylabel("TFLOP/s")
         ax.set_title(f"{shape}: every verified trial")
         ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        fig.savefig(out / f"trials_{shape}.png", dpi=110)
-        plt.close(fig)
+        _save(plt, fig, out / f"trials_{shape}.png")
         md += [f"![trials {shape}](trials_{shape}.png)", ""]
+    return md
 
-    # 4. Parameter importance of the largest studies (Optuna's default evaluator, no sklearn).
-    winner = {shape: b["config"]["family"] for shape, b in zip(shapes, best)}
-    ranked = sorted(((len([t for t in st.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]), shape, fam, st)
-                     for (shape, fam), sts in studies.items() for st in sts),
-                    key=lambda x: (winner.get(x[1]) != x[2], -x[0]))  # the winning family's studies first
+
+def _importance_section(plt, out: Path, shapes: list[str], best: list[dict], studies: dict, top: int) -> list[str]:
+    """Parameter importance of the largest studies, the winning family's first (Optuna's
+    default evaluator, no sklearn); the list stops at the first study under 10 trials."""
+    import optuna
+
+    winner = {shape: b["config"]["family"] for shape, b in zip(shapes, best, strict=True)}
+    ranked = sorted(
+        (
+            (len([t for t in st.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]), shape, fam, st)
+            for (shape, fam), sts in studies.items()
+            for st in sts
+        ),
+        key=lambda x: (winner.get(x[1]) != x[2], -x[0]),
+    )
     shown = 0
-    md += ["## Parameter importance", "",
-           "`optuna.importance.get_param_importances` (its default evaluator) over the verified trials of "
-           "a study: how much each parameter decides GFLOP/s. Parameters fixed in the space score 0.", ""]
+    md = [
+        "## Parameter importance",
+        "",
+        "`optuna.importance.get_param_importances` (its default evaluator) over the verified trials of "
+        "a study: how much each parameter decides GFLOP/s. Parameters fixed in the space score 0.",
+        "",
+    ]
     for n, shape, fam, st in ranked:
-        if shown >= importance_top or n < 10:
+        if shown >= top or n < 10:
             break
         try:
             imp = optuna.importance.get_param_importances(st)
@@ -143,14 +201,8 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
         ax.barh(names, [imp[k] for k in names])
         ax.set_xlabel("importance")
         ax.set_title(f"{fam} at {shape} ({n} trials)")
-        fig.tight_layout()
         name = f"importance_{fam}_{shape}.png"
-        fig.savefig(out / name, dpi=110)
-        plt.close(fig)
+        _save(plt, fig, out / name)
         md += [f"![importance {fam} {shape}]({name})", ""]
         shown += 1
-    md += ["## Explore the studies", "",
-           f"`optuna-dashboard sqlite:///{(root / slug / 'optuna.db').as_posix()}` opens every study of this GPU.", ""]
-    path = out / "report.md"
-    path.write_text("\n".join(md))
-    return path
+    return md

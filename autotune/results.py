@@ -9,14 +9,23 @@ sees half a file.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import re
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .types import Config, Measurement, Problem, Status, UserError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 SCHEMA = 1
 _SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)\.json$")
@@ -26,48 +35,134 @@ def record_path(root: Path | str, gpu_slug: str, problem: Problem) -> Path:
     return Path(root) / gpu_slug / f"{problem.name}.json"
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def atomic_write_text(path: Path | str, text: str) -> None:
+    """Write through a temporary file beside `path` and a rename, so a reader never sees half a
+    file. The folder must exist: folders nobody asked for are not created here. On any failure
+    the temporary file is removed and the error is one UserError naming the path."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "x", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+LOCK_NAME = ".autotune.lock"  # in each GPU's results folder
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Held around a record's read-merge-write: two searches of one shape finishing together
+    would otherwise both read the old file, and the second write would drop the first's entry."""
+    if fcntl is None:
+        # No fcntl (Windows): no lock. Two processes writing one shape's record in one results
+        # folder at the same moment may lose an entry there.
+        yield
+        return
+    try:
+        f = open(folder / LOCK_NAME, "a")
+    except OSError as exc:
+        raise UserError(f"{folder}: cannot write results there ({exc.strerror or exc})") from None
+    with f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+class _Corrupt(Exception):
+    """What is wrong with a results file, said in its own words."""
 
 
 def load_record(path: Path) -> dict:
-    """A results file, checked enough that later code can trust its shape."""
+    """A results file, checked enough that later code can trust its shape: the fields it reads
+    have the types it expects, and `best` names one of the families it holds."""
+    path = Path(path)
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(path.read_text())
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror})") from None
     except ValueError as exc:
         raise UserError(f"{path}: corrupted results file (not JSON: {exc})") from None
     try:
-        if data["schema"] != SCHEMA:
-            raise UserError(f"{path}: results schema {data['schema']!r}, this autotune reads {SCHEMA}")
-        Problem(**data["problem"])
-        for fam, entry in data["families"].items():
-            entry_measurement(entry)
-            if entry["config"]["family"] != fam:
-                raise ValueError(f"entry {fam} holds a {entry['config']['family']} config")
-        data["gpu"]["name"], data["gpu"]["slug"]
-    except UserError as exc:
+        _check_record(data, path)
+    except (UserError, _Corrupt) as exc:
         if str(path) in str(exc):
             raise
         raise UserError(f"{path}: corrupted results file ({exc})") from None
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UserError(f"{path}: corrupted results file ({type(exc).__name__}: {exc})") from None
     return data
+
+
+def _check_record(data: Any, path: Path) -> None:
+    if not isinstance(data, dict):
+        raise _Corrupt("not a JSON object")
+    if data["schema"] != SCHEMA:
+        raise UserError(f"{path}: results schema {data['schema']!r}, this autotune reads {SCHEMA}")
+    problem = Problem(**data["problem"])
+    named = _SHAPE_FILE.match(path.name)
+    if named and tuple(map(int, named.groups())) != (problem.M, problem.N, problem.K):
+        raise _Corrupt(f"the file of {path.stem} holds {problem.name}")
+    families = data["families"]
+    if not isinstance(families, dict):
+        raise _Corrupt("'families' is not an object")
+    for fam, entry in families.items():
+        if not isinstance(entry, dict):
+            raise _Corrupt(f"entry {fam} is not an object")
+        entry_measurement(entry)
+        if entry["config"]["family"] != fam:
+            raise _Corrupt(f"entry {fam} holds a {entry['config']['family']} config")
+        _check_numbers(fam, entry)
+    best = data.get("best")
+    if families and best not in families:
+        raise _Corrupt(f"'best' is {best!r}, not one of its families ({', '.join(families)})")
+    if not families and best is not None:
+        raise _Corrupt(f"'best' is {best!r} but it holds no families")
+    if not all(isinstance(data["gpu"][k], str) for k in ("name", "slug")):
+        raise _Corrupt("gpu name and slug must be strings")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_numbers(fam: str, entry: dict) -> None:
+    """The numbers later code computes with: a string or NaN there would fail far from here."""
+    cublas = entry.get("cublas")
+    if not isinstance(cublas, dict):
+        raise _Corrupt(f"entry {fam}: 'cublas' is not an object")
+    for where, key, value in (
+        ("", "gflops", entry.get("gflops")),
+        ("", "ratio", entry.get("ratio")),
+        ("", "time_ms", entry.get("time_ms")),
+        ("cublas.", "gflops", cublas.get("gflops")),
+    ):
+        if not _number(value) or value <= 0:
+            raise _Corrupt(f"entry {fam}: {where}{key} is {value!r}, not a positive number")
+    for key in ("error", "time_min_ms", "time_max_ms", "time_iqr_ms"):
+        value = entry.get(key)
+        if value is not None and (not _number(value) or value < 0):
+            raise _Corrupt(f"entry {fam}: {key} is {value!r}, not a number >= 0")
+    for key in ("registers", "spill_bytes", "smem_bytes"):
+        value = entry.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise _Corrupt(f"entry {fam}: {key} is {value!r}, not an integer >= 0")
 
 
 def entry_measurement(entry: dict) -> Measurement:
     return Measurement.from_dict(entry)
 
 
-def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, command: str,
-               limits: dict) -> dict:
+def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, command: str, limits: dict) -> dict:
     if m.status is not Status.OK or m.gflops is None:
         raise ValueError("only verified measurements are recorded")
     entry = m.to_dict()
@@ -84,26 +179,37 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
     return entry
 
 
-def update_record(root: Path | str, gpu: dict, problem: Problem, entries: dict[str, dict],
-                  replace: bool = False) -> tuple[Path, list[str]]:
+def update_record(
+    root: Path | str, gpu: dict, problem: Problem, entries: dict[str, dict], replace: bool = False
+) -> tuple[Path, list[str]]:
     """Merge family entries into the shape's file; an entry replaces a stored one when faster,
     when it measures the same config again (the current code and GPU state, e.g. after a
     template edit), or with `replace`. Returns the path and the families whose entry changed."""
     path = record_path(root, gpu["slug"], problem)
-    if path.exists():
-        data = load_record(path)
-    else:
-        data = {"schema": SCHEMA, "gpu": gpu, "problem": {"M": problem.M, "N": problem.N, "K": problem.K},
-                "families": {}}
-    changed = []
-    for fam, entry in entries.items():
-        old = data["families"].get(fam)
-        if replace or old is None or entry["gflops"] > old["gflops"] or entry["config"] == old["config"]:
-            data["families"][fam] = entry
-            changed.append(fam)
-    data["gpu"] = gpu
-    data["best"] = max(data["families"], key=lambda f: data["families"][f]["gflops"]) if data["families"] else None
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # the results folders are the tool's own
+    except OSError as exc:
+        raise UserError(f"{path.parent}: cannot create the results folder ({exc.strerror or exc})") from None
+    with _folder_lock(path.parent):
+        data = (
+            load_record(path)
+            if path.exists()
+            else {
+                "schema": SCHEMA,
+                "gpu": gpu,
+                "problem": {"M": problem.M, "N": problem.N, "K": problem.K},
+                "families": {},
+            }
+        )
+        changed = []
+        for fam, entry in entries.items():
+            old = data["families"].get(fam)
+            if replace or old is None or entry["gflops"] > old["gflops"] or entry["config"] == old["config"]:
+                data["families"][fam] = entry
+                changed.append(fam)
+        data["gpu"] = gpu
+        data["best"] = max(data["families"], key=lambda f: data["families"][f]["gflops"]) if data["families"] else None
+        atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
     return path, changed
 
 
@@ -172,8 +278,19 @@ def entry_config(entry: dict[str, Any]) -> Config:
     return Config.make(entry["config"]["family"], entry["config"]["params"])
 
 
-def save_search(root: Path | str, limits, versions: dict, problem: Problem, family_results, *,
-                command: str, sampler: str, seed: int, trials: int, storage: str) -> tuple[Path | None, list[str], dict]:
+def save_search(
+    root: Path | str,
+    limits,
+    versions: dict,
+    problem: Problem,
+    family_results,
+    *,
+    command: str,
+    sampler: str,
+    seed: int,
+    trials: int,
+    storage: str,
+) -> tuple[Path | None, list[str], dict]:
     """Record the best of each searched family (search.FamilyResult) in the shape's file."""
     from . import __version__
 
@@ -183,11 +300,22 @@ def save_search(root: Path | str, limits, versions: dict, problem: Problem, fami
         if r.best is None:
             continue
         entries[r.family] = make_entry(
-            r.best, r.cublas, command=command, versions={**versions, "autotune": __version__},
+            r.best,
+            r.cublas,
+            command=command,
+            versions={**versions, "autotune": __version__},
             limits=limits.to_dict(),
-            search={"sampler": sampler, "seed": seed, "trials": trials, "evaluated": r.evaluated,
-                    "valid_points": r.valid_points, "study": r.study_name, "storage": storage,
-                    "seconds": round(r.seconds, 1)})
+            search={
+                "sampler": sampler,
+                "seed": seed,
+                "trials": trials,
+                "evaluated": r.evaluated,
+                "valid_points": r.valid_points,
+                "study": r.study_name,
+                "storage": storage,
+                "seconds": round(r.seconds, 1),
+            },
+        )
     if not entries:
         return None, [], entries
     path, changed = update_record(root, gpu, problem, entries)

@@ -49,6 +49,7 @@ def find_cuobjdump() -> str | None:
     patterns = ["/usr/local/cuda/bin/cuobjdump"]
     try:  # the nvidia-cuda-cuobjdump wheel: site-packages/nvidia/cu13/bin/cuobjdump
         import nvidia
+
         patterns += [os.path.join(p, "cu*", "bin", "cuobjdump") for p in nvidia.__path__]
     except ImportError:
         pass
@@ -94,6 +95,7 @@ def analyze_cubin(cubin: bytes, kernel: str, cuobjdump: str | None = None) -> Sa
         f.flush()
         # cuobjdump runs nvdisasm, which the wheels install beside it.
         env = dict(os.environ, PATH=os.path.dirname(tool) + os.pathsep + os.environ.get("PATH", ""))
-        out = subprocess.run([tool, "--dump-sass", "--function", kernel, f.name],
-                             capture_output=True, text=True, check=True, env=env).stdout
+        out = subprocess.run(
+            [tool, "--dump-sass", "--function", kernel, f.name], capture_output=True, text=True, check=True, env=env
+        ).stdout
     return parse(out)

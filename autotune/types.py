@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import operator
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 
 class UserError(Exception):
@@ -19,11 +21,19 @@ class Problem:
     N: int
     K: int
 
+    # The kernels take M, N and K as C `int`s (32-bit on every CUDA platform): a larger size
+    # would wrap around inside them, so no path (search, replay, export, the Python API) accepts one.
+    MAX_DIM = 2**31 - 1
+
     def __post_init__(self) -> None:
         for dim in ("M", "N", "K"):
             value = getattr(self, dim)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UserError(f"{dim} must be a positive integer, got {value!r}")
+            if value > self.MAX_DIM:
+                raise UserError(
+                    f"{dim}={value} is more than {self.MAX_DIM}, the largest size the kernels' int indices hold"
+                )
 
     @property
     def name(self) -> str:
@@ -34,7 +44,7 @@ class Problem:
         return 2 * self.M * self.N * self.K
 
     @classmethod
-    def parse(cls, text: str) -> "Problem":
+    def parse(cls, text: str) -> Problem:
         """'4096' (square) or '8192x8192x1024' (MxNxK)."""
         parts = str(text).lower().split("x")
         if len(parts) not in (1, 3):
@@ -53,22 +63,38 @@ class Config:
     """One point of a family's space: the template stem and its integer parameters."""
 
     family: str
-    params: tuple[tuple[str, int], ...]
+    params: tuple[tuple[str, int | str], ...]  # integers, or names for parameters with named choices
 
     @classmethod
-    def make(cls, family: str, params: Mapping[str, int]) -> "Config":
-        return cls(family, tuple(sorted((k, int(v)) for k, v in params.items())))
+    def make(cls, family: str, params: Mapping[str, int | str]) -> Config:
+        """Parameters are integers (numpy's too) or names (parameters with named choices): 128.5
+        or True is refused, not truncated or converted, since the name, the cache key and the
+        kernel would disagree. Which names a parameter takes is the family's to check."""
+        if not isinstance(params, Mapping):
+            raise UserError(f"{family}: parameters must map names to values, got {params!r}")
+        return cls(family, tuple(sorted((k, _param_value(family, k, v)) for k, v in params.items())))
 
-    def __getitem__(self, key: str) -> int:
+    def __getitem__(self, key: str) -> int | str:
         return dict(self.params)[key]
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | str]:
         return dict(self.params)
 
     @property
     def name(self) -> str:
         """Procedural name, as CUTLASS does: the cache key, results key and C identifier."""
         return "_".join([self.family] + [f"{k}{v}" for k, v in self.params])
+
+
+def _param_value(family: str, name: str, value: Any) -> int | str:
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, bool):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise UserError(f"{family}: parameter {name} must be an integer, got {value!r}")
 
 
 class Status(enum.Enum):
@@ -112,7 +138,7 @@ class Measurement:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Measurement":
+    def from_dict(cls, d: Mapping[str, Any]) -> Measurement:
         d = dict(d)
         cfg = d.pop("config")
         d["config"] = Config.make(cfg["family"], cfg["params"])

@@ -20,9 +20,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.evaluate import GPUEvaluator, default_jobs  # noqa: E402
-from autotune.space import Space  # noqa: E402
-from autotune.types import Config, Problem  # noqa: E402
+from autotune.evaluate import GPUEvaluator, default_jobs
+from autotune.space import Space
+from autotune.types import Config, Problem
 
 
 def pick(args, limits) -> list[Config]:
@@ -35,8 +35,7 @@ def pick(args, limits) -> list[Config]:
     for fam in args.family or []:
         sp = Space.load(fam)
         configs += sp.seeds
-        valid = [c for c in sp.enumerate(limits).valid
-                 if all(str(c.as_dict().get(k)) == v for k, v in where.items())]
+        valid = [c for c in sp.enumerate(limits).valid if all(str(c.as_dict().get(k)) == v for k, v in where.items())]
         configs += rng.sample(valid, min(args.sample, len(valid)))
     return list(dict.fromkeys(configs))
 
@@ -65,11 +64,15 @@ def main() -> None:
         base1 = ev.baseline(problem)
         cublas = max(base0["gflops"], base1["gflops"])  # the faster of the two: the harder bar
         ok = sorted((m for m in ms if m.ok), key=lambda m: -m.gflops)
-        print(f"\n== {problem.name}: cuBLAS {base0['gflops']:.0f} / {base1['gflops']:.0f} GFLOP/s "
-              f"(before / after), {len(ok)}/{len(ms)} ok, {time.monotonic() - t0:.0f} s")
+        print(
+            f"\n== {problem.name}: cuBLAS {base0['gflops']:.0f} / {base1['gflops']:.0f} GFLOP/s "
+            f"(before / after), {len(ok)}/{len(ms)} ok, {time.monotonic() - t0:.0f} s"
+        )
         for m in ok[:25]:
-            print(f"{m.gflops:8.0f} {m.gflops / cublas:6.3f}x  err {m.error:.1e}  iqr {m.time_iqr_ms / m.time_ms:5.1%}  "
-                  f"regs {m.registers:3d} smem {m.smem_bytes:6d}  {m.config.name}")
+            print(
+                f"{m.gflops:8.0f} {m.gflops / cublas:6.3f}x  err {m.error:.1e}  iqr {m.time_iqr_ms / m.time_ms:5.1%}  "
+                f"regs {m.registers:3d} smem {m.smem_bytes:6d}  {m.config.name}"
+            )
         bad = [m for m in ms if not m.ok]
         for m in bad[:15]:
             print(f"  {m.status.value:>14}  {m.config.name}: {m.message[:120]}")
@@ -77,13 +80,16 @@ def main() -> None:
         if args.sass and ok:
             from autotune.evaluate import prepare
             from autotune.sass import analyze_cubin
+
             entry["sass"] = {}
             for m in ok[:3]:
                 (prep,) = prepare([m.config], problem, ev.limits, ev.arch, ev.families)
                 s = analyze_cubin(prep.spec["cubin"], prep.spec["kernel"]).summary()
                 entry["sass"][m.config.name] = s
-                print(f"  SASS {m.config.name}: loop FFMA share {s['loop_ffma_share']:.1%}, "
-                      f"LDS {s['loop_lds']}, local memory ops {s['local_memory']}")
+                print(
+                    f"  SASS {m.config.name}: loop FFMA share {s['loop_ffma_share']:.1%}, "
+                    f"LDS {s['loop_lds']}, local memory ops {s['local_memory']}"
+                )
         key, n = problem.name, 1
         while key in report["shapes"]:  # a shape listed again (a repeat pass) keeps each pass
             n += 1

@@ -10,10 +10,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.evaluate import prepare  # noqa: E402
-from autotune.gpu.runner import Runner  # noqa: E402
-from autotune.limits import DeviceLimits  # noqa: E402
-from autotune.types import Config, Problem  # noqa: E402
+from autotune.evaluate import prepare
+from autotune.gpu.runner import Runner
+from autotune.limits import DeviceLimits
+from autotune.types import Config, Problem
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """What the compiler made of a stored winner: registers, spills, shared memory and the SASS mix.
 
-    python benchmarks/sass_report.py --size 4096 [--family warptile] [--gpu NAME]
+python benchmarks/sass_report.py --size 4096 [--family warptile] [--gpu NAME]
 """
 
 import argparse
@@ -10,12 +10,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.gpu.compile import compile_source  # noqa: E402
-from autotune.render import DEFAULT_KERNEL, render  # noqa: E402
-from autotune.results import best_entry, entry_config, resolve_gpu  # noqa: E402
-from autotune.sass import analyze_cubin, find_cuobjdump  # noqa: E402
-from autotune.space import Family  # noqa: E402
-from autotune.types import Problem  # noqa: E402
+from autotune.gpu.compile import compile_source
+from autotune.render import DEFAULT_KERNEL, render
+from autotune.results import best_entry, entry_config, resolve_gpu
+from autotune.sass import analyze_cubin, find_cuobjdump
+from autotune.space import Family
+from autotune.types import Problem
 
 
 def main() -> None:
@@ -28,13 +28,20 @@ def main() -> None:
     slug = resolve_gpu(args.results, args.gpu)
     record, entry = best_entry(args.results, slug, Problem.parse(args.size), args.family)
     cfg = entry_config(entry)
-    compiled = compile_source(render(Family.load(cfg.family), cfg), record["gpu"]["arch"], DEFAULT_KERNEL)
+    compiled = compile_source(render(Family.load(cfg.family).resolve(cfg)), record["gpu"]["arch"], DEFAULT_KERNEL)
     stats = analyze_cubin(compiled.cubin, DEFAULT_KERNEL).summary()
-    out = {"config": cfg.name, "gflops": entry["gflops"], "ratio": entry["ratio"],
-           "registers": compiled.resources.registers, "spill_bytes": compiled.resources.spill_bytes,
-           "stack_bytes": compiled.resources.stack_bytes, "smem_bytes": entry["smem_bytes"],
-           "cuobjdump": find_cuobjdump(), **stats}
-    if Family.load(cfg.family).launch_plan(cfg).has_tail:  # a split launch: its tail kernel too
+    out = {
+        "config": cfg.name,
+        "gflops": entry["gflops"],
+        "ratio": entry["ratio"],
+        "registers": compiled.resources.registers,
+        "spill_bytes": compiled.resources.spill_bytes,
+        "stack_bytes": compiled.resources.stack_bytes,
+        "smem_bytes": entry["smem_bytes"],
+        "cuobjdump": find_cuobjdump(),
+        **stats,
+    }
+    if Family.load(cfg.family).resolve(cfg).plan.has_tail:  # a split launch: its tail kernel too
         out["tail_kernel"] = analyze_cubin(compiled.cubin, DEFAULT_KERNEL + "_tail").summary()
     print(json.dumps(out, indent=1))
 

@@ -20,14 +20,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.evaluate import GPUEvaluator, default_jobs  # noqa: E402
-from autotune.results import save_search  # noqa: E402
-from autotune.search import Progress, default_storage, search  # noqa: E402
-from autotune.space import Space  # noqa: E402
-from autotune.types import Problem  # noqa: E402
+from autotune.evaluate import GPUEvaluator, default_jobs
+from autotune.results import save_search
+from autotune.search import search
+from autotune.space import Space
+from autotune.studies import default_storage
+from autotune.trials import Progress
+from autotune.types import Problem
 
-SHAPES = ["1024", "2048", "4096", "8192", "1000", "3000", "4097",
-          "8192x8192x1024", "1024x1024x8192", "4096x1024x4096"]
+SHAPES = ["1024", "2048", "4096", "8192", "1000", "3000", "4097", "8192x8192x1024", "1024x1024x8192", "4096x1024x4096"]
 
 
 def main() -> int:
@@ -49,10 +50,28 @@ def main() -> int:
     for shape in args.shapes.split(","):
         problem = Problem.parse(shape)
         t0 = time.monotonic()
-        results = search(spaces, problem, ev, gpu_slug=ev.limits.slug, storage=storage, trials=args.trials,
-                         seed=args.seed, progress=Progress(enabled=False))
-        save_search(args.results, ev.limits, ev.versions, problem, results, command=command,
-                    sampler="tpe", seed=args.seed, trials=args.trials, storage=storage)
+        results = search(
+            spaces,
+            problem,
+            ev,
+            gpu_slug=ev.limits.slug,
+            storage=storage,
+            trials=args.trials,
+            seed=args.seed,
+            progress=Progress(enabled=False),
+        )
+        save_search(
+            args.results,
+            ev.limits,
+            ev.versions,
+            problem,
+            results,
+            command=command,
+            sampler="tpe",
+            seed=args.seed,
+            trials=args.trials,
+            storage=storage,
+        )
         ok = [r for r in results if r.best is not None]
         if not ok:
             rows.append({"shape": problem.name, "family": None})
@@ -60,13 +79,24 @@ def main() -> int:
             continue
         win = max(ok, key=lambda r: r.best.gflops)
         m = win.best
-        row = {"shape": problem.name, "family": win.family, "params": m.config.as_dict(),
-               "tflops": m.gflops / 1e3, "cublas_tflops": win.cublas["gflops"] / 1e3,
-               "ratio": m.extra["ratio"], "error": m.error, "time_ms": m.time_ms,
-               "cublas_time_ms": win.cublas["time_ms"], "seconds": round(time.monotonic() - t0, 1)}
+        row = {
+            "shape": problem.name,
+            "family": win.family,
+            "params": m.config.as_dict(),
+            "tflops": m.gflops / 1e3,
+            "cublas_tflops": win.cublas["gflops"] / 1e3,
+            "ratio": m.extra["ratio"],
+            "error": m.error,
+            "time_ms": m.time_ms,
+            "cublas_time_ms": win.cublas["time_ms"],
+            "seconds": round(time.monotonic() - t0, 1),
+        }
         rows.append(row)
-        print(f"{problem.name:>16}  {row['tflops']:6.1f} TFLOP/s  cuBLAS {row['cublas_tflops']:6.1f}  "
-              f"{row['ratio']:5.2f}x  err {row['error']:.1e}  {row['seconds']:5.1f}s  {m.config.name}", flush=True)
+        print(
+            f"{problem.name:>16}  {row['tflops']:6.1f} TFLOP/s  cuBLAS {row['cublas_tflops']:6.1f}  "
+            f"{row['ratio']:5.2f}x  err {row['error']:.1e}  {row['seconds']:5.1f}s  {m.config.name}",
+            flush=True,
+        )
     ev.close()
     ratios = [r["ratio"] for r in rows if r.get("family")]
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
@@ -77,14 +107,28 @@ def main() -> int:
             print(f"| {r['shape']} | none correct | | | | | |")
             continue
         params = " ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
-        print(f"| {r['shape']} | {r['family']} | {params} | {r['tflops']:.1f} | {r['cublas_tflops']:.1f} | "
-              f"{r['ratio']:.2f}x | {r['error']:.1e} |")
-    print(f"\ngeometric mean {geo:.3f}x cuBLAS, lowest {min(ratios):.3f}x, {len(ratios)}/{len(rows)} shapes "
-          f"verified correct, {time.monotonic() - t_all:.0f} s, {ev.limits.name}")
+        print(
+            f"| {r['shape']} | {r['family']} | {params} | {r['tflops']:.1f} | {r['cublas_tflops']:.1f} | "
+            f"{r['ratio']:.2f}x | {r['error']:.1e} |"
+        )
+    print(
+        f"\ngeometric mean {geo:.3f}x cuBLAS, lowest {min(ratios):.3f}x, {len(ratios)}/{len(rows)} shapes "
+        f"verified correct, {time.monotonic() - t_all:.0f} s, {ev.limits.name}"
+    )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"gpu": ev.limits.name, "versions": ev.versions, "rows": rows,
-                                        "geomean_ratio": geo, "command": command}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "gpu": ev.limits.name,
+                    "versions": ev.versions,
+                    "rows": rows,
+                    "geomean_ratio": geo,
+                    "command": command,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -19,18 +19,19 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.evaluate import GPUEvaluator, default_jobs  # noqa: E402
-from autotune.render import DEFAULT_KERNEL, render  # noqa: E402
-from autotune.search import default_storage, search_family  # noqa: E402
-from autotune.space import Family, Space  # noqa: E402
-from autotune.types import Config, Problem  # noqa: E402
+from autotune.evaluate import GPUEvaluator, default_jobs
+from autotune.render import DEFAULT_KERNEL, render
+from autotune.search import search_family
+from autotune.space import Family, Space
+from autotune.studies import default_storage
+from autotune.types import Config, Problem
 
 SPACE = {"BM": [32, 64, 128, 256], "BN": [32, 64, 128, 256], "BK": [8, 16, 32], "TM": [4, 8, 16], "TN": [4, 8]}
 # Kernel Tuner's strategies with the best fraction of the optimum by replay (vs_kernel_tuner_replay.py,
@@ -51,31 +52,48 @@ def kt_space(fam: Family, space: Space, limits) -> tuple[dict, Callable[[dict], 
     return params, restrict
 
 
-def run_kernel_tuner(fam: Family, space: Space, limits, problem: Problem, strategy: str, fevals: int, seed: int,
-                     cache: str | None = None):
+def run_kernel_tuner(
+    fam: Family, space: Space, limits, problem: Problem, strategy: str, fevals: int, seed: int, cache: str | None = None
+):
     import kernel_tuner
 
     M, N, K = problem.M, problem.N, problem.K
     rng = np.random.default_rng(seed)
-    A = (rng.random((M, K), dtype=np.float32) * 2 - 1)
-    B = (rng.random((K, N), dtype=np.float32) * 2 - 1)
+    A = rng.random((M, K), dtype=np.float32) * 2 - 1
+    B = rng.random((K, N), dtype=np.float32) * 2 - 1
     C = np.zeros((M, N), np.float32)
     ref = (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32)
     params, restrict = kt_space(fam, space, limits)
 
     def source(p):
-        return render(fam, Config.make(fam.name, {k: p[k] for k in fam.params}), DEFAULT_KERNEL)
+        return render(fam.resolve({k: p[k] for k in fam.params}), DEFAULT_KERNEL)
 
     args = [np.int32(M), np.int32(N), np.int32(K), np.float32(1.0), A, B, np.float32(0.0), C]
     cache_dir = tempfile.mkdtemp()
     cold_cupy_cache(cache_dir)  # as cold as autotune's: the brute force compiled every point
     t0 = time.perf_counter()
     results, env = kernel_tuner.tune_kernel(
-        DEFAULT_KERNEL, source, (N, M), args, params, lang="cupy", block_size_names=["THREADS"],
-        grid_div_x=["BN"], grid_div_y=["BM"], restrictions=restrict,
-        answer=[None] * 7 + [ref], atol=1e-2, strategy=strategy, defines={},
-        strategy_options={"max_fevals": fevals} if fevals else {}, iterations=7, verbose=False, quiet=True,
-        cache=cache, simulation_mode=False)
+        DEFAULT_KERNEL,
+        source,
+        (N, M),
+        args,
+        params,
+        lang="cupy",
+        block_size_names=["THREADS"],
+        grid_div_x=["BN"],
+        grid_div_y=["BM"],
+        restrictions=restrict,
+        answer=[None] * 7 + [ref],
+        atol=1e-2,
+        strategy=strategy,
+        defines={},
+        strategy_options={"max_fevals": fevals} if fevals else {},
+        iterations=7,
+        verbose=False,
+        quiet=True,
+        cache=cache,
+        simulation_mode=False,
+    )
     wall = time.perf_counter() - t0
     shutil.rmtree(cache_dir, ignore_errors=True)
     trace, best = [], 0.0
@@ -87,8 +105,13 @@ def run_kernel_tuner(fam: Family, space: Space, limits, problem: Problem, strate
     ok = [r for r in results if isinstance(r.get("time"), (int, float))]
     top = min(ok, key=lambda r: r["time"])
     distinct = len({tuple(r[k] for k in fam.params) for r in results})
-    return {"wall_s": wall, "evaluations": len(results), "distinct": distinct, "trace_gflops": trace,
-            "best": {k: int(top[k]) for k in fam.params}}
+    return {
+        "wall_s": wall,
+        "evaluations": len(results),
+        "distinct": distinct,
+        "trace_gflops": trace,
+        "best": {k: int(top[k]) for k in fam.params},
+    }
 
 
 class Breakdown:
@@ -107,10 +130,12 @@ class Breakdown:
                 return fn(*a, **kw)
             finally:
                 self.t[key] += time.perf_counter() - t0
+
         return wrapper
 
     def __enter__(self):
         import autotune.gpu.compile as comp
+
         self._saved = (self.ev.first_ready, self.ev._prepare, self.ev.worker.call, comp.compile_many)
         self.ev.first_ready = self._timed("wait_compile_s", self.ev.first_ready)
         self.ev._prepare = self._timed("wait_compile_s", self.ev._prepare)
@@ -120,12 +145,14 @@ class Breakdown:
 
     def __exit__(self, *exc):
         import autotune.gpu.compile as comp
+
         self.ev.first_ready, self.ev._prepare, self.ev.worker.call, comp.compile_many = self._saved
         return False
 
 
-def run_autotune(ev: GPUEvaluator, space: Space, problem: Problem, slug: str, fevals: int, rep: int,
-                 window: int | None, remeasure) -> dict:
+def run_autotune(
+    ev: GPUEvaluator, space: Space, problem: Problem, slug: str, fevals: int, rep: int, window: int | None, remeasure
+) -> dict:
     """One search as `autotune search` runs it (no seeds; no final re-time, which Kernel Tuner
     has no counterpart for), with a cold compile cache and an empty study."""
     trace, best, statuses = [], [0.0, None], []
@@ -142,19 +169,39 @@ def run_autotune(ev: GPUEvaluator, space: Space, problem: Problem, slug: str, fe
         os.environ["AUTOTUNE_CACHE"] = str(Path(d) / "nvrtc")
         t0 = time.perf_counter()
         with Breakdown(ev) as bd:
-            search_family(space, problem, ev, gpu_slug=slug, storage=default_storage(d, slug), trials=fevals,
-                          seed=rep, retime_top=0, on_trial=on_trial, **({"batch": window} if window else {}))
+            search_family(
+                space,
+                problem,
+                ev,
+                gpu_slug=slug,
+                storage=default_storage(d, slug),
+                trials=fevals,
+                seed=rep,
+                retime_top=0,
+                on_trial=on_trial,
+                **({"batch": window} if window else {}),
+            )
         wall = time.perf_counter() - t0
     # The main thread waits for compiles inside _prepare and for the GPU inside the calls.
     bd.t["other_s"] = wall - bd.t["wait_compile_s"] - bd.t["gpu_calls_s"]
     strategy = "tpe" + (f" (window {window})" if window else "")
-    run = {"tool": "autotune", "strategy": strategy, "repeat": rep, "wall_s": wall, "evaluations": len(trace),
-           "trace_gflops": trace, "best": best[1], "breakdown": bd.t,
-           "ran_on_gpu": sum(1 for st in statuses if st not in ("rejected", "compile_failed"))}
+    run = {
+        "tool": "autotune",
+        "strategy": strategy,
+        "repeat": rep,
+        "wall_s": wall,
+        "evaluations": len(trace),
+        "trace_gflops": trace,
+        "best": best[1],
+        "breakdown": bd.t,
+        "ran_on_gpu": sum(1 for st in statuses if st not in ("rejected", "compile_failed")),
+    }
     run["fraction_of_optimum"] = remeasure(best[1]) if best[1] else 0.0
-    print(f"autotune {strategy:<19} rep {rep}: {len(trace):3d} evals {wall:6.1f} s  fraction "
-          f"{run['fraction_of_optimum']:.3f}  (" + ", ".join(f"{k} {v:.2f}" for k, v in bd.t.items()) + ")",
-          flush=True)
+    print(
+        f"autotune {strategy:<19} rep {rep}: {len(trace):3d} evals {wall:6.1f} s  fraction "
+        f"{run['fraction_of_optimum']:.3f}  (" + ", ".join(f"{k} {v:.2f}" for k, v in bd.t.items()) + ")",
+        flush=True,
+    )
     return run
 
 
@@ -166,7 +213,7 @@ def cold_cupy_cache(directory: str) -> None:
     compiler._set_kernel_cache_backend(_compiler_cache.DiskKernelCacheBackend(directory))
 
 
-def main() -> int:
+def main() -> int:  # noqa: PLR0915 - one script in order: both tools, the same space, one table
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=4096)
     ap.add_argument("--fevals", type=int, default=20)
@@ -174,11 +221,18 @@ def main() -> int:
     ap.add_argument("--strategies", default=",".join(KT_STRATEGIES))
     ap.add_argument("--out", type=Path)
     ap.add_argument("--landscape", type=Path, help="write every brute-force measurement here (JSON)")
-    ap.add_argument("--kt-cache", help="first run Kernel Tuner's brute force over the space into this cache file "
-                    "(for its simulation mode: strategies replayed offline)")
-    ap.add_argument("--optimum-from", type=Path, metavar="LANDSCAPE",
-                    help="skip the brute force: the optimum is the best re-timed config of an earlier --landscape "
-                    "(re-timed again here)")
+    ap.add_argument(
+        "--kt-cache",
+        help="first run Kernel Tuner's brute force over the space into this cache file "
+        "(for its simulation mode: strategies replayed offline)",
+    )
+    ap.add_argument(
+        "--optimum-from",
+        type=Path,
+        metavar="LANDSCAPE",
+        help="skip the brute force: the optimum is the best re-timed config of an earlier --landscape "
+        "(re-timed again here)",
+    )
     ap.add_argument("--windows", default="", help="autotune trials in flight, e.g. 4,8 (default: its default)")
     args = ap.parse_args()
 
@@ -210,9 +264,20 @@ def main() -> int:
     print(f"optimum {optimum.gflops:.0f} GFLOP/s ({optimum.config.name}); cuBLAS {cublas['gflops']:.0f}", flush=True)
     if args.landscape and ms:
         args.landscape.parent.mkdir(parents=True, exist_ok=True)
-        args.landscape.write_text(json.dumps({"gpu": ev.limits.name, "problem": problem.name, "space": SPACE,
-                                              "cublas": cublas, "measurements": [m.to_dict() for m in ms],
-                                              "retimed": [m.to_dict() for m in top]}, indent=1, default=str))
+        args.landscape.write_text(
+            json.dumps(
+                {
+                    "gpu": ev.limits.name,
+                    "problem": problem.name,
+                    "space": SPACE,
+                    "cublas": cublas,
+                    "measurements": [m.to_dict() for m in ms],
+                    "retimed": [m.to_dict() for m in top],
+                },
+                indent=1,
+                default=str,
+            )
+        )
     if args.kt_cache:
         t0 = time.perf_counter()
         run_kernel_tuner(fam, space, ev.limits, problem, "brute_force", 0, 0, cache=args.kt_cache)
@@ -239,34 +304,61 @@ def main() -> int:
             r.update(tool="kernel_tuner", strategy=strategy, repeat=rep)
             r["fraction_of_optimum"] = remeasure(r["best"], r["trace_gflops"][-1])
             runs.append(r)
-            print(f"kernel_tuner {strategy:<19} rep {rep}: {r['evaluations']:3d} evals {r['wall_s']:6.1f} s  "
-                  f"fraction {r['fraction_of_optimum']:.3f}", flush=True)
+            print(
+                f"kernel_tuner {strategy:<19} rep {rep}: {r['evaluations']:3d} evals {r['wall_s']:6.1f} s  "
+                f"fraction {r['fraction_of_optimum']:.3f}",
+                flush=True,
+            )
     ev.close()
 
     # Summary per (tool, strategy): mean fraction of optimum, mean wall time, wall time per evaluation.
     groups = {}
     for r in runs:
         groups.setdefault((r["tool"], r["strategy"]), []).append(r)
-    print("\n| tool | strategy | evaluations | fraction of optimum (mean, min) | wall time s (mean) | s per evaluation |")
+    print(
+        "\n| tool | strategy | evaluations | fraction of optimum (mean, min) | wall time s (mean) | s per evaluation |"
+    )
     print("|---|---|---|---|---|---|")
     summary = []
     for (tool, strat), rs in groups.items():
         frac = [r["fraction_of_optimum"] for r in rs]
         wall = [r["wall_s"] for r in rs]
         evals = [r["evaluations"] for r in rs]
-        row = {"tool": tool, "strategy": strat, "fraction_mean": float(np.mean(frac)), "fraction_min": float(min(frac)),
-               "wall_mean_s": float(np.mean(wall)), "s_per_eval": float(np.sum(wall) / max(1, np.sum(evals))),
-               "evaluations_mean": float(np.mean(evals))}
+        row = {
+            "tool": tool,
+            "strategy": strat,
+            "fraction_mean": float(np.mean(frac)),
+            "fraction_min": float(min(frac)),
+            "wall_mean_s": float(np.mean(wall)),
+            "s_per_eval": float(np.sum(wall) / max(1, np.sum(evals))),
+            "evaluations_mean": float(np.mean(evals)),
+        }
         summary.append(row)
-        print(f"| {tool} | {strat} | {row['evaluations_mean']:.0f} | {row['fraction_mean']:.3f}, {row['fraction_min']:.3f} | "
-              f"{row['wall_mean_s']:.1f} | {row['s_per_eval']:.2f} |")
+        print(
+            f"| {tool} | {strat} | {row['evaluations_mean']:.0f} | "
+            f"{row['fraction_mean']:.3f}, {row['fraction_min']:.3f} | "
+            f"{row['wall_mean_s']:.1f} | {row['s_per_eval']:.2f} |"
+        )
     print(f"\noptimum {optimum.gflops:.0f} GFLOP/s ({optimum.config.name}) by brute force over {len(valid)} points")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"gpu": ev.limits.name, "problem": problem.name, "space": SPACE,
-                                        "valid_points": len(valid), "brute_force_s": brute_s,
-                                        "optimum": optimum.to_dict(), "cublas": cublas, "runs": runs,
-                                        "summary": summary}, indent=1, default=str))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "gpu": ev.limits.name,
+                    "problem": problem.name,
+                    "space": SPACE,
+                    "valid_points": len(valid),
+                    "brute_force_s": brute_s,
+                    "optimum": optimum.to_dict(),
+                    "cublas": cublas,
+                    "runs": runs,
+                    "summary": summary,
+                },
+                indent=1,
+                default=str,
+            )
+        )
     return 0
 
 

@@ -1,7 +1,7 @@
 """autotune vs Kernel Tuner by replay: the fraction of the optimum each reaches, over many seeds.
 
-    python benchmarks/vs_kernel_tuner_replay.py --landscape results/logs/run21-h200/landscape_4096.json \
-        --kt-cache results/logs/run21-h200/kt_cache_4096.json --fevals 20 --seeds 100
+    python benchmarks/vs_kernel_tuner_replay.py --landscape benchmarks/logs/run21-h200/landscape_4096.json \
+        --kt-cache benchmarks/logs/run21-h200/kt_cache_4096.json --fevals 20 --seeds 100
 
 A live run (vs_kernel_tuner.py) gives a few repeats, too few to tell strategies apart: 20
 evaluations of 182 points land on the optimum by luck as often as by design. Here both tools
@@ -30,19 +30,30 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vs_kernel_tuner import kt_space  # noqa: E402  (benchmarks/, this script's folder)
+from vs_kernel_tuner import kt_space
 
-from autotune.evaluate import ReplayEvaluator  # noqa: E402
-from autotune.limits import profile_for_arch  # noqa: E402
-from autotune.search import search_family  # noqa: E402
-from autotune.space import Family, Space  # noqa: E402
-from autotune.types import Config, Problem, Status  # noqa: E402
+from autotune.limits import profile_for_arch
+from autotune.replay import ReplayEvaluator
+from autotune.search import search_family
+from autotune.space import Family, Space
+from autotune.types import Config, Problem, Status
 
 TIMEOUT_S = 60  # a replayed Kernel Tuner run takes well under a second
 # greedy_ils is left out: replayed, it loops without end on most seeds (every point costs
 # nothing); vs_kernel_tuner.py runs it live.
-KT_STRATEGIES = ["hybrid_vndx", "diff_evo", "simulated_annealing", "random_sample", "genetic_algorithm",
-                 "firefly_algorithm", "pso", "bayes_opt", "mls", "basinhopping", "dual_annealing"]
+KT_STRATEGIES = [
+    "hybrid_vndx",
+    "diff_evo",
+    "simulated_annealing",
+    "random_sample",
+    "genetic_algorithm",
+    "firefly_algorithm",
+    "pso",
+    "bayes_opt",
+    "mls",
+    "basinhopping",
+    "dual_annealing",
+]
 
 
 def load_landscape(path: Path) -> tuple[dict, Problem, dict]:
@@ -56,28 +67,54 @@ def load_landscape(path: Path) -> tuple[dict, Problem, dict]:
 
 def summarize(fr: list[float], wall: float) -> dict:
     a = np.array(fr)
-    return {"runs": len(a), "mean": float(a.mean()), "stderr": float(a.std(ddof=1) / np.sqrt(len(a))),
-            "p10": float(np.percentile(a, 10)), "min": float(a.min()),
-            "share_within_2pct": float((a >= 0.98).mean()), "replay_wall_s": wall, "fractions": [float(x) for x in a]}
+    return {
+        "runs": len(a),
+        "mean": float(a.mean()),
+        "stderr": float(a.std(ddof=1) / np.sqrt(len(a))),
+        "p10": float(np.percentile(a, 10)),
+        "min": float(a.min()),
+        "share_within_2pct": float((a >= 0.98).mean()),
+        "replay_wall_s": wall,
+        "fractions": [float(x) for x in a],
+    }
 
 
-def replay_autotune(table: dict, problem: Problem, space: Space, limits, fevals: int, seeds: range,
-                    batch: int | None) -> list[float]:
+def replay_autotune(
+    table: dict, problem: Problem, space: Space, limits, fevals: int, seeds: range, batch: int | None
+) -> list[float]:
     best_true = max(v for v in table.values() if not isinstance(v, Status))
     kwargs = {"batch": batch} if batch else {}
     out = []
     for seed in seeds:
         picked: list = []
-        search_family(space, problem, ReplayEvaluator(table, limits), gpu_slug="replay",
-                      storage=f"memory:replay-{batch}-{seed}", trials=fevals, seed=seed, retime_top=0,
-                      on_trial=picked.append, **kwargs)
+        search_family(
+            space,
+            problem,
+            ReplayEvaluator(table, limits),
+            gpu_slug="replay",
+            storage=f"memory:replay-{batch}-{seed}",
+            trials=fevals,
+            seed=seed,
+            retime_top=0,
+            on_trial=picked.append,
+            **kwargs,
+        )
         ok = [m.gflops for m in picked if m.ok]
         out.append(max(ok) / best_true if ok else 0.0)
     return out
 
 
-def replay_kernel_tuner(table: dict, problem: Problem, fam: Family, space: Space, limits, cache: Path,
-                        strategy: str, fevals: int, seeds: range) -> tuple[list[float], list[str]]:
+def replay_kernel_tuner(
+    table: dict,
+    problem: Problem,
+    fam: Family,
+    space: Space,
+    limits,
+    cache: Path,
+    strategy: str,
+    fevals: int,
+    seeds: range,
+) -> tuple[list[float], list[str]]:
     import kernel_tuner
 
     best_true = max(v for v in table.values() if not isinstance(v, Status))
@@ -95,10 +132,24 @@ def replay_kernel_tuner(table: dict, problem: Problem, fam: Family, space: Space
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 results, _env = kernel_tuner.tune_kernel(
-                    "autotune_sgemm", "replayed", (problem.N, problem.M), [], params, lang="cupy",
-                    block_size_names=["THREADS"], grid_div_x=["BN"], grid_div_y=["BM"], restrictions=restrict,
-                    strategy=strategy, strategy_options={"max_fevals": fevals}, iterations=7, verbose=False,
-                    quiet=True, cache=str(cache), simulation_mode=True)
+                    "autotune_sgemm",
+                    "replayed",
+                    (problem.N, problem.M),
+                    [],
+                    params,
+                    lang="cupy",
+                    block_size_names=["THREADS"],
+                    grid_div_x=["BN"],
+                    grid_div_y=["BM"],
+                    restrictions=restrict,
+                    strategy=strategy,
+                    strategy_options={"max_fevals": fevals},
+                    iterations=7,
+                    verbose=False,
+                    quiet=True,
+                    cache=str(cache),
+                    simulation_mode=True,
+                )
         except Exception as exc:  # noqa: BLE001 - a strategy that breaks on a seed is reported, not fatal
             errors.append(f"seed {seed}: {type(exc).__name__}: {exc}"[:200])
             continue
@@ -114,15 +165,18 @@ def replay_kernel_tuner(table: dict, problem: Problem, fam: Family, space: Space
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--landscape", type=Path, required=True,
-                    help="autotune's brute force (vs_kernel_tuner.py --landscape)")
-    ap.add_argument("--kt-cache", type=Path,
-                    help="Kernel Tuner's brute-force cache file (vs_kernel_tuner.py --kt-cache)")
+    ap.add_argument(
+        "--landscape", type=Path, required=True, help="autotune's brute force (vs_kernel_tuner.py --landscape)"
+    )
+    ap.add_argument(
+        "--kt-cache", type=Path, help="Kernel Tuner's brute-force cache file (vs_kernel_tuner.py --kt-cache)"
+    )
     ap.add_argument("--fevals", type=int, default=20)
     ap.add_argument("--seeds", type=int, default=100)
     ap.add_argument("--strategies", default=",".join(KT_STRATEGIES))
-    ap.add_argument("--windows", default="",
-                    help="autotune trials in flight to compare, e.g. 4,8 (default: its default)")
+    ap.add_argument(
+        "--windows", default="", help="autotune trials in flight to compare, e.g. 4,8 (default: its default)"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
@@ -136,26 +190,41 @@ def main() -> int:
     for w in [int(x) for x in args.windows.split(",") if x] or [None]:
         t0 = time.perf_counter()
         fr = replay_autotune(table, problem, space, limits, args.fevals, seeds, w)
-        rows.append({"tool": "autotune", "strategy": "tpe" + (f" (window {w})" if w else ""),
-                     **summarize(fr, time.perf_counter() - t0)})
+        rows.append(
+            {
+                "tool": "autotune",
+                "strategy": "tpe" + (f" (window {w})" if w else ""),
+                **summarize(fr, time.perf_counter() - t0),
+            }
+        )
         print(rows[-1], flush=True)
     if args.kt_cache:
         for strategy in args.strategies.split(","):
             t0 = time.perf_counter()
-            fr, errors = replay_kernel_tuner(table, problem, fam, space, limits, args.kt_cache, strategy,
-                                             args.fevals, seeds)
+            fr, errors = replay_kernel_tuner(
+                table, problem, fam, space, limits, args.kt_cache, strategy, args.fevals, seeds
+            )
             if not fr:
                 print(f"kernel_tuner {strategy}: every seed failed: {errors[:1]}", flush=True)
                 continue
-            rows.append({"tool": "kernel_tuner", "strategy": strategy, **summarize(fr, time.perf_counter() - t0),
-                         "failed_seeds": len(errors), "first_error": errors[0] if errors else None})
+            rows.append(
+                {
+                    "tool": "kernel_tuner",
+                    "strategy": strategy,
+                    **summarize(fr, time.perf_counter() - t0),
+                    "failed_seeds": len(errors),
+                    "first_error": errors[0] if errors else None,
+                }
+            )
             print(rows[-1], flush=True)
 
     print("\n| tool | strategy | runs | fraction of optimum: mean (std. error) | 10th percentile | min | within 2% |")
     print("|---|---|---|---|---|---|---|")
     for r in sorted(rows, key=lambda r: -r["mean"]):
-        print(f"| {r['tool']} | {r['strategy']} | {r['runs']} | {r['mean']:.3f} ({r['stderr']:.3f}) | {r['p10']:.3f} | "
-              f"{r['min']:.3f} | {r['share_within_2pct']:.0%} |")
+        print(
+            f"| {r['tool']} | {r['strategy']} | {r['runs']} | {r['mean']:.3f} ({r['stderr']:.3f}) | {r['p10']:.3f} | "
+            f"{r['min']:.3f} | {r['share_within_2pct']:.0%} |"
+        )
     # Paired by seed index is meaningless across tools; the difference of means and its error:
     if len(rows) > 1:
         top_kt = max((r for r in rows if r["tool"] == "kernel_tuner"), key=lambda r: r["mean"], default=None)
@@ -165,9 +234,19 @@ def main() -> int:
                 se = (r["stderr"] ** 2 + top_kt["stderr"] ** 2) ** 0.5
                 print(f"{r['strategy']} - {top_kt['strategy']}: {d:+.4f} (std. error {se:.4f})")
     if args.out:
-        args.out.write_text(json.dumps({"landscape": str(args.landscape), "kt_cache": str(args.kt_cache),
-                                        "problem": problem.name, "fevals": args.fevals, "seeds": args.seeds,
-                                        "rows": rows}, indent=1))
+        args.out.write_text(
+            json.dumps(
+                {
+                    "landscape": str(args.landscape),
+                    "kt_cache": str(args.kt_cache),
+                    "problem": problem.name,
+                    "fevals": args.fevals,
+                    "seeds": args.seeds,
+                    "rows": rows,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

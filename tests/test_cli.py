@@ -1,17 +1,29 @@
 """The command line: bad input is one clear line and exit 2; --dry-run works without a GPU."""
 
+import json
+import os
+import random
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from helpers import RESULTS, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+from autotune.limits import load_profile
+from autotune.space import Space
+
+NO_DEVICE = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # a GPU machine looks like one without
 
 
-def run(*args, cwd=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "autotune.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, timeout=timeout)
+def run(*args, cwd=None, timeout=600, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def _one_clear_line(r):
@@ -22,31 +34,37 @@ def _one_clear_line(r):
     return lines[0]
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["search", "--size", "0"], "--size: expected a positive integer, got 0"),
-    (["search", "--size", "-3"], "--size: expected a positive integer, got -3"),
-    (["search", "--size", "abc"], "expected a positive integer, got 'abc'"),
-    (["search", "--m", "10", "--n", "10"], "give --size S, or all of --m, --n and --k"),
-    (["search", "--size", "8", "--m", "8", "--n", "8", "--k", "8"], "not both"),
-    (["search", "--size", "64", "--family", "nope"], "unknown family 'nope'"),
-    (["search", "--size", "64", "--family", "../etc"], "family '../etc'"),
-    (["search", "--size", "64", "--sampler", "cmaes"], "invalid choice: 'cmaes'"),
-    (["search", "--size", "64", "--timeout", "-1"], "expected a number >= 0"),
-    (["frobnicate"], "invalid choice: 'frobnicate'"),
-    (["export", "--size", "64", "--results", "/nonexistent"], "no results under /nonexistent"),
-    (["check", "--results", "results", "--gpu", "Some GPU"], "no results for GPU 'Some GPU'"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["search", "--size", "0"], "--size: expected a positive integer, got 0"),
+        (["search", "--size", "-3"], "--size: expected a positive integer, got -3"),
+        (["search", "--size", "abc"], "expected a positive integer, got 'abc'"),
+        (["search", "--m", "10", "--n", "10"], "give --size S, or all of --m, --n and --k"),
+        (["search", "--size", "8", "--m", "8", "--n", "8", "--k", "8"], "not both"),
+        (["search", "--size", "64", "--family", "nope"], "unknown family 'nope'"),
+        (["search", "--size", "64", "--family", "../etc"], "family '../etc'"),
+        (["search", "--size", "64", "--sampler", "cmaes"], "invalid choice: 'cmaes'"),
+        (["search", "--size", "64", "--timeout", "-1"], "expected a number >= 0"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+        (["export", "--size", "64", "--results", "/nonexistent"], "no results under /nonexistent"),
+        (["check", "--results", str(RESULTS), "--gpu", "Some GPU"], "no results for GPU 'Some GPU'"),
+    ],
+)
 def test_bad_arguments(args, fragment):
     assert fragment in _one_clear_line(run(*args))
 
 
-@pytest.mark.parametrize("doc, fragment", [
-    ("space: {TILE: [8, 16\n", "malformed YAML"),
-    ("space: {TILE: [8], SIZE: [2]}\n", "unknown parameter 'SIZE'"),
-    ("space: {TILE: ['16; asm(\"trap;\")']}\n", "TILE must be an integer"),
-    ("space: {TILE: [100]}\n", "TILE=100 is outside its domain [1, 64]"),
-    ("space: {TILE: [4, 48, 64]}\n", "no valid point among 3"),
-])
+@pytest.mark.parametrize(
+    "doc, fragment",
+    [
+        ("space: {TILE: [8, 16\n", "malformed YAML"),
+        ("space: {TILE: [8], SIZE: [2]}\n", "unknown parameter 'SIZE'"),
+        ("space: {TILE: ['16; asm(\"trap;\")']}\n", "TILE must be an integer"),
+        ("space: {TILE: [100]}\n", "TILE=100 is outside its domain [1, 64]"),
+        ("space: {TILE: [4, 48, 64]}\n", "no valid point among 3"),
+    ],
+)
 def test_bad_config_files(tmp_path, doc, fragment):
     cfg = tmp_path / "space.yaml"
     cfg.write_text(doc)
@@ -55,8 +73,20 @@ def test_bad_config_files(tmp_path, doc, fragment):
 
 
 def test_dry_run_filters_and_compiles_without_a_gpu(tmp_path):
-    r = run("search", "--size", "4096", "--family", "tiled", "coarse2d", "--dry-run", "--arch", "sm_90",
-            "--sample", "6", cwd=tmp_path)
+    r = run(
+        "search",
+        "--size",
+        "4096",
+        "--family",
+        "tiled",
+        "coarse2d",
+        "--dry-run",
+        "--arch",
+        "sm_90",
+        "--sample",
+        "6",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "tiled" in out and "coarse2d" in out and "3125" in out and "1593" in out
@@ -66,9 +96,28 @@ def test_dry_run_filters_and_compiles_without_a_gpu(tmp_path):
 
 
 def test_search_without_a_gpu_says_so(tmp_path):
-    line = _one_clear_line(run("search", "--size", "64", "--family", "tiled", "--results", str(tmp_path),
-                               cwd=tmp_path, timeout=300))
+    code = (
+        "import cupy\ntry:\n    print(cupy.cuda.runtime.getDeviceCount())\n"
+        "except cupy.cuda.runtime.CUDARuntimeError:\n    print(0)"
+    )
+    seen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=NO_DEVICE, timeout=120)
+    assert seen.stdout.strip() == "0", seen.stdout + seen.stderr  # no device visible, GPU machine or not
+    line = _one_clear_line(
+        run(
+            "search",
+            "--size",
+            "64",
+            "--family",
+            "tiled",
+            "--results",
+            str(tmp_path),
+            cwd=tmp_path,
+            timeout=300,
+            env=NO_DEVICE,
+        )
+    )
     assert "no usable GPU" in line and "--dry-run" in line
+    assert not any(tmp_path.iterdir())  # nothing half-written
 
 
 @pytest.mark.parametrize("sub", ["search", "export", "check", "list"])
@@ -78,21 +127,22 @@ def test_help(sub):
 
 
 def test_list_shows_families_and_results():
-    r = run("list")
+    r = run("list", "--results", str(RESULTS))
     assert r.returncode == 0, r.stderr
     assert "warptile" in r.stdout and "nvidia-h100-80gb-hbm3  4096x4096x4096" in r.stdout
+    assert "nvidia-h200  4097x4097x4097" in r.stdout
 
 
-def test_check_static_on_committed_results():
-    r = run("check", "--static", "--gpu", "nvidia-h200")
+def test_check_static_on_stored_results():
+    r = run("check", "--static", "--gpu", "nvidia-h200", "--results", str(RESULTS))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "0 failed (static)" in r.stdout
 
 
 def test_export_cli_writes_a_header(tmp_path):
-    r = run("export", "--size", "4096", "--gpu", "nvidia-h200", "-o", str(tmp_path / "t.h"))
+    r = run("export", "--size", "4096", "--gpu", "nvidia-h200", "--results", str(RESULTS), "-o", str(tmp_path / "t.h"))
     assert r.returncode == 0, r.stderr
-    assert "#define AUTOTUNE_FAMILY \"warptile\"" in (tmp_path / "t.h").read_text()
+    assert '#define AUTOTUNE_FAMILY "warptile"' in (tmp_path / "t.h").read_text()
 
 
 def test_import_does_not_import_cupy():
@@ -102,23 +152,52 @@ def test_import_does_not_import_cupy():
 
 
 def test_report_writes_plots_and_markdown(tmp_path):
-    r = run("report", "--gpu", "nvidia-h200", "-o", str(tmp_path))
+    # Studies and results of two families, from a replayed search (no GPU): coarse1d the faster.
+    h100 = load_profile("h100")
+    rng = random.Random(0)
+    table = {
+        c.name: round(rng.uniform(lo, lo + 5000), 1)
+        for fam, lo in (("tiled", 1000), ("coarse1d", 8000))
+        for c in Space.load(fam).enumerate(h100).valid
+    }
+    replay = tmp_path / "table.json"
+    replay.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
+    results, out = tmp_path / "results", tmp_path / "report"
+    r = run(
+        "search",
+        "--size",
+        "512",
+        "--family",
+        "tiled",
+        "coarse1d",
+        "--trials",
+        "12",
+        "--replay",
+        str(replay),
+        "--results",
+        str(results),
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
-    md = (tmp_path / "report.md").read_text()
-    assert "| 4096x4096x4096 | warptile |" in md and "optuna-dashboard sqlite:///" in md
-    pngs = {p.name for p in tmp_path.glob("*.png")}
-    assert {"shapes.png", "families.png", "trials_4096x4096x4096.png"} <= pngs
-    assert any(n.startswith("importance_warptile_") for n in pngs)
+    r = run("report", "--results", str(results), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    md = (out / "report.md").read_text()
+    assert "| 512x512x512 | coarse1d |" in md and "optuna-dashboard sqlite:///" in md
+    pngs = {p.name for p in out.glob("*.png")}
+    assert {"shapes.png", "families.png", "trials_512x512x512.png", "importance_coarse1d_512x512x512.png"} <= pngs
     for name in pngs:
-        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--sizes", "1024,abc"], "--sizes: shape 'abc': not an integer"),
-    (["--sizes", "1024", "--size", "8"], "give one of --size, --m/--n/--k, --sizes or --shapes-file"),
-    (["--sizes", "0x5x5"], "--sizes: M must be a positive integer"),
-    (["--shapes-file", "/nonexistent/shapes.txt"], "/nonexistent/shapes.txt: cannot read"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--sizes", "1024,abc"], "--sizes: shape 'abc': not an integer"),
+        (["--sizes", "1024", "--size", "8"], "give one of --size, --m/--n/--k, --sizes or --shapes-file"),
+        (["--sizes", "0x5x5"], "--sizes: M must be a positive integer"),
+        (["--shapes-file", "/nonexistent/shapes.txt"], "/nonexistent/shapes.txt: cannot read"),
+    ],
+)
 def test_several_shapes_bad_input(args, fragment):
     assert fragment in _one_clear_line(run("search", *args, "--family", "tiled", "--dry-run"))
 

@@ -1,6 +1,7 @@
 """NVRTC without a GPU: compile for sm_90, read registers and spills, reject what spills."""
 
 import pytest
+from helpers import families
 
 from autotune.evaluate import prepare
 from autotune.gpu.compile import CompileError, compile_source, parse_resources
@@ -32,10 +33,10 @@ def test_parse_resources_per_kernel():
 
 def test_seed_kernels_compile_for_sm90_with_their_resources():
     seen = {}
-    for fam in ("tiled", "coarse2d", "vectorized", "warptile"):
+    for fam in families():
         f = Family.load(fam)
         cfg = Space.load(fam).seeds[0]
-        c = compile_source(render(f, cfg), "sm_90", DEFAULT_KERNEL)
+        c = compile_source(render(f.resolve(cfg)), "sm_90", DEFAULT_KERNEL)
         seen[fam] = c.resources
         assert c.cubin[:4] == b"\x7fELF" and 0 < c.resources.registers <= 255
         assert c.resources.spill_bytes == 0
@@ -46,7 +47,7 @@ def test_seed_kernels_compile_for_sm90_with_their_resources():
 
 def test_cache_returns_the_same_cubin():
     f = Family.load("tiled")
-    src = render(f, Config.make("tiled", {"TILE": 16}))
+    src = render(f.resolve({"TILE": 16}))
     a = compile_source(src, "sm_90", DEFAULT_KERNEL)
     b = compile_source(src, "sm_90", DEFAULT_KERNEL)
     assert b.cached and b.cubin == a.cubin and b.resources == a.resources
@@ -54,16 +55,38 @@ def test_cache_returns_the_same_cubin():
 
 def test_compile_error_carries_the_log():
     with pytest.raises(CompileError) as exc:
-        compile_source('extern "C" __global__ void autotune_sgemm() { undefined_thing(); }', "sm_90",
-                       DEFAULT_KERNEL, use_cache=False)
+        compile_source(
+            'extern "C" __global__ void autotune_sgemm() { undefined_thing(); }',
+            "sm_90",
+            DEFAULT_KERNEL,
+            use_cache=False,
+        )
     assert "undefined_thing" in str(exc.value)
 
 
 def test_post_compile_filter_rejects_spills(h100):
     # 128 accumulators per thread under a 128-register cap (MINB=2, 256 threads): spills.
-    spill = Config.make("warptile", dict(BM=128, BN=256, BK=16, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=4,
-                                         STAGES=3, PAD_A=4, PAD_B=0, GROUP_M=8, SPLITK=1, MINB=2,
-                                         PREFETCH=0, MMA_ORDER=0))
+    spill = Config.make(
+        "warptile",
+        dict(
+            BM=128,
+            BN=256,
+            BK=16,
+            WARPS_M=2,
+            WARPS_N=4,
+            LANES_N=8,
+            TM=8,
+            TN=4,
+            STAGES=3,
+            PAD_A=4,
+            PAD_B=0,
+            GROUP_M=8,
+            SPLITK=1,
+            MINB=2,
+            PREFETCH=0,
+            MMA_ORDER=0,
+        ),
+    )
     ok = Space.load("warptile").seeds[0]
     out = prepare([spill, ok], Problem(256, 256, 256), h100, "sm_90", {})
     assert out[0].measurement.status is Status.REJECTED and "spills" in out[0].measurement.message
@@ -76,7 +99,7 @@ def test_post_compile_filter_rejects_spills(h100):
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 def test_sass_of_the_warptile_seed_is_mostly_ffma_with_wide_shared_loads():
     cfg = Space.load("warptile").seeds[0]
-    c = compile_source(render(Family.load("warptile"), cfg), "sm_90", DEFAULT_KERNEL)
+    c = compile_source(render(Family.load("warptile").resolve(cfg)), "sm_90", DEFAULT_KERNEL)
     s = analyze_cubin(c.cubin, DEFAULT_KERNEL).summary()
     assert s["loop_ffma"] == 16 * 128  # BK x (16 x 8 thread tile)
     assert s["loop_ffma_share"] > 0.85
@@ -88,19 +111,21 @@ def test_sass_main_loop_of_a_persistent_kernel_is_its_inner_loop():
     """A persistent kernel's loop over its tiles holds the main loop twice (vector and scalar B
     copies) and more FFMA than either: the report must describe the inner, hot one."""
     seed = Space.load("warptile").seeds[0].as_dict()
-    for streamk in (1, 3):
-        c = compile_source(render(Family.load("warptile"), Config.make("warptile", {**seed, "STREAMK": streamk})),
-                           "sm_90", DEFAULT_KERNEL)
+    for schedule in ("stream_k", "split_persistent"):
+        c = compile_source(
+            render(Family.load("warptile").resolve({**seed, "SCHEDULE": schedule})), "sm_90", DEFAULT_KERNEL
+        )
         s = analyze_cubin(c.cubin, DEFAULT_KERNEL)
-        assert s.total["FFMA"] > 2 * 16 * 128 and s.summary()["loop_ffma"] == 16 * 128, streamk
+        assert s.total["FFMA"] > 2 * 16 * 128 and s.summary()["loop_ffma"] == 16 * 128, schedule
         assert s.summary()["loop_ffma_share"] > 0.85
         r = parse_resources(c.log, DEFAULT_KERNEL)
         assert r.spill_bytes == 0 and r.registers <= 255
 
 
 def test_a_split_launch_counts_its_tail_kernel():
-    log = LOG + LOG.replace("'k'", "'k_tail'").replace("properties for k\n", "properties for k_tail\n") \
-        .replace("Used 128", "Used 200")
+    log = LOG + LOG.replace("'k'", "'k_tail'").replace("properties for k\n", "properties for k_tail\n").replace(
+        "Used 128", "Used 200"
+    )
     r = parse_resources(log, "k")
     assert (r.registers, r.spill_bytes) == (200, 2 * 356)  # the most registers, every spill
 
@@ -115,17 +140,23 @@ def test_split_launch_main_kernel_is_the_whole_tile_kernel():
     fam = Family.load("warptile")
     seed = {**Space.load("warptile").seeds[0].as_dict(), "LANES_N": 4}  # its tail needs 254 registers
 
-    def sass(streamk):
-        c = compile_source(render(fam, Config.make("warptile", {**seed, "STREAMK": streamk})), "sm_90", DEFAULT_KERNEL)
+    def sass(schedule):
+        c = compile_source(render(fam.resolve({**seed, "SCHEDULE": schedule})), "sm_90", DEFAULT_KERNEL)
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(c.cubin)
             f.flush()
-            out = subprocess.run([find_cuobjdump(), "--dump-sass", "--function", DEFAULT_KERNEL, f.name],
-                                 capture_output=True, text=True, check=True).stdout
-        return [line.split("/*")[1] + line.split("*/")[1] for line in out.splitlines() if line.strip().startswith("/*")], c
+            out = subprocess.run(
+                [find_cuobjdump(), "--dump-sass", "--function", DEFAULT_KERNEL, f.name],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        return [
+            line.split("/*")[1] + line.split("*/")[1] for line in out.splitlines() if line.strip().startswith("/*")
+        ], c
 
-    whole, _ = sass(0)
-    split, c = sass(2)
+    whole, _ = sass("data_parallel")
+    split, c = sass("split_launch")
     assert len(whole) > 1000 and split == whole
     tail = parse_resources(c.log.replace("'autotune_sgemm'", "'main'"), DEFAULT_KERNEL + "_tail")
     assert tail.spill_bytes == 0 and tail.registers <= 255
@@ -137,8 +168,9 @@ def test_split_launch_tail_keeps_its_main_loop_out_of_the_loop_over_pieces():
     k-iteration than the whole-tile kernel's (run 44); out of line, 0.8% (run 45). Its hot loop
     must stay the whole-tile kernel's size, not grow with the pieces' bookkeeping."""
     seed = Space.load("warptile").seeds[0].as_dict()
-    c = compile_source(render(Family.load("warptile"), Config.make("warptile", {**seed, "STREAMK": 2})),
-                       "sm_90", DEFAULT_KERNEL)
+    c = compile_source(
+        render(Family.load("warptile").resolve({**seed, "SCHEDULE": "split_launch"})), "sm_90", DEFAULT_KERNEL
+    )
     whole = analyze_cubin(c.cubin, DEFAULT_KERNEL).summary()
     tail = analyze_cubin(c.cubin, DEFAULT_KERNEL + "_tail").summary()
     assert tail["loop_ffma"] == whole["loop_ffma"] == 16 * 128
@@ -154,11 +186,17 @@ def test_nvrtc_own_cache_is_off_unless_the_user_set_it(tmp_path):
     import subprocess
     import sys
 
-    code = ("import os; from autotune.gpu.compile import compile_many; compile_many([], 'sm_90'); "
-            "print(os.environ.get('CUDA_CACHE_DISABLE'))")
+    code = (
+        "import os; from autotune.gpu.compile import compile_many; compile_many([], 'sm_90'); "
+        "print(os.environ.get('CUDA_CACHE_DISABLE'))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "CUDA_CACHE_DISABLE"}
-    run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, capture_output=True, text=True,  # noqa: E731
-                                   check=True).stdout.strip()
+
+    def run(e):
+        return subprocess.run(
+            [sys.executable, "-c", code], env=e, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
     assert run(env) == "1"
     assert run({**env, "CUDA_CACHE_DISABLE": "0"}) == "0"
 

@@ -4,8 +4,9 @@ import pytest
 from helpers import have_nvcc
 from test_results import GPU, _entry
 
-from autotune.export import export
+from autotune.export import export, header_for_entry
 from autotune.results import update_record
+from autotune.space import Family
 from autotune.types import Problem, UserError
 
 HARNESS = """#include "tuned.h"
@@ -16,17 +17,32 @@ int main() {
 }
 """
 
-WARPTILE = dict(BM=128, BN=256, BK=8, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=4, STAGES=4, PAD_A=4, PAD_B=0,
-                GROUP_M=8, SPLITK=4, MINB=1, PREFETCH=0, MMA_ORDER=0)
+WARPTILE = dict(
+    BM=128,
+    BN=256,
+    BK=8,
+    WARPS_M=2,
+    WARPS_N=4,
+    LANES_N=8,
+    TM=8,
+    TN=4,
+    STAGES=4,
+    PAD_A=4,
+    PAD_B=0,
+    GROUP_M=8,
+    SPLITK=4,
+    MINB=1,
+    PREFETCH=0,
+    MMA_ORDER=0,
+)
+SCHEDULES = ["stream_k", "split_launch", "split_persistent", "split_fused"]
+CASES = [("vectorized", dict(BM=128, BN=128, BK=16, TM=8, TN=8)), ("warptile", WARPTILE)] + [
+    ("warptile", {**WARPTILE, "SPLITK": 1, "SCHEDULE": s}) for s in SCHEDULES
+]
 
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
-@pytest.mark.parametrize("family, params", [("vectorized", dict(BM=128, BN=128, BK=16, TM=8, TN=8)),
-                                            ("warptile", WARPTILE),
-                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 1}),
-                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 2}),
-                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 3}),
-                                            ("warptile", {**WARPTILE, "SPLITK": 1, "STREAMK": 4})])
+@pytest.mark.parametrize("family, params", CASES)
 def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, params):
     P = Problem(1000, 1000, 1000)
     update_record(tmp_path, GPU, P, {family: _entry(family, params, 30000.0, h100)})
@@ -36,20 +52,80 @@ def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, pa
         assert f"#define AUTOTUNE_{k} {v}\n" in text
     if family == "warptile":  # > 48 KB shared memory: the opt-in
         assert "cudaFuncAttributeMaxDynamicSharedMemorySize" in text
-    if params.get("SPLITK", 1) > 1:  # split-K: C is scaled first
-        assert "_scale_c<<<" in text
+    assert ("_scale_c<<<" in text) == (params.get("SPLITK", 1) > 1)  # split-K: C is scaled first
     if family == "warptile":  # B to a 16-byte pitch when N % 4 != 0 (in the workspace)
         assert "_pack_b<<<" in text and "cudaMallocAsync" in text
-    if params.get("STREAMK"):  # a grid of at most the resident blocks, a zeroed stream-ordered workspace
-        assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in text and "_scale_c<<<" not in text
+    if params.get("SCHEDULE", "data_parallel") != "data_parallel":  # a grid of at most the resident blocks
+        assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in text
         assert "cudaMallocAsync" in text and "cudaMemsetAsync" in text and "cudaFreeAsync" in text
-    # A split launch: the tail's tiles of C scaled, the main kernel where it has tiles, then the tail.
-    assert ("_scale_tiles<<<" in text and "_tail<<<" in text and "if (grid.x > 0)" in text) == \
-        (params.get("STREAMK") == 2)
+    # A split launch: the tail's tiles of C scaled, then the main kernel, then the tail.
+    assert ("_scale_tiles<<<" in text and "_tail<<<" in text) == (params.get("SCHEDULE") == "split_launch")
     (tmp_path / "main.cu").write_text(HARNESS)
-    r = subprocess.run(["nvcc", "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
+
+
+# The launch plan the header computes, printed by a host program: no GPU is needed for that part.
+PLAN_HARNESS = r"""#include <cstdio>
+#include "tuned.h"
+int main() {
+    const long long shapes[][4] = { %(shapes)s };
+    for (const auto& s : shapes) {
+        const autotune_sgemm_plan_t p = autotune_sgemm_plan(s[0], s[1], s[2], s[3]);
+        printf("%%lld %%lld %%lld %%lld %%lld %%lld", p.ws_bytes, p.ws_zeroed, p.pack_b, p.pack_b_at, p.ldb,
+               p.tail_first);
+        for (const auto& st : p.step)
+            if (st[0]) printf(" | %%lld %%lld %%lld", st[1], st[2], st[3]); else printf(" | -");
+        printf("\n");
+    }
+    return 0;
+}
+"""
+PLAN_SHAPES = [
+    (4096, 4096, 4096, 132),
+    (1000, 1000, 1000, 132),
+    (300, 4097, 70, 132),
+    (5, 7, 20, 132),
+    (4097, 1, 8191, 264),
+    (3000, 3000, 3000, 132),
+    (128 * 12, 256 * 11, 64, 132),
+    (1, 1, 1, 7),
+]
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+@pytest.mark.parametrize("family, params", CASES + [("tiled", {"TILE": 16})])
+def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
+    """The header's launcher and the Python runner are rendered from one launch plan: at every
+    shape both compute the same workspace, packing, and the same steps with the same grids."""
+    resolved = Family.load(family).resolve(params)
+    rec = {"problem": {"M": 64, "N": 64, "K": 64}, "gpu": {"name": "test", "arch": "sm_90"}}
+    entry = {"config": {"family": family, "params": params}, "gflops": 1.0, "ratio": 1.0}
+    (tmp_path / "tuned.h").write_text(header_for_entry(rec, entry, "tuned.h"))
+    shapes = ", ".join("{" + ", ".join(map(str, s)) + "}" for s in PLAN_SHAPES)
+    (tmp_path / "plan.cu").write_text(PLAN_HARNESS % {"shapes": shapes})
+    b = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "plan"), str(tmp_path / "plan.cu")], capture_output=True, text=True
+    )
+    assert b.returncode == 0, b.stderr
+    lines = subprocess.run([str(tmp_path / "plan")], capture_output=True, text=True, check=True).stdout.splitlines()
+    plan = resolved.plan
+    for (M, N, K, slots), line in zip(PLAN_SHAPES, lines, strict=True):
+        g = plan.geometry(M, N, K, slots)
+        v = g.values
+        running = {step.kernel: grid for step, grid in g.launches}
+        want = [
+            v.get("ws_bytes", 0),
+            v.get("ws_zeroed", 0),
+            v.get("pack_b", 0),
+            v.get("pack_b_at", 0),
+            v.get("ldb", N),
+            v.get("tail_first", 0),
+        ]
+        steps = [" ".join(map(str, running[s.kernel])) if s.kernel in running else "-" for s in plan.steps]
+        assert line == " ".join(map(str, want)) + "".join(f" | {s}" for s in steps), (M, N, K, slots)
 
 
 def test_export_of_an_untuned_shape_lists_the_tuned_ones(tmp_path, h100):

@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from helpers import RESULTS
 
 from autotune.results import (
     best_entry,
@@ -16,12 +17,29 @@ P = Problem(1000, 1000, 1000)
 
 
 def _entry(family, params, gflops, h100):
-    m = Measurement(Config.make(family, params), P, Status.OK, time_ms=P.flops / gflops / 1e6, time_min_ms=1,
-                    time_max_ms=2, time_iqr_ms=0.01, repeats=20, gflops=gflops, error=5e-7, registers=127,
-                    spill_bytes=0, smem_bytes=16384)
-    return make_entry(m, {"time_ms": 1.0, "time_iqr_ms": 0.0, "gflops": 30000.0, "error": 5e-7},
-                      search={"sampler": "tpe"}, versions={"cupy": "x"}, command="autotune search --size 1000",
-                      limits=h100.to_dict())
+    m = Measurement(
+        Config.make(family, params),
+        P,
+        Status.OK,
+        time_ms=P.flops / gflops / 1e6,
+        time_min_ms=1,
+        time_max_ms=2,
+        time_iqr_ms=0.01,
+        repeats=20,
+        gflops=gflops,
+        error=5e-7,
+        registers=127,
+        spill_bytes=0,
+        smem_bytes=16384,
+    )
+    return make_entry(
+        m,
+        {"time_ms": 1.0, "time_iqr_ms": 0.0, "gflops": 30000.0, "error": 5e-7},
+        search={"sampler": "tpe"},
+        versions={"cupy": "x"},
+        command="autotune search --size 1000",
+        limits=h100.to_dict(),
+    )
 
 
 def test_round_trip_and_keep_the_faster(tmp_path, h100):
@@ -50,8 +68,15 @@ def test_only_verified_measurements_are_recorded(h100):
         make_entry(m, {"gflops": 1.0}, search={}, versions={}, command="", limits=h100.to_dict())
 
 
-@pytest.mark.parametrize("text", ["{not json", '{"schema": 1}', '{"schema": 99, "problem": {}}',
-                                  '{"schema": 1, "gpu": {"name": "x", "slug": "x"}, "problem": {"M": 0, "N": 1, "K": 1}, "families": {}}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        '{"schema": 1}',
+        '{"schema": 99, "problem": {}}',
+        '{"schema": 1, "gpu": {"name": "x", "slug": "x"}, "problem": {"M": 0, "N": 1, "K": 1}, "families": {}}',
+    ],
+)
 def test_corrupted_file_is_one_clear_error(tmp_path, text):
     path = tmp_path / "x" / "1000x1000x1000.json"
     path.parent.mkdir()
@@ -71,13 +96,14 @@ def test_corrupted_file_is_not_overwritten(tmp_path, h100):
 
 
 def test_nearest_tuned_shape_with_and_without_a_family():
-    from pathlib import Path
-
     from autotune.api import nearest_entry
-    root = Path(__file__).resolve().parent.parent / "results"
+
+    root = RESULTS
     shape, entry = nearest_entry(Problem(4000, 4100, 4096), GPU["slug"], root)
     assert shape == Problem(4096, 4096, 4096) and entry["config"]["family"] == "warptile"
-    # vectorized was tuned at 1024^3, 2048^3 and 4096^3 only: 8192^3 falls back to 4096^3
+    shape, entry = nearest_entry(Problem(8000, 8192, 9000), GPU["slug"], root)
+    assert shape == Problem(8192, 8192, 8192) and entry["config"]["family"] == "warptile"
+    # vectorized is stored at 4096^3 only, beside warptile at 8192^3: 8192^3 falls back to 4096^3
     shape, entry = nearest_entry(Problem(8192, 8192, 8192), GPU["slug"], root, family="vectorized")
     assert shape == Problem(4096, 4096, 4096) and entry["config"]["family"] == "vectorized"
     assert nearest_entry(Problem(64, 64, 64), "no-such-gpu", root) is None
@@ -87,8 +113,9 @@ def test_several_gpus_resolve_to_the_named_one_or_this_machines(tmp_path, h100, 
     from autotune import results
 
     for slug in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
-        update_record(tmp_path, {**GPU, "slug": slug}, Problem(64, 64, 64),
-                      {"tiled": _entry("tiled", {"TILE": 16}, 1.0, h100)})
+        update_record(
+            tmp_path, {**GPU, "slug": slug}, Problem(64, 64, 64), {"tiled": _entry("tiled", {"TILE": 16}, 1.0, h100)}
+        )
     assert results.resolve_gpu(tmp_path, "NVIDIA H200") == "nvidia-h200"
     monkeypatch.setattr(results, "live_gpu_slug", lambda: None)
     with pytest.raises(UserError, match="several GPUs.*--gpu"):

@@ -35,8 +35,22 @@ def replay(tmp_path_factory):
 
 
 def _cmd(results, replay_path, *extra):
-    return [sys.executable, "-m", "autotune.cli", "search", "--size", "512", "--family", "coarse1d",
-            "--replay", str(replay_path), "--results", str(results), "--quiet", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "autotune.cli",
+        "search",
+        "--size",
+        "512",
+        "--family",
+        "coarse1d",
+        "--replay",
+        str(replay_path),
+        "--results",
+        str(results),
+        "--quiet",
+        *extra,
+    ]
 
 
 def _trials(results):
@@ -76,15 +90,6 @@ def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
     evaluated = [t.user_attrs["config"] for t in final if t.user_attrs.get("evaluated")]
     assert len(evaluated) == len(set(evaluated)) == 40  # no trial lost, none recorded twice
     assert done_before <= set(evaluated)
-    # A trial measured but not told before the kill is recorded from its measurement when its
-    # retry comes round, not run again: every FAIL'd trial with a measurement has a retry
-    # holding the very same measurement.
-    by_number = {t.number: t for t in after}
-    for t in after:
-        if "failed_trial" in t.system_attrs and t.user_attrs.get("measurement"):
-            old = by_number[t.system_attrs["failed_trial"]]
-            if old.user_attrs.get("evaluated"):
-                assert t.user_attrs["measurement"] == old.user_attrs["measurement"]
     # The trials the killed process had in flight were failed and re-queued with the same params.
     # (A trial killed while its parameters were being drawn has some or none: its retry keeps
     # those and draws the rest; one never beaten for is failed by the next run, see
@@ -95,24 +100,53 @@ def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
     with_params = {n for n, t in failed.items() if t.params}
     assert with_params and with_params <= set(retries)
     assert all(failed[n].params.items() <= retries[n].params.items() for n in with_params)
+    # A trial measured but not told before the kill hands its measurement to its retry (rarely
+    # caught here: the next test makes that case on purpose).
+    measured = {n for n, t in failed.items() if t.user_attrs.get("evaluated")}
+    assert measured <= set(retries)
+    assert all(retries[n].user_attrs["measurement"] == failed[n].user_attrs["measurement"] for n in measured)
     rec = json.loads((tmp_path / SLUG / "512x512x512.json").read_text())  # whole, valid JSON
     best = max((n for n in evaluated), key=table.get)
     assert rec["families"]["coarse1d"]["config"]["name"] == best
 
 
+def test_a_retry_of_a_measured_trial_is_recorded_from_its_measurement(tmp_path, replay):
+    """A worker killed after measuring a trial but before telling it leaves a retry that holds
+    the measurement (Optuna's retry copies the user attributes): the next run records that
+    measurement and does not run the candidate again."""
+    path, table = replay
+    r = subprocess.run(_cmd(tmp_path, path, "--trials", "12"), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    url = f"sqlite:///{tmp_path}/{SLUG}/optuna.db"
+    (name,) = optuna.get_all_study_names(url)
+    study = optuna.load_study(study_name=name, storage=url)
+    done = {t.user_attrs["config"] for t in study.get_trials() if t.user_attrs.get("evaluated")}
+    donor = next(t for t in study.get_trials() if t.user_attrs.get("status") == "ok")
+    victim = next(c for c in Space.load("coarse1d").enumerate(load_profile("h100")).valid if c.name not in done)
+    kept = {**donor.user_attrs["measurement"], "gflops": 123456.0}  # no replayed run gives this
+    study.enqueue_trial(
+        victim.as_dict(), user_attrs={"config": victim.name, "status": "ok", "measurement": kept, "evaluated": True}
+    )
+    r = subprocess.run(_cmd(tmp_path, path, "--trials", "30"), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    runs = [t for t in study.get_trials() if t.user_attrs.get("config") == victim.name]
+    assert [(t.state.name, t.value) for t in runs if not t.user_attrs.get("duplicate")] == [("COMPLETE", 123456.0)]
+    assert all(t.value == 123456.0 for t in runs) and table[victim.name] != 123456.0  # never replayed
+
+
 def test_a_trial_asked_but_never_named_is_failed(tmp_path, monkeypatch):
     """Killed between asking a trial and its first heartbeat, a worker leaves a RUNNING trial
     that Optuna never calls stale (found by the kill -9 test): the next run fails it."""
-    from autotune import search
+    from autotune import studies
 
-    study = search.open_study(search.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", search.make_sampler("tpe", 0))
+    study = studies.open_study(studies.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", studies.make_sampler("tpe", 0))
     orphan = study.ask()  # no config, no parameters, no heartbeat
     named = study.ask()
     named.set_user_attr("config", "x")  # a live worker's trial: the heartbeats decide for it
-    search._recover_stale(study, wait=False)
+    studies.recover_stale(study, wait=False)
     assert {t.number: t.state.name for t in study.get_trials()} == {orphan.number: "RUNNING", named.number: "RUNNING"}
-    monkeypatch.setattr(search, "GRACE_S", 0)  # now the orphan is older than the grace period
-    search._recover_stale(study, wait=False)
+    monkeypatch.setattr(studies, "GRACE_S", 0)  # now the orphan is older than the grace period
+    studies.recover_stale(study, wait=False)
     assert {t.number: t.state.name for t in study.get_trials()} == {orphan.number: "FAIL", named.number: "RUNNING"}
 
 
@@ -140,8 +174,10 @@ def test_three_workers_share_one_study(tmp_path, replay):
     assert multi["config"]["name"] == single["config"]["name"]
 
 
-@pytest.mark.skipif(not os.environ.get("AUTOTUNE_TEST_POSTGRES"), reason="set AUTOTUNE_TEST_POSTGRES to a "
-                    "postgresql:// URL (.ci/run starts a server)")
+@pytest.mark.skipif(
+    not os.environ.get("AUTOTUNE_TEST_POSTGRES"),
+    reason="set AUTOTUNE_TEST_POSTGRES to a postgresql:// URL (.ci/run starts a server)",
+)
 def test_workers_share_a_postgresql_study(tmp_path, replay):
     path, _ = replay
     url = os.environ["AUTOTUNE_TEST_POSTGRES"]
@@ -158,8 +194,13 @@ def test_unreachable_storage_is_one_line_and_keeps_results(tmp_path, replay):
     path, _ = replay
     (tmp_path / SLUG).mkdir()
     (tmp_path / SLUG / "keep.txt").write_text("x")
-    r = subprocess.run(_cmd(tmp_path, path, "--storage", "postgresql://nobody@127.0.0.1:9/none"), cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        _cmd(tmp_path, path, "--storage", "postgresql://nobody@127.0.0.1:9/none"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and r.stderr.startswith("autotune: error: storage") and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in (tmp_path / SLUG).iterdir()) == ["keep.txt"]
@@ -167,14 +208,24 @@ def test_unreachable_storage_is_one_line_and_keeps_results(tmp_path, replay):
 
 # ---- property-based: the config loader and the CLI never crash on hostile input ----------
 
-_scalar = st.one_of(st.integers(-2**40, 2**40), st.floats(allow_nan=True), st.text(max_size=30), st.booleans(),
-                    st.none(), st.just("128; asm(\"trap;\")"), st.just("{{ 7*7 }}"))
+_scalar = st.one_of(
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.booleans(),
+    st.none(),
+    st.just('128; asm("trap;")'),
+    st.just("{{ 7*7 }}"),
+)
 _values = st.one_of(_scalar, st.lists(_scalar, max_size=4))
 _params = st.sampled_from(["BM", "BN", "BK", "TM", "TN", "XX", "bm", "", "KERNEL_NAME"])
 _space = st.dictionaries(_params, _values, max_size=7)
-_doc = st.one_of(st.fixed_dictionaries({"space": _space}),
-                 st.fixed_dictionaries({"space": _space, "seeds": st.lists(st.dictionaries(_params, _scalar))}),
-                 st.dictionaries(st.text(max_size=8), _values, max_size=3), _values)
+_doc = st.one_of(
+    st.fixed_dictionaries({"space": _space}),
+    st.fixed_dictionaries({"space": _space, "seeds": st.lists(st.dictionaries(_params, _scalar))}),
+    st.dictionaries(st.text(max_size=8), _values, max_size=3),
+    _values,
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -189,8 +240,7 @@ def test_config_loader_accepts_valid_or_raises_user_error(doc):
     for vals in sp.values.values():  # what gets through is integers from the declared domains
         assert all(type(v) is int for v in vals)
     for p, vals in sp.values.items():
-        lo, hi = fam.params[p]
-        assert all(lo <= v <= hi for v in vals)
+        assert all(fam.params[p].lo <= v <= fam.params[p].hi for v in vals)
 
 
 @settings(max_examples=200, deadline=None)
@@ -199,14 +249,44 @@ def test_yaml_text_never_crashes_the_loader(tmp_path_factory, doc):
     path = tmp_path_factory.mktemp("y") / "space.yaml"
     path.write_text(doc)
     try:
-        Space.load("coarse2d", path)
-    except UserError:
-        pass
+        sp = Space.load("coarse2d", path)
+    except UserError as exc:  # one line that names the file
+        assert str(path) in str(exc) and "\n" not in str(exc), str(exc)
+        return
+    for p, vals in sp.values.items():  # text that loads is a space of integers from the domains
+        lo, hi = sp.family.params[p]
+        assert all(type(v) is int and lo <= v <= hi for v in vals)
 
 
-_token = st.one_of(st.sampled_from(["--size", "--m", "--n", "--k", "--family", "--trials", "--sampler", "--timeout",
-                                    "--seed", "--workers", "--config", "--storage", "tiled", "grid", "0", "-1",
-                                    "4096", "1e9", "nan", "x", "--", "--dry-run"]), st.text(max_size=6))
+_token = st.one_of(
+    st.sampled_from(
+        [
+            "--size",
+            "--m",
+            "--n",
+            "--k",
+            "--family",
+            "--trials",
+            "--sampler",
+            "--timeout",
+            "--seed",
+            "--workers",
+            "--config",
+            "--storage",
+            "tiled",
+            "grid",
+            "0",
+            "-1",
+            "4096",
+            "1e9",
+            "nan",
+            "x",
+            "--",
+            "--dry-run",
+        ]
+    ),
+    st.text(max_size=6),
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -224,6 +304,5 @@ def test_cli_arguments_never_trace_back(argv):
             code = cli.main(argv)
         except SystemExit as exc:
             code = exc.code
-    assert code in (0, 1, 2), (argv, err.getvalue())
-    if code == 2:
-        assert err.getvalue().startswith("autotune: error: ") and "Traceback" not in err.getvalue()
+    assert code in (0, 1, 2) and "Traceback" not in err.getvalue(), (argv, err.getvalue())
+    assert code != 2 or err.getvalue().startswith("autotune: error: "), (argv, err.getvalue())

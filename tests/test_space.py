@@ -1,19 +1,22 @@
 import itertools
+import math
 import random
 
 import jinja2
 import pytest
+from helpers import families
 
 from autotune.limits import DeviceLimits
 from autotune.render import render
 from autotune.space import Family, Space, known_families
 from autotune.types import Config, UserError
 
-FAMILIES = ["tiled", "coarse1d", "coarse2d", "vectorized", "warptile"]
+FAMILIES = families()
 
 
-def test_known_families():
-    assert set(FAMILIES) <= set(known_families())
+def test_every_template_has_a_default_space():
+    # A family template without configs/<name>.yaml would get none of the tests below.
+    assert len(FAMILIES) >= 5 and FAMILIES == known_families()
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -23,7 +26,7 @@ def test_renders_sampled_valid_configs(family, h100):
     assert valid
     fam = sp.family
     for cfg in random.Random(0).sample(valid, min(12, len(valid))) + sp.seeds:
-        src = render(fam, cfg, kernel_name="k_test")
+        src = render(fam.resolve(cfg), kernel_name="k_test")
         assert "{{" not in src and "{%" not in src
         assert 'extern "C" __global__' in src and "k_test(" in src and "k_test_scale_c(" in src
         # every parameter value reaches the source as a literal somewhere
@@ -34,10 +37,11 @@ def test_strict_undefined_fails_on_a_misspelled_parameter(tmp_path):
     (tmp_path / "_common.cuh.j2").write_text("")
     (tmp_path / "bad.cu.j2").write_text(
         "{#- autotune\nparams: {X: {domain: [1, 8]}}\nderived: {THREADS: 32 * X, SMEM_BYTES: 0}\n"
-        "launch: {grid: ['1', '1', '1']}\n-#}\nint a = {{ Y }};\n")
+        "launch: {grid: ['1', '1', '1']}\n-#}\nint a = {{ Y }};\n"
+    )
     fam = Family.load("bad", tmp_path)
     with pytest.raises(jinja2.UndefinedError):
-        render(fam, Config.make("bad", {"X": 1}))
+        render(fam.resolve(Config.make("bad", {"X": 1})))
 
 
 def test_declared_values_match_hand_computation(h100):
@@ -46,61 +50,104 @@ def test_declared_values_match_hand_computation(h100):
     assert env["THREADS"] == (128 // 8) * (64 // 4) == 256
     assert env["SMEM_BYTES"] == 4 * (128 * 16 + 16 * 64) == 12288
     w = Family.load("warptile")
-    p = dict(BM=128, BN=256, BK=16, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=4, STAGES=3, PAD_A=4, PAD_B=0,
-             GROUP_M=8, SPLITK=1, MINB=1, PREFETCH=0, MMA_ORDER=0)
+    p = dict(
+        BM=128,
+        BN=256,
+        BK=16,
+        WARPS_M=2,
+        WARPS_N=4,
+        LANES_N=8,
+        TM=8,
+        TN=4,
+        STAGES=3,
+        PAD_A=4,
+        PAD_B=0,
+        GROUP_M=8,
+        SPLITK=1,
+        MINB=1,
+        PREFETCH=0,
+        MMA_ORDER=0,
+    )
     env = w.derive(p)
     assert (env["THREADS"], env["WM"], env["WN"], env["WMITER"], env["WNITER"]) == (256, 64, 64, 2, 2)
     assert env["SMEM_BYTES"] == 4 * 3 * 16 * (132 + 256) == 74496
-    geo = w.launch_geometry(Config.make("warptile", p), 4097, 1000, 5)
-    assert geo == {"grid": (33 * 4, 1, 1), "block": 256, "dynamic_smem": 74496, "scale_c_first": False,
-                   "workspace_bytes": 0, "workspace_zeroed": 0, "pack_b": False, "pack_b_at": 0,
-                   "tail_tiles": 0, "tail_first": 0, "tail_grid": 0}
+    geo = _geo(p, 4097, 1000, 5)
+    assert (geo.grid, geo.block, geo.dynamic_smem, geo.scale_c) == ((33 * 4, 1, 1), 256, 74496, 0)
+    assert (geo.ws_bytes, geo.ws_zeroed, geo.pack_b, geo.pack_b_at, geo.tail_tiles) == (0, 0, 0, 0, 0)
+    assert geo.kernels == [""]  # N % 4 == 0: nothing to pack, no split-K, no tail
+
+
+def _geo(params, M, N, K, slots=None):
+    return Family.load("warptile").resolve(params).plan.geometry(M, N, K, slots)
+
+
+def _seed(**change):
+    return {**Space.load("warptile").seeds[0].as_dict(), **change}  # 128 x 256 tiles, BK 16
 
 
 def test_b_is_packed_to_a_16_byte_pitch_only_when_its_rows_are_unaligned():
-    w = Family.load("warptile")
-    p = dict(Space.load("warptile").seeds[0].as_dict())
-    geo = w.launch_geometry(Config.make("warptile", p), 300, 4097, 70)
-    assert geo["pack_b"] and geo["pack_b_at"] == 0 and geo["workspace_bytes"] == 4 * 70 * 4100
-    assert not w.launch_geometry(Config.make("warptile", p), 300, 4096, 70)["pack_b"]
-    assert not w.launch_geometry(Config.make("warptile", {**p, "PACKB": 0}), 300, 4097, 70)["pack_b"]
+    geo = _geo(_seed(), 300, 4097, 70)
+    assert geo.pack_b and geo.pack_b_at == 0 and geo.ws_bytes == 4 * 70 * 4100 and geo.ldb == 4100
+    assert geo.kernels == ["_pack_b", ""]
+    assert not _geo(_seed(), 300, 4096, 70).pack_b and _geo(_seed(), 300, 4096, 70).ldb == 4096
+    assert not _geo(_seed(PACKB=0), 300, 4097, 70).pack_b
     # With stream-K the packed B follows the flags and partial tiles.
-    sk = w.launch_geometry(Config.make("warptile", {**p, "STREAMK": 1}), 300, 4097, 70, slots=132)
-    assert sk["pack_b_at"] == 16 * 33 + 4 * 132 * 128 * 256
-    assert sk["workspace_bytes"] == sk["pack_b_at"] + 4 * 70 * 4100
+    sk = _geo(_seed(SCHEDULE="stream_k"), 300, 4097, 70, slots=132)
+    assert sk.pack_b_at == 16 * 33 + 4 * 132 * 128 * 256
+    assert sk.ws_bytes == sk.pack_b_at + 4 * 70 * 4100
 
 
 def test_stream_k_launch_reads_the_device_slots():
     w = Family.load("warptile")
-    p = dict(BM=128, BN=256, BK=16, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=4, STAGES=3, PAD_A=4, PAD_B=0,
-             GROUP_M=8, SPLITK=1, MINB=1, PREFETCH=0, MMA_ORDER=0, STREAMK=1)
-    plan = w.launch_plan(Config.make("warptile", p))
+    p = dict(
+        BM=128,
+        BN=256,
+        BK=16,
+        WARPS_M=2,
+        WARPS_N=4,
+        LANES_N=8,
+        TM=8,
+        TN=4,
+        STAGES=3,
+        PAD_A=4,
+        PAD_B=0,
+        GROUP_M=8,
+        SPLITK=1,
+        MINB=1,
+        PREFETCH=0,
+        MMA_ORDER=0,
+        SCHEDULE="stream_k",
+    )
+    plan = w.resolve(p).plan
     assert plan.needs_slots
     with pytest.raises(ValueError, match="SLOTS"):
         plan.geometry(4096, 4096, 4096)
     # 512 tiles on 132 slots: a persistent grid of 132 blocks, one flag and one partial tile each.
     geo = plan.geometry(4096, 4096, 4096, slots=132)
-    assert geo["grid"] == (132, 1, 1) and not geo["scale_c_first"]
-    assert geo["workspace_bytes"] == 16 * 33 + 4 * 132 * 128 * 256 and geo["workspace_zeroed"] == 16 * 33
+    assert geo.grid == (132, 1, 1) and not geo.scale_c
+    assert geo.ws_bytes == 16 * 33 + 4 * 132 * 128 * 256 and geo.ws_zeroed == 16 * 33
     # Fewer k-iterations than slots (1 tile, K = 20: 2 iterations): no idle blocks.
-    assert plan.geometry(5, 7, 20, slots=132)["grid"] == (2, 1, 1)
+    assert plan.geometry(5, 7, 20, slots=132).grid == (2, 1, 1)
     # Without stream-K the same family needs no slots and no workspace.
-    plain = w.launch_plan(Config.make("warptile", {**p, "STREAMK": 0}))
-    assert not plain.needs_slots and plain.geometry(4096, 4096, 4096)["workspace_bytes"] == 0
+    plain = w.resolve({**p, "SCHEDULE": "data_parallel"}).plan
+    assert not plain.needs_slots and plain.geometry(4096, 4096, 4096).ws_bytes == 0
 
 
 def test_split_launch_gives_the_tail_what_whole_waves_leave():
     w = Family.load("warptile")
-    p = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=2)  # 128 x 256 tiles, BK 16
-    plan = w.launch_plan(Config.make("warptile", p))
+    plan = w.resolve(_seed(SCHEDULE="split_launch")).plan
     assert plan.needs_slots and plan.has_tail  # its module holds the tail kernel
-    assert not any(w.launch_plan(Config.make("warptile", {**p, "STREAMK": sk})).has_tail for sk in (0, 1))
+    assert not any(w.resolve(_seed(SCHEDULE=s)).plan.has_tail for s in ("data_parallel", "stream_k"))
 
     def split(M, N, K, slots=132):
         g = plan.geometry(M, N, K, slots=slots)
-        assert g["grid"][0] + g["tail_tiles"] == -(-M // 128) * -(-N // 256)
-        assert g["tail_first"] == (g["grid"][0] if g["tail_tiles"] else 0) and g["workspace_bytes"] == (0 if N % 4 == 0 else 4 * K * 4 * -(-N // 4))
-        return g["grid"][0], g["tail_tiles"], g["tail_grid"]
+        assert g.grid[0] + g.tail_tiles == -(-M // 128) * -(-N // 256)
+        assert g.tail_first == g.grid[0] and g.ws_bytes == (0 if N % 4 == 0 else 4 * K * 4 * -(-N // 4))
+        # The tail's tiles of C are scaled, the main kernel runs where it has tiles, then the tail.
+        assert g.kernels == (["_pack_b"] if N % 4 else []) + (["_scale_tiles"] if g.tail_tiles else []) + (
+            [""] if g.grid[0] else []
+        ) + (["_tail"] if g.tail_tiles else [])
+        return g.grid[0], g.tail_tiles, g.tail_grid
 
     # 512 tiles: 3 whole waves of 132, the 116 left (more than half a wave) over 132 blocks.
     assert split(4096, 4096, 4096) == (396, 116, 132)
@@ -113,36 +160,67 @@ def test_split_launch_gives_the_tail_what_whole_waves_leave():
     assert split(128 * 12, 256 * 11, 64) == (132, 0, 0)
     # Fewer k-iterations than slots: one block per iteration.
     assert split(5, 7, 20) == (0, 1, 2)
-    # A split launch without a tail needs nothing beyond the main kernel; whole tiles have no tail.
-    plain = w.launch_plan(Config.make("warptile", {**p, "STREAMK": 0}))
-    assert not plain.needs_slots and plain.geometry(4096, 4096, 4096)["tail_tiles"] == 0
+    # Whole tiles have no tail and need no slots.
+    plain = w.resolve(_seed(SCHEDULE="data_parallel")).plan
+    assert not plain.needs_slots and plain.geometry(4096, 4096, 4096).tail_tiles == 0
 
 
-def test_split_launch_in_one_kernel_is_a_persistent_grid_with_two_zeroed_counters():
-    w = Family.load("warptile")
-    p = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=3)  # 128 x 256 tiles, BK 16
-    plan = w.launch_plan(Config.make("warptile", p))
+def test_split_persistent_is_a_persistent_grid_with_two_zeroed_counters():
+    plan = Family.load("warptile").resolve(_seed(SCHEDULE="split_persistent")).plan
     assert plan.needs_slots and not plan.has_tail  # one kernel: no tail kernel in its module
     geo = plan.geometry(4096, 4096, 4096, slots=132)
-    assert geo["grid"] == (132, 1, 1) and not geo["tail_tiles"] and not geo["scale_c_first"]
-    assert geo["workspace_bytes"] == 16 and geo["workspace_zeroed"] == 16
+    assert geo.grid == (132, 1, 1) and geo.kernels == [""] and not geo.scale_c
+    assert geo.ws_bytes == 16 and geo.ws_zeroed == 16
     # Fewer k-iterations than slots (1 tile, K = 20: 2 iterations): no idle blocks.
-    assert plan.geometry(5, 7, 20, slots=132)["grid"] == (2, 1, 1)
+    assert plan.geometry(5, 7, 20, slots=132).grid == (2, 1, 1)
     # Packed B follows the counters.
     packed = plan.geometry(300, 4097, 70, slots=132)
-    assert packed["pack_b"] and packed["pack_b_at"] == 16 and packed["workspace_bytes"] == 16 + 4 * 70 * 4100
+    assert packed.pack_b and packed.pack_b_at == 16 and packed.ws_bytes == 16 + 4 * 70 * 4100
 
 
-def test_split_launch_in_one_launch_puts_a_row_of_tail_blocks_before_the_whole_waves():
+def test_split_persistent_applies_the_declared_tail_rule_in_its_kernel(tmp_path):
+    """The tail rule is written once (launch value TAIL); split_persistent's kernel renders it to C
+    over its own grid. The C, compiled on the host, gives what the declaration gives."""
+    import shutil
+    import subprocess
+
     w = Family.load("warptile")
-    p = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=4)  # 128 x 256 tiles, BK 16
-    plan = w.launch_plan(Config.make("warptile", p))
+    resolved = w.resolve(_seed(SCHEDULE="split_persistent"))
+    c = dict(resolved.plan.c_values())
+    rem_c, tail_c = c["REM"], c["TAIL"]
+    assert f"REM = {rem_c};" in render(resolved) and f"return TILES - ({tail_c});" in render(resolved)
+    cases = [(512, 132), (2048, 132), (288, 132), (32, 132), (1584, 132), (1, 2), (7, 7), (200, 66)]
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("needs a C compiler")
+    prog = tmp_path / "tail.c"
+    prog.write_text(
+        "#include <stdio.h>\nint main(void) {\n"
+        + "".join(
+            f'    {{ const int TILES = {t}, SLOTS = {g}, REM = {rem_c}; printf("%d\\n", (int)({tail_c})); }}\n'
+            for t, g in cases
+        )
+        + "    return 0;\n}\n"
+    )
+    subprocess.run([cc, "-o", str(tmp_path / "tail"), str(prog)], check=True)
+    got = [
+        int(x)
+        for x in subprocess.run([str(tmp_path / "tail")], capture_output=True, text=True, check=True).stdout.split()
+    ]
+    rem, tail = dict(w.launch.values)["REM"], dict(w.launch.values)["TAIL"]
+    env = [{**resolved.env, "TILES": t, "SLOTS": g} for t, g in cases]
+    assert got == [tail({**e, "REM": rem(e)}) for e in env]
+    assert got[:4] == [116, 68, 156, 32]  # the split launch's figures (test above)
+
+
+def test_split_fused_puts_a_row_of_tail_blocks_before_the_whole_waves():
+    plan = Family.load("warptile").resolve(_seed(SCHEDULE="split_fused")).plan
     assert plan.needs_slots and not plan.has_tail
 
     def grid(M, N, K, slots=132):
         g = plan.geometry(M, N, K, slots=slots)
-        assert not g["tail_tiles"] and g["workspace_zeroed"] == 16 and g["grid"][2] == 1
-        return g["grid"][:2]
+        assert not g.tail_tiles and g.ws_zeroed == 16 and g.grid[2] == 1
+        return g.grid[:2]
 
     # The tail rows follow the split launch's rule (test_split_launch_gives_the_tail_...).
     assert grid(4096, 4096, 4096) == (132, 1 + 3) and grid(8192, 8192, 8192) == (132, 1 + 15)
@@ -154,29 +232,42 @@ def test_split_launch_in_one_launch_puts_a_row_of_tail_blocks_before_the_whole_w
 def test_the_space_seeds_stream_k_with_packed_b(h100):
     # tests/gpu/test_streamk.py runs over these seeds: without any, it would collect no case.
     sp = Space.load("warptile")
-    sk = [c for c in sp.seeds if c.as_dict().get("STREAMK") == 1]
-    assert len(sk) >= 2 and all(c.as_dict().get("PACKB", 1) == 1 for c in sk)
-    assert sp.values["STREAMK"] == [0, 1, 2, 3, 4]
+    sk = [c for c in sp.seeds if c["SCHEDULE"] == "stream_k"]
+    assert len(sk) >= 2 and all(c["PACKB"] == 1 for c in sk)
+    assert sp.values["SCHEDULE"] == ["data_parallel", "stream_k", "split_launch", "split_persistent", "split_fused"]
     assert all(not sp.family.violations(c, h100) for c in sk)
 
 
 def test_stream_k_excludes_split_k(h100):
     w = Family.load("warptile")
-    p = dict(Space.load("warptile").seeds[0].as_dict(), STREAMK=1, SPLITK=2)
-    assert any("stream-K already splits K" in r for r in w.violations(Config.make("warptile", p), h100))
+    cfg = w.resolve(_seed(SCHEDULE="stream_k", SPLITK=2)).config
+    assert any("already split K" in r for r in w.violations(cfg, h100))
 
 
 def test_a_parameter_added_later_takes_its_default_in_stored_configs_and_spaces(tmp_path):
     w = Family.load("warptile")
-    old = {k: v for k, v in Space.load("warptile").seeds[0].as_dict().items() if k != "STREAMK"}
-    assert w.validate_params(old, "stored")["STREAMK"] == 0
-    render(w, Config.make("warptile", old))  # a result stored before STREAMK existed still renders
+    old = {k: v for k, v in _seed().items() if k not in ("SCHEDULE", "PACKB")}
+    assert w.validate_params(old, "stored")["SCHEDULE"] == "data_parallel"
+    render(w.resolve(old))  # a result stored before SCHEDULE existed still renders
     f = tmp_path / "old.yaml"
     f.write_text("space:\n" + "".join(f"  {k}: [{v}]\n" for k, v in old.items()))
-    assert Space.load("warptile", f).values["STREAMK"] == [0]
+    assert Space.load("warptile", f).values["SCHEDULE"] == ["data_parallel"]
     no_default = {k: v for k, v in old.items() if k != "MINB"}
     with pytest.raises(UserError, match="missing parameter 'MINB'"):
         w.validate_params(no_default, "stored")
+
+
+def test_a_config_stored_with_the_integer_schedule_reads_as_its_name():
+    """Configs stored before schedules had names (STREAMK 0-4) resolve to the same config."""
+    w = Family.load("warptile")
+    old = {k: v for k, v in _seed().items() if k != "SCHEDULE"}
+    names = ["data_parallel", "stream_k", "split_launch", "split_persistent", "split_fused"]
+    for i, name in enumerate(names):
+        assert w.resolve({**old, "STREAMK": i}).config == w.resolve({**old, "SCHEDULE": name}).config
+    with pytest.raises(UserError, match="STREAMK=5"):
+        w.resolve({**old, "STREAMK": 5})
+    with pytest.raises(UserError, match="SCHEDULE must be one of"):
+        w.resolve({**old, "SCHEDULE": "streamk"})
 
 
 def test_violations_carry_reasons(h100):
@@ -192,13 +283,21 @@ def test_violations_carry_reasons(h100):
     assert fam.violations(ok, tight) == ["threads 256 > 128 per block"]
 
 
-@pytest.mark.parametrize("family", ["tiled", "coarse1d", "coarse2d", "vectorized"])
+# Brute force takes seconds up to ~10^4 points; larger spaces (warptile) are checked by a slice below.
+SMALL_SPACES = [f for f in FAMILIES if math.prod(len(v) for v in Space.load(f).values.values()) <= 20_000]
+
+
+def test_small_spaces_are_brute_forced():
+    assert len(SMALL_SPACES) >= 4
+
+
+@pytest.mark.parametrize("family", SMALL_SPACES)
 def test_enumeration_equals_brute_force(family, h100):
     sp = Space.load(family)
     en = sp.enumerate(h100)
     brute = set()
     for values in itertools.product(*sp.values.values()):
-        cfg = Config.make(family, dict(zip(sp.values, values)))
+        cfg = Config.make(family, dict(zip(sp.values, values, strict=True)))
         if not sp.family.violations(cfg, h100):
             brute.add(cfg)
     assert set(en.valid) == brute
@@ -210,8 +309,11 @@ def test_enumeration_equals_brute_force_warptile_slice(h100):
     small = dict(sp.values, BK=[8, 32], STAGES=[2, 4], SPLITK=[1, 4], PREFETCH=[0], MMA_ORDER=[0])
     sp = Space(sp.family, small, [], "slice")
     en = sp.enumerate(h100)
-    brute = {c for c in (Config.make("warptile", dict(zip(small, v))) for v in itertools.product(*small.values()))
-             if not sp.family.violations(c, h100)}
+    brute = {
+        c
+        for c in (Config.make("warptile", dict(zip(small, v, strict=True))) for v in itertools.product(*small.values()))
+        if not sp.family.violations(c, h100)
+    }
     assert set(en.valid) == brute and len(brute) > 50
 
 
@@ -225,19 +327,22 @@ def test_empty_space_names_the_constraints(h100):
     assert msg == "family coarse2d: no valid point among 2 (x.yaml); 'shared memory <= device limit' removed 2"
 
 
-@pytest.mark.parametrize("doc, fragment", [
-    ("space: {BM: [64], BN: [64], BK: [8], TM: [4], TN: [4], XX: [1]}", "unknown parameter 'XX'"),
-    ("space: {BM: [64], BN: [64], BK: [8], TM: [4]}", "missing parameter 'TN'"),
-    ("space: {BM: [64.5], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM must be an integer"),
-    ("space: {BM: ['128; asm(\"trap;\")'], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM must be an integer"),
-    ("space: {BM: [0], BN: [64], BK: [8], TM: [4], TN: [4]}", "outside its domain"),
-    ("space: {BM: [true], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM must be an integer"),
-    ("space: {BM: [], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM has no values"),
-    ("[1, 2]", "expected a mapping"),
-    ("family: tiled\nspace: {TILE: [8]}", "is for family 'tiled'"),
-    ("space: {BM: [64], BN: [64], BK: [8], TM: [4], TN: [4]}\nseeds: [{BM: 64}]", "missing parameter"),
-    ("space: {BM: [64], BN: [64], BK: [8], TM: [4], TN: [4]}\nbogus: 1", "unknown key 'bogus'"),
-])
+@pytest.mark.parametrize(
+    "doc, fragment",
+    [
+        ("space: {BM: [64], BN: [64], BK: [8], TM: [4], TN: [4], XX: [1]}", "unknown parameter 'XX'"),
+        ("space: {BM: [64], BN: [64], BK: [8], TM: [4]}", "missing parameter 'TN'"),
+        ("space: {BM: [64.5], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM must be an integer"),
+        ("space: {BM: ['128; asm(\"trap;\")'], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM must be an integer"),
+        ("space: {BM: [0], BN: [64], BK: [8], TM: [4], TN: [4]}", "outside its domain"),
+        ("space: {BM: [true], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM must be an integer"),
+        ("space: {BM: [], BN: [64], BK: [8], TM: [4], TN: [4]}", "BM has no values"),
+        ("[1, 2]", "expected a mapping"),
+        ("family: tiled\nspace: {TILE: [8]}", "is for family 'tiled'"),
+        ("space: {BM: [64], BN: [64], BK: [8], TM: [4], TN: [4]}\nseeds: [{BM: 64}]", "missing parameter"),
+        ("space: {BM: [64], BN: [64], BK: [8], TM: [4], TN: [4]}\nbogus: 1", "unknown key 'bogus'"),
+    ],
+)
 def test_config_loader_rejects_bad_input(tmp_path, doc, fragment):
     path = tmp_path / "space.yaml"
     path.write_text(doc)
@@ -251,14 +356,16 @@ def test_malformed_yaml_names_file_and_line(tmp_path):
     path.write_text("space:\n  BM: [64\n  BN: [1]\n")
     with pytest.raises(UserError) as exc:
         Space.load("coarse2d", path)
-    assert "malformed YAML" in str(exc.value) and "line" in str(exc.value)
+    assert f"{path}:3: malformed YAML" in str(exc.value)
 
 
 def test_yaml_tags_are_not_executed(tmp_path):
-    path = tmp_path / "space.yaml"
-    path.write_text("space: !!python/object/apply:os.system ['echo pwned']\n")
-    with pytest.raises(UserError):
+    path, pwned = tmp_path / "space.yaml", tmp_path / "pwned"
+    path.write_text(f"space: !!python/object/apply:os.mkdir ['{pwned}']\n")  # executed, it makes a folder
+    with pytest.raises(UserError) as exc:
         Space.load("coarse2d", path)
+    assert not pwned.exists()
+    assert str(path) in str(exc.value) and "python/object/apply:os.mkdir" in str(exc.value)
 
 
 def test_default_configs_are_valid_yaml_with_valid_seeds(h100):

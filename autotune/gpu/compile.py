@@ -7,27 +7,38 @@ candidate. Results are cached on disk by a hash of source, options and NVRTC ver
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
 import re
+import sys
+import threading
 import time
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Iterable, Sequence
+
+from ..types import UserError
 
 OPTIONS = ("--std=c++17", "-default-device", "-Xptxas=-v")
 
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _PROPS = re.compile(r"Function properties for (\S+)")
 _SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_ERROR_LINE = re.compile(r"\berror\s*:")  # "x.cu(12): error: ...", "ptxas error   : ..."
 _USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
 
 
 class CompileError(Exception):
-    """NVRTC rejected the source; the message holds its log."""
+    """NVRTC rejected the source: the message holds the first lines of its log (errors
+    first), `log` the whole of it."""
+
+    def __init__(self, message: str, log: str = ""):
+        super().__init__(message)
+        self.log = log
 
 
 @dataclass
@@ -49,18 +60,103 @@ class Compiled:
     cached: bool = False
 
 
-@lru_cache(maxsize=None)
+INSTALL_HINT = 'pip install "autotune[cuda13]" (or [cuda12] for a CUDA 12 driver)'
+
+
+class NVRTCMissing(UserError):
+    """CuPy or NVRTC is not installed: nothing can be compiled, so the command stops at once."""
+
+
+_LOAD_LOCK = threading.Lock()
+_loaded = None  # CuPy's NVRTC binding, once NVRTC and its builtins are in the process
+_held: list = []  # libraries loaded here, kept for the life of the process
+
+
 def _nvrtc():
+    """CuPy's NVRTC binding with libnvrtc and its builtins loaded: once per process, in one thread.
+
+    CuPy loads libnvrtc at its first call, unlocked, through cuda-pathfinder, which (1.9) maps
+    libnvrtc and only then preloads the builtins. A thread that comes between the two finds
+    libnvrtc "already loaded", skips the preload, and its compile fails with `failed to open
+    libnvrtc-builtins.so.13.0` (see _hold_builtins). So the first load happens here, under a
+    lock, and compile_many makes it before its threads start."""
+    global _loaded
+    if _loaded is None:
+        with _LOAD_LOCK:
+            if _loaded is None:
+                _loaded = _load_nvrtc()
+    return _loaded
+
+
+def _load_nvrtc():
     # NVRTC (12.9+) keeps its own cache of assembled PTX, under the CUDA JIT cache switch; a
-    # hit skips ptxas and so its -v report, which the static filter needs (runs 12-13: then a
-    # second, full compile with a nonce kernel). autotune caches cubin + report itself, so
-    # NVRTC's cache only doubles the work here. A user's own setting is left as it is.
+    # hit skips ptxas and so its -v report, which the static filter needs (then comes a
+    # second, full compile with a nonce kernel, below). autotune caches cubin + report itself, so
+    # NVRTC's cache only doubles the work here. A user's own setting is left as it is. Set
+    # before any compile: setenv while another thread's NVRTC reads the environment is a race.
     os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
     try:
         from cupy_backends.cuda.libs import nvrtc
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise CompileError(f"NVRTC is not available (install the cupy extra for your CUDA): {exc}") from None
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in ("cupy_backends", "cupy"):
+            raise NVRTCMissing(f"NVRTC is not installed: {INSTALL_HINT}") from None
+        raise NVRTCMissing(f"NVRTC cannot be loaded ({_one_line(exc)}): {INSTALL_HINT}") from None
+    except ImportError as exc:
+        raise NVRTCMissing(f"NVRTC cannot be loaded ({_one_line(exc)}): {INSTALL_HINT}") from None
+    try:
+        nvrtc.getVersion()  # CuPy loads libnvrtc at its first call
+    except Exception as exc:  # noqa: BLE001 - CuPy passes on whatever its loader raised
+        raise NVRTCMissing(f"NVRTC is not installed ({_one_line(exc)}): {INSTALL_HINT}") from None
+    _hold_builtins(nvrtc)
+    _libnvrtc()
     return nvrtc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _mapped(prefix: str) -> list[str]:
+    """Paths of the files mapped into this process whose name starts with `prefix` (Linux)."""
+    paths = set()
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and parts[5].startswith("/"):
+                    paths.add(parts[5].rstrip("\n"))
+    except OSError:
+        return []
+    return sorted(p for p in paths if os.path.basename(p).startswith(prefix))
+
+
+def _hold_builtins(nvrtc) -> None:
+    """Load libnvrtc-builtins beside the libnvrtc CuPy uses, unless it is in the process already.
+
+    At its first compile NVRTC dlopens `libnvrtc-builtins.so.<major>.<minor>` by bare name. The
+    libnvrtc.so.13 of the nvidia-cuda-nvrtc 13.0 wheel has no RUNPATH, so the loader looks in
+    LD_LIBRARY_PATH, the ld.so cache and /lib, /usr/lib, never beside libnvrtc: the compile
+    works only if the builtins are in the process already (cuda-pathfinder's preload) or a CUDA
+    toolkit is on the system path. pathfinder skips the preload when libnvrtc is mapped before
+    its own load: by another thread (see _nvrtc) or by another package (numba, cuda-python...);
+    then every compile fails. Loading the sibling here completes the first load whoever mapped
+    libnvrtc. A compile that still cannot open its builtins fails with NVRTC's message: a retry
+    would only hide an install that cannot work."""
+    if not sys.platform.startswith("linux"):
+        return
+    major, minor = nvrtc.getVersion()
+    name = f"libnvrtc-builtins.so.{major}.{minor}"
+    if _mapped(name):
+        return
+    for lib in _mapped("libnvrtc.so"):
+        sibling = os.path.join(os.path.dirname(os.path.realpath(lib)), name)
+        if os.path.isfile(sibling):
+            try:
+                _held.append(ctypes.CDLL(sibling))
+            except OSError:
+                continue
+            return
 
 
 def nvrtc_version() -> str:
@@ -77,8 +173,7 @@ def parse_resources(log: str, kernel: str) -> Resources:
         elif m := _PROPS.search(line):
             current = m.group(1)
         elif (m := _SPILL.search(line)) and current:
-            found.setdefault(current, {}).update(
-                stack=int(m.group(1)), spill=int(m.group(2)) + int(m.group(3)))
+            found.setdefault(current, {}).update(stack=int(m.group(1)), spill=int(m.group(2)) + int(m.group(3)))
         elif (m := _USED.search(line)) and current:
             found.setdefault(current, {}).update(regs=int(m.group(1)), smem=int(m.group(2) or 0))
     info = found.get(kernel)
@@ -86,17 +181,24 @@ def parse_resources(log: str, kernel: str) -> Resources:
         raise CompileError(f"no ptxas resource report for kernel {kernel!r} in the NVRTC log")
     # A split launch's tail kernel runs beside it: the most registers and every spill count.
     tail = found.get(kernel + "_tail", {})
-    return Resources(max(info["regs"], tail.get("regs", 0)), info.get("spill", 0) + tail.get("spill", 0),
-                     max(info.get("stack", 0), tail.get("stack", 0)), info["smem"])
+    return Resources(
+        max(info["regs"], tail.get("regs", 0)),
+        info.get("spill", 0) + tail.get("spill", 0),
+        max(info.get("stack", 0), tail.get("stack", 0)),
+        info["smem"],
+    )
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("AUTOTUNE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "autotune"
+    root = (
+        os.environ.get("AUTOTUNE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "autotune"
+    )
     return Path(root) / "nvrtc"
 
 
-def compile_source(source: str, arch: str, kernel: str, options: Sequence[str] = (),
-                   use_cache: bool = True) -> Compiled:
+def compile_source(
+    source: str, arch: str, kernel: str, options: Sequence[str] = (), use_cache: bool = True
+) -> Compiled:
     """Compile CUDA `source` for `arch` (e.g. 'sm_90'); raise CompileError with the log."""
     nvrtc = _nvrtc()
     opts = [f"--gpu-architecture={arch}", *OPTIONS, *options]
@@ -115,8 +217,8 @@ def compile_source(source: str, arch: str, kernel: str, options: Sequence[str] =
         res = parse_resources(log, kernel)
     except CompileError:
         # On the GPU machines NVRTC serves a module whose PTX it has assembled before (in any
-        # process) from a cache, with an empty log: no ptxas report (runs 12 and 13; a comment
-        # is not enough, the cache key is the PTX). An empty extra kernel makes the PTX new and
+        # process) from a cache, with an empty log: no ptxas report (a comment is not enough:
+        # the cache key is the PTX). An empty extra kernel makes the PTX new and
         # leaves the SGEMM kernel's code, registers and shared memory as they are.
         nonce = f'\nextern "C" __global__ void autotune_nonce_{time.time_ns()}_{os.getpid()}() {{}}\n'
         cubin, log = _nvrtc_compile(nvrtc, source + nonce, kernel, opts)
@@ -134,54 +236,57 @@ def _nvrtc_compile(nvrtc, source: str, kernel: str, opts: list[str]) -> tuple[by
         try:
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError as exc:
-            raise CompileError(f"{exc}: {_first_error(nvrtc.getProgramLog(prog))}") from None
+            log = nvrtc.getProgramLog(prog)
+            raise CompileError(f"{exc}: {_first_error(log)}", log) from None
         return _get_cubin(nvrtc, prog), nvrtc.getProgramLog(prog)
     finally:
         nvrtc.destroyProgram(prog)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _libnvrtc():
-    import ctypes
-
+    # The libnvrtc CuPy loaded, never a second copy from another search: a program handle means
+    # something only to the library that made it. With two in the process, which is CuPy's is
+    # unknown, so neither is used.
+    paths = _mapped("libnvrtc.so")
     try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-        return ctypes.CDLL(load_nvidia_dynamic_lib("nvrtc").abs_path)
-    except Exception:  # noqa: BLE001 - fall back to CuPy's binding
+        return ctypes.CDLL(paths[0]) if len(paths) == 1 else None
+    except OSError:
         return None
 
 
 def _get_cubin(nvrtc, prog) -> bytes:
     """The whole cubin. CuPy's getCUBIN drops the last byte (it treats the buffer as a C
     string); the driver tolerates that, but cuobjdump and nvdisasm reject the file."""
-    import ctypes
-
     cubin = nvrtc.getCUBIN(prog)
     lib = _libnvrtc()
     if lib is not None:
         size = ctypes.c_size_t()
         if lib.nvrtcGetCUBINSize(ctypes.c_void_p(prog), ctypes.byref(size)) == 0 and size.value == len(cubin) + 1:
             buf = ctypes.create_string_buffer(size.value)
-            # Only if it is the same image: were `lib` another copy of NVRTC than CuPy's, the
-            # program handle would mean nothing to it.
+            # Only if it is the same image (a check that costs one copy of the cubin).
             if lib.nvrtcGetCUBIN(ctypes.c_void_p(prog), buf) == 0 and buf.raw[:-1] == cubin:
                 return buf.raw
     return cubin + b"\0"  # the dropped byte is the NUL padding that ends the ELF image
 
 
-def _first_error(log: str) -> str:
-    for line in log.splitlines():
-        if "error" in line:
-            return line.strip()
-    return log.strip().splitlines()[-1] if log.strip() else "no log"
+def _first_error(log: str, lines: int = 3) -> str:
+    """The first few lines of an NVRTC log, its error lines first, joined by ' | ': enough to
+    tell one compile failure from another in a one-line reason."""
+    text = [ln.strip() for ln in log.splitlines() if ln.strip().strip("^") and not ln.startswith("Remark")]
+    errors = [ln for ln in text if _ERROR_LINE.search(ln)]
+    picked = (errors + [ln for ln in text if ln not in errors])[:lines]
+    return " | ".join(picked) if picked else "no log"
 
 
 def _store(cdir: Path, key: str, c: Compiled) -> None:
     # Write-then-rename so a concurrent reader never sees half a file.
     try:
         cdir.mkdir(parents=True, exist_ok=True)
-        for suffix, data in ((".cubin", c.cubin),
-                             (".json", json.dumps({"resources": asdict(c.resources), "log": c.log}).encode())):
+        for suffix, data in (
+            (".cubin", c.cubin),
+            (".json", json.dumps({"resources": asdict(c.resources), "log": c.log}).encode()),
+        ):
             tmp = cdir / f"{key}{suffix}.{os.getpid()}.tmp"
             tmp.write_bytes(data)
             os.replace(tmp, cdir / f"{key}{suffix}")
@@ -189,15 +294,13 @@ def _store(cdir: Path, key: str, c: Compiled) -> None:
         pass  # a cache that cannot be written only costs time
 
 
-def compile_many(jobs: Iterable[tuple[str, str]], arch: str, workers: int | None = None,
-                 use_cache: bool = True) -> list[Compiled | CompileError]:
+def compile_many(
+    jobs: Iterable[tuple[str, str]], arch: str, workers: int | None = None, use_cache: bool = True
+) -> list[Compiled | CompileError]:
     """Compile (source, kernel) pairs in parallel threads (NVRTC releases the GIL)."""
     jobs = list(jobs)
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
-    try:
-        _nvrtc()  # loaded (and its environment set) once, before the threads start
-    except CompileError:
-        pass  # each job reports it
+    _nvrtc()  # loaded once, with its builtins, before the threads start (NVRTCMissing if absent)
 
     def one(job):
         try:

@@ -14,12 +14,12 @@ import os
 
 os.environ.setdefault("CUPY_TF32", "0")  # strict FP32 for the cuBLAS reference and baseline
 
-import cupy as cp  # noqa: E402
-import numpy as np  # noqa: E402
-from cupy_backends.cuda.api import driver, runtime  # noqa: E402
-from cupy_backends.cuda.libs import nvrtc  # noqa: E402
+import cupy as cp
+import numpy as np
+from cupy_backends.cuda.api import driver, runtime
+from cupy_backends.cuda.libs import nvrtc
 
-from ..space import LaunchPlan  # noqa: E402
+from ..launch import Geometry, LaunchPlan
 
 _CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
@@ -70,8 +70,13 @@ def _fmt_cuda(v: int) -> str:
 def _percentiles(times: list[float]) -> dict:
     a = np.asarray(times)
     q1, med, q3 = np.percentile(a, [25, 50, 75])
-    return {"time_ms": float(med), "time_min_ms": float(a.min()), "time_max_ms": float(a.max()),
-            "time_iqr_ms": float(q3 - q1), "repeats": len(times)}
+    return {
+        "time_ms": float(med),
+        "time_min_ms": float(a.min()),
+        "time_max_ms": float(a.max()),
+        "time_iqr_ms": float(q3 - q1),
+        "repeats": len(times),
+    }
 
 
 # Workspaces of loaded kernels, least recently used first: (kernel uid, device, stream) -> buffer.
@@ -84,32 +89,31 @@ _uids = itertools.count()
 
 
 class LoadedKernel:
-    """A compiled cubin loaded into the current CUDA context: its SGEMM kernel, the split-K
-    prologue, the dynamic shared-memory opt-in, and the workspace its launches need."""
+    """A compiled cubin loaded into the current CUDA context: the kernels its launch plan names
+    (autotune/launch.py), their dynamic shared-memory opt-in, and the workspace its launches need."""
 
     def __init__(self, cubin: bytes, kernel: str, plan: LaunchPlan):
         self.plan = plan
         self.module = cp.cuda.function.Module()
         self.module.load(cubin)
-        self.fn = self.module.get_function(kernel)
-        # A split launch's tail kernel (same shared memory) and the prologue scaling its tiles.
-        self.tail = self.module.get_function(kernel + "_tail") if plan.has_tail else None
-        self.scale_tiles = self.module.get_function(kernel + "_scale_tiles") if self.tail is not None else None
+        self.fns = {suffix: self.module.get_function(kernel + suffix) for suffix in plan.kernels}
+        self.fn = self.fns[""]
         if plan.dynamic_smem > 48 * 1024:
-            for fn in (self.fn, self.tail):
-                if fn is not None:
-                    driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                            int(plan.dynamic_smem))
-        self.scale = self.module.get_function(kernel + "_scale_c")
-        self.pack = self.module.get_function(kernel + "_pack_b") if plan.pack_b is not None else None
+            for step in plan.steps:
+                if step.dynamic_smem:
+                    driver.funcSetAttribute(
+                        self.fns[step.kernel].ptr,
+                        driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        int(plan.dynamic_smem),
+                    )
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.fn.ptr, plan.block, plan.dynamic_smem)
         # Blocks of this kernel the device holds at once: a grid that waits on itself (stream-K)
         # must not be larger.
         self.slots = int(per_sm) * cp.cuda.Device().attributes["MultiProcessorCount"]
-        self._geometry: dict[tuple[int, int, int], dict] = {}
+        self._geometry: dict[tuple[int, int, int], Geometry] = {}
         self._uid = next(_uids)
 
-    def geometry(self, M: int, N: int, K: int) -> dict:
+    def geometry(self, M: int, N: int, K: int) -> Geometry:
         key = (M, N, K)
         if key not in self._geometry:
             if len(self._geometry) > 256:
@@ -131,39 +135,38 @@ class LoadedKernel:
             total -= _WORKSPACES.popitem(last=False)[1].nbytes  # CuPy's pool reuses it stream-ordered
         return ws
 
-    def launch(self, M: int, N: int, K: int, a, b, c, alpha: float = 1.0, beta: float = 0.0,
-               stream=None) -> None:
-        """C = alpha * A @ B + beta * C."""
-        geometry = self.geometry(M, N, K)
-        i32, f32 = np.int32, np.float32
-        if geometry["scale_c_first"]:
-            self.scale((min(4096, (M * N + 255) // 256), 1, 1), (256, 1, 1), (i32(M), i32(N), f32(beta), c),
-                       stream=stream)
-        ws, ldb = None, N
-        if geometry["workspace_bytes"]:
-            ws = self._workspace_for(geometry["workspace_bytes"], stream)
-        if geometry["pack_b"]:
-            # B to a 16-byte row pitch, so the kernel copies it with 16-byte cp.async.
-            ldb, at = 4 * ((N + 3) // 4), geometry["pack_b_at"]
-            packed = ws[at: at + 4 * K * ldb].view(cp.float32)
-            self.pack((min(4096, (K * ldb + 255) // 256), 1, 1), (256, 1, 1),
-                      (i32(K), i32(N), i32(ldb), b, packed), stream=stream)
-            b = packed
-        args = [i32(M), i32(N), i32(K), f32(alpha), a, b, f32(beta), c]
-        if geometry["workspace_bytes"] is not None:
-            args.append(ws if ws is not None else np.uint64(0))
-        if geometry["pack_b"] is not None:
-            args.append(i32(ldb))
-        tail = geometry["tail_tiles"]
-        if tail:  # the tail adds into its tiles of C: scale them by beta first
-            self.scale_tiles((tail, 1, 1), (256, 1, 1), (i32(M), i32(N), f32(beta), c, i32(geometry["tail_first"])),
-                             stream=stream)
-        if all(geometry["grid"]):  # a split launch may leave the main kernel nothing
-            self.fn(tuple(geometry["grid"]), (geometry["block"], 1, 1), tuple(args),
-                    shared_mem=geometry["dynamic_smem"], stream=stream)
-        if tail:
-            self.tail((geometry["tail_grid"], 1, 1), (geometry["block"], 1, 1),
-                      (*args, i32(geometry["tail_first"])), shared_mem=geometry["dynamic_smem"], stream=stream)
+    def launch(self, M: int, N: int, K: int, a, b, c, alpha: float = 1.0, beta: float = 0.0, stream=None) -> None:
+        """C = alpha * A @ B + beta * C: the plan's launches at this shape, in order."""
+        geo = self.geometry(M, N, K)
+        v = geo.values
+        args = {
+            "M": np.int32(M),
+            "N": np.int32(N),
+            "K": np.int32(K),
+            "alpha": np.float32(alpha),
+            "beta": np.float32(beta),
+            "A": a,
+            "B": b,
+            "B_IN": b,
+            "C": c,
+        }
+        if geo.has_workspace:
+            ws = self._workspace_for(v["ws_bytes"], stream) if v["ws_bytes"] else None
+            args["WS"] = ws if ws is not None else np.uint64(0)
+            if v.get("pack_b"):
+                at, ldb = v["pack_b_at"], v["ldb"]
+                args["B"] = args["B_PACKED"] = ws[at : at + 4 * K * ldb].view(cp.float32)
+        for name in ("ldb", "tail_first"):
+            if name in v:
+                args[name] = np.int32(v[name])
+        for step, grid in geo.launches:
+            self.fns[step.kernel](
+                grid,
+                (step.block, 1, 1),
+                tuple(args[a] for a in step.args),
+                shared_mem=geo.dynamic_smem if step.dynamic_smem else 0,
+                stream=stream,
+            )
 
 
 class Runner:
@@ -247,6 +250,7 @@ class Runner:
     def time(self, spec: dict | None, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
         """Median of per-launch CUDA-event times; `spec` None times cuBLAS (cupy.matmul)."""
         if spec is None:
+
             def launch(a, b, c, alpha=1.0, beta=0.0):
                 cp.matmul(a, b, out=c)
         else:

@@ -4,6 +4,7 @@ import pytest
 def _has_gpu() -> bool:
     try:
         import cupy
+
         return cupy.cuda.runtime.getDeviceCount() > 0
     except Exception:  # noqa: BLE001 - no CuPy, no driver, no device
         return False
@@ -22,6 +23,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def gpu_evaluator():
     from autotune.evaluate import GPUEvaluator
+
     ev = GPUEvaluator(0, timeout_s=60)
     yield ev
     ev.close()

@@ -3,6 +3,7 @@
 import random
 
 import pytest
+from helpers import families
 
 from autotune.space import Space
 from autotune.types import Config, Problem, Status
@@ -11,12 +12,22 @@ pytestmark = pytest.mark.gpu
 
 # Tails in every dimension, primes, non-multiples of 4 and of every tile, skinny and deep-K.
 SHAPES = [
-    (1, 1, 1), (7, 13, 5), (31, 17, 3), (127, 129, 131), (1000, 1000, 1000), (1, 4096, 64),
-    (4096, 1, 64), (3, 5, 8191), (64, 64, 8192), (1023, 1021, 257), (257, 1025, 33), (96, 100, 4),
+    (1, 1, 1),
+    (7, 13, 5),
+    (31, 17, 3),
+    (127, 129, 131),
+    (1000, 1000, 1000),
+    (1, 4096, 64),
+    (4096, 1, 64),
+    (3, 5, 8191),
+    (64, 64, 8192),
+    (1023, 1021, 257),
+    (257, 1025, 33),
+    (96, 100, 4),
     (2500, 4100, 100),  # stream-K: more tiles than two waves, split tiles first, then whole ones
 ]
 
-FAMILIES = ["tiled", "coarse1d", "coarse2d", "vectorized", "warptile"]
+FAMILIES = families()
 
 
 def _configs() -> list[Config]:
@@ -32,14 +43,25 @@ def _configs() -> list[Config]:
         valid = sp.enumerate(lim).valid
         out += sp.seeds + rng.sample(valid, min(4, len(valid)))
     base = Space.load("warptile").seeds[0].as_dict()
-    for variant in ({"SPLITK": 4, "MINB": 1}, {"SPLITK": 3, "MINB": 1}, {"STAGES": 2}, {"STAGES": 4},
-                    {"STREAMK": 1, "BK": 8}, {"STREAMK": 1, "GROUP_M": 1, "BK": 8, "PAD_A": 0},
-                    {"PACKB": 0}, {"PACKB": 0, "STREAMK": 1},  # B unpacked: 4-byte copies where N % 4 != 0
-                    {"PAD_A": 0, "PAD_B": 4, "GROUP_M": 1}, {"BK": 32, "LANES_N": 8}, {"PREFETCH": 0},
-                    {"PREFETCH": 0, "SPLITK": 2, "MINB": 1, "STAGES": 2},
-                    {"STREAMK": 2}, {"STREAMK": 2, "PACKB": 0}, {"STREAMK": 2, "GROUP_M": 1, "BK": 8},
-                    {"STREAMK": 3}, {"STREAMK": 3, "PACKB": 0}, {"STREAMK": 3, "GROUP_M": 1, "BK": 8},
-                    {"STREAMK": 4}, {"STREAMK": 4, "PACKB": 0}, {"STREAMK": 4, "GROUP_M": 1, "BK": 8}):
+    for variant in (
+        {"SPLITK": 4, "MINB": 1},
+        {"SPLITK": 3, "MINB": 1},
+        {"STAGES": 2},
+        {"STAGES": 4},
+        {"SCHEDULE": "stream_k", "BK": 8},
+        {"SCHEDULE": "stream_k", "GROUP_M": 1, "BK": 8, "PAD_A": 0},
+        {"PACKB": 0},
+        {"PACKB": 0, "SCHEDULE": "stream_k"},  # B unpacked: 4-byte copies where N % 4 != 0
+        {"PAD_A": 0, "PAD_B": 4, "GROUP_M": 1},
+        {"BK": 32, "LANES_N": 8},
+        {"PREFETCH": 0},
+        {"PREFETCH": 0, "SPLITK": 2, "MINB": 1, "STAGES": 2},
+        *(
+            {"SCHEDULE": s, **v}
+            for s in ("split_launch", "split_persistent", "split_fused")
+            for v in ({}, {"PACKB": 0}, {"GROUP_M": 1, "BK": 8})
+        ),
+    ):
         out.append(Config.make("warptile", {**base, **variant}))
     return list(dict.fromkeys(out))
 

@@ -15,10 +15,33 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_broken_candidates_are_recorded_and_the_search_completes(tmp_path):
     env = dict(os.environ, AUTOTUNE_TEMPLATES=str(ROOT / "tests" / "data" / "broken"))
-    r = subprocess.run([sys.executable, "-m", "autotune.cli", "search", "--size", "300", "--family", "broken",
-                        "tiled", "--sampler", "grid", "--trials", "9", "--candidate-timeout", "8",
-                        "--results", str(tmp_path), "--quiet"], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autotune.cli",
+            "search",
+            "--size",
+            "300",
+            "--family",
+            "broken",
+            "tiled",
+            "--sampler",
+            "grid",
+            "--trials",
+            "9",
+            "--candidate-timeout",
+            "8",
+            "--results",
+            str(tmp_path),
+            "--quiet",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     print(r.stdout, r.stderr)
     assert r.returncode == 0, r.stderr
     (rec_path,) = tmp_path.glob("*/300x300x300.json")

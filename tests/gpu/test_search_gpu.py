@@ -54,8 +54,20 @@ def _cli(*args, cwd):
 
 
 def test_small_search_export_check(tmp_path):
-    r = _cli("search", "--size", "512", "--family", "vectorized", "warptile", "--trials", "6",
-             "--results", str(tmp_path / "results"), "--quiet", cwd=tmp_path)
+    r = _cli(
+        "search",
+        "--size",
+        "512",
+        "--family",
+        "vectorized",
+        "warptile",
+        "--trials",
+        "6",
+        "--results",
+        str(tmp_path / "results"),
+        "--quiet",
+        cwd=tmp_path,
+    )
     print(r.stdout, r.stderr)
     assert r.returncode == 0, r.stderr
     files = list((tmp_path / "results").glob("*/512x512x512.json"))
@@ -65,13 +77,26 @@ def test_small_search_export_check(tmp_path):
         e = rec["families"][fam]
         assert e["status"] == "ok" and e["error"] < 1e-5 and e["gflops"] > 0 and e["cublas"]["gflops"] > 0
     for fam in ("vectorized", "warptile"):
-        r = _cli("export", "--size", "512", "--family", fam, "--results", str(tmp_path / "results"),
-                 "-o", str(tmp_path / "tuned.h"), cwd=tmp_path)
+        r = _cli(
+            "export",
+            "--size",
+            "512",
+            "--family",
+            fam,
+            "--results",
+            str(tmp_path / "results"),
+            "-o",
+            str(tmp_path / "tuned.h"),
+            cwd=tmp_path,
+        )
         assert r.returncode == 0, r.stderr
         (tmp_path / "main.cu").write_text(HARNESS)
         nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-        b = subprocess.run([nvcc, "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")],
-                           capture_output=True, text=True)
+        b = subprocess.run(
+            [nvcc, "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")],
+            capture_output=True,
+            text=True,
+        )
         assert b.returncode == 0, b.stderr
         run = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True)
         print(fam, run.stdout)
@@ -81,32 +106,46 @@ def test_small_search_export_check(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("streamk, shape", [(1, (300, 521, 700)), (2, (300, 521, 700)), (2, (2500, 4100, 100)),
-                                           (3, (2500, 4100, 100)), (4, (2500, 4100, 100))])
-def test_exported_stream_k_header_with_packed_b_runs(tmp_path, streamk, shape):
+@pytest.mark.parametrize(
+    "schedule, shape",
+    [
+        ("stream_k", (300, 521, 700)),
+        ("split_launch", (300, 521, 700)),
+        ("split_launch", (2500, 4100, 100)),
+        ("split_persistent", (2500, 4100, 100)),
+        ("split_fused", (2500, 4100, 100)),
+    ],
+)
+def test_exported_stream_k_header_with_packed_b_runs(tmp_path, schedule, shape):
     """A stream-K or split-launch config exported and built with nvcc: its launcher sizes the
     grid from the occupancy API, packs B (N % 4 != 0), allocates and zeroes the workspace (and
     frees it all); a split launch scales the tail's tiles of C, runs the main kernel where whole
-    waves exist (the second shape) and then the tail; in one kernel (STREAMK 3 and 4), the
-    kernel does all of that over a zeroed workspace."""
+    waves exist (the second shape) and then the tail; in one kernel (split_persistent and
+    split_fused), the kernel does all of that over a zeroed workspace."""
     from autotune.export import header_for_entry
     from autotune.space import Space
 
     seeds = Space.load("warptile").seeds
-    seed = next(c for c in seeds if c.as_dict().get("STREAMK") == 1) if streamk == 1 else seeds[0]
-    params = {**seed.as_dict(), "STREAMK": streamk}
+    seed = next(c for c in seeds if c["SCHEDULE"] == "stream_k") if schedule == "stream_k" else seeds[0]
+    params = {**seed.as_dict(), "SCHEDULE": schedule}
     M, N, K = shape
     rec = {"problem": {"M": M, "N": N, "K": K}, "gpu": {"name": "test", "arch": "sm_90"}}
-    entry = {"config": {"family": "warptile", "params": params, "name": seed.name},
-             "gflops": 1.0, "ratio": 1.0, "registers": 0, "smem_bytes": 0}
+    entry = {
+        "config": {"family": "warptile", "params": params, "name": seed.name},
+        "gflops": 1.0,
+        "ratio": 1.0,
+        "registers": 0,
+        "smem_bytes": 0,
+    }
     text = header_for_entry(rec, entry, "tuned.h")
     assert "_pack_b<<<" in text and "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in text
-    assert ("_tail<<<" in text and "_scale_tiles<<<" in text) == (streamk == 2)
+    assert ("_tail<<<" in text and "_scale_tiles<<<" in text) == (schedule == "split_launch")
     (tmp_path / "tuned.h").write_text(text)
     (tmp_path / "main.cu").write_text(f"#define SHAPE_M {M}\n#define SHAPE_N {N}\n#define SHAPE_K {K}\n" + HARNESS)
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    b = subprocess.run([nvcc, "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")],
-                       capture_output=True, text=True)
+    b = subprocess.run(
+        [nvcc, "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")], capture_output=True, text=True
+    )
     assert b.returncode == 0, b.stderr
     run = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True)
     print(run.stdout)

@@ -9,7 +9,7 @@ from autotune.space import Space
 
 pytestmark = pytest.mark.gpu
 
-SK_SEEDS = [c for c in Space.load("warptile").seeds if c.as_dict().get("STREAMK") == 1]
+SK_SEEDS = [c for c in Space.load("warptile").seeds if c["SCHEDULE"] == "stream_k"]
 
 # (M, N, K): one tile over every block (deep K); few tiles, each split over several blocks;
 # more tiles than two waves (split tiles first, then whole ones); tails in every dimension.
@@ -45,7 +45,7 @@ def test_stream_k_correct_and_repeatable(config, shape):
     M, N, K = shape
     k = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}")
     geo = k._kernel.geometry(M, N, K)
-    assert 1 <= geo["grid"][0] <= k._kernel.slots  # never more blocks than the device holds at once
+    assert 1 <= geo.grid[0] <= k._kernel.slots  # never more blocks than the device holds at once
     a, b, c0, ab = _problem(M, N, K, 3)
     ref = 1.5 * ab - 0.5 * c0.astype(cp.float64)
     first = None
@@ -65,16 +65,26 @@ def _split_configs():
     from autotune.types import Config
 
     base = Space.load("warptile").seeds[0].as_dict()
-    return [Config.make("warptile", {**base, **v, "STREAMK": sk}) for sk in (2, 3, 4) for v in
-            ({}, {"PACKB": 0}, {"GROUP_M": 1, "BK": 8, "STAGES": 4})]
+    return [
+        Config.make("warptile", {**base, **v, "SCHEDULE": s})
+        for s in ("split_launch", "split_persistent", "split_fused")
+        for v in ({}, {"PACKB": 0}, {"GROUP_M": 1, "BK": 8, "STAGES": 4})
+    ]
 
 
 # (M, N, K) with 128 x 256 tiles on 132 slots: fewer tiles than a wave (all in the tail); whole
 # waves plus more than half a wave (only the rest in the tail); plus less (one more wave in the
 # tail); 4096^3's split with 3 k-tiles per tile; one tile; tails in every dimension; N % 4 != 0
 # (packed B).
-SPLIT_SHAPES = [(300, 520, 2000), (2500, 4100, 100), (4097, 4097, 64), (4096, 4096, 48), (1, 1, 1),
-                (129, 257, 17), (700, 1001, 900)]
+SPLIT_SHAPES = [
+    (300, 520, 2000),
+    (2500, 4100, 100),
+    (4097, 4097, 64),
+    (4096, 4096, 48),
+    (1, 1, 1),
+    (129, 257, 17),
+    (700, 1001, 900),
+]
 
 
 @pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -83,7 +93,7 @@ def test_split_launch_correct(config, shape):
     """Split launch: whole waves of whole tiles, then a tail kernel adding its partial sums into
     C (atomics: not bit-repeatable, so only the error is checked), with beta and with a
     NaN-poisoned C at beta = 0 (the tail's tiles must be zeroed, not scaled). In one kernel
-    (STREAMK 3: a grid of at most the resident blocks; 4: a row of them, then a row per whole
+    (split_persistent: a grid of at most the resident blocks; split_fused: a row of them, then a row per whole
     wave), whose counters every launch leaves zero for the next (a launch that found them set
     would add into tiles not yet scaled)."""
     import cupy as cp
@@ -95,15 +105,15 @@ def test_split_launch_correct(config, shape):
     k = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}")
     geo = k._kernel.geometry(M, N, K)
     tiles = -(-M // 128) * -(-N // 256)
-    streamk = config.as_dict()["STREAMK"]
-    one_kernel = streamk >= 3
+    schedule = config["SCHEDULE"]
+    one_kernel = schedule != "split_launch"
     if one_kernel:
-        assert 1 <= geo["grid"][0] <= k._kernel.slots and not geo["tail_tiles"] and geo["workspace_zeroed"] == 16
-        if streamk == 4:  # whole waves below the tail row
-            assert geo["grid"][0] == k._kernel.slots and (geo["grid"][1] - 1) * k._kernel.slots <= tiles
+        assert 1 <= geo.grid[0] <= k._kernel.slots and geo.kernels[-1] == "" and geo.ws_zeroed == 16
+        if schedule == "split_fused":  # whole waves below the tail row
+            assert geo.grid[0] == k._kernel.slots and (geo.grid[1] - 1) * k._kernel.slots <= tiles
     else:
-        assert geo["grid"][0] + geo["tail_tiles"] == tiles and geo["tail_first"] == geo["grid"][0]
-        assert geo["tail_grid"] <= k._kernel.slots
+        assert geo.grid[0] + geo.tail_tiles == tiles and geo.tail_first == geo.grid[0]
+        assert geo.tail_grid <= k._kernel.slots
     a, b, c0, ab = _problem(M, N, K, 4)
     ref = 1.5 * ab - 0.5 * c0.astype(cp.float64)
     for _ in range(3):  # three launches, each on a fresh copy of C
@@ -130,9 +140,12 @@ def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
     monkeypatch.setattr(runner, "WORKSPACE_BUDGET_BYTES", 1)
     base = Space.load("warptile").seeds[0].as_dict()
     arch = f"sm_{cp.cuda.Device().compute_capability}"
-    packed = Kernel(Config.make("warptile", {**base, "STREAMK": 0, "PACKB": 1}), arch)
+    packed = Kernel(Config.make("warptile", {**base, "SCHEDULE": "data_parallel", "PACKB": 1}), arch)
     streamk = Kernel(SK_SEEDS[0], arch)
-    one_kernel = [Kernel(Config.make("warptile", {**base, "STREAMK": sk}), arch) for sk in (3, 4)]  # counters, then B
+    one_kernel = [
+        Kernel(Config.make("warptile", {**base, "SCHEDULE": s}), arch)  # counters, then B
+        for s in ("split_persistent", "split_fused")
+    ]
     M, N, K = 700, 1001, 900  # N % 4 != 0: all pack B; 6 x 4 tiles split over many blocks
     rng = cp.random.default_rng(5)
     a = rng.random((M, K), dtype=cp.float32) * 2 - 1

@@ -1,0 +1,218 @@
+"""The command line's inputs and the checks made before work starts: shapes, spaces, output
+paths, whether NVRTC is there, and what a run would cost."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .counts import cached_valid
+from .limits import DeviceLimits, profile_for_arch
+from .space import Family, Space, known_families, read_yaml
+from .types import Problem, UserError
+
+
+def parse_problems(args) -> list[Problem]:
+    """search: one shape (--size, --m/--n/--k) or several (--sizes, --shapes-file)."""
+    many = [x for x in (args.sizes, args.shapes_file) if x is not None]
+    if not many:
+        return [parse_problem(args)]
+    if len(many) > 1 or args.size is not None or any(v is not None for v in (args.m, args.n, args.k)):
+        raise UserError("give one of --size, --m/--n/--k, --sizes or --shapes-file")
+    if args.sizes is not None:
+        texts, where = [t for t in args.sizes.split(",") if t.strip()], "--sizes"
+    else:
+        raw = read_shapes_file(args.shapes_file)
+        texts, where = [ln.split("#")[0].strip() for ln in raw.splitlines()], str(args.shapes_file)
+        texts = [t.lstrip("- ").strip() for t in texts if t]
+    if not texts:
+        raise UserError(f"{where}: no shapes")
+    out = []
+    for t in texts:
+        try:
+            out.append(Problem.parse(t.strip()))
+        except UserError as exc:
+            raise UserError(f"{where}: {exc}") from None
+    return list(dict.fromkeys(out))
+
+
+def read_shapes_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+
+
+def parse_problem(args) -> Problem:
+    mnk = (args.m, args.n, args.k)
+    if args.size is not None:
+        if any(v is not None for v in mnk):
+            raise UserError("give either --size or --m/--n/--k, not both")
+        return Problem(args.size, args.size, args.size)
+    if any(v is None for v in mnk):
+        raise UserError("give --size S, or all of --m, --n and --k")
+    return Problem(*mnk)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def load_spaces(args) -> list[Space]:
+    families = args.family or known_families()
+    for f in families:
+        Family.load(f)  # unknown family -> one clear line
+    spaces = {f: None for f in dict.fromkeys(families)}
+    for path in args.config:
+        data = read_yaml(path)
+        fam = data.get("family") if isinstance(data, dict) else None
+        if fam is None:
+            if len(spaces) != 1:
+                raise UserError(f"{path}: say which family it is for ('family:' key, or one --family)")
+            fam = next(iter(spaces))
+        if not isinstance(fam, str):
+            raise UserError(f"{path}: 'family' must be a family name")
+        if args.family and fam not in spaces:
+            raise UserError(f"{path}: is for family {fam!r}, which is not among --family {' '.join(spaces)}")
+        spaces[fam] = Space.from_dict(Family.load(fam), data, str(path))
+    return [sp if sp is not None else Space.load(f) for f, sp in spaces.items()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Work estimates: a run estimated above ASK_ABOVE_S stops at once, says how many points and
+# about how long, and asks for a smaller run or --yes.
+#
+# NVRTC CPU seconds per compile (sm_90, NVRTC 13.0, one at a time on a shared x86 core): tiled
+# 0.2; coarse2d and vectorized mostly 0.4-2 (a few up to 10); warptile 1.5-16, median 5.
+# One figure for every family, a middle one:
+COMPILE_CPU_S = 3.0
+# A measured trial: the default `autotune search --size 4096` (5 families x 30 trials, their
+# re-times and compiles overlapped) took 62 s on an H200, 0.4 s a trial; plus its launches
+# (verification and at least 5 timed ones, about 8) at the 50 TFLOP/s an H200 reaches.
+TRIAL_S = 0.4
+LAUNCHES_PER_TRIAL = 8
+FLOP_PER_S = 50e12
+ASK_ABOVE_S = 30 * 60
+
+
+def duration(seconds: float) -> str:
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def ask_dry_run(counts: dict[str, int], sample: int | None, jobs: int) -> None:
+    """Stop a dry run estimated to take over ASK_ABOVE_S (compiles do not depend on the shape:
+    a second shape finds them in the compile cache)."""
+    per = {f: min(n, sample) if sample else n for f, n in counts.items()}
+    total = sum(per.values())
+    seconds = total * COMPILE_CPU_S / jobs
+    if seconds <= ASK_ABOVE_S:
+        return
+    biggest = ", ".join(f"{f} {n:,}" for f, n in sorted(per.items(), key=lambda kv: -kv[1])[:3] if n)
+    raise UserError(
+        f"this dry run compiles {total:,} points ({biggest}): about {duration(seconds)} with {jobs} parallel "
+        f"compiles (estimated at {COMPILE_CPU_S:g} s of CPU per NVRTC compile; tiled takes 0.2 s, warptile up "
+        f"to 16 s); compile a random N per family with --sample N, or go ahead with --yes"
+    )
+
+
+def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) -> None:
+    """Stop a search estimated to take over ASK_ABOVE_S before anything starts (the GPU's limits
+    are not known yet: a family counts min(trials, its cached valid points or its space size))."""
+    limits = profile_for_arch(args.arch)
+    per_family = [min(args.trials, cached_valid(sp, limits) or sp.size) for sp in spaces]
+    trials = sum(per_family) * len(problems)
+    seconds = (
+        sum(
+            sum(per_family) * max(TRIAL_S + LAUNCHES_PER_TRIAL * p.flops / FLOP_PER_S, COMPILE_CPU_S / jobs)
+            for p in problems
+        )
+        / args.workers
+    )
+    if args.timeout is not None:
+        seconds = min(seconds, args.timeout)
+    if seconds <= ASK_ABOVE_S:
+        return
+    raise UserError(
+        f"this search measures up to {trials:,} configs ({len(spaces)} families, up to {args.trials:,} trials "
+        f"each, {len(problems)} shape(s)): about {duration(seconds)} (estimated at {TRIAL_S:g} s a trial, as the "
+        f"default 4096^3 search took on an H200, plus {LAUNCHES_PER_TRIAL} launches at 50 TFLOP/s, or "
+        f"{COMPILE_CPU_S:g} s of CPU per compile over {jobs} threads when longer); lower --trials, bound it "
+        f"with --timeout SEC, or go ahead with --yes"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def need_nvrtc() -> None:
+    """Commands that compile stop at once, in one line naming the extra, without NVRTC."""
+    from .gpu.compile import nvrtc_version
+
+    nvrtc_version()
+
+
+def live_limits(device: int) -> DeviceLimits | None:
+    try:
+        from .gpu.runner import device_info
+
+        info = device_info(device)
+    except Exception:  # noqa: BLE001 - no CuPy, no driver or no GPU: use a profile
+        return None
+    info.pop("versions", None)
+    return DeviceLimits(**info)
+
+
+def check_results_writable(root: Path, slug: str, problems: list[Problem]) -> None:
+    """Before any search work: the records can be written (the folder made, if need be) and
+    those the search will merge into are readable -- not found out after the search."""
+    from .results import load_record, record_path
+
+    existing = root / slug
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # the folders below it are the tool's own: made when writing
+    if not existing.is_dir():
+        raise UserError(f"{existing}: not a folder, so no results can be written under it (--results {root})")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(
+            f"cannot write results under {existing} (--results {root}): permission denied or a read-only folder"
+        )
+    for problem in problems:
+        path = record_path(root, slug, problem)
+        if path.exists():
+            load_record(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Where output goes: checked before any work, never a folder nobody asked for.
+
+
+def writable_folder(folder: Path, what: str) -> None:
+    if not folder.is_dir():
+        raise UserError(
+            f"{what}: folder {folder} does not exist (it is not created)"
+            if not folder.exists()
+            else f"{what}: {folder} is not a folder"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UserError(f"{what}: cannot write into {folder} (permission denied or a read-only folder)")
+
+
+def check_output_file(path: Path) -> None:
+    """export -o FILE: a new or regular file, in a folder that exists and can be written."""
+    if path.is_dir():
+        raise UserError(f"-o {path}: is a folder; name the header file (e.g. {path / 'tuned_sgemm.h'})")
+    if path.exists() and not path.is_file():
+        raise UserError(f"-o {path}: not a regular file")
+    writable_folder(path.parent, f"-o {path}")
+
+
+def check_output_dir(path: Path) -> None:
+    """report -o FOLDER: a folder that can be written, or a new one in a folder that exists."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"-o {path}: is a file, not a folder")
+    writable_folder(path if path.exists() else path.parent, f"-o {path}")

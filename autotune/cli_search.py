@@ -1,0 +1,136 @@
+"""`autotune search`: tune each shape, record the best, print the summary."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+
+from .cli_dry_run import compile_log, config_from_name, dry_run_all, indent
+from .cli_inputs import ask_search, check_results_writable, load_spaces, need_nvrtc, parse_problems
+from .space import Space
+from .types import Problem, UserError
+
+
+def cmd_search(args) -> int:
+    problems = parse_problems(args)
+    spaces = load_spaces(args)
+    if args.dry_run:
+        return dry_run_all(args, spaces, problems)
+    from .evaluate import build_evaluator, default_jobs
+
+    if not args.yes:
+        ask_search(args, spaces, problems, args.jobs or default_jobs())
+    if args.replay:
+        spec = {"kind": "replay", "path": args.replay, "arch": args.arch}
+    else:
+        need_nvrtc()
+        spec = {
+            "kind": "gpu",
+            "device": args.device,
+            "arch": args.arch,
+            "timeout_s": args.candidate_timeout,
+            "seed": args.seed,
+            "jobs": args.jobs or default_jobs(),
+        }
+    try:
+        ev = build_evaluator(spec)
+    except RuntimeError as exc:
+        raise UserError(f"no usable GPU ({exc}); 'autotune search --dry-run' works without one") from None
+    try:
+        check_results_writable(args.results, ev.limits.slug, problems)
+        return max(search_one(args, spaces, problem, ev, spec) for problem in problems)
+    finally:
+        ev.close()
+
+
+def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
+    from .parallel import search_parallel
+    from .results import save_search
+    from .search import search
+    from .studies import default_storage
+    from .trials import Progress
+
+    slug = ev.limits.slug
+    storage = args.storage or default_storage(args.results, slug)
+    t0 = time.monotonic()
+    base = ev.baseline(problem)
+    print(
+        f"{ev.limits.name}: {problem.name}, cuBLAS {base['gflops']:.0f} GFLOP/s "
+        f"(strict FP32, same process), {len(spaces)} families, {args.trials} trials each"
+        + (f", {args.workers} workers" if args.workers > 1 else ""),
+        flush=True,
+    )
+    progress = Progress(enabled=not args.quiet, cublas_gflops=base["gflops"])
+    common = dict(
+        gpu_slug=slug,
+        storage=storage,
+        trials=args.trials,
+        sampler=args.sampler,
+        seed=args.seed,
+        timeout_s=args.timeout,
+        progress=progress,
+    )
+    if args.workers > 1:
+        results = search_parallel(spaces, problem, spec, args.workers, ev.limits, final_evaluator=ev, **common)
+    else:
+        results = search(spaces, problem, ev, **common)
+    elapsed = time.monotonic() - t0
+    command = "autotune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
+    path, changed, entries = save_search(
+        args.results,
+        ev.limits,
+        ev.versions,
+        problem,
+        results,
+        command=command,
+        sampler=args.sampler,
+        seed=args.seed,
+        trials=args.trials,
+        storage=storage,
+    )
+    print(summary(results, base, elapsed))
+    if args.verbose:
+        print_search_logs(results, spaces, getattr(ev, "arch", None) or args.arch or ev.limits.arch)
+    if path:
+        kept = sorted(set(entries) - set(changed))
+        print(f"wrote {path}" + (f" (kept faster stored entries for {', '.join(kept)})" if kept else ""))
+    restarts = getattr(getattr(ev, "worker", None), "restarts", 0)
+    if restarts:
+        print(f"GPU worker replaced {restarts} time(s) after faults or hangs")
+    return 0 if entries else 1
+
+
+def print_search_logs(results, spaces: list[Space], arch: str) -> None:
+    """--verbose: NVRTC's whole log for the example of each family's compile failures (the
+    study keeps 'config: reason'; the config is compiled again for its log)."""
+    families = {sp.family.name: sp.family for sp in spaces}
+    for r in results:
+        example = r.failures.get("compile_failed")
+        if not example or r.family not in families:
+            continue
+        cfg = config_from_name(families[r.family], example.split(":")[0])
+        if cfg is not None:
+            print(f"{r.family}: NVRTC log of {cfg.name}:\n" + indent(compile_log(families[r.family], cfg, arch)))
+
+
+def summary(results, base: dict, elapsed: float) -> str:
+    head = f"{'family':<11} {'GFLOP/s':>8} {'x cuBLAS':>8} {'error':>8} {'tried':>6}  params"
+    lines = ["", head, "-" * len(head)]
+    for r in sorted(results, key=lambda r: -(r.best.gflops if r.best else 0)):
+        if r.best is None:
+            lines.append(
+                f"{r.family:<11} {'-':>8} {'-':>8} {'-':>8} {r.evaluated:>6}  no correct config "
+                f"({', '.join(f'{k} {v}' for k, v in r.counts.items())})"
+            )
+            continue
+        params = " ".join(f"{k}={v}" for k, v in r.best.config.params)
+        lines.append(
+            f"{r.family:<11} {r.best.gflops:8.0f} {r.best.extra['ratio']:8.2f} {r.best.error:8.1e} "
+            f"{r.evaluated:>6}  {params}"
+        )
+    for r in results:
+        for status, example in r.failures.items():
+            lines.append(f"{r.family}: {status} (e.g. {example})")
+    lines.append(f"cuBLAS {base['gflops']:.0f} GFLOP/s at the start; search took {elapsed:.0f} s")
+    return "\n".join(lines)

@@ -1,0 +1,220 @@
+"""How one config launches: named launch values, then a sequence of kernel launches.
+
+One description serves both sides: `gpu/runner.py` evaluates it per shape and launches through
+CuPy; `export.py` renders the same values and steps to C for the exported header. A family
+declares expressions (decl.Launch); a config folds what it fixes into them (`plan_for`).
+
+The values, computed in order at each shape (upper-case ones are the family's own):
+  the family's launch.values, then
+  scale_c     true: C is scaled by beta first (split-K adds into it)
+  ws_bytes    the workspace argument's size in bytes (families that declare one)
+  ws_zeroed   bytes at its start that are zero before the first launch
+  pack_b      true: B is first copied into the workspace at a 16-byte row pitch
+  pack_b_at   where in the workspace
+  ldb         B's row pitch in floats (4 * cdiv(N, 4) when packed, else N)
+  tail_tiles, tail_first, tail_grid   a split launch's tail (tiles, first tile, blocks)
+  grid_x, grid_y, grid_z              the SGEMM kernel's grid
+The steps, in order; each runs when its condition is true and its grid is not empty:
+  _scale_c (C *= beta), _pack_b (B to the workspace), _scale_tiles (the tail's tiles of C
+  *= beta), the SGEMM kernel, _tail (the tail kernel, adding into C).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .decl import Launch
+from .expr import Expr
+
+HELPER_BLOCK = 256  # threads of a helper kernel (_scale_c, _pack_b, _scale_tiles)
+HELPER_GRID_MAX = 4096  # grid-stride helpers need no more blocks than this
+
+# Kernel arguments: device pointers, floats, and the integer launch values a kernel reads.
+POINTERS = ("A", "B", "B_IN", "B_PACKED", "C", "WS")  # B: the B the SGEMM kernel reads (packed or not)
+FLOATS = ("alpha", "beta")
+INTS = ("M", "N", "K", "ldb", "tail_first")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One kernel launch of the sequence (expressions as text, the config folded in)."""
+
+    kernel: str  # suffix of the kernel's name: "" for the SGEMM kernel
+    when: str
+    grid: tuple[str, str, str]
+    block: int
+    dynamic_smem: bool  # the family's dynamic shared memory (helpers use none)
+    args: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One config's launch at one shape: every launch value and the launches that run."""
+
+    values: Mapping[str, int]
+    launches: tuple[tuple[Step, tuple[int, int, int]], ...]  # (step, grid), in order
+    block: int
+    dynamic_smem: int
+    has_workspace: bool  # the SGEMM kernel takes a workspace argument
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (self.values["grid_x"], self.values["grid_y"], self.values["grid_z"])
+
+    def __getattr__(self, name: str) -> int:  # scale_c, ws_bytes, ldb, tail_tiles, ...
+        try:
+            return self.__dict__["values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @property
+    def kernels(self) -> list[str]:
+        return [step.kernel for step, _ in self.launches]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything about launching one config short of the shape and the device. Plain text and
+    numbers, so it pickles to the GPU worker process (which knows SLOTS once the kernel is
+    loaded)."""
+
+    env: tuple[tuple[str, int | str], ...]  # params and derived values
+    values: tuple[tuple[str, str], ...]  # every launch value in order (expression text)
+    host: frozenset[str]  # those a launch reads (the others, e.g. a rule only device code applies, are left out)
+    steps: tuple[Step, ...]  # the steps this config can take (expression text)
+    block: int
+    dynamic_smem: int
+    has_workspace: bool  # the SGEMM kernel takes a workspace argument
+    packs_b: bool  # the SGEMM kernel takes B's pitch argument
+    needs_slots: bool  # a launch value reads SLOTS (resident blocks on the device)
+
+    @property
+    def kernels(self) -> tuple[str, ...]:
+        """Suffixes of the kernels the module must hold."""
+        return tuple(dict.fromkeys(s.kernel for s in self.steps))
+
+    @property
+    def has_tail(self) -> bool:
+        return "_tail" in self.kernels
+
+    def geometry(self, M: int, N: int, K: int, slots: int | None = None) -> Geometry:
+        if slots is None and self.needs_slots:
+            raise ValueError("this launch reads SLOTS (resident blocks on the device): pass slots")
+        env = dict(self.env) | {"M": M, "N": N, "K": K, "SLOTS": slots or 0}
+        values = {}
+        for name, text in self.values:
+            if name in self.host:
+                env[name] = values[name] = int(_parsed(text)(env))
+        launches = []
+        for step in self.steps:
+            if not _parsed(step.when)(env):
+                continue
+            grid = tuple(int(_parsed(g)(env)) for g in step.grid)
+            if all(grid):
+                launches.append((step, grid))
+        return Geometry(values, tuple(launches), self.block, self.dynamic_smem, self.has_workspace)
+
+    def c_values(self, host_only: bool = False) -> list[tuple[str, str]]:
+        """The launch values as C over M, N, K and SLOTS, what the config fixes folded to
+        literals, in order (`host_only`: those a launch reads)."""
+        env = dict(self.env)
+        out = []
+        for name, text in self.values:
+            c = _parsed(text).to_c(env)
+            if c.lstrip("-").isdigit():
+                env[name] = int(c)
+            if name in self.host or not host_only:
+                out.append((name, c))
+        return out
+
+    def c_step(self, step: Step) -> tuple[str, tuple[str, str, str]]:
+        """A step's condition and grid as C over the launch values."""
+        env = dict(self.env)
+        return _parsed(step.when).to_c(env), tuple(_parsed(g).to_c(env) for g in step.grid)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str) -> Expr:
+    return Expr.parse(text, "launch expression")
+
+
+def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
+    """The family's launch declaration for one config (`env`: its params and derived values).
+    A step the config never takes (its condition folds to 0 with the config's values) is left
+    out, so the module need not hold its kernel."""
+    config = dict(env)
+    named = _named_values(launch)
+    block = int(launch.threads(config))
+    dynamic_smem = int(config["SMEM_BYTES"]) if int(launch.dynamic_smem(config)) else 0
+    steps = _steps(launch, block)
+    # Fold the config in: the steps it can take, the values those read (a value the config fixes
+    # is kept too: it costs nothing), and whether any of them reads SLOTS.
+    folded, reads = dict(config), {}
+    for name, text in named:
+        c = _parsed(text).to_c(folded)
+        if c.lstrip("-").isdigit():
+            folded[name] = int(c)
+        reads[name] = _identifiers(c)
+    kept = tuple(s for s in steps if _parsed(s.when).to_c(folded) != "0")
+    todo = set().union(*(_identifiers(_parsed(t).to_c(folded)) for s in kept for t in (s.when, *s.grid)))
+    todo |= {a for s in kept for a in s.args} | {"ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "ldb"}
+    needed: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in reads and name not in needed:
+            needed.add(name)
+            todo |= reads[name]
+    return LaunchPlan(
+        env=tuple(sorted(config.items())),
+        values=tuple(named),
+        host=frozenset(n for n, _ in named if n in needed or n in folded),
+        steps=kept,
+        block=block,
+        dynamic_smem=dynamic_smem,
+        has_workspace=launch.workspace is not None,
+        packs_b=launch.pack_b is not None,
+        needs_slots=any("SLOTS" in reads[n] for n in needed),
+    )
+
+
+def _named_values(launch: Launch) -> list[tuple[str, str]]:
+    """The launch values in order: the family's own, then the standard ones it declares."""
+    named = [(n, e.text) for n, e in launch.values]
+    named.append(("scale_c", launch.scale_c_first.text))
+    if launch.workspace is not None:
+        named += [("ws_bytes", launch.workspace.text), ("ws_zeroed", launch.workspace_zeroed.text)]
+    if launch.pack_b is not None:
+        named += [("pack_b", launch.pack_b.text), ("pack_b_at", launch.pack_b_at.text)]
+        named.append(("ldb", "4 * cdiv(N, 4) if pack_b else N"))
+    if launch.tail_tiles is not None:
+        named += [("tail_tiles", launch.tail_tiles.text), ("tail_first", launch.tail_first.text)]
+        named.append(("tail_grid", launch.tail_grid.text))
+    return named + [(f"grid_{axis}", g.text) for axis, g in zip("xyz", launch.grid, strict=True)]
+
+
+def _steps(launch: Launch, block: int) -> list[Step]:
+    """Every step the family can take, in order (helpers of HELPER_BLOCK threads, grid-stride)."""
+    main_args = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
+    main_args += ("WS",) if launch.workspace is not None else ()
+    main_args += ("ldb",) if launch.pack_b is not None else ()
+    grid = f"min({HELPER_GRID_MAX}, cdiv({{}}, {HELPER_BLOCK}))"
+    steps = [
+        Step("_scale_c", "scale_c", (grid.format("M * N"), "1", "1"), HELPER_BLOCK, False, ("M", "N", "beta", "C"))
+    ]
+    if launch.pack_b is not None:
+        args = ("K", "N", "ldb", "B_IN", "B_PACKED")
+        steps.append(Step("_pack_b", "pack_b", (grid.format("K * ldb"), "1", "1"), HELPER_BLOCK, False, args))
+    if launch.tail_tiles is not None:
+        args = ("M", "N", "beta", "C", "tail_first")
+        steps.append(Step("_scale_tiles", "tail_tiles", ("tail_tiles", "1", "1"), HELPER_BLOCK, False, args))
+    steps.append(Step("", "1", ("grid_x", "grid_y", "grid_z"), block, True, main_args))
+    if launch.tail_tiles is not None:
+        steps.append(Step("_tail", "tail_tiles", ("tail_grid", "1", "1"), block, True, (*main_args, "tail_first")))
+    return steps
+
+
+def _identifiers(c_text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", c_text))

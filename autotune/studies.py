@@ -1,0 +1,271 @@
+"""Optuna studies: their storage, names and samplers, a family's plan and its queue, and the
+recovery of trials left behind by workers that died.
+
+One study per (GPU, shape, family, space): its name carries a hash of the value lists and the
+template text, so a changed space or template never collides with an old study, and the same
+command resumes the same study. Several workers (processes, GPUs, hosts) share one study through
+Optuna's RDB storage: each records heartbeats for its trials in flight, so the trials of a worker
+that was killed are failed and re-queued with the same parameters
+(RetryHeartbeatStaleTrialCallback) and run once by whoever asks next. The grid sampler is a
+queue: every planned point is enqueued once and popped by exactly one worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import optuna
+from optuna.storages import (
+    RDBStorage,
+    RetryHeartbeatStaleTrialCallback,
+    fail_stale_trials,
+)
+from optuna.trial import TrialState
+
+from .space import Space
+from .types import Config, Problem, UserError
+
+SAMPLERS = ("tpe", "random", "grid")
+TPE_STARTUP = 10  # tpe: random trials before the model; asked at once, they need no results
+HEARTBEAT_S, GRACE_S = 2, 8  # a worker silent for GRACE_S has its trials failed and re-queued
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+# Heartbeats and the retry callback are marked experimental; they are what makes workers safe.
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+
+
+def default_storage(results_dir, gpu_slug: str) -> str:
+    path = Path(results_dir) / gpu_slug / "optuna.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def study_name(gpu_slug: str, problem: Problem, space: Space, sampler: str) -> str:
+    # The template's text is part of the name: after an edit, the configs measured before are
+    # other code and are measured again (a resumed study would skip them).
+    blob = json.dumps(
+        {"values": space.values, "sampler": sampler, "template": space.family.fingerprint}, sort_keys=True
+    )
+    return f"{gpu_slug}/{problem.name}/{space.family.name}/{hashlib.sha1(blob.encode()).hexdigest()[:10]}"
+
+
+def make_sampler(kind: str, seed: int) -> optuna.samplers.BaseSampler:
+    if kind == "tpe":
+        return optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=TPE_STARTUP, constant_liar=True, multivariate=True
+        )
+    if kind in ("random", "grid"):  # grid points come from the queue; random only fills a race
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise UserError(f"unknown sampler {kind!r}; choose from {', '.join(SAMPLERS)}")
+
+
+_STORAGES: dict[str, optuna.storages.BaseStorage] = {}
+
+
+def make_storage(url: str):
+    """An RDB storage with heartbeats (sqlite, postgresql, mysql), "memory:NAME" for a study
+    that lives in this process only (replays), else the URL as given. One per URL and process:
+    each new RDB storage costs an engine and a schema check."""
+    if url.startswith("memory:"):
+        return _STORAGES.setdefault(url, optuna.storages.InMemoryStorage())
+    if not url.startswith(("sqlite:", "postgresql", "mysql")):
+        return url
+    cached = _STORAGES.get(url)
+    if cached is not None and (not url.startswith("sqlite:///") or Path(url[len("sqlite:///") :]).exists()):
+        return cached
+    engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
+    try:
+        storage = RDBStorage(
+            url,
+            engine_kwargs=engine,
+            heartbeat_interval=HEARTBEAT_S,
+            grace_period=GRACE_S,
+            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
+        )
+    except Exception as exc:  # noqa: BLE001 - any storage failure is the user's URL or file
+        raise UserError(f"storage {url!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+    if url.startswith("sqlite:"):
+        _serialize_sqlite(storage.engine)
+    _STORAGES[url] = storage
+    return storage
+
+
+def _serialize_sqlite(engine) -> None:
+    """SQLite has no SELECT ... FOR UPDATE, so two processes can both pop the same queued trial
+    (WAITING -> RUNNING). Taking the write lock when each transaction begins makes Optuna's
+    read-then-update atomic across processes (SQLAlchemy's recipe for pysqlite)."""
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_transactions(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection):
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened before the listeners are dropped
+
+
+def open_study(storage, name: str, sampler) -> optuna.Study:
+    try:
+        return optuna.create_study(
+            study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
+        )
+    except Exception as exc:  # noqa: BLE001 - whatever the storage raises, the user's URL or file is at fault
+        url = getattr(storage, "url", storage)
+        raise UserError(f"storage {url!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+
+
+class Heartbeat:
+    """Records a heartbeat for every trial this process has in flight."""
+
+    def __init__(self, storage):
+        self.storage = storage if isinstance(storage, RDBStorage) else None
+        self.ids: set[int] = set()
+        self._stop = threading.Event()
+        if self.storage is not None:
+            threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            for tid in list(self.ids):
+                try:
+                    self.storage.record_heartbeat(tid)
+                except Exception:  # noqa: BLE001 - a missed beat only risks a retry
+                    pass
+
+    def add(self, trial: optuna.Trial) -> None:
+        self.ids.add(trial._trial_id)
+        if self.storage is not None:
+            self.storage.record_heartbeat(trial._trial_id)
+
+    def done(self, trial: optuna.Trial) -> None:
+        self.ids.discard(trial._trial_id)
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+@dataclass
+class Plan:
+    """What every worker of one family's search shares."""
+
+    space: Space
+    problem: Problem
+    valid: list[Config]
+    name: str
+    sampler: str
+    seed: int
+    budget: int
+    storage_url: str
+
+    @property
+    def valid_by_name(self) -> dict[str, Config]:
+        return {c.name: c for c in self.valid}
+
+    def open(self) -> optuna.Study:
+        """The plan's study (created on first use), with its sampler."""
+        return open_study(make_storage(self.storage_url), self.name, make_sampler(self.sampler, self.seed))
+
+
+def make_plan(
+    space: Space,
+    problem: Problem,
+    limits,
+    *,
+    gpu_slug: str,
+    storage: str,
+    trials: int = 30,
+    sampler: str = "tpe",
+    seed: int = 0,
+) -> Plan:
+    """Enumerate the space and name the study; no storage is touched."""
+    fam = space.family
+    en = space.enumerate(limits)
+    if not en.valid:
+        raise UserError(space.describe_empty(en))
+    valid = {c.name for c in en.valid}
+    for seed_cfg in space.seeds:
+        if seed_cfg.name not in valid:
+            raise UserError(
+                f"{space.source}: seed {seed_cfg.name} is not a valid point of the space: "
+                + "; ".join(fam.violations(seed_cfg, limits) or ["not in the value lists"])
+            )
+    return Plan(
+        space,
+        problem,
+        en.valid,
+        study_name(gpu_slug, problem, space, sampler),
+        sampler,
+        seed,
+        min(trials, len(en.valid)),
+        storage,
+    )
+
+
+def queue_plan(plan: Plan) -> None:
+    """Open (or resume) the study and queue the seeds not yet measured, and for grid the whole
+    plan (a seeded shuffle after the seeds, so a partial grid is an unbiased sample)."""
+    space = plan.space
+    study = plan.open()
+    measured = measured_configs(study)
+    index_of = {c.name: i for i, c in enumerate(plan.valid)}
+    queued = {t.user_attrs.get("config") for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
+    order = list(space.seeds)
+    if plan.sampler == "grid":
+        rest = [c for c in plan.valid if c not in set(space.seeds)]
+        random.Random(plan.seed).shuffle(rest)
+        order = (order + rest)[: plan.budget]
+    for cfg in order:
+        if cfg.name in measured or cfg.name in queued:
+            continue
+        params = {"index": index_of[cfg.name]} if plan.sampler == "grid" else cfg.as_dict()
+        study.enqueue_trial(params, user_attrs={"config": cfg.name, "planned": True})
+
+
+def plan_family(space: Space, problem: Problem, limits, **kwargs) -> Plan:
+    plan = make_plan(space, problem, limits, **kwargs)
+    queue_plan(plan)
+    return plan
+
+
+def measured_configs(study: optuna.Study) -> dict[str, tuple[TrialState, float | None]]:
+    """Config name -> (state, value) of every config measured in the study, by any worker."""
+    out = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        cname = t.user_attrs.get("config")
+        if cname and t.user_attrs.get("evaluated"):
+            out[cname] = (t.state, t.value)
+    return out
+
+
+def recover_stale(study: optuna.Study, wait: bool) -> None:
+    """Fail (and so re-queue) the trials of workers that stopped beating; with `wait`, give
+    trials left RUNNING by a killed process the grace period to go stale first."""
+    try:
+        fail_stale_trials(study)
+        if wait and study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            time.sleep(GRACE_S + HEARTBEAT_S)
+            fail_stale_trials(study)
+    except (ValueError, NotImplementedError):
+        return  # a storage without heartbeats
+    # A worker killed between asking a trial and its first heartbeat leaves a RUNNING trial
+    # with no heartbeat, which Optuna never calls stale. Live workers name a trial's config
+    # within milliseconds of asking, so one still unnamed after the grace period is orphaned.
+    # It has no parameters yet: failing it loses nothing.
+    cutoff = datetime.now() - timedelta(seconds=GRACE_S)
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if "config" not in t.user_attrs and t.datetime_start is not None and t.datetime_start < cutoff:
+            try:
+                study.tell(t.number, state=TrialState.FAIL)
+            except (ValueError, RuntimeError):
+                pass  # told meanwhile

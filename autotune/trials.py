@@ -1,0 +1,328 @@
+"""The ask/evaluate/tell loop of one worker on one family's study.
+
+Statically invalid proposals are told to Optuna as PRUNED without compiling or launching;
+failures (compile, fault, hang, wrong result) are PRUNED too, with their status and reason in
+the trial's user attributes; only verified measurements are COMPLETE. A config already measured
+(or in flight here or at another worker) is never measured again: its trial is told the known
+outcome. The last LOCAL_SHARE of a TPE budget goes to neighbours of the best configs.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import sys
+import time
+from collections.abc import Callable
+
+import optuna
+from optuna.trial import TrialState
+
+from .evaluate import Evaluator
+from .space import Space
+from .studies import TPE_STARTUP, Heartbeat, Plan, make_storage, measured_configs, recover_stale
+from .types import Config, Measurement, Status
+
+LOCAL_SHARE = 0.4  # tpe: this share of the budget goes to neighbours of the best configs
+
+
+class Progress:
+    """A live status line: configs measured, best so far (GFLOP/s and x cuBLAS), rejected and
+    failed counts, ETA. Rewritten in place on a terminal, a line per batch otherwise."""
+
+    def __init__(self, stream=None, enabled: bool = True, cublas_gflops: float | None = None):
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.cublas_gflops = cublas_gflops
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def update(
+        self,
+        family: str,
+        done: int,
+        budget: int,
+        best: float | None,
+        cublas: float | None,
+        counts: dict,
+        started: float,
+        final: bool = False,
+    ) -> None:
+        if not self.enabled:
+            return
+        cublas = cublas or self.cublas_gflops
+        elapsed = time.monotonic() - started
+        eta = elapsed / done * (budget - done) if done and not final else 0.0
+        width = 20
+        filled = int(width * min(done, budget) / budget) if budget else width
+        bar = "#" * filled + "." * (width - filled)
+        best_s = f"{best:7.0f} GFLOP/s" if best else "      - GFLOP/s"
+        ratio = f" {best / cublas:4.2f}x cuBLAS" if best and cublas else ""
+        rejected = counts.get(Status.REJECTED.value, 0)
+        failed = sum(v for k, v in counts.items() if k not in (Status.OK.value, Status.REJECTED.value))
+        line = (
+            f"[{family:>10}] [{bar}] {done:3d}/{budget}  best {best_s}{ratio}  rejected {rejected} "
+            f"failed {failed}  {elapsed:5.1f}s  eta {eta:4.0f}s"
+        )
+        if self.tty and not final:
+            self.stream.write("\r" + line)
+        else:
+            self.stream.write(("\r" if self.tty else "") + line + "\n")
+        self.stream.flush()
+
+
+def next_neighbour(
+    space: Space, valid_by_name: dict[str, Config], measured: dict, busy: set[str], rng: random.Random
+) -> Config | None:
+    """An unmeasured valid config one step from one of the best three measured so far: one
+    parameter moved to the next value up or down its sorted list (the best first)."""
+    ranked = sorted(
+        ((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE and v and n in valid_by_name),
+        reverse=True,
+    )
+    for _, name in ranked[:3]:
+        cfg = valid_by_name[name]
+        steps = []
+        for p, vals in space.values.items():
+            order = sorted(vals)
+            i = order.index(cfg[p])
+            steps += [(p, order[j]) for j in (i - 1, i + 1) if 0 <= j < len(order)]
+        rng.shuffle(steps)
+        for p, v in steps:
+            near = Config.make(cfg.family, {**cfg.as_dict(), p: v})
+            if near.name in valid_by_name and near.name not in measured and near.name not in busy:
+                return near
+    return None
+
+
+def _measurement_attrs(m: Measurement) -> dict:
+    d = m.to_dict()
+    d.pop("extra", None)
+    return d
+
+
+class TrialLoop:
+    """One worker's trials on one family's study.
+
+    A window of `batch` trials is in flight (all of TPE's random start-up trials at once): they
+    compile (CPU threads) while the GPU runs whichever is compiled first; each finished trial is
+    told and one new trial asked, so every later ask sees all results but the window's.
+
+    State: `measured` (config name -> (state, value), this study, all workers), `in_flight` (the
+    configs asked here and not yet told), `others` (configs other workers have in flight, in a
+    shared study), `pending` (the window: asked trials waiting for the GPU), `counts` (status ->
+    trials, this worker), `best` (best GFLOP/s of the study), `asks` (trials asked here), and
+    `exhausted` (grid: the queue ran dry).
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        evaluator: Evaluator,
+        *,
+        deadline: float | None = None,
+        batch: int = 8,
+        progress: Progress | None = None,
+        shared: bool = False,
+        recover: bool = True,
+        on_trial: Callable[[Measurement], None] | None = None,
+    ):
+        self.started = time.monotonic()
+        self.plan, self.evaluator = plan, evaluator
+        self.deadline, self.batch, self.shared, self.on_trial = deadline, batch, shared, on_trial
+        self.progress = progress or Progress(enabled=False)
+        self.worker = f"{socket.gethostname()}:{getattr(evaluator, 'device_id', 'replay')}"
+        self.study = plan.open()
+        if recover:
+            recover_stale(self.study, wait=not shared)
+        self.valid_by_name = plan.valid_by_name
+        self.heart: Heartbeat | None = None  # beats while `run` runs
+        self.counts: dict[str, int] = {}
+        self.measured = measured_configs(self.study)
+        self.max_asks = max(50 * plan.budget, 500)
+        self.asks = 0
+        self.in_flight: set[str] = set()
+        self.others: set[str] = set()
+        self.pending: list[tuple[optuna.Trial, Config]] = []
+        self.exhausted = False
+        self.best = max((v for s, v in self.measured.values() if s == TrialState.COMPLETE and v), default=None)
+        self.local_budget = round(LOCAL_SHARE * plan.budget)
+        self.rng = random.Random(plan.seed)
+
+    def run(self) -> dict[str, int]:
+        """Ask, evaluate and tell until the budget, the deadline or the asks run out; returns
+        this worker's trial counts by status."""
+        self.heart = Heartbeat(make_storage(self.plan.storage_url))
+        try:
+            self.refill()
+            done = 0
+            while self.pending:
+                self.evaluate_next()
+                self.refill()
+                done += 1
+                if self.progress.tty or done % self.batch == 0 or not self.pending:
+                    self.progress.update(
+                        self.plan.space.family.name,
+                        len(self.measured),
+                        self.plan.budget,
+                        self.best,
+                        None,
+                        self.counts,
+                        self.started,
+                    )
+        finally:
+            self.heart.close()
+        return self.counts
+
+    def refill(self) -> None:
+        """Ask new trials until the window is full (or nothing more is to be asked), and hand
+        them to the evaluator to compile meanwhile."""
+        tpe = self.plan.sampler == "tpe"
+        window = max(self.batch, TPE_STARTUP - len(self.measured)) if tpe else self.batch
+        while len(self.pending) < window and self.more():
+            got = self.ask_batch(window - len(self.pending))
+            if not got:
+                return
+            self.pending.extend(got)
+            self.evaluator.prefetch([c for _, c in got], self.plan.problem)
+
+    def evaluate_next(self) -> None:
+        """Evaluate the pending trial the evaluator has ready first, and tell its outcome."""
+        problem = self.plan.problem
+        trial, cfg = self.pending.pop(self.evaluator.first_ready([c for _, c in self.pending], problem))
+        (m,) = self.evaluator.evaluate([cfg], problem)
+        self.in_flight.discard(cfg.name)
+        trial.set_user_attr("worker", self.worker)
+        trial.set_user_attr("status", m.status.value)
+        trial.set_user_attr("measurement", _measurement_attrs(m))
+        trial.set_user_attr("evaluated", True)  # last: "evaluated" implies a measurement
+        self.record(trial, cfg, m)
+        if self.on_trial:
+            self.on_trial(m)
+
+    def more(self) -> bool:
+        """Whether to ask more: budget, asks and deadline left, and (grid) queue not empty."""
+        return (
+            not self.exhausted
+            and len(self.measured) < self.plan.budget
+            and self.asks < self.max_asks
+            and not self.past_deadline()
+        )
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    @property
+    def remaining(self) -> int:
+        """Budget not yet measured nor in flight (here or at other workers)."""
+        return self.plan.budget - len(self.measured) - len(self.in_flight) - len(self.others)
+
+    def ask_batch(self, n: int) -> list[tuple[optuna.Trial, Config]]:
+        """Up to `n` new, valid, unmeasured configs to run; trials that need no run are told at once."""
+        out: list[tuple[optuna.Trial, Config]] = []
+        self.refresh()
+        while len(out) < min(n, self.remaining) and self.asks < self.max_asks:
+            if self.past_deadline():
+                break
+            self.queue_neighbour()
+            trial = self.study.ask()
+            self.heart.add(trial)
+            self.asks += 1
+            if self.plan.sampler == "grid" and not trial.user_attrs.get("planned"):
+                trial.set_user_attr("status", "unplanned")
+                self.tell(trial, state=TrialState.PRUNED)  # the queue is empty: the plan is all taken
+                self.exhausted = True
+                break
+            cfg = self.suggest(trial)
+            trial.set_user_attr("config", cfg.name)
+            if self.settle(trial, cfg):
+                continue
+            self.in_flight.add(cfg.name)
+            out.append((trial, cfg))
+        return out
+
+    def refresh(self) -> None:
+        """In a shared study, take in what other workers have measured and have in flight."""
+        if not self.shared:
+            return
+        self.measured.update(measured_configs(self.study))
+        self.others.clear()
+        self.others.update(
+            t.user_attrs.get("config") for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        )
+        self.others.difference_update(self.in_flight)
+        self.others.discard(None)
+
+    def queue_neighbour(self) -> None:
+        """TPE's last share of the budget: queue an unmeasured neighbour of the best configs.
+        Only into an empty queue, so that the next ask pops this neighbour and not a re-queued
+        trial, which would leave the neighbour waiting after the search."""
+        if (
+            self.plan.sampler != "tpe"
+            or self.remaining > self.local_budget
+            or self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        ):
+            return
+        near = next_neighbour(
+            self.plan.space, self.valid_by_name, self.measured, self.in_flight | self.others, self.rng
+        )
+        if near is not None:
+            self.study.enqueue_trial(near.as_dict(), user_attrs={"config": near.name, "local": True})
+
+    def suggest(self, trial: optuna.Trial) -> Config:
+        """The trial's config: a point of the plan (grid) or one value per parameter."""
+        plan = self.plan
+        if plan.sampler == "grid":
+            return plan.valid[trial.suggest_int("index", 0, len(plan.valid) - 1)]
+        return Config.make(
+            plan.space.family.name, {p: trial.suggest_categorical(p, vals) for p, vals in plan.space.values.items()}
+        )
+
+    def settle(self, trial: optuna.Trial, cfg: Config) -> bool:
+        """Tell a trial that needs no run, and say whether it was one: a re-queued trial already
+        measured, a config outside the valid space, or a config measured or in flight."""
+        if trial.user_attrs.get("evaluated") and cfg.name not in self.measured:
+            # A re-queued trial whose worker measured it but died before telling: record
+            # that measurement instead of running the candidate again.
+            self.record(trial, cfg, Measurement.from_dict(trial.user_attrs["measurement"]))
+            return True
+        if cfg.name not in self.valid_by_name:
+            reasons = self.plan.space.family.violations(cfg, self.evaluator.limits) or ["not a point of the space"]
+            trial.set_user_attr("status", Status.REJECTED.value)
+            trial.set_user_attr("reason", "; ".join(reasons)[:500])
+            self.tell(trial, state=TrialState.PRUNED)
+            self.counts[Status.REJECTED.value] = self.counts.get(Status.REJECTED.value, 0) + 1
+            return True
+        if cfg.name in self.measured or cfg.name in self.in_flight or cfg.name in self.others:
+            # Measured or on its way: tell the known outcome (or a pruned placeholder),
+            # spending no GPU time and no budget.
+            state, value = self.measured.get(cfg.name, (TrialState.PRUNED, None))
+            trial.set_user_attr("duplicate", True)
+            self.tell(trial, value, state)
+            return True
+        return False
+
+    def record(self, trial: optuna.Trial, cfg: Config, m: Measurement) -> None:
+        """Count a measurement, tell it (COMPLETE with its GFLOP/s, or PRUNED with the reason)
+        and remember the config as measured."""
+        self.counts[m.status.value] = self.counts.get(m.status.value, 0) + 1
+        if m.ok:
+            self.tell(trial, m.gflops)
+            self.measured[cfg.name] = (TrialState.COMPLETE, m.gflops)
+            self.best = max(self.best or 0.0, m.gflops)
+        else:
+            trial.set_user_attr("reason", m.message[:500])
+            self.tell(trial, state=TrialState.PRUNED)
+            self.measured[cfg.name] = (TrialState.PRUNED, None)
+
+    def tell(self, trial: optuna.Trial, value=None, state=TrialState.COMPLETE) -> None:
+        """Tell Optuna a trial's outcome and stop its heartbeat."""
+        self.heart.done(trial)
+        try:
+            self.study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
+        except (ValueError, RuntimeError):
+            pass  # already failed as stale by another worker: it has been re-queued
+
+
+def run_trials(plan: Plan, evaluator: Evaluator, **kwargs) -> dict[str, int]:
+    """The ask/evaluate/tell loop of one worker (see TrialLoop); returns its trial counts by status."""
+    return TrialLoop(plan, evaluator, **kwargs).run()

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Measurements on a lent GPU machine, run from the repository root there:
+#
+#   bash benchmarks/device.sh TASK [ARG] [TASK [ARG]...]
+#
+#   gpu-tests        python -m pytest tests/gpu                        -> logs/gpu_tests.txt
+#   sweep [TRIALS]   benchmarks/sweep.py, warptile, TRIALS per shape (40) -> logs/sweep.{txt,json}
+#   search4096       default `autotune search --size 4096`, empty results folder and cold compile
+#                    cache, wall time included                         -> logs/search4096_fresh.txt
+#   check GPU        autotune check --gpu GPU (re-verify, re-time)     -> logs/check.txt
+#   sass             benchmarks/sass_report.py --size 4096             -> logs/sass4096.json
+#   compile-stress   benchmarks/compile_stress.py (200 parallel compiles, fresh processes)
+#                                                                       -> logs/compile_stress.txt
+#   wheel            the autotune wheel carried in .dist/, installed outside the checkout:
+#                    `autotune list`, then the default `autotune search --size 4096` into this
+#                    checkout's results/ (merged like any search)      -> logs/wheel.txt
+#
+# Needs the Python wheels in .whl/ (carried), and $OUT, the folder that comes back. Every task
+# writes its log under $OUT/logs/ and prints one summary line; the sweep's results files go to
+# $OUT/results/<gpu>/. At the end all of it is packed into $OUT/logs.tar.gz, since only a few
+# files come back one by one; unpack it into benchmarks/logs/run<N>-<gpu>/ and add a line to
+# benchmarks/logs/INDEX.md. Tasks run in the order given; one failing does not stop the next.
+set -u
+usage() { sed -n '2,17p' "$0"; exit 2; }
+[ $# -gt 0 ] || usage
+for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
+  case ${!i} in
+    gpu-tests|search4096|sass|compile-stress|wheel) ;;
+    sweep) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
+    check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
+    *) echo "unknown task '${!i}'" >&2; usage ;;
+  esac
+done
+: "${OUT:?set OUT to the folder that comes back}"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+export PYTHONUNBUFFERED=1 AUTOTUNE_CACHE=/tmp/atcache
+L=$OUT/logs
+mkdir -p "$L"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv \
+  > "$L/gpu.txt" 2>&1
+echo "bash benchmarks/device.sh $*" > "$L/command.txt"
+
+elapsed() { python3 -c "import time; print(round(time.time() - $1, 1))"; }
+
+while [ $# -gt 0 ]; do
+  task=$1; shift
+  case $task in
+    gpu-tests)
+      timeout 540 python3 -m pytest -q -p no:cacheprovider tests/gpu > "$L/gpu_tests.txt" 2>&1
+      echo "exit $?" >> "$L/gpu_tests.txt"
+      echo "gpu-tests: $(grep -E 'passed|failed|error' "$L/gpu_tests.txt" | tail -1)" ;;
+    sweep)
+      trials=40
+      if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi
+      timeout 540 python3 benchmarks/sweep.py --trials "$trials" --out "$L/sweep.json" > "$L/sweep.txt" 2>&1
+      echo "exit $?" >> "$L/sweep.txt"
+      slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
+      mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"  # to copy into the repository
+      echo "sweep ($trials trials): $(grep -E 'geometric|exit' "$L/sweep.txt" | head -1)" ;;
+    search4096)
+      rm -rf /tmp/fresh /tmp/fresh-cache
+      s=$(date +%s.%N)
+      AUTOTUNE_CACHE=/tmp/fresh-cache timeout 300 python3 -m autotune.cli search --size 4096 --results /tmp/fresh \
+        > "$L/search4096_fresh.txt" 2>&1
+      rc=$?
+      echo "autotune search --size 4096 (empty results, cold cache): exit $rc wall $(elapsed "$s") s" \
+        | tee -a "$L/search4096_fresh.txt" ;;
+    check)
+      gpu=$1; shift
+      timeout 300 python3 -m autotune.cli check --gpu "$gpu" > "$L/check.txt" 2>&1
+      echo "exit $?" >> "$L/check.txt"
+      echo "check $gpu: $(tail -2 "$L/check.txt" | tr '\n' ' ')" ;;
+    sass)
+      timeout 120 python3 benchmarks/sass_report.py --size 4096 > "$L/sass4096.json" 2>&1
+      echo "sass: $(grep -E '"(config|registers|spill_bytes|loop_ffma_share)"' "$L/sass4096.json" | tr -d ' \n')" ;;
+    compile-stress)
+      { python3 benchmarks/compile_stress.py --versions; timeout 300 python3 benchmarks/compile_stress.py; } \
+        > "$L/compile_stress.txt" 2>&1
+      echo "exit $?" >> "$L/compile_stress.txt"
+      echo "compile-stress: $(tail -2 "$L/compile_stress.txt" | tr '\n' ' ')" ;;
+    wheel)
+      # Only the wheel and the carried dependencies on the path: nothing of the checkout.
+      results=$PWD/results
+      rm -rf /tmp/wheelsite && python3 -m pip install -q --no-index --no-deps --target /tmp/wheelsite .dist/autotune-*.whl
+      s=$(date +%s.%N)
+      (cd /tmp && PYTHONPATH=/tmp/wheelsite:/tmp/site AUTOTUNE_CACHE=/tmp/wheel-cache \
+        python3 -c "import autotune, sys; print('autotune from', autotune.__file__)" \
+        && PYTHONPATH=/tmp/wheelsite:/tmp/site python3 -m autotune.cli list \
+        && PYTHONPATH=/tmp/wheelsite:/tmp/site AUTOTUNE_CACHE=/tmp/wheel-cache timeout 300 \
+           python3 -m autotune.cli search --size 4096 --results "$results") > "$L/wheel.txt" 2>&1
+      rc=$?
+      echo "wheel: autotune list + search --size 4096 from the wheel: exit $rc wall $(elapsed "$s") s" \
+        | tee -a "$L/wheel.txt"
+      slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
+      mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/" ;;
+  esac
+done
+tar czf "$OUT/logs.tar.gz" -C "$OUT" logs $([ -d "$OUT/results" ] && echo results) && rm -rf "$OUT/logs" "$OUT/results"

@@ -1,0 +1,169 @@
+"""The README's results tables, from the stored results: print them, or check README.md.
+
+    python benchmarks/readme_tables.py --gpu nvidia-h200                    # print the table
+    python benchmarks/readme_tables.py --gpu nvidia-h200 --check README.md  # exit 1 if it differs
+    python benchmarks/readme_tables.py --check README.md                    # every GPU under results/
+
+One row per stored shape (`results/<gpu>/<M>x<N>x<K>.json`), in the order of the shape sweep
+(benchmarks/sweep.py), then any others by size: the winning config's schedule, its TFLOP/s,
+cuBLAS's from the same process, the ratio (three decimals where two would read 1.00) and the
+relative error. The check looks in the README section whose heading names the GPU ("Results
+on an H200") for the table with this header, and lists the rows that differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autotune.results import gpu_dirs, iter_records  # noqa: E402 - after the sys.path line (runs from a checkout)
+from autotune.types import Problem  # noqa: E402 - after the sys.path line (runs from a checkout)
+
+HEADER = (
+    "| shape (MxNxK) | winning schedule (BMxBNxBK, stages, FMA order) | TFLOP/s | cuBLAS TFLOP/s | ratio | rel. error |"
+)
+RULE = "|---|---|---|---|---|---|"
+ORDERS = {0: "row-major", 1: "column-major", 2: "serpentine"}
+SCHEDULES = {
+    "stream_k": "stream-K",
+    "split_launch": "split launch",
+    "split_persistent": "split launch in one kernel",
+    "split_fused": "split launch in one launch",
+}
+
+
+def sweep_shapes() -> list[str]:
+    """benchmarks/sweep.py's SHAPES, read without importing it (it imports the GPU side)."""
+    tree = ast.parse((ROOT / "benchmarks" / "sweep.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SHAPES" for t in node.targets):
+            return [Problem.parse(s).name for s in ast.literal_eval(node.value)]
+    return []
+
+
+def schedule(entry: dict, problem: Problem) -> str:
+    """'128x256x16, 7 stages, serpentine, split launch' for warptile; params for other families."""
+    p, family = entry["config"]["params"], entry["config"]["family"]
+    if family != "warptile":
+        return f"{family} " + " ".join(f"{k}={v}" for k, v in sorted(p.items()))
+    parts = [f"{p['BM']}x{p['BN']}x{p['BK']}", f"{p['STAGES']} stages", ORDERS.get(p["MMA_ORDER"], "?")]
+    if p.get("SCHEDULE", "data_parallel") != "data_parallel":
+        parts.append(SCHEDULES.get(p["SCHEDULE"], p["SCHEDULE"]))
+    if p.get("SPLITK", 1) > 1:
+        parts.append(f"split-K {p['SPLITK']}")
+    if p.get("PACKB", 0) and problem.N % 4:
+        parts.append("B packed")
+    return ", ".join(parts)
+
+
+def ratio(r: float) -> str:
+    two = f"{r:.2f}x"
+    return f"{two} ({r:.3f})" if two == "1.00x" else two
+
+
+def rows(results: Path, slug: str) -> list[tuple[Problem, dict]]:
+    order = {name: i for i, name in enumerate(sweep_shapes())}
+    out = []
+    for _path, rec in iter_records(results, slug):
+        if rec["best"] is not None:
+            out.append((Problem(**rec["problem"]), rec["families"][rec["best"]]))
+    return sorted(out, key=lambda pe: (order.get(pe[0].name, len(order)), pe[0].flops, pe[0].name))
+
+
+def table(results: Path, slug: str) -> list[str]:
+    lines = [HEADER, RULE]
+    for problem, e in rows(results, slug):
+        lines.append(
+            f"| {problem.name} | {schedule(e, problem)} | {e['gflops'] / 1000:.1f} | "
+            f"{e['cublas']['gflops'] / 1000:.1f} | {ratio(e['ratio'])} | {e['error']:.1e} |"
+        )
+    return lines
+
+
+def summary(results: Path, slug: str) -> str:
+    ratios = [e["ratio"] for _p, e in rows(results, slug)]
+    if not ratios:
+        return "no results"
+    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    return f"Geometric mean {geo:.3f}x cuBLAS, lowest {min(ratios):.3f}x, {len(ratios)} shapes"
+
+
+def gpu_name(results: Path, slug: str) -> str:
+    return next((rec["gpu"]["name"] for _p, rec in iter_records(results, slug)), slug)
+
+
+def readme_table(readme: str, name: str) -> list[str] | None:
+    """The table with HEADER in the README section whose heading names this GPU (its model,
+    e.g. 'H200' of 'NVIDIA H200'), or None."""
+    model = re.sub(r"^NVIDIA\s+", "", name).split()[0]
+    section = None
+    for block in re.split(r"(?m)^## ", readme):
+        heading = block.splitlines()[0] if block else ""
+        if re.search(rf"\b{re.escape(model)}\b", heading):
+            section = block
+            break
+    if section is None:
+        return None
+    lines = section.splitlines()
+    if HEADER not in lines:
+        return None
+    start = lines.index(HEADER)
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return lines[start:end]
+
+
+def check(readme_path: Path, results: Path, slug: str) -> list[str]:
+    """What differs between the README's table for this GPU and the stored results (empty: none)."""
+    name = gpu_name(results, slug)
+    have = readme_table(readme_path.read_text(), name)
+    want = table(results, slug)
+    if have is None:
+        return [f"{readme_path}: no table headed '{HEADER}' in a section naming {name}"]
+    problems = []
+    have_rows = {ln.split("|")[1].strip(): ln for ln in have[2:]}
+    for line in want[2:]:
+        shape = line.split("|")[1].strip()
+        if have_rows.get(shape) != line:
+            problems.append(f"{shape}: README has {have_rows.get(shape, 'no row')!r}, results give {line!r}")
+    for shape in sorted(set(have_rows) - {ln.split("|")[1].strip() for ln in want[2:]}):
+        problems.append(f"{shape}: in the README, not in {results / slug}")
+    return problems
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=ROOT / "results", help="results folder (default results/)")
+    ap.add_argument("--gpu", help="a results folder name, e.g. nvidia-h200 (default: every one)")
+    ap.add_argument("--check", type=Path, metavar="README", help="exit 1 when this file's table differs")
+    args = ap.parse_args()
+    slugs = [args.gpu] if args.gpu else gpu_dirs(args.results)
+    if args.gpu and args.gpu not in gpu_dirs(args.results):
+        print(f"readme_tables: no results for {args.gpu} under {args.results}", file=sys.stderr)
+        return 2
+    failed = False
+    for slug in slugs:
+        if args.check:
+            diffs = check(args.check, args.results, slug)
+            for d in diffs:
+                print(f"{slug}: {d}")
+            failed = failed or bool(diffs)
+            if not diffs:
+                print(f"{slug}: the README's table matches {args.results / slug}")
+        else:
+            print(f"{gpu_name(args.results, slug)} ({slug}):\n")
+            print("\n".join(table(args.results, slug)))
+            print(f"\n{summary(args.results, slug)}\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,749 @@
+"""Hostile inputs and what autotune answers: one source for tests/test_hostile.py and for the
+Reliability table in README.md.
+
+    python tests/hostile_cases.py --markdown      # the table, as pasted into README.md
+
+Each case runs `autotune ARGS` in a fresh folder that its `setup` fills. The answer is one
+`autotune: error: ...` line on stderr holding every `expect` fragment, with exit code 2, or
+the documented success (`code` 0 or 1, fragments looked for on stdout). Nothing may be left
+half-written: no temporary file anywhere in the folder, and `after` checks what must not exist.
+`owner` marks a case another piece of work fixes (the test expects it to fail until that is
+merged); `handled_by` names a dedicated test for a case that is not one command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SLUG = "nvidia-h100-80gb-hbm3"  # the replay evaluator's GPU (the H100 profile)
+
+
+@dataclass(frozen=True)
+class Case:
+    input: str  # what the user did, in words
+    args: tuple[str, ...]  # autotune's arguments, run in the case's folder
+    answer: str  # what the README shows: the line (or the success), "…" where it varies
+    expect: tuple[str, ...] = ()  # fragments of the error line (exit 2) or of stdout (otherwise)
+    code: int = 2
+    setup: Callable[[Path], dict] | None = None  # fills the folder; returns environment additions
+    readonly: tuple[str, ...] = ()  # folders made read-only after setup (run as 'nobody' under root)
+    after: Callable[[Path], None] | None = None  # asserts what must not have been written
+    stdout: tuple[str, ...] = ()  # fragments of stdout too (a dry run's table before its error)
+    closed_stdout: bool = False  # stdout is a pipe whose reader is gone (`| head -1`)
+    shown: str = ""  # the command as the table shows it, when not `autotune ARGS`
+    note: str = ""  # said after the answer in the table (what is not written, when it is said)
+    owner: str = ""  # fixed by other work: expected to fail here until it is merged
+    handled_by: str = ""  # checked by this dedicated test instead
+    timeout: int = 300
+
+    @property
+    def command(self) -> str:
+        return self.shown or "autotune " + shlex.join(self.args)
+
+
+# ---- setups ----------------------------------------------------------------------------------
+
+
+def _write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (path.write_bytes if isinstance(text, bytes) else path.write_text)(text)
+    return path
+
+
+def replay_table(folder: Path) -> dict:
+    """table.json: every valid tiled point at 1000-4000 GFLOP/s, for searches without a GPU."""
+    from autotune.limits import load_profile
+    from autotune.space import Space
+
+    valid = Space.load("tiled").enumerate(load_profile("h100")).valid
+    _write(folder / "table.json", json.dumps({"table": {c.name: 1000.0 * (i + 1) for i, c in enumerate(valid)}}))
+    return {}
+
+
+def record(folder: Path, change: Callable[[dict], None] | None = None) -> dict:
+    """results/<h100>/64x64x64.json with a verified tiled entry, then `change`d by hand."""
+    from autotune.limits import load_profile
+    from autotune.results import make_entry, record_path, update_record
+    from autotune.types import Config, Measurement, Problem, Status
+
+    p = Problem(64, 64, 64)
+    m = Measurement(
+        Config.make("tiled", {"TILE": 32}),
+        p,
+        Status.OK,
+        time_ms=0.1,
+        time_min_ms=0.1,
+        time_max_ms=0.1,
+        time_iqr_ms=0.0,
+        repeats=5,
+        gflops=p.flops / 1e5,
+        error=1e-7,
+        registers=40,
+        spill_bytes=0,
+        smem_bytes=8448,
+    )
+    entry = make_entry(
+        m,
+        {"time_ms": 0.1, "gflops": 5000.0, "error": 1e-7},
+        search={},
+        versions={},
+        command="autotune search --size 64",
+        limits=load_profile("h100").to_dict(),
+    )
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "slug": SLUG, "arch": "sm_90"}
+    update_record(folder / "results", gpu, p, {"tiled": entry})
+    if change:
+        path = record_path(folder / "results", SLUG, p)
+        data = json.loads(path.read_text())
+        change(data)
+        path.write_text(json.dumps(data))
+    return {}
+
+
+def _set(keys: tuple, value) -> Callable[[dict], None]:
+    def change(data: dict) -> None:
+        d = data
+        for k in keys[:-1]:
+            d = d[k]
+        d[keys[-1]] = value
+
+    return change
+
+
+def _records_and(*more: Callable[[Path], dict]) -> Callable[[Path], dict]:
+    def setup(folder: Path) -> dict:
+        env = record(folder)
+        for s in more:
+            env |= s(folder) or {}
+        return env
+
+    return setup
+
+
+def _family(name: str, edit: Callable[[str], str], base: str = "tiled") -> Callable[[Path], dict]:
+    """A template folder (AUTOTUNE_TEMPLATES) holding `name`: `base` edited, with its space."""
+
+    def setup(folder: Path) -> dict:
+        text = (ROOT / "templates" / f"{base}.cu.j2").read_text()
+        _write(folder / "tpl" / f"{name}.cu.j2", edit(text))
+        space = (ROOT / "configs" / f"{base}.yaml").read_text().replace(f"family: {base}", f"family: {name}")
+        _write(folder / "tpl" / f"{name}.yaml", space)
+        return {"AUTOTUNE_TEMPLATES": str(folder / "tpl")}
+
+    return setup
+
+
+def _no_nvrtc(folder: Path) -> dict:
+    """A cupy_backends that cannot be imported first on the path: an install without the extra."""
+    _write(folder / "fake" / "cupy_backends" / "__init__.py", "raise ImportError('no CUDA extra installed')\n")
+    return {"PYTHONPATH": str(folder / "fake")}
+
+
+def _files(**files: str | bytes) -> Callable[[Path], dict]:
+    def setup(folder: Path) -> dict:
+        for name, text in files.items():
+            _write(folder / name.replace("__", "/"), text)
+        return {}
+
+    return setup
+
+
+def _dirs(*names: str) -> Callable[[Path], dict]:
+    def setup(folder: Path) -> dict:
+        for n in names:
+            (folder / n).mkdir(parents=True, exist_ok=True)
+        return {}
+
+    return setup
+
+
+def _fifo(folder: Path) -> dict:
+    os.mkfifo(folder / "fifo")
+    return {}
+
+
+def _both(*setups: Callable[[Path], dict]) -> Callable[[Path], dict]:
+    def setup(folder: Path) -> dict:
+        env: dict = {}
+        for s in setups:
+            env |= s(folder) or {}
+        return env
+
+    return setup
+
+
+def _absent(*names: str) -> Callable[[Path], None]:
+    def after(folder: Path) -> None:
+        for n in names:
+            assert not (folder / n).exists(), f"{n} was written"
+
+    return after
+
+
+# ---- the cases -------------------------------------------------------------------------------
+
+_BIG = "more than 2147483647, the largest size the kernels' int indices hold"
+_CFG = ("search", "--size", "64", "--family", "tiled", "--config", "space.yaml", "--dry-run")
+_REPLAY = ("--family", "tiled", "--replay", "table.json")
+
+CASES: list[Case] = [
+    # -- sizes and shapes
+    Case(
+        "size 0",
+        ("search", "--size", "0"),
+        "autotune: error: argument --size: expected a positive integer, got 0 (see 'autotune search --help')",
+        ("--size: expected a positive integer, got 0",),
+    ),
+    Case(
+        "size not an integer",
+        ("search", "--size", "1e10"),
+        "autotune: error: argument --size: expected a positive integer, got '1e10' (see …)",
+        ("expected a positive integer, got '1e10'",),
+    ),
+    Case(
+        "size beyond a C int",
+        ("search", "--size", "10000000000", "--dry-run"),
+        f"autotune: error: M=10000000000 is {_BIG}",
+        (f"M=10000000000 is {_BIG}",),
+    ),
+    Case(
+        "one dimension beyond a C int",
+        ("search", "--m", "3000000000", "--n", "64", "--k", "64", "--dry-run"),
+        f"autotune: error: M=3000000000 is {_BIG}",
+        (f"M=3000000000 is {_BIG}",),
+    ),
+    Case(
+        "beyond a C int in --sizes",
+        ("search", "--sizes", "1024,3000000000", "--dry-run"),
+        f"autotune: error: --sizes: M=3000000000 is {_BIG}",
+        (f"--sizes: M=3000000000 is {_BIG}",),
+    ),
+    Case(
+        "beyond a C int in a shapes file",
+        ("search", "--shapes-file", "shapes.txt", "--dry-run"),
+        f"autotune: error: shapes.txt: N=5000000000 is {_BIG}",
+        ("shapes.txt:", f"N=5000000000 is {_BIG}"),
+        setup=_files(**{"shapes.txt": "64x5000000000x64\n"}),
+    ),
+    Case(
+        "beyond a C int on the replay path (once wrote a record)",
+        ("search", "--m", "3000000000", "--n", "8", "--k", "8", *_REPLAY),
+        f"autotune: error: M=3000000000 is {_BIG}",
+        (f"M=3000000000 is {_BIG}",),
+        setup=replay_table,
+        after=_absent("results"),
+        note="nothing written",
+    ),
+    Case(
+        "incomplete shape",
+        ("search", "--m", "10", "--n", "10"),
+        "autotune: error: give --size S, or all of --m, --n and --k",
+        ("give --size S, or all of --m, --n and --k",),
+    ),
+    Case(
+        "two shapes at once",
+        ("search", "--size", "8", "--m", "8", "--n", "8", "--k", "8"),
+        "autotune: error: give either --size or --m/--n/--k, not both",
+        ("not both",),
+    ),
+    Case(
+        "shape list with text",
+        ("search", "--sizes", "1024,abc", "--family", "tiled", "--dry-run"),
+        "autotune: error: --sizes: shape 'abc': not an integer",
+        ("--sizes: shape 'abc': not an integer",),
+    ),
+    Case(
+        "shapes file missing",
+        ("search", "--shapes-file", "nope.txt", "--dry-run"),
+        "autotune: error: nope.txt: cannot read (No such file or directory)",
+        ("nope.txt: cannot read",),
+    ),
+    Case(
+        "shapes file not UTF-8",
+        ("search", "--shapes-file", "shapes.txt", "--dry-run"),
+        "autotune: error: shapes.txt: not UTF-8 text (byte 0xff at offset 0)",
+        ("shapes.txt: not UTF-8 text (byte 0xff at offset 0)",),
+        setup=_files(**{"shapes.txt": b"\xff\xfe1024\n"}),
+    ),
+    # -- options
+    Case(
+        "unknown family",
+        ("search", "--size", "64", "--family", "nope"),
+        "autotune: error: unknown family 'nope'; known: coarse1d, coarse2d, tiled, vectorized, warptile",
+        ("unknown family 'nope'",),
+    ),
+    Case(
+        "a path as a family",
+        ("search", "--size", "64", "--family", "../etc"),
+        "autotune: error: family '../etc': names are lower-case letters, digits and '_'",
+        ("family '../etc'",),
+    ),
+    Case(
+        "unknown sampler",
+        ("search", "--size", "64", "--sampler", "cmaes"),
+        "autotune: error: argument --sampler: invalid choice: 'cmaes' (choose from …)",
+        ("invalid choice: 'cmaes'",),
+    ),
+    Case(
+        "negative timeout",
+        ("search", "--size", "64", "--timeout", "-1"),
+        "autotune: error: argument --timeout: expected a number >= 0, got '-1' (see …)",
+        ("expected a number >= 0",),
+    ),
+    Case(
+        "unknown command",
+        ("frobnicate",),
+        "autotune: error: argument COMMAND: invalid choice: 'frobnicate' (choose from …)",
+        ("invalid choice: 'frobnicate'",),
+    ),
+    Case(
+        "an arch that is not sm_XX (search)",
+        ("search", "--size", "64", "--arch", "x;rm", "--dry-run"),
+        "autotune: error: argument --arch: expected sm_<digits> with an optional 'a' (e.g. sm_90, sm_90a), got 'x;rm' "
+        "(see …)",
+        ("argument --arch: expected sm_<digits> with an optional 'a'", "got 'x;rm'"),
+    ),
+    Case(
+        "an arch that is not sm_XX (list)",
+        ("list", "--arch", "x;rm"),
+        "autotune: error: argument --arch: expected sm_<digits> with an optional 'a' (…), got 'x;rm' (see …)",
+        ("argument --arch: expected sm_<digits>", "got 'x;rm'"),
+    ),
+    Case(
+        "replay table missing",
+        ("search", "--size", "64", "--family", "tiled", "--replay", "nope.json"),
+        "autotune: error: nope.json: not a replay table (FileNotFoundError: …)",
+        ("nope.json: not a replay table",),
+    ),
+    Case(
+        "unreachable storage",
+        ("search", "--size", "64", *_REPLAY, "--storage", "postgresql://nobody@127.0.0.1:9/none"),
+        "autotune: error: storage 'postgresql://nobody@127.0.0.1:9/none': OperationalError: …",
+        ("storage 'postgresql://nobody@127.0.0.1:9/none'",),
+        setup=replay_table,
+        after=_absent("results"),
+        note="no results written",
+    ),
+    # -- space files (--config)
+    Case(
+        "config: malformed YAML",
+        _CFG,
+        "autotune: error: space.yaml:2: malformed YAML: …",
+        ("space.yaml:2: malformed YAML",),
+        setup=_files(**{"space.yaml": "space: {TILE: [8, 16\n"}),
+    ),
+    Case(
+        "config: unknown parameter",
+        _CFG,
+        "autotune: error: space.yaml:1: unknown parameter 'SIZE' for family tiled (has TILE)",
+        ("unknown parameter 'SIZE'",),
+        setup=_files(**{"space.yaml": "space: {TILE: [8], SIZE: [2]}\n"}),
+    ),
+    Case(
+        "config: code where an integer belongs",
+        _CFG,
+        "autotune: error: space.yaml:1: TILE must be an integer, got '16; asm(\"trap;\")'",
+        ("TILE must be an integer",),
+        setup=_files(**{"space.yaml": "space: {TILE: ['16; asm(\"trap;\")']}\n"}),
+    ),
+    Case(
+        "config: BM: 128.5",
+        ("search", "--size", "64", "--family", "coarse2d", "--config", "space.yaml", "--dry-run"),
+        "autotune: error: space.yaml:1: BM must be an integer, got 128.5",
+        ("space.yaml:1: BM must be an integer, got 128.5",),
+        setup=_files(**{"space.yaml": "space: {BM: [128.5], BN: [64], BK: [8], TM: [4], TN: [4]}\n"}),
+    ),
+    Case(
+        "config: value outside its domain",
+        _CFG,
+        "autotune: error: space.yaml:1: TILE=100 is outside its domain [1, 64]",
+        ("TILE=100 is outside its domain [1, 64]",),
+        setup=_files(**{"space.yaml": "space: {TILE: [100]}\n"}),
+    ),
+    Case(
+        "config: no valid point",
+        _CFG,
+        "autotune: error: family tiled: no valid point among 3 (space.yaml); 'threads per block <= device limit' "
+        "removed 2; …",
+        ("no valid point among 3",),
+        setup=_files(**{"space.yaml": "space: {TILE: [4, 48, 64]}\n"}),
+    ),
+    Case(
+        "config: not UTF-8",
+        _CFG,
+        "autotune: error: space.yaml: not UTF-8 text (…)",
+        ("space.yaml", "UTF-8"),
+        setup=_files(**{"space.yaml": b"space: {TILE: [\xff]}\n"}),
+    ),
+    # -- templates (front matter, Jinja, compile)
+    Case(
+        "template: misspelled front-matter key",
+        ("search", "--size", "64", "--family", "typo", "--dry-run", "--sample", "1"),
+        "autotune: error: …/typo.cu.j2:…: unknown key 'constraint' in the declaration (allowed: …)",
+        ("typo.cu.j2:", "unknown key 'constraint'"),
+        setup=_family("typo", lambda t: t.replace("constraints:", "constraint:", 1), base="coarse2d"),
+    ),
+    Case(
+        "template: duplicate front-matter key",
+        ("search", "--size", "64", "--family", "dup", "--dry-run"),
+        "autotune: error: …/dup.cu.j2:…: malformed YAML: duplicate key 'description' (first at line …)",
+        ("dup.cu.j2:", "duplicate key 'description'"),
+        setup=_family("dup", lambda t: t.replace("\ndescription:", "\ndescription: x\ndescription:", 1)),
+    ),
+    Case(
+        "template: non-integer domain",
+        ("search", "--size", "64", "--family", "frac", "--dry-run"),
+        "autotune: error: …/frac.cu.j2:…: domain of TILE must be [lo, hi], two integers with lo <= hi, got [1, 64.5]",
+        ("frac.cu.j2:", "domain of TILE must be [lo, hi], two integers"),
+        setup=_family("frac", lambda t: t.replace("domain: [1, 64]", "domain: [1, 64.5]", 1)),
+    ),
+    Case(
+        "template: Jinja syntax error",
+        ("search", "--size", "64", "--family", "jinja", "--dry-run"),
+        "autotune: error: …/jinja.cu.j2:…: template syntax error: …",
+        ("jinja.cu.j2:", "template syntax error"),
+        setup=_family("jinja", lambda t: t.replace("__syncthreads();", "{% if %}__syncthreads();", 1)),
+    ),
+    Case(
+        "AUTOTUNE_TEMPLATES names no folder",
+        ("list",),
+        "autotune: error: AUTOTUNE_TEMPLATES: /nonexistent is not a folder",
+        ("AUTOTUNE_TEMPLATES",),
+        setup=lambda f: {"AUTOTUNE_TEMPLATES": "/nonexistent"},
+    ),
+    Case(
+        "template that fails to compile",
+        ("search", "--size", "64", "--family", "bad", "--dry-run", "--jobs", "1"),
+        "NVRTC's first lines on stdout; autotune: error: family bad: every statically valid point failed to compile "
+        "or was rejected for its resources; top reasons: compile_failed (4); …; e.g. compile_failed: "
+        'NVRTC_ERROR_COMPILATION (6): autotune_sgemm.cu(…): error: identifier "undefined_thing" is undefined | …',
+        ("every statically valid point failed to compile", 'error: identifier "undefined_thing" is undefined'),
+        setup=_family("bad", lambda t: t.replace("__syncthreads();", "__syncthreads(); undefined_thing();", 1)),
+        stdout=("bad: 4 x compile_failed: NVRTC_ERROR_COMPILATION (6):",),
+    ),
+    Case(
+        "the same with --verbose",
+        ("search", "--size", "64", "--family", "bad", "--dry-run", "--jobs", "1", "--verbose"),
+        'NVRTC\'s whole log on stdout under each kind of failure ("… 1 error detected in the compilation of …"), '
+        "then the same line: autotune: error: family bad: every statically valid point failed to compile …",
+        ("every statically valid point failed",),
+        setup=_family("bad", lambda t: t.replace("__syncthreads();", "__syncthreads(); undefined_thing();", 1)),
+        stdout=("1 error detected in the compilation of",),
+    ),
+    Case(
+        "no NVRTC (installed without the cuda13/cuda12 extra)",
+        ("search", "--size", "64", "--family", "tiled", "--dry-run"),
+        'autotune: error: NVRTC cannot be loaded (no CUDA extra installed): pip install "autotune[cuda13]" (or '
+        "[cuda12] for a CUDA 12 driver)",
+        ("NVRTC", 'pip install "autotune[cuda13]"'),
+        setup=_no_nvrtc,
+    ),
+    Case(
+        "installed from a wheel (pip install .)",
+        ("list",),
+        "the five families, as from the checkout",
+        code=0,
+        handled_by="tests/test_packaging.py and CI's wheel step",
+    ),
+    # -- work that would take hours
+    Case(
+        "dry run of the default spaces",
+        ("search", "--size", "4096", "--dry-run"),
+        "autotune: error: this dry run compiles … points (warptile …, …): about … h with … parallel compiles "
+        "(estimated at 3 s of CPU per NVRTC compile; …); compile a random N per family with --sample N, or go "
+        "ahead with --yes",
+        ("this dry run compiles", "warptile", "--sample N, or go ahead with --yes"),
+        timeout=600,
+    ),
+    Case(
+        "search of 100,000 trials a family",
+        ("search", "--size", "4096", "--trials", "100000", "--replay", "table.json"),
+        "autotune: error: this search measures up to … configs (5 families, up to 100,000 trials each, 1 shape(s)): "
+        "about … h (…); lower --trials, bound it with --timeout SEC, or go ahead with --yes",
+        ("this search measures up to", "lower --trials, bound it with --timeout SEC, or go ahead with --yes"),
+        setup=replay_table,
+        after=_absent("results"),
+    ),
+    Case(
+        "the same where the space is small",
+        ("search", "--size", "4096", "--trials", "100000", *_REPLAY, "--quiet"),
+        "searches tiled's 4 valid points; wrote results/…/4096x4096x4096.json",
+        code=0,
+        expect=("wrote results/",),
+        setup=replay_table,
+    ),
+    # -- results and output paths
+    *(
+        Case(
+            f"--results names a file ({cmd[0]})",
+            (*cmd, "--results", "f.txt"),
+            "autotune: error: --results f.txt: is a file, not a folder",
+            ("--results f.txt: is a file, not a folder",),
+            setup=_files(**{"f.txt": ""}),
+        )
+        for cmd in (
+            ("search", "--size", "64", *_REPLAY),
+            ("export", "--size", "64"),
+            ("check", "--static"),
+            ("report",),
+            ("list",),
+        )
+    ),
+    Case(
+        "read-only results folder, --storage elsewhere",
+        ("search", "--size", "64", *_REPLAY, "--storage", "sqlite:///s.db"),
+        f"autotune: error: cannot write results under results/{SLUG} (--results results): permission denied or a "
+        "read-only folder",
+        ("cannot write results under",),
+        setup=_records_and(replay_table),
+        readonly=(f"results/{SLUG}",),
+        after=_absent("s.db"),
+        note="said before searching: no study started",
+    ),
+    Case(
+        "export into a read-only folder",
+        ("export", "--size", "64", "-o", "ro/t.h"),
+        "autotune: error: -o ro/t.h: cannot write into ro (permission denied or a read-only folder)",
+        ("-o ro/t.h: cannot write into ro",),
+        setup=_records_and(_dirs("ro")),
+        readonly=("ro",),
+    ),
+    Case(
+        "export onto a folder",
+        ("export", "--size", "64", "-o", "out"),
+        "autotune: error: -o out: is a folder; name the header file (e.g. out/tuned_sgemm.h)",
+        ("-o out: is a folder",),
+        setup=_records_and(_dirs("out")),
+        note="no temporary file left in it",
+    ),
+    Case(
+        "export into a folder that does not exist",
+        ("export", "--size", "64", "-o", "a/b/c.h"),
+        "autotune: error: -o a/b/c.h: folder a/b does not exist (it is not created)",
+        ("-o a/b/c.h: folder a/b does not exist",),
+        setup=record,
+        after=_absent("a"),
+        note="no folder made",
+    ),
+    Case(
+        "export onto a pipe",
+        ("export", "--size", "64", "-o", "fifo"),
+        "autotune: error: -o fifo: not a regular file",
+        ("-o fifo: not a regular file",),
+        setup=_records_and(_fifo),
+    ),
+    Case(
+        "report into a read-only folder",
+        ("report", "-o", "ro"),
+        "autotune: error: -o ro: cannot write into ro (permission denied or a read-only folder)",
+        ("-o ro: cannot write into ro",),
+        setup=_records_and(_dirs("ro")),
+        readonly=("ro",),
+    ),
+    Case(
+        "report onto a file",
+        ("report", "-o", "f.txt"),
+        "autotune: error: -o f.txt: is a file, not a folder",
+        ("-o f.txt: is a file, not a folder",),
+        setup=_records_and(_files(**{"f.txt": ""})),
+    ),
+    Case(
+        "report into a folder that does not exist",
+        ("report", "-o", "a/b/c"),
+        "autotune: error: -o a/b/c: folder a/b does not exist (it is not created)",
+        ("-o a/b/c: folder a/b does not exist",),
+        setup=record,
+        after=_absent("a"),
+        note="no folder made",
+    ),
+    Case(
+        "export of a shape never tuned",
+        ("export", "--size", "128"),
+        f"autotune: error: no result for 128x128x128 on {SLUG}; tuned shapes: 64x64x64",
+        ("no result for 128x128x128", "tuned shapes: 64x64x64"),
+        setup=record,
+    ),
+    Case(
+        "no results folder",
+        ("export", "--size", "64", "--results", "nope"),
+        "autotune: error: no results under nope: run 'autotune search' first",
+        ("no results under nope",),
+    ),
+    Case(
+        "a GPU with no results",
+        ("check", "--gpu", "Some GPU"),
+        f"autotune: error: no results for GPU 'Some GPU' under results; have: {SLUG}",
+        ("no results for GPU 'Some GPU'",),
+        setup=record,
+    ),
+    # -- stored records edited or damaged by hand
+    Case(
+        "record: not JSON",
+        ("list",),
+        "autotune: error: results/…/64x64x64.json: corrupted results file (not JSON: …)",
+        ("64x64x64.json: corrupted results file (not JSON",),
+        setup=lambda f: record(f) | _files(**{f"results__{SLUG}__64x64x64.json": "{broken"})(f),
+    ),
+    Case(
+        "record: gflops is a string",
+        ("list",),
+        "autotune: error: results/…/64x64x64.json: corrupted results file (entry tiled: gflops is 'fast', not a "
+        "positive number)",
+        ("corrupted results file (entry tiled: gflops is 'fast', not a positive number)",),
+        setup=lambda f: record(f, _set(("families", "tiled", "gflops"), "fast")),
+    ),
+    Case(
+        "record: cuBLAS GFLOP/s is a string",
+        ("export", "--size", "64"),
+        "autotune: error: results/…/64x64x64.json: corrupted results file (entry tiled: cublas.gflops is '5000', not "
+        "a positive number)",
+        ("entry tiled: cublas.gflops is '5000', not a positive number",),
+        setup=lambda f: record(f, _set(("families", "tiled", "cublas", "gflops"), "5000")),
+    ),
+    Case(
+        "record: best names a family it does not hold",
+        ("list",),
+        "autotune: error: results/…/64x64x64.json: corrupted results file ('best' is 'warptile', not one of its "
+        "families (tiled))",
+        ("'best' is 'warptile', not one of its families (tiled)",),
+        setup=lambda f: record(f, _set(("best",), "warptile")),
+    ),
+    Case(
+        "record: a parameter that is not an integer",
+        ("export", "--size", "64"),
+        "autotune: error: stored config tiled_TILE32: TILE must be an integer, got '32'",
+        ("TILE must be an integer, got '32'",),
+        setup=lambda f: record(f, _set(("families", "tiled", "config", "params", "TILE"), "32")),
+    ),
+    Case(
+        "record: a size beyond a C int",
+        ("list",),
+        f"autotune: error: results/…/64x64x64.json: corrupted results file (M=3000000000 is {_BIG})",
+        (f"M=3000000000 is {_BIG}",),
+        setup=lambda f: record(f, _set(("problem", "M"), 3000000000)),
+    ),
+    # -- output
+    Case(
+        "stdout closed early",
+        ("list",),
+        "the lines that fit; nothing on stderr; exit 1, as Python exits on EPIPE",
+        code=1,
+        closed_stdout=True,
+        shown="autotune list | head -1",
+    ),
+    Case(
+        "two searches of one shape and results folder at once",
+        (),
+        "both finish; the record holds the better entry of the two, none lost or torn",
+        code=0,
+        shown="autotune search --size S … & autotune search --size S …",
+        handled_by="tests/test_hostile.py::test_two_processes_updating_one_record_lose_nothing",
+    ),
+    Case(
+        "random argument lists",
+        (),
+        "exit 0, 1 or 2; exit 2 is one line",
+        code=0,
+        shown="autotune search …",
+        handled_by="tests/test_robust.py::test_cli_arguments_never_trace_back",
+    ),
+    Case(
+        "random space files",
+        (),
+        "valid integers from the domains, or one line naming the file",
+        code=0,
+        shown="autotune search --config …",
+        handled_by="tests/test_robust.py::test_config_loader_accepts_valid_or_raises_user_error",
+    ),
+]
+
+
+# ---- running one -----------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    code: int
+    stdout: str
+    stderr: str
+
+
+class CannotDemote(Exception):
+    """Root, and no setpriv to run the case as 'nobody': its read-only folders cannot be tested."""
+
+
+def _as_nobody() -> list[str]:
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise CannotDemote("read-only folders mean nothing to root, and setpriv (util-linux) is not installed")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def run_case(case: Case, folder: Path) -> Outcome:
+    """Set the case up in `folder` and run it there. Read-only folders mean nothing to root, so
+    under root a case with read-only folders runs as 'nobody' through setpriv (the folder opened
+    to it), or raises CannotDemote without setpriv."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    extra = case.setup(folder) if case.setup else {}
+    for k, v in (extra or {}).items():
+        env[k] = f"{v}{os.pathsep}{env[k]}" if k == "PYTHONPATH" else v
+    demote = bool(case.readonly) and os.geteuid() == 0
+    if demote:
+        env |= {"AUTOTUNE_CACHE": str(folder / ".cache"), "HOME": str(folder), "MPLCONFIGDIR": str(folder / ".cache")}
+        for p in [folder, *folder.rglob("*")]:
+            p.chmod(0o777 if p.is_dir() else 0o666)
+    for name in case.readonly:
+        (folder / name).chmod(0o555)
+    argv = [*(_as_nobody() if demote else []), sys.executable, "-m", "autotune.cli", *case.args]
+    try:
+        if case.closed_stdout:
+            r, w = os.pipe()
+            os.close(r)
+            try:
+                p = subprocess.run(
+                    argv, cwd=folder, env=env, stdout=w, stderr=subprocess.PIPE, text=True, timeout=case.timeout
+                )
+            finally:
+                os.close(w)
+            return Outcome(p.returncode, "", p.stderr)
+        p = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=case.timeout)
+        return Outcome(p.returncode, p.stdout, p.stderr)
+    finally:
+        for name in case.readonly:
+            (folder / name).chmod(0o755)
+
+
+# ---- the README table ------------------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _answer(case: Case) -> str:
+    """The error line as code (what is printed), words around it as words."""
+    i = case.answer.find("autotune: error: ")
+    text = case.answer if i < 0 else f"{case.answer[:i]}`{case.answer[i:]}`"
+    return _cell(text + (f" ({case.note})" if case.note else ""))
+
+
+def markdown() -> str:
+    rows = ["| input | command | answer | exit code |", "|---|---|---|---|"]
+    for c in CASES:
+        rows.append(f"| {_cell(c.input)} | `{_cell(c.command)}` | {_answer(c)} | {c.code} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--markdown"]:
+        sys.exit("usage: python tests/hostile_cases.py --markdown")
+    sys.stdout.write(markdown())
