@@ -44,6 +44,17 @@ def cmd_search(args) -> int:
         ev.close()
 
 
+def suited(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
+    """The families meant for this shape (their declared `suits`), unless the user named them."""
+    if named:
+        return spaces
+    keep = [sp for sp in spaces if not sp.family.unsuited(problem)]
+    for sp in spaces:
+        if sp not in keep:
+            print(f"{sp.family.name}: not for {problem.name} ({'; '.join(sp.family.unsuited(problem))})", flush=True)
+    return keep
+
+
 def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
     from .parallel import search_parallel
     from .results import save_search
@@ -51,6 +62,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
     from .studies import default_storage
     from .trials import Progress
 
+    spaces = suited(spaces, problem, named=bool(args.family))
     slug = ev.limits.slug
     storage = args.storage or default_storage(args.results, slug)
     t0 = time.monotonic()

@@ -5,6 +5,7 @@
     params:      {NAME: {domain: [lo, hi] | choices: [a, b, ...], default: ..., doc: ..., was: ...}}
     derived:     {NAME: expression}            # in order; THREADS and SMEM_BYTES are required
     constraints: [{expr: ..., why: ...}]
+    suits:       [{expr: ..., why: ...}]       # shapes (M, N, K) the family is meant for
     launch:      {threads, grid, dynamic_smem, scale_c_first, workspace, workspace_zeroed,
                   pack_b, pack_b_at, values, tail_tiles, tail_first, tail_grid}
     -#}
@@ -13,6 +14,10 @@ Unknown keys, duplicate keys, a text where an integer belongs and names an expre
 read are errors that name the template and the line. A parameter either has an integer domain
 or named choices (values are then those names, as in `SCHEDULE: stream_k`); `was` maps an older,
 integer-coded parameter onto the choices (stored configs that predate the name stay valid).
+
+`suits` names the shapes a family is built for (`M <= 32`: a few rows). Every family is correct
+at every shape; a search over all families leaves out the ones a shape does not suit, and one
+that names a family runs it anyway.
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ _CHOICE = re.compile(r"^[a-z][a-z0-9_]*$")
 RESERVED = frozenset({"M", "N", "K", "SLOTS", "KERNEL_NAME"})
 LAUNCH_NAMES = frozenset({"M", "N", "K", "SLOTS"})  # what launch expressions may read beyond the config
 
-_TOP = ("description", "params", "derived", "constraints", "launch")
+_TOP = ("description", "params", "derived", "constraints", "suits", "launch")
+SHAPE_NAMES = frozenset({"M", "N", "K"})  # what `suits` may read
 _PARAM_KEYS = ("domain", "choices", "default", "doc", "was")
 _LAUNCH_KEYS = (
     "threads",
@@ -112,6 +118,7 @@ class Declaration:
     derived: dict[str, Expr]
     constraints: tuple[tuple[Expr, str], ...]
     launch: Launch
+    suits: tuple[tuple[Expr, str], ...] = ()  # over M, N, K: the shapes the family is meant for
 
 
 def parse(text: str, path: str, first_line: int) -> Declaration:
@@ -135,26 +142,33 @@ def parse(text: str, path: str, first_line: int) -> Declaration:
     for need in ("THREADS", "SMEM_BYTES"):
         if need not in derived:
             raise UserError(f"{path}: derived values must define {need}")
-    constraints = []
-    raw_constraints = data.get("constraints") or []
-    if not isinstance(raw_constraints, list):
-        raise UserError(f"{yamlio.where(path, data, 'constraints')}: constraints must be a list of {{expr, why}}")
-    for c in raw_constraints:
-        yamlio.check_keys(c, ("expr", "why"), path, "a constraint")
-        at = yamlio.where(path, c, "expr")
-        if "expr" not in c:
-            raise UserError(f"{yamlio.where(path, c)}: a constraint needs 'expr'")
-        why = c.get("why", str(c["expr"]))
-        if not isinstance(why, str):
-            raise UserError(f"{yamlio.where(path, c, 'why')}: 'why' must be text")
-        constraints.append((_expr(c["expr"], at, "constraint", known), why))
+    constraints = _rules(data, "constraints", path, known)
+    suits = _rules(data, "suits", path, SHAPE_NAMES)
     if "launch" not in data:
         raise UserError(f"{path}: the declaration needs a 'launch' block (at least its grid)")
     launch = _launch(data["launch"], path, known)
     description = data.get("description", "")
     if not isinstance(description, str):
         raise UserError(f"{yamlio.where(path, data, 'description')}: description must be text")
-    return Declaration(description.strip(), params, derived, tuple(constraints), launch)
+    return Declaration(description.strip(), params, derived, constraints, launch, suits)
+
+
+def _rules(data: Any, key: str, path: str, names: set[str] | frozenset[str]) -> tuple[tuple[Expr, str], ...]:
+    """A list of {expr, why} (constraints over the config, suits over the shape)."""
+    raw = data.get(key) or []
+    if not isinstance(raw, list):
+        raise UserError(f"{yamlio.where(path, data, key)}: {key} must be a list of {{expr, why}}")
+    out = []
+    for c in raw:
+        what = "a constraint" if key == "constraints" else f"an entry of {key}"
+        yamlio.check_keys(c, ("expr", "why"), path, what)
+        if "expr" not in c:
+            raise UserError(f"{yamlio.where(path, c)}: {what} needs 'expr'")
+        why = c.get("why", str(c["expr"]))
+        if not isinstance(why, str):
+            raise UserError(f"{yamlio.where(path, c, 'why')}: 'why' must be text")
+        out.append((_expr(c["expr"], yamlio.where(path, c, "expr"), key.rstrip("s"), names), why))
+    return tuple(out)
 
 
 def _params(raw: Any, path: str) -> dict[str, Param]:

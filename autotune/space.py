@@ -37,7 +37,7 @@ from . import decl as _decl
 from . import yamlio
 from .launch import LaunchPlan, plan_for
 from .limits import DeviceLimits
-from .types import Config, UserError
+from .types import Config, Problem, UserError
 
 # The folder holding templates/ and configs/: the installed package, when it carries them (a
 # wheel: pyproject.toml maps them into it), else the checkout beside the package (an editable
@@ -209,6 +209,11 @@ class Family:
             env[dname] = _int(ex, env, self.path)
         env["DYNAMIC_SMEM"] = _int(self.launch.dynamic_smem, env, self.path)
         return env
+
+    def unsuited(self, problem: Problem) -> list[str]:
+        """Why this family is not meant for `problem` (its declared `suits` it breaks); [] when it is."""
+        env = {"M": problem.M, "N": problem.N, "K": problem.K}
+        return [why for ex, why in self.declaration.suits if not ex(env)]
 
     def violations(self, config: Config | Resolved, limits: DeviceLimits) -> list[str]:
         """Every static (pre-compile) rule this config breaks, each with its reason."""

@@ -43,6 +43,11 @@ class Problem:
     def flops(self) -> int:
         return 2 * self.M * self.N * self.K
 
+    @property
+    def bytes(self) -> int:
+        """Memory traffic of an ideal kernel: A and B read once, C written once (beta = 0)."""
+        return 4 * (self.M * self.K + self.K * self.N + self.M * self.N)
+
     @classmethod
     def parse(cls, text: str) -> Problem:
         """'4096' (square) or '8192x8192x1024' (MxNxK)."""

@@ -5,6 +5,8 @@
 #
 #   gpu-tests        python -m pytest tests/gpu                        -> logs/gpu_tests.txt
 #   sweep [TRIALS]   benchmarks/sweep.py, warptile, TRIALS per shape (40) -> logs/sweep.{txt,json}
+#   skinny [TRIALS]  benchmarks/bandwidth.py, then sweep.py --set skinny with the few-rows and
+#                    few-columns families, TRIALS per shape (30)             -> logs/bandwidth.json, logs/skinny.{txt,json}
 #   search4096       default `autotune search --size 4096`, empty results folder and cold compile
 #                    cache, wall time included                         -> logs/search4096_fresh.txt
 #   check GPU        autotune check --gpu GPU (re-verify, re-time)     -> logs/check.txt
@@ -21,12 +23,12 @@
 # files come back one by one; unpack it into benchmarks/logs/run<N>-<gpu>/ and add a line to
 # benchmarks/logs/INDEX.md. Tasks run in the order given; one failing does not stop the next.
 set -u
-usage() { sed -n '2,17p' "$0"; exit 2; }
+usage() { sed -n '2,19p' "$0"; exit 2; }
 [ $# -gt 0 ] || usage
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
     gpu-tests|search4096|sass|compile-stress|wheel) ;;
-    sweep) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
+    sweep|skinny) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
     *) echo "unknown task '${!i}'" >&2; usage ;;
   esac
@@ -58,6 +60,16 @@ while [ $# -gt 0 ]; do
       slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
       mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"  # to copy into the repository
       echo "sweep ($trials trials): $(grep -E 'geometric|exit' "$L/sweep.txt" | head -1)" ;;
+    skinny)
+      trials=30
+      if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi
+      timeout 60 python3 benchmarks/bandwidth.py > "$L/bandwidth.json" 2>&1
+      timeout 540 python3 benchmarks/sweep.py --set skinny --family fewrows fewcols --trials "$trials" --out "$L/skinny.json" \
+        > "$L/skinny.txt" 2>&1
+      echo "exit $?" >> "$L/skinny.txt"
+      slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
+      mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"
+      echo "skinny ($trials trials): $(cat "$L/bandwidth.json") $(grep -E 'geometric|exit' "$L/skinny.txt" | head -1)" ;;
     search4096)
       rm -rf /tmp/fresh /tmp/fresh-cache
       s=$(date +%s.%N)

@@ -2,6 +2,7 @@
 
     python benchmarks/sweep.py                       # the ten shapes of the performance issue
     python benchmarks/sweep.py --shapes 4096,1000 --trials 40 --family warptile
+    python benchmarks/sweep.py --set skinny --family fewrows fewcols  # few rows / few columns
 
 Each shape is an ordinary `autotune search` (same studies, same results files), so the
 winners land in results/<gpu>/ and `autotune export` / `check` work on them. cuBLAS is timed
@@ -23,18 +24,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autotune.evaluate import GPUEvaluator, default_jobs
 from autotune.results import save_search
 from autotune.search import search
-from autotune.space import Space
+from autotune.space import Space, known_families
 from autotune.studies import default_storage
 from autotune.trials import Progress
 from autotune.types import Problem
 
-SHAPES = ["1024", "2048", "4096", "8192", "1000", "3000", "4097", "8192x8192x1024", "1024x1024x8192", "4096x1024x4096"]
+SETS = {
+    "standard": [
+        "1024", "2048", "4096", "8192", "1000", "3000", "4097", "8192x8192x1024", "1024x1024x8192", "4096x1024x4096",
+    ],
+    # Memory-bound: one operand streamed once (M or N <= 16); the mirrored pairs (Mx..., ...xN)
+    # check that both orientations are served.
+    "skinny": [
+        "1x4096x4096", "1x11008x4096", "1x4096x11008", "2x4096x4096", "8x4096x4096", "16x4096x4096",
+        "16x11008x4096", "1x3000x1000", "4096x1x4096", "11008x1x4096", "4096x8x4096", "4096x16x4096",
+    ],
+}  # fmt: skip
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default=",".join(SHAPES), help="comma list of N or MxNxK")
-    ap.add_argument("--family", nargs="+", default=["warptile"], help="families to tune (default warptile)")
+    ap.add_argument("--set", choices=sorted(SETS), default="standard", help="a named set of shapes")
+    ap.add_argument("--shapes", help="comma list of N or MxNxK (instead of --set)")
+    ap.add_argument(
+        "--family",
+        nargs="+",
+        default=["warptile"],
+        help="families to tune (default warptile; 'all': every family); each shape gets those whose `suits` it meets",
+    )
     ap.add_argument("--trials", type=int, default=40, help="configs measured per family and shape")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--results", type=Path, default=Path("results"))
@@ -42,13 +59,19 @@ def main() -> int:
     args = ap.parse_args()
 
     ev = GPUEvaluator(0, seed=args.seed, jobs=default_jobs())
-    spaces = [Space.load(f) for f in args.family]
+    names = known_families() if args.family == ["all"] else args.family
+    all_spaces = [Space.load(f) for f in names]
     storage = default_storage(args.results, ev.limits.slug)
     command = "python benchmarks/sweep.py " + shlex.join(sys.argv[1:])
     rows = []
     t_all = time.monotonic()
-    for shape in args.shapes.split(","):
+    for shape in args.shapes.split(",") if args.shapes else SETS[args.set]:
         problem = Problem.parse(shape)
+        spaces = [sp for sp in all_spaces if not sp.family.unsuited(problem)]
+        if not spaces:
+            rows.append({"shape": problem.name, "family": None})
+            print(f"{problem.name:>16}  none of {' '.join(names)} is meant for this shape", flush=True)
+            continue
         t0 = time.monotonic()
         results = search(
             spaces,
@@ -89,27 +112,31 @@ def main() -> int:
             "error": m.error,
             "time_ms": m.time_ms,
             "cublas_time_ms": win.cublas["time_ms"],
+            # Effective bandwidth: each operand read once and C written once.
+            "gbps": problem.bytes / (m.time_ms * 1e6),
+            "cublas_gbps": problem.bytes / (win.cublas["time_ms"] * 1e6),
             "seconds": round(time.monotonic() - t0, 1),
         }
         rows.append(row)
         print(
             f"{problem.name:>16}  {row['tflops']:6.1f} TFLOP/s  cuBLAS {row['cublas_tflops']:6.1f}  "
-            f"{row['ratio']:5.2f}x  err {row['error']:.1e}  {row['seconds']:5.1f}s  {m.config.name}",
+            f"{row['ratio']:5.2f}x  {row['gbps']:6.0f} GB/s (cuBLAS {row['cublas_gbps']:.0f})  "
+            f"err {row['error']:.1e}  {row['seconds']:5.1f}s  {m.config.name}",
             flush=True,
         )
     ev.close()
     ratios = [r["ratio"] for r in rows if r.get("family")]
     geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
-    print("\n| shape (MxNxK) | winner | params | TFLOP/s | cuBLAS TFLOP/s | ratio | rel. error |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| shape (MxNxK) | winner | params | TFLOP/s | cuBLAS TFLOP/s | ratio | GB/s | cuBLAS GB/s | rel. error |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if not r.get("family"):
-            print(f"| {r['shape']} | none correct | | | | | |")
+            print(f"| {r['shape']} | none correct | | | | | | | |")
             continue
         params = " ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
         print(
             f"| {r['shape']} | {r['family']} | {params} | {r['tflops']:.1f} | {r['cublas_tflops']:.1f} | "
-            f"{r['ratio']:.2f}x | {r['error']:.1e} |"
+            f"{r['ratio']:.2f}x | {r['gbps']:.0f} | {r['cublas_gbps']:.0f} | {r['error']:.1e} |"
         )
     print(
         f"\ngeometric mean {geo:.3f}x cuBLAS, lowest {min(ratios):.3f}x, {len(ratios)}/{len(rows)} shapes "

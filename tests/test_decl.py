@@ -5,7 +5,7 @@ import pytest
 
 from autotune.expr import Expr
 from autotune.space import Family, Space, known_families
-from autotune.types import UserError
+from autotune.types import Problem, UserError
 
 GOOD = """{#- autotune
 description: a test family
@@ -128,3 +128,26 @@ def test_names_compare_only_with_equality():
     assert Expr.parse("4 if MODE == 'fancy' else N").to_c({"MODE": "plain"}) == "N"
     with pytest.raises(UserError):
         Expr.parse("MODE").to_c({"MODE": "plain"})
+
+
+def test_suits_name_the_shapes_a_family_is_meant_for(tmp_path):
+    text = GOOD.replace("launch:", 'suits:\n  - {expr: "M <= 16 or N <= 16", why: "a few rows or columns"}\nlaunch:')
+    fam = _family(tmp_path, text)
+    assert fam.unsuited(Problem(1, 4096, 4096)) == [] and fam.unsuited(Problem(4096, 8, 64)) == []
+    assert fam.unsuited(Problem(17, 17, 1)) == ["a few rows or columns"]
+    assert _family(tmp_path, GOOD, "plain").unsuited(Problem(4096, 4096, 4096)) == []  # no suits: every shape
+    with pytest.raises(UserError, match=r":12: suit reads unknown \['X'\]"):  # the shape only, not the config
+        _family(tmp_path, text.replace("M <= 16 or", "X <= 16 or"))
+    with pytest.raises(UserError, match="unknown key 'because' in an entry of suits"):
+        _family(tmp_path, text.replace('why: "a few rows or columns"', "because: 1"))
+
+
+def test_a_search_over_all_families_leaves_out_those_not_meant_for_the_shape(capsys):
+    from autotune.cli_search import suited
+
+    spaces = [Space.load(f) for f in ("tiled", "fewrows", "fewcols")]
+    names = lambda sps: [sp.family.name for sp in sps]  # noqa: E731
+    assert names(suited(spaces, Problem(1, 4096, 4096), named=False)) == ["tiled", "fewrows"]
+    assert names(suited(spaces, Problem(4096, 4096, 4096), named=False)) == ["tiled"]
+    assert "fewcols: not for 4096x4096x4096 (a few columns of C" in capsys.readouterr().out
+    assert names(suited(spaces, Problem(4096, 4096, 4096), named=True)) == ["tiled", "fewrows", "fewcols"]
