@@ -120,25 +120,34 @@ def ask_dry_run(counts: dict[str, int], sample: int | None, jobs: int) -> None:
     )
 
 
+def meant_for(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
+    """The families a search runs for this shape: those whose declared `suits` it meets, or all
+    of them when the user named them."""
+    return spaces if named else [sp for sp in spaces if not sp.family.unsuited(problem)]
+
+
 def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) -> None:
     """Stop a search estimated to take over ASK_ABOVE_S before anything starts (the GPU's limits
     are not known yet: a family counts min(trials, its cached valid points or its space size))."""
     limits = profile_for_arch(args.arch)
-    per_family = [min(args.trials, cached_valid(sp, limits) or sp.size) for sp in spaces]
-    trials = sum(per_family) * len(problems)
+    per_shape = [(p, meant_for(spaces, p, bool(args.family))) for p in problems]
+    budget = {sp.family.name: min(args.trials, cached_valid(sp, limits) or sp.size) for sp in spaces}
+    trials = sum(budget[sp.family.name] for _, sps in per_shape for sp in sps)
     seconds = (
         sum(
-            sum(per_family) * max(TRIAL_S + LAUNCHES_PER_TRIAL * p.flops / FLOP_PER_S, COMPILE_CPU_S / jobs)
-            for p in problems
+            sum(budget[sp.family.name] for sp in sps)
+            * max(TRIAL_S + LAUNCHES_PER_TRIAL * p.flops / FLOP_PER_S, COMPILE_CPU_S / jobs)
+            for p, sps in per_shape
         )
         / args.workers
     )
+    families = len({sp.family.name for _, sps in per_shape for sp in sps})
     if args.timeout is not None:
         seconds = min(seconds, args.timeout)
     if seconds <= ASK_ABOVE_S:
         return
     raise UserError(
-        f"this search measures up to {trials:,} configs ({len(spaces)} families, up to {args.trials:,} trials "
+        f"this search measures up to {trials:,} configs ({families} families, up to {args.trials:,} trials "
         f"each, {len(problems)} shape(s)): about {duration(seconds)} (estimated at {TRIAL_S:g} s a trial, as the "
         f"default 4096^3 search took on an H200, plus {LAUNCHES_PER_TRIAL} launches at 50 TFLOP/s, or "
         f"{COMPILE_CPU_S:g} s of CPU per compile over {jobs} threads when longer); lower --trials, bound it "

@@ -7,7 +7,7 @@ import sys
 import time
 
 from .cli_dry_run import compile_log, config_from_name, dry_run_all, indent
-from .cli_inputs import ask_search, check_results_writable, load_spaces, need_nvrtc, parse_problems
+from .cli_inputs import ask_search, check_results_writable, load_spaces, meant_for, need_nvrtc, parse_problems
 from .space import Space
 from .types import Problem, UserError
 
@@ -46,9 +46,7 @@ def cmd_search(args) -> int:
 
 def suited(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
     """The families meant for this shape (their declared `suits`), unless the user named them."""
-    if named:
-        return spaces
-    keep = [sp for sp in spaces if not sp.family.unsuited(problem)]
+    keep = meant_for(spaces, problem, named)
     for sp in spaces:
         if sp not in keep:
             print(f"{sp.family.name}: not for {problem.name} ({'; '.join(sp.family.unsuited(problem))})", flush=True)

@@ -40,12 +40,14 @@ SCHEDULES = {
 
 
 def sweep_shapes() -> list[str]:
-    """benchmarks/sweep.py's SHAPES, read without importing it (it imports the GPU side)."""
+    """The shapes of benchmarks/sweep.py's SETS, set after set, read without importing it (it
+    imports the GPU side)."""
     tree = ast.parse((ROOT / "benchmarks" / "sweep.py").read_text())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SHAPES" for t in node.targets):
-            return [Problem.parse(s).name for s in ast.literal_eval(node.value)]
-    return []
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SETS" for t in node.targets):
+            sets = ast.literal_eval(node.value)
+            return list(dict.fromkeys(Problem.parse(s).name for shapes in sets.values() for s in shapes))
+    raise SystemExit("benchmarks/sweep.py: no SETS of shapes found")
 
 
 def schedule(entry: dict, problem: Problem) -> str:

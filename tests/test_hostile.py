@@ -249,6 +249,9 @@ def test_a_search_estimate_counts_the_space_and_the_timeout(tmp_path, monkeypatc
     spaces = [Space.load("tiled"), Space.load("coarse2d")]
     with pytest.raises(UserError, match=r"up to 3,132 configs"):  # tiled's 7 points + coarse2d's 3,125
         cli_inputs.ask_search(args, spaces, [Problem(4096, 4096, 4096)], 1)
+    # fewrows is not meant for 4096^3 (its `suits`), so the search would leave it out: not counted.
+    with pytest.raises(UserError, match=r"up to 3,132 configs \(2 families"):
+        cli_inputs.ask_search(args, [*spaces, Space.load("fewrows")], [Problem(4096, 4096, 4096)], 1)
     args.timeout = 600
     cli_inputs.ask_search(args, spaces, [Problem(4096, 4096, 4096)], 1)  # bounded by --timeout: no question
     default = cli.build_parser().parse_args(["search", "--size", "4096"])
