@@ -97,7 +97,8 @@ def _spin(stream, ms: float = 200.0) -> None:
 
 # 4097^3 picks the stored split-K winner with packed B (a workspace on the caller's stream).
 @pytest.mark.parametrize("shape", [(1000, 1000, 1000), (4097, 33, 129), (4097, 4097, 4097)])
-def test_torch_tensors_in_torch_tensor_out(torch, shape):
+def test_torch_tensors_in_torch_tensor_out(torch, shape, monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # torch.matmul in FP32 too
     M, N, K = shape
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.rand(M, K, device="cuda", generator=g) - 0.5
