@@ -3,17 +3,22 @@
 `matmul` dispatches on the current GPU and the shape: the stored result of the nearest tuned
 shape for this GPU (results/<gpu>/), else a sound default config. Each kernel is verified
 against cuBLAS on a small awkward problem the first time it is loaded on a device.
+
+A call costs about what calling the loaded kernel does: the device's name and arch are read once
+per device, a GPU's results folder once per change of that folder (one stat a call tells), and
+the kernel chosen for each (device, shape, family, folder) is remembered.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from .limits import gpu_slug
-from .results import entry_config, gpu_dirs, iter_records
+from .results import entry_config, iter_records
 from .space import ROOT, Family, Space
 from .types import Config, Problem, UserError
 
@@ -23,15 +28,29 @@ _FALLBACK_FAMILY = {"sm_80": "warptile", "older": "vectorized"}
 _VERIFY_SHAPE = (67, 45, 33)
 
 
+_INSTALLED = ROOT == Path(__file__).resolve().parent  # a wheel: templates inside the package
+_CHECKOUT_RESULTS = str(ROOT / "results")
+# os.environ.get of an unset variable raises and catches a KeyError inside, which costs more
+# than a dispatch should; CPython's os.environ keeps its dict in _data (kept up to date by
+# os.environ[...] = ..., as monkeypatch.setenv does).
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey("AUTOTUNE_RESULTS") if _ENV_DATA is not None else None
+
+
 def results_dir() -> Path:
     """$AUTOTUNE_RESULTS, else ./results when it exists, else the checkout's results/ when autotune
     runs from a checkout (an installed wheel has no results of its own)."""
-    env = os.environ.get("AUTOTUNE_RESULTS")
+    env = _env_results()
     if env:
         return Path(env)
-    if Path("results").is_dir() or ROOT == Path(__file__).resolve().parent:
-        return Path("results")
-    return ROOT / "results"
+    return Path("results" if _INSTALLED or os.path.isdir("results") else _CHECKOUT_RESULTS)
+
+
+def _env_results() -> str | None:
+    if _ENV_DATA is None:
+        return os.environ.get("AUTOTUNE_RESULTS")
+    value = _ENV_DATA.get(_ENV_KEY)
+    return None if value is None else os.environ.decodevalue(value)
 
 
 def _distance(a: Problem, b: Problem) -> float:
@@ -43,17 +62,81 @@ def nearest_entry(
 ) -> tuple[Problem, dict] | None:
     """(tuned shape, best entry, of `family` if given) nearest to `problem` in log-space, or
     None when none is stored."""
-    root = Path(root) if root else results_dir()
-    if slug not in gpu_dirs(root):
-        return None
-    best = None
-    for _path, rec in iter_records(root, slug):
-        shape = Problem(**rec["problem"])
-        fams = rec["families"]
-        entry = fams.get(family) if family else (max(fams.values(), key=lambda e: e["gflops"]) if fams else None)
-        if entry and (best is None or _distance(problem, shape) < _distance(problem, best[0])):
-            best = (shape, entry)
-    return best
+    return _table_for(root, slug).nearest(problem, family)
+
+
+# A table is trusted while its folder's state (device, inode, mtime) is unchanged, but only once
+# the folder's mtime is older than this when the table is read: a record renamed into the folder
+# within the same timestamp tick (coarse on most filesystems, 2 s on FAT) as the change already
+# seen would leave the mtime as it was. Until then the table is read again at each call.
+_RACY_NS = 2_000_000_000
+_CHOICES_MAX = 4096  # shapes remembered per table; the oldest goes first
+
+
+class _Table:
+    """One GPU's records in one results folder, as read at one state of that folder, and the
+    kernel chosen for each (device, M, N, K, family) asked since."""
+
+    def __init__(self, folder: str, state: tuple | None, records: list[tuple[Problem, dict]], clean: bool):
+        self.folder, self.state, self.records, self.clean = folder, state, records, clean
+        self.choices: dict[tuple, Kernel] = {}
+
+    def nearest(self, problem: Problem, family: str | None) -> tuple[Problem, dict] | None:
+        best = None
+        for shape, fams in self.records:
+            entry = fams.get(family) if family else (max(fams.values(), key=lambda e: e["gflops"]) if fams else None)
+            if entry and (best is None or _distance(problem, shape) < _distance(problem, best[0])):
+                best = (shape, entry)
+        return best
+
+    def remember(self, key: tuple, kernel: Kernel) -> Kernel:
+        if len(self.choices) >= _CHOICES_MAX:
+            del self.choices[next(iter(self.choices))]
+        self.choices[key] = kernel
+        return kernel
+
+
+_TABLES: dict[tuple[str, str], _Table] = {}  # (results folder, GPU slug) -> its table
+
+
+def _table_for(results: str | Path | None, slug: str) -> _Table:
+    """The table of `slug` in `results`, by default in results_dir(), found with one stat in the
+    usual cases (a folder named, $AUTOTUNE_RESULTS, a wheel, or ./results holding this GPU)."""
+    if results:
+        return _table(os.fspath(results), slug)
+    env = _env_results()
+    if env:
+        return _table(env, slug)
+    table = _table("results", slug)
+    if _INSTALLED or table.state is not None or os.path.isdir("results"):
+        return table
+    return _table(_CHECKOUT_RESULTS, slug)
+
+
+def _table(root: str, slug: str) -> _Table:
+    """The records of `slug` under `root`, read again only when that folder changed (one stat)."""
+    table = _TABLES.get((root, slug))
+    if table is None or not table.clean or table.state != _folder_state(table.folder):
+        table = _TABLES[(root, slug)] = _read_table(root, slug)
+    return table
+
+
+def _folder_state(folder: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None  # no such folder: no records (until it appears, which changes the state)
+    return (st.st_dev, st.st_ino, st.st_mtime_ns)
+
+
+def _read_table(root: str, slug: str) -> _Table:
+    folder = os.path.join(root, slug)
+    now = time.time_ns()  # before the stat: a change after it gets a later mtime once clean
+    state = _folder_state(folder)
+    records = []
+    if state is not None:
+        records = [(Problem(**rec["problem"]), rec["families"]) for _, rec in iter_records(root, slug)]
+    return _Table(folder, state, records, state is None or now - state[2] > _RACY_NS)
 
 
 class Kernel:
@@ -74,17 +157,12 @@ class Kernel:
         return f"<autotune.Kernel {self.config.name} ({self.source})>"
 
     def __call__(self, A, B, out=None, alpha: float = 1.0, beta: float = 0.0):
-        import cupy as cp
+        """C = alpha * A @ B + beta * C; the same arrays as `autotune.matmul` (see there)."""
+        return self._launch(_gpu_arrays().prepare(A, B, out, beta), alpha, beta)
 
-        M, K, N = _check_operands(A, B, out)
-        if out is None:
-            out = cp.empty((M, N), dtype=cp.float32) if beta == 0 else None
-            if out is None:
-                raise UserError("beta != 0 needs an `out` array holding C")
-        self._kernel.launch(
-            M, N, K, _contiguous(A), _contiguous(B), out, alpha, beta, stream=cp.cuda.get_current_stream()
-        )
-        return out
+    def _launch(self, ops, alpha: float, beta: float):
+        self._kernel.launch(ops.M, ops.N, ops.K, ops.a, ops.b, ops.c, alpha, beta, stream=ops.stream)
+        return ops.finish()
 
     def verify(self, tolerance: float = 1e-4) -> float:
         """Relative error on a small awkward problem against cuBLAS in float64; raises if wrong."""
@@ -104,48 +182,60 @@ class Kernel:
         return err
 
 
-def _contiguous(x):
-    import cupy as cp
-
-    return x if x.flags.c_contiguous else cp.ascontiguousarray(x)
+_ARRAYS = None  # autotune.gpu.arrays, once imported
 
 
-def _check_operands(A, B, out) -> tuple[int, int, int]:
-    import cupy as cp
+def _gpu_arrays():
+    global _ARRAYS
+    if _ARRAYS is None:
+        from .gpu.compile import nvrtc_version
 
-    for name, x in (("A", A), ("B", B)) + ((("out", out),) if out is not None else ()):
-        if not isinstance(x, cp.ndarray):
-            raise TypeError(f"{name} must be a cupy.ndarray, got {type(x).__name__}")
-        if x.dtype != cp.float32:
-            raise TypeError(f"{name} must be float32 (strict FP32 SGEMM), got {x.dtype}")
-        if x.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
-        if x.device.id != cp.cuda.Device().id:
-            raise ValueError(f"{name} is on device {x.device.id}, the current device is {cp.cuda.Device().id}")
-    (M, K), (K2, N) = A.shape, B.shape
-    if K != K2:
-        raise ValueError(f"shapes {A.shape} and {B.shape} do not chain (A is MxK, B is KxN)")
-    if min(M, N, K) < 1:
-        raise ValueError(f"empty operand: M={M}, N={N}, K={K}")
-    if out is not None:
-        if out.shape != (M, N):
-            raise ValueError(f"out must have shape {(M, N)}, got {out.shape}")
-        if not out.flags.c_contiguous:
-            raise ValueError("out must be C-contiguous")
-    return M, K, N
+        nvrtc_version()  # without the CUDA extra: one error naming it, before CuPy is imported
+        from .gpu import arrays
+
+        _ARRAYS = arrays
+    return _ARRAYS
 
 
-_CACHE: dict[tuple[int, str], Kernel] = {}
+_CACHE: dict[tuple[int, str], Kernel] = {}  # (device, config name) -> its kernel
+_DEVICES: dict[int, tuple[str, str]] = {}  # device -> (results-folder slug, arch), read once each
 
 
-def _device() -> tuple[int, str, str]:
-    import cupy as cp
+def _device_props(dev: int) -> tuple[str, str]:
+    props = _DEVICES.get(dev)
+    if props is None:
+        from .gpu.runner import device_info
 
-    from .gpu.runner import device_info
+        info = device_info(dev)
+        props = _DEVICES[dev] = (gpu_slug(info["name"]), info["arch"])
+    return props
 
-    dev = cp.cuda.Device().id
-    info = device_info(dev)
-    return dev, gpu_slug(info["name"]), info["arch"]
+
+def _choose(dev: int, M: int, N: int, K: int, family: str | None, results) -> Kernel:
+    """The kernel for this device and shape: a dict lookup once the shape was seen, as long as
+    this GPU's results folder is unchanged."""
+    slug, arch = _device_props(dev)
+    table = _table_for(results, slug)
+    key = (dev, M, N, K, family)
+    kernel = table.choices.get(key)
+    if kernel is None:
+        found = table.nearest(Problem(M, N, K), family)
+        if found:
+            tuned, entry = found
+            kernel = _kernel(entry_config(entry), dev, arch, f"tuned for {tuned.name} on {slug}")
+        else:
+            kernel = _kernel(fallback_config(arch, family), dev, arch, "fallback config")
+        table.remember(key, kernel)
+    return kernel
+
+
+def _kernel(cfg: Config, dev: int, arch: str, source: str) -> Kernel:
+    key = (dev, cfg.name)
+    if key not in _CACHE:
+        kernel = Kernel(cfg, arch, source)
+        kernel.verify()
+        _CACHE[key] = kernel
+    return _CACHE[key]
 
 
 def fallback_config(arch: str, family: str | None = None) -> Config:
@@ -176,25 +266,13 @@ def load(
     """
     cfg = _explicit_config(config) if config is not None else None  # checked before the GPU is asked
     problem = _shape(shape) if config is None and shape is not None else None
-    from .gpu.compile import nvrtc_version
-
-    nvrtc_version()  # without the CUDA extra: one error naming it, before CuPy is asked for a device
-    dev, slug, arch = _device()
-    source = "explicit config"
-    if cfg is None:
-        if problem is not None:
-            found = nearest_entry(problem, slug, Path(results) if results else None, family)
-            if found:
-                tuned, entry = found
-                cfg, source = entry_config(entry), f"tuned for {tuned.name} on {slug}"
-        if cfg is None:
-            cfg, source = fallback_config(arch, family), "fallback config"
-    key = (dev, cfg.name)
-    if key not in _CACHE:
-        kernel = Kernel(cfg, arch, source)
-        kernel.verify()
-        _CACHE[key] = kernel
-    return _CACHE[key]
+    dev = _gpu_arrays().current_device()
+    slug, arch = _device_props(dev)
+    if cfg is not None:
+        return _kernel(cfg, dev, arch, "explicit config")
+    if problem is None:
+        return _kernel(fallback_config(arch, family), dev, arch, "fallback config")
+    return _choose(dev, problem.M, problem.N, problem.K, family, results)
 
 
 def _explicit_config(config: Any) -> Config:
@@ -219,7 +297,19 @@ def _shape(shape: Any) -> Problem:
 
 
 def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0):
-    """C = alpha * A @ B + beta * C for float32 CuPy arrays, with the tuned kernel for this GPU
-    and shape (nearest tuned shape, else a default config). Returns `out` (allocated if None)."""
-    M, K, N = _check_operands(A, B, out)
-    return load((M, N, K))(A, B, out, alpha, beta)
+    """C = alpha * A @ B + beta * C in strict FP32, with the tuned kernel for this GPU and shape
+    (the nearest tuned shape, else a default config). Returns `out`, or a new array when it is
+    None (then beta must be 0).
+
+    A, B and out are float32 2-D arrays on the current device: CuPy arrays, PyTorch CUDA
+    tensors, or any array with `__cuda_array_interface__` (Numba, ...) or `__dlpack__`, taken
+    without a copy. A new output is of A's kind: a torch tensor for a torch A (allocated by
+    torch), a Numba array for a Numba A (Numba waits for the kernel before it hands the array
+    over), else a cupy.ndarray. Work is queued on torch's current stream when an operand is a
+    torch tensor, else on CuPy's current stream. A copy is made when A or B is not C-contiguous
+    (a transpose, a Fortran-order array, a strided slice): the kernels read row-major operands
+    with no leading dimension. `out` must be C-contiguous. A host array (NumPy, a CPU tensor)
+    is a TypeError.
+    """
+    ops = _gpu_arrays().prepare(A, B, out, beta)
+    return _choose(ops.device, ops.M, ops.N, ops.K, None, None)._launch(ops, alpha, beta)

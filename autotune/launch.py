@@ -136,6 +136,30 @@ class LaunchPlan:
         return _parsed(step.when).to_c(env), tuple(_parsed(g).to_c(env) for g in step.grid)
 
 
+class GeometryCache:
+    """`plan.geometry` per shape for one loaded kernel: evaluating the plan's expressions costs
+    more than a launch's host time, and an application calls few shapes again and again. Holds
+    the last `maxsize` shapes added, the oldest dropped first, so that a caller sweeping shapes
+    does not grow it without bound."""
+
+    def __init__(self, plan: LaunchPlan, slots: int | None, maxsize: int = 1024):
+        self.plan, self.slots, self.maxsize = plan, slots, maxsize
+        self._cache: dict[tuple[int, int, int], Geometry] = {}
+
+    def __call__(self, M: int, N: int, K: int) -> Geometry:
+        key = (M, N, K)
+        geo = self._cache.get(key)
+        if geo is None:
+            geo = self.plan.geometry(M, N, K, self.slots)
+            if len(self._cache) >= self.maxsize:
+                del self._cache[next(iter(self._cache))]  # dicts keep insertion order
+            self._cache[key] = geo
+        return geo
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+
 @functools.lru_cache(maxsize=1024)
 def _parsed(text: str) -> Expr:
     return Expr.parse(text, "launch expression")

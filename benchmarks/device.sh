@@ -4,6 +4,8 @@
 #   bash benchmarks/device.sh TASK [ARG] [TASK [ARG]...]
 #
 #   gpu-tests        python -m pytest tests/gpu                        -> logs/gpu_tests.txt
+#   dispatch         benchmarks/dispatch.py: host time per call of matmul, the loaded kernel,
+#                    cupy.matmul, torch                                  -> logs/dispatch.{txt,json}
 #   sweep [TRIALS]   benchmarks/sweep.py, warptile, TRIALS per shape (40) -> logs/sweep.{txt,json}
 #   skinny [TRIALS]  benchmarks/bandwidth.py, then sweep.py --set skinny with the few-rows and
 #                    few-columns families, TRIALS per shape (30)             -> logs/bandwidth.json, logs/skinny.{txt,json}
@@ -23,11 +25,11 @@
 # files come back one by one; unpack it into benchmarks/logs/run<N>-<gpu>/ and add a line to
 # benchmarks/logs/INDEX.md. Tasks run in the order given; one failing does not stop the next.
 set -u
-usage() { sed -n '2,19p' "$0"; exit 2; }
+usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 [ $# -gt 0 ] || usage
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
-    gpu-tests|search4096|sass|compile-stress|wheel) ;;
+    gpu-tests|dispatch|search4096|sass|compile-stress|wheel) ;;
     sweep|skinny) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
     *) echo "unknown task '${!i}'" >&2; usage ;;
@@ -52,6 +54,10 @@ while [ $# -gt 0 ]; do
       timeout 540 python3 -m pytest -q -p no:cacheprovider tests/gpu > "$L/gpu_tests.txt" 2>&1
       echo "exit $?" >> "$L/gpu_tests.txt"
       echo "gpu-tests: $(grep -E 'passed|failed|error' "$L/gpu_tests.txt" | tail -1)" ;;
+    dispatch)
+      timeout 300 python3 benchmarks/dispatch.py --out "$L/dispatch.json" > "$L/dispatch.txt" 2>&1
+      echo "exit $?" >> "$L/dispatch.txt"
+      echo "dispatch: $(grep -E 'overhead|exit' "$L/dispatch.txt" | tr '\n' ' ')" ;;
     sweep)
       trials=40
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi

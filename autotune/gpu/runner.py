@@ -19,7 +19,7 @@ import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 from cupy_backends.cuda.libs import nvrtc
 
-from ..launch import Geometry, LaunchPlan
+from ..launch import GeometryCache, LaunchPlan
 
 _CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
@@ -110,25 +110,18 @@ class LoadedKernel:
         # Blocks of this kernel the device holds at once: a grid that waits on itself (stream-K)
         # must not be larger.
         self.slots = int(per_sm) * cp.cuda.Device().attributes["MultiProcessorCount"]
-        self._geometry: dict[tuple[int, int, int], Geometry] = {}
+        self.geometry = GeometryCache(plan, self.slots)  # geometry(M, N, K) -> Geometry
         self._uid = next(_uids)
-
-    def geometry(self, M: int, N: int, K: int) -> Geometry:
-        key = (M, N, K)
-        if key not in self._geometry:
-            if len(self._geometry) > 256:
-                self._geometry.clear()
-            self._geometry[key] = self.plan.geometry(M, N, K, self.slots)
-        return self._geometry[key]
 
     def _workspace_for(self, nbytes: int, stream) -> cp.ndarray:
         # Zeroed once: the kernels that need zeros there (stream-K flags) leave them zero.
         stream = stream if stream is not None else cp.cuda.get_current_stream()
-        key = (self._uid, cp.cuda.Device().id, stream.ptr)
+        key = (self._uid, runtime.getDevice(), stream.ptr)
         ws = _WORKSPACES.pop(key, None)
         if ws is None or ws.nbytes < nbytes:
             ws = None  # free the smaller one first
-            ws = cp.zeros(max(nbytes, 16), dtype=cp.uint8)
+            with stream:  # allocated and zeroed in order with the launches that use it
+                ws = cp.zeros(max(nbytes, 16), dtype=cp.uint8)
         _WORKSPACES[key] = ws  # most recently used last
         total = sum(w.nbytes for w in _WORKSPACES.values())
         while total > WORKSPACE_BUDGET_BYTES and len(_WORKSPACES) > 1:

@@ -1,8 +1,11 @@
 """On the GPU: autotune.matmul and autotune.load."""
 
+import os
 import shutil
+from pathlib import Path
 
 import cupy as cp
+import numpy as np
 import pytest
 from helpers import RESULTS
 
@@ -65,3 +68,192 @@ def test_bad_inputs_are_clear_errors():
         autotune.matmul(a.get(), cp.ones((5, 3), cp.float32))
     with pytest.raises(ValueError, match="out must have shape"):
         autotune.matmul(a, cp.ones((5, 3), cp.float32), out=cp.empty((3, 3), cp.float32))
+
+
+# ---- any CUDA array in, the same kind out; streams; the dispatch caches ----------------------
+
+LONG_AGO_NS = 1_600_000_000 * 10**9  # 2020: a results folder last changed then is trusted at once
+
+
+@pytest.fixture
+def torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    return torch
+
+
+def _rel_err(out, ref) -> float:
+    return float(cp.linalg.norm(cp.asarray(out).astype(cp.float64) - ref) / cp.linalg.norm(ref))
+
+
+def _spin(stream, ms: float = 200.0) -> None:
+    """Keep `stream` (a CuPy stream) busy for `ms`: work queued behind it waits that long."""
+    from autotune.gpu.runner import _SPIN
+
+    spin = cp.RawModule(code=_SPIN).get_function("autotune_spin")
+    spin((1, 1, 1), (1, 1, 1), (np.uint64(int(ms * 1e6)),), stream=stream)
+
+
+# 4097^3 picks the stored split-K winner with packed B (a workspace on the caller's stream).
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (4097, 33, 129), (4097, 4097, 4097)])
+def test_torch_tensors_in_torch_tensor_out(torch, shape, monkeypatch):
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)  # torch.matmul in FP32 too
+    M, N, K = shape
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.rand(M, K, device="cuda", generator=g) - 0.5
+    b = torch.rand(K, N, device="cuda", generator=g) - 0.5
+    ref = a.double() @ b.double()
+    out = autotune.matmul(a, b)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float32 and out.device == a.device
+    assert out.shape == (M, N) and out.is_contiguous()
+    assert float((out.double() - ref).norm() / ref.norm()) < 1e-5
+    assert float((out - torch.matmul(a, b)).norm() / torch.matmul(a, b).norm()) < 1e-5
+    c = torch.rand(M, N, device="cuda", generator=g) - 0.5
+    c2 = c.clone()
+    assert autotune.matmul(a, b, out=c2, alpha=2.0, beta=-1.0) is c2  # `out` is what comes back
+    ref2 = 2.0 * ref - c.double()
+    assert float((c2.double() - ref2).norm() / ref2.norm()) < 1e-5
+
+
+def test_torch_views_are_read_where_they_lie(torch):
+    """A row slice is C-contiguous at an offset in its storage (here not 16-byte aligned): read
+    in place; a transpose is Fortran-order: copied."""
+    big, other = torch.rand(300, 201, device="cuda") - 0.5, torch.rand(150, 201, device="cuda") - 0.5
+    a, b = big[1:101], other.t()  # a: 100x201 from row 1; b: 201x150
+    assert a.is_contiguous() and a.data_ptr() % 16 and not b.is_contiguous()
+    ref = a.double() @ b.double()
+    out = autotune.matmul(a, b)
+    assert float((out.double() - ref).norm() / ref.norm()) < 1e-5
+    assert torch.equal(big[1:101], a) and torch.equal(other.t(), b)  # read, not written
+
+
+def test_bad_torch_tensors_are_type_errors(torch):
+    a = torch.ones(4, 5, device="cuda")
+    b = torch.ones(5, 3, device="cuda")
+    with pytest.raises(TypeError, match="must be on the GPU.*torch tensor on cpu"):
+        autotune.matmul(a.cpu(), b)
+    with pytest.raises(TypeError, match="must be on the GPU.*torch tensor on cpu"):
+        autotune.matmul(a, b, out=torch.empty(4, 3))
+    with pytest.raises(TypeError, match="float32.*torch.float64"):
+        autotune.matmul(a.double(), b)
+    with pytest.raises(TypeError, match="float32.*torch.bfloat16"):
+        autotune.matmul(a, b.bfloat16())
+    with pytest.raises(TypeError, match="requires grad.*detach"):
+        autotune.matmul(a.requires_grad_(), b)
+
+
+def test_host_arrays_are_type_errors():
+    a, b = cp.ones((4, 5), cp.float32), cp.ones((5, 3), cp.float32)
+    for args in [(a.get(), b), (a, b.get()), (a, b, np.empty((4, 3), np.float32))]:
+        with pytest.raises(TypeError, match="must be on the GPU.*in host memory"):
+            autotune.matmul(*args)
+    with pytest.raises(TypeError, match="must be a cupy.ndarray"):
+        autotune.matmul(a, [[1.0] * 3] * 5)
+
+
+def test_cupy_current_stream_is_honoured():
+    """The inputs are rewritten on a non-blocking stream behind 200 ms of spinning: a kernel
+    queued anywhere but on that stream would read them before they change."""
+    a_old, a_new = cp.zeros((256, 128), cp.float32), cp.random.rand(256, 128, dtype=cp.float32)
+    b = cp.random.rand(128, 64, dtype=cp.float32)
+    autotune.matmul(a_old, b)  # compiled and verified before the stream is held up
+    a = a_old.copy()
+    cp.cuda.Device().synchronize()
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        _spin(stream)
+        a[...] = a_new
+        out = autotune.matmul(a, b)
+        c = cp.zeros((256, 64), cp.float32)
+        autotune.matmul(a, b, out=c, alpha=1.0, beta=1.0)
+    stream.synchronize()
+    ref = a_new.astype(cp.float64) @ b.astype(cp.float64)
+    assert _rel_err(out, ref) < 1e-5 and _rel_err(c, ref) < 1e-5
+
+
+def test_torch_current_stream_is_honoured(torch):
+    a_new = torch.rand(256, 128, device="cuda")
+    b = torch.rand(128, 64, device="cuda")
+    a = torch.zeros_like(a_new)
+    autotune.matmul(a, b)
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()  # torch's pool: non-blocking streams
+    with torch.cuda.stream(stream):
+        from autotune.gpu.arrays import _foreign_stream
+
+        _spin(_foreign_stream(stream.cuda_stream))
+        a.copy_(a_new)
+        out = autotune.matmul(a, b)
+    stream.synchronize()
+    ref = a_new.double() @ b.double()
+    assert float((out.double() - ref).norm() / ref.norm()) < 1e-5
+
+
+class _OnlyDLPack:
+    def __init__(self, x):
+        self.x = x
+
+    def __dlpack__(self, **kwargs):
+        return self.x.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()
+
+
+class _OnlyCAI:
+    def __init__(self, x):
+        self.__cuda_array_interface__ = x.__cuda_array_interface__
+        self.x = x  # keeps the memory alive
+
+
+def test_dlpack_and_cuda_array_interface_objects_are_taken_without_copies():
+    a = cp.random.rand(100, 70, dtype=cp.float32)
+    b = cp.random.rand(70, 50, dtype=cp.float32)
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    for wrap in (_OnlyDLPack, _OnlyCAI):
+        out = cp.zeros((100, 50), cp.float32)
+        assert autotune.matmul(wrap(a), wrap(b), out=wrap(out)).x is out  # written in place
+        assert _rel_err(out, ref) < 1e-5
+        assert isinstance(autotune.matmul(wrap(a), b), cp.ndarray)  # a new output: CuPy's
+
+
+def test_numba_arrays_in_numba_array_out():
+    numba_cuda = pytest.importorskip("numba.cuda")
+    if not numba_cuda.is_available():
+        pytest.skip("numba without CUDA")
+    a = np.random.default_rng(0).random((100, 70), dtype=np.float32)
+    b = np.random.default_rng(1).random((70, 50), dtype=np.float32)
+    out = autotune.matmul(numba_cuda.to_device(a), numba_cuda.to_device(b))
+    assert type(out).__module__.startswith("numba")
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.linalg.norm(out.copy_to_host() - ref) / np.linalg.norm(ref) < 1e-5
+
+
+def test_a_repeated_call_reads_no_record_and_loads_no_kernel(monkeypatch):
+    from autotune import api, results
+    from autotune.gpu import runner
+    from autotune.results import live_gpu_slug
+
+    folder = Path(os.environ["AUTOTUNE_RESULTS"]) / live_gpu_slug()
+    os.utime(folder, ns=(LONG_AGO_NS, LONG_AGO_NS))  # a table read now is trusted at once
+    a, b = cp.random.rand(300, 200, dtype=cp.float32), cp.random.rand(200, 100, dtype=cp.float32)
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    assert _rel_err(autotune.matmul(a, b), ref) < 1e-5
+    reads, loads = [], []
+    monkeypatch.setattr(results, "load_record", lambda path: reads.append(path))
+    monkeypatch.setattr(api, "_kernel", lambda *args: loads.append(args))
+    monkeypatch.setattr(runner, "device_info", lambda *args: loads.append(("device_info", args)))
+    for _ in range(3):
+        assert _rel_err(autotune.matmul(a, b), ref) < 1e-5
+    assert reads == [] and loads == []
+    kernel = api.load((300, 100, 200))
+    assert api.load((300, 100, 200)) is kernel and reads == [] and loads == []
+
+
+def test_the_loaded_kernel_keeps_each_shapes_geometry():
+    k = autotune.load("4097x4097x4097")
+    loaded = k._kernel
+    for shape in [(4097, 4097, 4097), (1, 1, 1), (300, 4097, 70)]:
+        assert loaded.geometry(*shape) == loaded.plan.geometry(*shape, loaded.slots)
+        assert loaded.geometry(*shape) is loaded.geometry(*shape)

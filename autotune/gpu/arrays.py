@@ -1,0 +1,225 @@
+"""The operands of `autotune.matmul` and of a loaded kernel: any CUDA array in, the same kind out.
+
+A CuPy array is used as it is. A PyTorch CUDA tensor is viewed directly (what `cupy.asarray`
+would make of it, faster), another object with `__cuda_array_interface__` (Numba, ...) through
+`cupy.asarray`, one with only `__dlpack__` through `cupy.from_dlpack`: no copy in any case. A new output is made in the
+caller's kind: torch allocates it for a torch A (so it lives in torch's caching allocator),
+Numba wraps CuPy's for a Numba A, anything else gets a cupy.ndarray.
+
+Work is queued on torch's current stream when an operand is a torch tensor (where torch queued
+the work that wrote it), else on CuPy's current stream; copies, workspaces and new outputs are
+made on that stream too, so nothing runs out of order with the caller's own work.
+"""
+
+from __future__ import annotations
+
+import cupy as cp
+import numpy as np
+from cupy_backends.cuda.api import runtime
+
+current_device = runtime.getDevice  # cheaper than cupy.cuda.Device().id, which builds an object
+
+_F32 = np.dtype(np.float32)
+_NDARRAY = cp.ndarray
+_DLPACK_GPU = (2, 13)  # DLPack device types a kernel can read: kDLCUDA, kDLCUDAManaged
+_GPU_KINDS = "a cupy.ndarray, a CUDA torch tensor, or an array with __cuda_array_interface__ or __dlpack__"
+_STREAMS: dict[int, cp.cuda.Stream] = {}  # raw handle of a foreign stream -> CuPy's view of it
+_STREAMS_MAX = 64
+
+
+class Operands:
+    """One call's operands as CuPy arrays: a and b C-contiguous, c the output; the shape, the
+    device and the stream to launch on; and what the call returns once its launches are queued
+    (`finish`)."""
+
+    __slots__ = ("K", "M", "N", "a", "b", "c", "device", "result", "stream", "wrap")
+
+    def __init__(self, a, b, c, shape, device, stream, result, wrap=None):
+        self.a, self.b, self.c = a, b, c
+        self.M, self.N, self.K = shape
+        self.device, self.stream, self.result, self.wrap = device, stream, result, wrap
+
+    def finish(self):
+        if self.wrap is None:
+            return self.result
+        with self.stream:  # the consumer orders itself after this stream (CUDA array interface v3)
+            return self.wrap(self.c)
+
+
+def prepare(A, B, out, beta: float) -> Operands:
+    """Checked operands of C = alpha * A @ B + beta * C (`out` is C; None: a new array, beta 0)."""
+    if type(A) is _NDARRAY and type(B) is _NDARRAY and (out is None or type(out) is _NDARRAY):
+        return _prepare_cupy(A, B, out, beta)
+    return _prepare_foreign(A, B, out, beta)
+
+
+def _prepare_cupy(A, B, out, beta: float) -> Operands:
+    dev = current_device()
+    M, K, N = check(A, B, out, dev)
+    c = out if out is not None else _new_output(M, N, beta)
+    return Operands(_contiguous(A), _contiguous(B), c, (M, N, K), dev, cp.cuda.get_current_stream(), c)
+
+
+def _prepare_foreign(A, B, out, beta: float) -> Operands:
+    stream = _torch_stream((("A", A), ("B", B), ("out", out)))
+    if stream is None:
+        return _adopted(A, B, out, beta, None)
+    with stream:  # CuPy's current stream while the views, copies and output are made
+        return _adopted(A, B, out, beta, stream)
+
+
+def _adopted(A, B, out, beta: float, stream: cp.cuda.Stream | None) -> Operands:
+    """The operands as CuPy arrays, checked (`stream` None: CuPy's current one)."""
+    a, b = adopt("A", A), adopt("B", B)
+    c = None if out is None else adopt("out", out)
+    dev = current_device()
+    M, K, N = check(a, b, c, dev)
+    result, wrap = out, None
+    if out is None:
+        result, c, wrap = _new_output_like(A, M, N, beta)
+    stream = stream if stream is not None else cp.cuda.get_current_stream()
+    return Operands(_contiguous(a), _contiguous(b), c, (M, N, K), dev, stream, result, wrap)
+
+
+def adopt(name: str, x) -> cp.ndarray:
+    """`x` as a CuPy array over the same memory, or a TypeError saying what is accepted."""
+    if isinstance(x, _NDARRAY):
+        return x
+    if _is_torch(x):
+        _check_torch(name, x)
+        return _torch_view(x)
+    if hasattr(x, "__cuda_array_interface__"):
+        return cp.asarray(x)  # waits for the stream the interface names, if any (its v3 rule)
+    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+        if x.__dlpack_device__()[0] in _DLPACK_GPU:
+            return cp.from_dlpack(x)  # the producer orders its work before CuPy's current stream
+        raise TypeError(f"{name} must be on the GPU ({_GPU_KINDS}); got {_kind(x)} in host memory")
+    if isinstance(x, np.ndarray) or hasattr(x, "__array__"):
+        raise TypeError(f"{name} must be on the GPU ({_GPU_KINDS}); got {_kind(x)} in host memory")
+    raise TypeError(f"{name} must be {_GPU_KINDS}; got {_kind(x)}")
+
+
+def check(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int) -> tuple[int, int, int]:
+    """(M, K, N) of float32 2-D operands on `device` that chain, with a C-contiguous `out`."""
+    _check_array("A", A, device)
+    _check_array("B", B, device)
+    if out is not None:
+        _check_array("out", out, device)
+    (M, K), (K2, N) = A.shape, B.shape
+    if K != K2:
+        raise ValueError(f"shapes {A.shape} and {B.shape} do not chain (A is MxK, B is KxN)")
+    if min(M, N, K) < 1:
+        raise ValueError(f"empty operand: M={M}, N={N}, K={K}")
+    if out is not None:
+        if out.shape != (M, N):
+            raise ValueError(f"out must have shape {(M, N)}, got {out.shape}")
+        if not out.flags.c_contiguous:
+            raise ValueError("out must be C-contiguous")
+    return M, K, N
+
+
+def _check_array(name: str, x: cp.ndarray, device: int) -> None:
+    dtype = x.dtype
+    if dtype is not _F32 and dtype != _F32:  # identity first: the usual case, and cheaper
+        raise TypeError(f"{name} must be float32 (strict FP32 SGEMM), got {dtype}")
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
+    if x.data.device_id != device:
+        raise ValueError(f"{name} is on device {x.data.device_id}, the current device is {device}")
+
+
+def _contiguous(x: cp.ndarray) -> cp.ndarray:
+    # The kernels read row-major operands with no leading dimension: anything else is copied
+    # (on the current stream, the one the launch uses).
+    return x if x.flags.c_contiguous else cp.ascontiguousarray(x)
+
+
+def _new_output(M: int, N: int, beta: float) -> cp.ndarray:
+    if beta != 0:
+        raise ValueError("beta != 0 needs an `out` array holding C")
+    return cp.empty((M, N), dtype=cp.float32)
+
+
+def _new_output_like(A, M: int, N: int, beta: float):
+    """(what the call returns, its CuPy view, a wrapper applied after the launch or None)."""
+    if beta != 0:
+        raise ValueError("beta != 0 needs an `out` array holding C")
+    if _is_torch(A):
+        import torch
+
+        t = torch.empty((M, N), dtype=torch.float32, device=A.device)  # on torch's current stream
+        return t, _torch_view(t), None
+    c = cp.empty((M, N), dtype=cp.float32)
+    if type(A).__module__.startswith("numba"):
+        from numba import cuda
+
+        return None, c, cuda.as_cuda_array
+    return c, c, None
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch")  # torch is imported only when one is passed
+
+
+def _check_torch(name: str, x) -> None:
+    if x.device.type != "cuda":
+        raise TypeError(f"{name} must be on the GPU ({_GPU_KINDS}); got a torch tensor on {x.device}")
+    import torch
+
+    if x.dtype != torch.float32:
+        raise TypeError(f"{name} must be float32 (strict FP32 SGEMM), got {x.dtype}")
+    if x.requires_grad:
+        raise TypeError(f"{name} requires grad, and autotune records no autograd graph: pass {name}.detach()")
+
+
+def _torch_view(x) -> cp.ndarray:
+    """What cupy.asarray(x) makes of a float32 CUDA tensor (through its __cuda_array_interface__,
+    version 2: no stream to wait for), without building that dict in Python or asking the driver
+    which device the pointer is on: several microseconds an operand."""
+    shape, stride = tuple(x.shape), x.stride()
+    extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) if x.numel() else 0
+    mem = cp.cuda.UnownedMemory(x.data_ptr(), 4 * extent, x, x.device.index)  # x kept alive
+    return cp.ndarray(shape, _F32, cp.cuda.MemoryPointer(mem, 0), tuple(4 * s for s in stride))
+
+
+def _torch_stream(named) -> cp.cuda.Stream | None:
+    """torch's current stream on the device of the first torch operand; None without one."""
+    for name, x in named:
+        if _is_torch(x):
+            _check_torch(name, x)
+            import torch
+
+            return _foreign_stream(torch.cuda.current_stream(x.device).cuda_stream)
+    return None
+
+
+def _foreign_stream(handle: int) -> cp.cuda.Stream:
+    stream = _STREAMS.get(handle)
+    if stream is None:
+        if len(_STREAMS) >= _STREAMS_MAX:
+            del _STREAMS[next(iter(_STREAMS))]
+        stream = _STREAMS[handle] = _wrap_stream(handle)
+    return stream
+
+
+class _Handle:
+    """A raw stream handle in the CUDA stream protocol, for Stream.from_external."""
+
+    def __init__(self, handle: int):
+        self.handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+def _wrap_stream(handle: int) -> cp.cuda.Stream:
+    if handle == 0:
+        return cp.cuda.Stream.null  # the legacy default stream, torch's default
+    if hasattr(cp.cuda.Stream, "from_external"):  # CuPy 14; ExternalStream is deprecated there
+        return cp.cuda.Stream.from_external(_Handle(handle))
+    return cp.cuda.ExternalStream(handle)
+
+
+def _kind(x) -> str:
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"

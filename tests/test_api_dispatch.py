@@ -1,0 +1,210 @@
+"""autotune.matmul's dispatch without a GPU: the results tables, the choice per shape, the launch
+geometry per shape, and the arrays it refuses."""
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from helpers import RESULTS, families
+
+from autotune import api, results
+from autotune.launch import GeometryCache
+from autotune.space import Family, Space
+from autotune.types import Problem
+
+SLUG = "nvidia-h200"
+LONG_AGO_NS = 1_600_000_000 * 10**9  # 2020: a folder last changed then is past any racy window
+T4096, T4097 = Problem(4096, 4096, 4096), Problem(4097, 4097, 4097)
+
+
+@pytest.fixture(autouse=True)
+def _no_tables_from_other_tests(monkeypatch):
+    monkeypatch.setattr(api, "_TABLES", {})
+
+
+@pytest.fixture
+def reads(monkeypatch) -> list[str]:
+    """The names of the results files read, in order."""
+    seen = []
+    real = results.load_record
+
+    def spy(path):
+        seen.append(Path(path).name)
+        return real(path)
+
+    monkeypatch.setattr(results, "load_record", spy)
+    return seen
+
+
+@pytest.fixture
+def loads(monkeypatch) -> list[tuple]:
+    """Kernels asked for, as (device, config name, source): nothing is compiled, no GPU asked."""
+    asked = []
+
+    def kernel(cfg, dev, arch, source):
+        asked.append((dev, cfg.name, source))
+        return asked[-1]
+
+    monkeypatch.setattr(api, "_device_props", lambda dev: (SLUG, "sm_90"))
+    monkeypatch.setattr(api, "_kernel", kernel)
+    return asked
+
+
+def _results(tmp_path: Path, name: str = "results") -> Path:
+    """A results folder holding the stored H200 fixtures (4096^3 and 4097^3), written long ago."""
+    root = tmp_path / name
+    shutil.copytree(RESULTS / SLUG, root / SLUG)
+    _age(root)
+    return root
+
+
+def _age(root: Path) -> None:
+    os.utime(root / SLUG, ns=(LONG_AGO_NS, LONG_AGO_NS))
+
+
+def _put(root: Path, shape: Problem, gflops: float | None = None) -> None:
+    """A record of `shape` (the 4096^3 one's entries), written as searches write: by a rename."""
+    data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
+    data["problem"] = {"M": shape.M, "N": shape.N, "K": shape.K}
+    for entry in data["families"].values():
+        entry["gflops"] = gflops or entry["gflops"]
+    (root / SLUG).mkdir(parents=True, exist_ok=True)
+    results.atomic_write_text(root / SLUG / f"{shape.name}.json", json.dumps(data))
+
+
+def _nearest(root, shape: Problem, family=None) -> Problem | None:
+    found = api.nearest_entry(shape, SLUG, root, family)
+    return found and found[0]
+
+
+def test_a_table_is_read_once_while_its_folder_is_unchanged(tmp_path, reads):
+    root = _results(tmp_path)
+    first = api.nearest_entry(Problem(4000, 4100, 4096), SLUG, root)
+    assert first[0] == T4096 and first[1]["config"]["family"] == "warptile"
+    assert sorted(reads) == ["4096x4096x4096.json", "4097x4097x4097.json"]
+    for _ in range(3):
+        assert api.nearest_entry(Problem(4000, 4100, 4096), SLUG, root) == first
+    assert _nearest(root, Problem(5000, 5000, 5000)) == T4097
+    assert len(reads) == 2
+
+
+def test_a_record_added_or_replaced_is_seen_at_the_next_call(tmp_path, reads):
+    root = _results(tmp_path)
+    small = Problem(64, 64, 64)
+    assert _nearest(root, small) == T4096
+    _put(root, small)
+    assert _nearest(root, small) == small  # added
+    _age(root)
+    assert _nearest(root, small) == small
+    before = len(reads)
+    assert _nearest(root, small) == small and len(reads) == before  # trusted again
+    _put(root, small, gflops=1.0)
+    assert api.nearest_entry(small, SLUG, root)[1]["gflops"] == 1.0  # replaced
+    assert api.nearest_entry(small, SLUG, root, "vectorized")[1]["gflops"] == 1.0
+
+
+def test_a_change_within_one_tick_of_the_folders_clock_is_not_missed(tmp_path, reads):
+    """A filesystem with coarse timestamps gives two renames close together the same mtime: a
+    table read within the racy window of its folder's mtime is not trusted on that mtime alone."""
+    root = _results(tmp_path)
+    now = time.time_ns()
+    os.utime(root / SLUG, ns=(now, now))
+    assert _nearest(root, Problem(64, 64, 64)) == T4096
+    _put(root, Problem(64, 64, 64))
+    os.utime(root / SLUG, ns=(now, now))  # the same tick: the mtime did not move
+    assert _nearest(root, Problem(64, 64, 64)) == Problem(64, 64, 64)
+
+
+def test_results_folders_are_kept_apart(tmp_path, reads, monkeypatch):
+    a, b = _results(tmp_path, "a"), tmp_path / "b"
+    _put(b, Problem(64, 64, 64))
+    _age(b)
+    assert _nearest(a, Problem(64, 64, 64)) == T4096
+    assert _nearest(b, Problem(64, 64, 64)) == Problem(64, 64, 64)
+    read = len(reads)
+    assert _nearest(a, Problem(64, 64, 64)) == T4096 and _nearest(b, Problem(64, 64, 64)) == Problem(64, 64, 64)
+    assert len(reads) == read  # neither pushed the other out
+    monkeypatch.setenv("AUTOTUNE_RESULTS", str(b))  # the default folder follows the variable
+    assert _nearest(None, Problem(64, 64, 64)) == Problem(64, 64, 64)
+    monkeypatch.setenv("AUTOTUNE_RESULTS", str(a))
+    assert _nearest(None, Problem(64, 64, 64)) == T4096
+    assert _nearest(tmp_path / "none", Problem(64, 64, 64)) is None
+
+
+def test_a_repeated_shape_is_a_lookup(tmp_path, reads, loads, monkeypatch):
+    root = _results(tmp_path)
+    asked = []
+    real = api._Table.nearest
+    monkeypatch.setattr(api._Table, "nearest", lambda self, *a: asked.append(a) or real(self, *a))
+    kernel = api._choose(0, 4000, 4100, 4096, None, root)
+    assert kernel[2] == f"tuned for 4096x4096x4096 on {SLUG}"
+    for _ in range(3):
+        assert api._choose(0, 4000, 4100, 4096, None, root) is kernel
+    assert (len(asked), len(loads), len(reads)) == (1, 1, 2)
+    # Each of device, shape, family and folder is part of the choice.
+    api._choose(1, 4000, 4100, 4096, None, root)
+    api._choose(0, 4000, 4100, 4095, None, root)
+    assert api._choose(0, 4000, 4100, 4096, "vectorized", root)[1].startswith("vectorized_")
+    assert api._choose(0, 4000, 4100, 4096, None, tmp_path / "empty")[2] == "fallback config"
+    assert (len(asked), len(loads)) == (5, 5)
+
+
+def test_a_choice_is_made_again_when_the_folder_changes(tmp_path, reads, loads):
+    root = _results(tmp_path)
+    assert api._choose(0, 64, 64, 64, None, root)[2] == f"tuned for 4096x4096x4096 on {SLUG}"
+    _put(root, Problem(64, 64, 64))
+    assert api._choose(0, 64, 64, 64, None, root)[2] == f"tuned for 64x64x64 on {SLUG}"
+
+
+def _plans():
+    for fam in families():
+        space = Space.load(fam)
+        for cfg in [space.fallback, *space.seeds]:
+            if cfg is not None:
+                yield pytest.param(Family.load(fam).resolve(cfg).plan, id=cfg.name[:60])
+
+
+@pytest.mark.parametrize("plan", list(_plans()))
+def test_the_geometry_cache_gives_what_the_plan_computes(plan):
+    cache = GeometryCache(plan, 132)
+    shapes = [(1, 1, 1), (64, 64, 64), (4097, 33, 129), (300, 4097, 70), (4096, 4096, 4096), (64, 64, 8192)]
+    for shape in shapes:
+        assert cache(*shape) == plan.geometry(*shape, 132)
+    assert all(cache(*shape) is cache(*shape) for shape in shapes)
+
+
+def test_the_geometry_cache_drops_its_oldest_shape_beyond_its_size():
+    computed = []
+
+    class Plan:
+        def geometry(self, M, N, K, slots):
+            computed.append((M, N, K))
+            return object()
+
+    cache = GeometryCache(Plan(), 132, maxsize=3)
+    first = [cache(M, 1, 1) for M in (1, 2, 3)]
+    assert cache(4, 1, 1) is cache(4, 1, 1) and len(cache) == 3
+    assert cache(2, 1, 1) is first[1] and cache(3, 1, 1) is first[2]
+    assert computed == [(1, 1, 1), (2, 1, 1), (3, 1, 1), (4, 1, 1)]
+    assert cache(1, 1, 1) is not first[0] and computed[-1] == (1, 1, 1)  # it was dropped
+
+
+@pytest.mark.parametrize(
+    "array, words",
+    [
+        ("numpy", "must be on the GPU .*cupy.ndarray.*got numpy.ndarray in host memory"),
+        ("list", "must be a cupy.ndarray.*got list"),
+    ],
+)
+def test_arrays_off_the_gpu_are_a_type_error(array, words):
+    pytest.importorskip("cupy")
+    import numpy as np
+
+    import autotune
+
+    a = np.ones((4, 5), np.float32) if array == "numpy" else [[1.0] * 5] * 4
+    with pytest.raises(TypeError, match=words):
+        autotune.matmul(a, a)
