@@ -30,27 +30,15 @@ _VERIFY_SHAPE = (67, 45, 33)
 
 _INSTALLED = ROOT == Path(__file__).resolve().parent  # a wheel: templates inside the package
 _CHECKOUT_RESULTS = str(ROOT / "results")
-# os.environ.get of an unset variable raises and catches a KeyError inside, which costs more
-# than a dispatch should; CPython's os.environ keeps its dict in _data (kept up to date by
-# os.environ[...] = ..., as monkeypatch.setenv does).
-_ENV_DATA = getattr(os.environ, "_data", None)
-_ENV_KEY = os.environ.encodekey("AUTOTUNE_RESULTS") if _ENV_DATA is not None else None
 
 
 def results_dir() -> Path:
     """$AUTOTUNE_RESULTS, else ./results when it exists, else the checkout's results/ when autotune
     runs from a checkout (an installed wheel has no results of its own)."""
-    env = _env_results()
+    env = os.environ.get("AUTOTUNE_RESULTS")
     if env:
         return Path(env)
     return Path("results" if _INSTALLED or os.path.isdir("results") else _CHECKOUT_RESULTS)
-
-
-def _env_results() -> str | None:
-    if _ENV_DATA is None:
-        return os.environ.get("AUTOTUNE_RESULTS")
-    value = _ENV_DATA.get(_ENV_KEY)
-    return None if value is None else os.environ.decodevalue(value)
 
 
 def _distance(a: Problem, b: Problem) -> float:
@@ -104,7 +92,7 @@ def _table_for(results: str | Path | None, slug: str) -> _Table:
     usual cases (a folder named, $AUTOTUNE_RESULTS, a wheel, or ./results holding this GPU)."""
     if results:
         return _table(os.fspath(results), slug)
-    env = _env_results()
+    env = os.environ.get("AUTOTUNE_RESULTS")
     if env:
         return _table(env, slug)
     table = _table("results", slug)
