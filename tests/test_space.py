@@ -44,30 +44,20 @@ def test_strict_undefined_fails_on_a_misspelled_parameter(tmp_path):
         render(fam.resolve(Config.make("bad", {"X": 1})))
 
 
+# A 128x256x16 warptile config with a 3-stage pipeline, whose values the tests compute by hand.
+WARPTILE_3_STAGES = dict(
+    BM=128, BN=256, BK=16, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=4, STAGES=3, PAD_A=4, PAD_B=0,
+    GROUP_M=8, SPLITK=1, MINB=1, PREFETCH=0, MMA_ORDER=0,
+)  # fmt: skip
+
+
 def test_declared_values_match_hand_computation(h100):
     fam = Family.load("coarse2d")
     env = fam.derive({"BM": 128, "BN": 64, "BK": 16, "TM": 8, "TN": 4})
     assert env["THREADS"] == (128 // 8) * (64 // 4) == 256
     assert env["SMEM_BYTES"] == 4 * (128 * 16 + 16 * 64) == 12288
     w = Family.load("warptile")
-    p = dict(
-        BM=128,
-        BN=256,
-        BK=16,
-        WARPS_M=2,
-        WARPS_N=4,
-        LANES_N=8,
-        TM=8,
-        TN=4,
-        STAGES=3,
-        PAD_A=4,
-        PAD_B=0,
-        GROUP_M=8,
-        SPLITK=1,
-        MINB=1,
-        PREFETCH=0,
-        MMA_ORDER=0,
-    )
+    p = dict(WARPTILE_3_STAGES)
     env = w.derive(p)
     assert (env["THREADS"], env["WM"], env["WN"], env["WMITER"], env["WNITER"]) == (256, 64, 64, 2, 2)
     assert env["SMEM_BYTES"] == 4 * 3 * 16 * (132 + 256) == 74496
@@ -99,25 +89,7 @@ def test_b_is_packed_to_a_16_byte_pitch_only_when_its_rows_are_unaligned():
 
 def test_stream_k_launch_reads_the_device_slots():
     w = Family.load("warptile")
-    p = dict(
-        BM=128,
-        BN=256,
-        BK=16,
-        WARPS_M=2,
-        WARPS_N=4,
-        LANES_N=8,
-        TM=8,
-        TN=4,
-        STAGES=3,
-        PAD_A=4,
-        PAD_B=0,
-        GROUP_M=8,
-        SPLITK=1,
-        MINB=1,
-        PREFETCH=0,
-        MMA_ORDER=0,
-        SCHEDULE="stream_k",
-    )
+    p = dict(WARPTILE_3_STAGES, SCHEDULE="stream_k")
     plan = w.resolve(p).plan
     assert plan.needs_slots
     with pytest.raises(ValueError, match="SLOTS"):
