@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from autotune.cli_inputs import meant_for
 from autotune.evaluate import GPUEvaluator, default_jobs
 from autotune.results import save_search
 from autotune.search import search
@@ -67,7 +68,7 @@ def main() -> int:
     t_all = time.monotonic()
     for shape in args.shapes.split(",") if args.shapes else SETS[args.set]:
         problem = Problem.parse(shape)
-        spaces = [sp for sp in all_spaces if not sp.family.unsuited(problem)]
+        spaces = meant_for(all_spaces, problem, named=False)  # a sweep keeps each family to its shapes
         if not spaces:
             rows.append({"shape": problem.name, "family": None})
             print(f"{problem.name:>16}  none of {' '.join(names)} is meant for this shape", flush=True)
