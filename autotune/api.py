@@ -41,6 +41,20 @@ def results_dir() -> Path:
     return Path("results" if _INSTALLED or os.path.isdir("results") else _CHECKOUT_RESULTS)
 
 
+def _reads(family: str, problem: Problem) -> bool:
+    """Whether `family` (known here) can be built for the problem's layout."""
+    try:
+        return not Family.load(family).layout_gaps(problem)
+    except UserError:
+        return False  # a family no longer shipped: its records cannot be used
+
+
+def for_layout(config: Config, layout: str) -> Config:
+    """`config` built for `layout`: its TRANS_A / TRANS_B set to the layout's."""
+    fam = Family.load(config.family)
+    return fam.resolve({**config.as_dict(), **fam.layout_values(Problem(1, 1, 1, layout))}).config
+
+
 def _distance(a: Problem, b: Problem) -> float:
     return sum(abs(math.log(x / y)) for x, y in ((a.M, b.M), (a.N, b.N), (a.K, b.K)))
 
@@ -70,9 +84,14 @@ class _Table:
         self.choices: dict[tuple, Kernel] = {}
 
     def nearest(self, problem: Problem, family: str | None) -> tuple[Problem, dict] | None:
+        """The nearest tuned shape's best entry (of `family`, if given) among the families that
+        read the problem's layout: from records of that layout when there are any, else from
+        all (a config tuned for another layout, to be built for this one)."""
+        same = [(shape, fams) for shape, fams in self.records if shape.layout == problem.layout]
         best = None
-        for shape, fams in self.records:
-            entry = fams.get(family) if family else (max(fams.values(), key=lambda e: e["gflops"]) if fams else None)
+        for shape, fams in same or self.records:
+            fams = {f: e for f, e in fams.items() if (family is None or f == family) and _reads(f, problem)}
+            entry = max(fams.values(), key=lambda e: e["gflops"]) if fams else None
             if entry and (best is None or _distance(problem, shape) < _distance(problem, best[0])):
                 best = (shape, entry)
         return best
@@ -137,6 +156,7 @@ class Kernel:
 
         resolved = Family.load(config.family).resolve(config)
         self.config, self.source, self.family = resolved.config, source, resolved.family
+        self.layout = "".join("nt"[t] for t in resolved.plan.layout)
         compiled = compile_source(render(resolved), arch, DEFAULT_KERNEL)
         self.resources = compiled.resources
         self._kernel = LoadedKernel(compiled.cubin, DEFAULT_KERNEL, resolved.plan)
@@ -144,12 +164,17 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<autotune.Kernel {self.config.name} ({self.source})>"
 
-    def __call__(self, A, B, out=None, alpha: float = 1.0, beta: float = 0.0):
-        """C = alpha * A @ B + beta * C; the same arrays as `autotune.matmul` (see there)."""
-        return self._launch(_gpu_arrays().prepare(A, B, out, beta), alpha, beta)
+    def __call__(
+        self, A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bool = False, trans_b: bool = False
+    ):
+        """C = alpha * op(A) @ op(B) + beta * C; the same arrays and arguments as
+        `autotune.matmul` (see there). The kernel reads one layout (`layout`): an operand stored
+        the other way is copied first."""
+        ops = _gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
+        return self._launch(ops.as_layout(self.layout), alpha, beta)
 
     def _launch(self, ops, alpha: float, beta: float):
-        self._kernel.launch(ops.M, ops.N, ops.K, ops.a, ops.b, ops.c, alpha, beta, stream=ops.stream)
+        self._kernel.launch(ops.M, ops.N, ops.K, ops.a, ops.b, ops.c, alpha, beta, ops.stream, ops.pitches)
         return ops.finish()
 
     def verify(self, tolerance: float = 1e-4) -> float:
@@ -199,20 +224,21 @@ def _device_props(dev: int) -> tuple[str, str]:
     return props
 
 
-def _choose(dev: int, M: int, N: int, K: int, family: str | None, results) -> Kernel:
-    """The kernel for this device and shape: a dict lookup once the shape was seen, as long as
-    this GPU's results folder is unchanged."""
+def _choose(dev: int, M: int, N: int, K: int, layout: str, family: str | None, results) -> Kernel:
+    """The kernel for this device, shape and layout: a dict lookup once they were seen, as long
+    as this GPU's results folder is unchanged."""
     slug, arch = _device_props(dev)
     table = _table_for(results, slug)
-    key = (dev, M, N, K, family)
+    key = (dev, M, N, K, layout, family)
     kernel = table.choices.get(key)
     if kernel is None:
-        found = table.nearest(Problem(M, N, K), family)
+        found = table.nearest(Problem(M, N, K, layout), family)
         if found:
             tuned, entry = found
-            kernel = _kernel(entry_config(entry), dev, arch, f"tuned for {tuned.name} on {slug}")
+            cfg = for_layout(entry_config(entry), layout)
+            kernel = _kernel(cfg, dev, arch, f"tuned for {tuned.name} on {slug}")
         else:
-            kernel = _kernel(fallback_config(arch, family), dev, arch, "fallback config")
+            kernel = _kernel(for_layout(fallback_config(arch, family), layout), dev, arch, "fallback config")
         table.remember(key, kernel)
     return kernel
 
@@ -260,7 +286,7 @@ def load(
         return _kernel(cfg, dev, arch, "explicit config")
     if problem is None:
         return _kernel(fallback_config(arch, family), dev, arch, "fallback config")
-    return _choose(dev, problem.M, problem.N, problem.K, family, results)
+    return _choose(dev, problem.M, problem.N, problem.K, problem.layout, family, results)
 
 
 def _explicit_config(config: Any) -> Config:
@@ -284,20 +310,25 @@ def _shape(shape: Any) -> Problem:
     return Problem.parse(str(shape))
 
 
-def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0):
-    """C = alpha * A @ B + beta * C in strict FP32, with the tuned kernel for this GPU and shape
-    (the nearest tuned shape, else a default config). Returns `out`, or a new array when it is
-    None (then beta must be 0).
+def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bool = False, trans_b: bool = False):
+    """C = alpha * op(A) @ op(B) + beta * C in strict FP32 (op(X) is X.T when trans_x, else X),
+    with the tuned kernel for this GPU, shape and layout (the nearest tuned shape of the same
+    layout, else of any, else a default config). Returns `out`, or a new array when it is None
+    (then beta must be 0).
 
     A, B and out are float32 2-D arrays on the current device: CuPy arrays, PyTorch CUDA
     tensors, or any array with `__cuda_array_interface__` (Numba, ...) or `__dlpack__`, taken
     without a copy. A new output is of A's kind: a torch tensor for a torch A (allocated by
     torch), a Numba array for a Numba A (Numba waits for the kernel before it hands the array
     over), else a cupy.ndarray. Work is queued on torch's current stream when an operand is a
-    torch tensor, else on CuPy's current stream. A copy is made when A or B is not C-contiguous
-    (a transpose, a Fortran-order array, a strided slice): the kernels read row-major operands
-    with no leading dimension. `out` must be C-contiguous. A host array (NumPy, a CPU tensor)
-    is a TypeError.
+    torch tensor, else on CuPy's current stream.
+
+    Nothing is copied when each operand has a contiguous axis: row-major arrays and row slices
+    of them are read with their row pitch, transposes and Fortran-order arrays as transposed
+    operands (A.T @ B is the "tn" layout, read in place, with kernels tuned for it when the
+    results hold that layout), and a column-major `out` is written as C^T = op(B)^T op(A)^T.
+    An operand with no contiguous axis (a slice with a step, a broadcast view) is copied. `out`
+    must not overlap A or B (ValueError). A host array (NumPy, a CPU tensor) is a TypeError.
     """
-    ops = _gpu_arrays().prepare(A, B, out, beta)
-    return _choose(ops.device, ops.M, ops.N, ops.K, None, None)._launch(ops, alpha, beta)
+    ops = _gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
+    return _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, None, None)._launch(ops, alpha, beta)

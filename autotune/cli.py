@@ -15,7 +15,7 @@ from .cli_search import cmd_search
 from .counts import cached_valid, count_valid
 from .limits import profile_for_arch
 from .space import Family, Space, known_families
-from .types import Problem, UserError
+from .types import LAYOUTS, Problem, UserError
 
 EPILOG_SEARCH = """examples:
   autotune search --size 4096                      all families, 4096^3, this GPU
@@ -68,9 +68,17 @@ def _arch(text: str) -> str:
 
 def _shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=_positive_int, metavar="S", help="square problem S x S x S")
-    p.add_argument("--m", type=_positive_int, help="rows of A and C")
-    p.add_argument("--n", type=_positive_int, help="columns of B and C")
-    p.add_argument("--k", type=_positive_int, help="columns of A, rows of B")
+    p.add_argument("--m", type=_positive_int, help="rows of op(A) and C")
+    p.add_argument("--n", type=_positive_int, help="columns of op(B) and C")
+    p.add_argument("--k", type=_positive_int, help="columns of op(A), rows of op(B)")
+    p.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="nn",
+        help="how A and B are stored, as NumPy writes the product: nn A @ B (default), nt A @ B.T "
+        "(B stored N x K, as a linear layer's weight), tn A.T @ B (A stored K x M), tt A.T @ B.T; "
+        "a shape may also end in _nt etc.",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,8 +200,10 @@ def _export_parser(sub) -> None:
     e = sub.add_parser(
         "export",
         help="write the best stored config as a C header",
-        description="Write the best stored config for a shape as a header: #defines, the "
-        "kernel and a host launcher autotune_sgemm(M, N, K, alpha, A, B, beta, C, stream).",
+        description="Write the best stored config for a shape and layout as a header: #defines, "
+        "the kernel and host launchers: autotune_sgemm(transa, transb, m, n, k, alpha, A, lda, B, ldb, "
+        "beta, C, ldc, stream) in cuBLAS's column-major convention, autotune_sgemm_row_major(...) and "
+        "the contiguous autotune_sgemm(M, N, K, alpha, A, B, beta, C, stream).",
     )
     _shape_args(e)
     e.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")

@@ -11,7 +11,7 @@ from .cli_inputs import ask_dry_run, live_limits, need_nvrtc
 from .counts import cached_valid, store_valid
 from .limits import DeviceLimits, profile_for_arch
 from .space import Enumeration, Family, Space
-from .types import Config, Problem, UserError
+from .types import LAYOUT_PARAMS, Config, Problem, UserError
 
 
 def dry_run_all(args, spaces: list[Space], problems: list[Problem]) -> int:
@@ -27,8 +27,8 @@ def dry_run_all(args, spaces: list[Space], problems: list[Problem]) -> int:
     counts = {sp.family.name: cached_valid(sp, limits) for sp in spaces}
     for sp in spaces:  # asked before any compile; counted now where the cache does not know
         if counts[sp.family.name] is None:
-            enums[sp.family.name] = enumerate_space(sp, limits)
-            counts[sp.family.name] = len(enums[sp.family.name].valid)
+            enums[f"{sp.family.name}/nn"] = enumerate_space(sp, limits)
+            counts[sp.family.name] = len(enums[f"{sp.family.name}/nn"].valid)
     if not args.yes:
         ask_dry_run(counts, args.sample, jobs)
     return max(dry_run_shape(args, spaces, p, limits, arch, jobs, enums) for p in problems)
@@ -56,11 +56,16 @@ def dry_run_shape(
     )
     print(head + "\n" + "-" * len(head))
     empty, failed = [], []
-    for sp in spaces:
+    readable = [sp for sp in spaces if not sp.family.layout_gaps(problem)]
+    if args.family and len(readable) < len(spaces):  # a family named for a layout it cannot read
+        raise UserError(next(sp.family.layout_gaps(problem)[0] for sp in spaces if sp not in readable))
+    for sp in readable:
         t0 = time.monotonic()
-        if sp.family.name not in enums:
-            enums[sp.family.name] = enumerate_space(sp, limits)
-        en = enums[sp.family.name]
+        sp = sp.for_problem(problem)  # built for the problem's layout
+        key = f"{sp.family.name}/{problem.layout}"
+        if key not in enums:
+            enums[key] = enumerate_space(sp, limits)
+        en = enums[key]
         row, top, ok, kinds = dry_run_family(args, sp, en, problem, limits, arch, jobs)
         print(row + f"  [{time.monotonic() - t0:.1f}s]")
         failed += [(sp.family, kind) for kind in kinds]
@@ -152,8 +157,10 @@ def config_from_name(fam: Family, name: str) -> Config | None:
         return "(" + "|".join(map(re.escape, choices)) + ")" if choices else "(-?\\d+)"
 
     names = sorted(fam.params)
-    m = re.fullmatch("_".join([re.escape(fam.name)] + [re.escape(p) + value(p) for p in names]), name)
+    # Layout parameters at 0 are left out of names (Config.name): optional here.
+    parts = [f"(?:_{re.escape(p)}{value(p)})?" if p in LAYOUT_PARAMS else f"_{re.escape(p)}{value(p)}" for p in names]
+    m = re.fullmatch(re.escape(fam.name) + "".join(parts), name)
     if m is None:
         return None
-    values = zip(names, m.groups(), strict=True)
-    return Config.make(fam.name, {p: v if fam.params[p].choices else int(v) for p, v in values})
+    values = {p: "0" if v is None else v for p, v in zip(names, m.groups(), strict=True)}
+    return Config.make(fam.name, {p: v if fam.params[p].choices else int(v) for p, v in values.items()})

@@ -30,7 +30,7 @@ def parse_problems(args) -> list[Problem]:
     out = []
     for t in texts:
         try:
-            out.append(Problem.parse(t.strip()))
+            out.append(Problem.parse(t.strip(), args.layout))
         except UserError as exc:
             raise UserError(f"{where}: {exc}") from None
     return list(dict.fromkeys(out))
@@ -50,10 +50,10 @@ def parse_problem(args) -> Problem:
     if args.size is not None:
         if any(v is not None for v in mnk):
             raise UserError("give either --size or --m/--n/--k, not both")
-        return Problem(args.size, args.size, args.size)
+        return Problem(args.size, args.size, args.size, args.layout)
     if any(v is None for v in mnk):
         raise UserError("give --size S, or all of --m, --n and --k")
-    return Problem(*mnk)
+    return Problem(*mnk, args.layout)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,9 +121,15 @@ def ask_dry_run(counts: dict[str, int], sample: int | None, jobs: int) -> None:
 
 
 def meant_for(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
-    """The families a search runs for this shape: those whose declared `suits` it meets, or all
-    of them when the user named them."""
-    return spaces if named else [sp for sp in spaces if not sp.family.unsuited(problem)]
+    """The families a search runs for this shape: those whose declared `suits` it meets and that
+    read its layout, or all of them when the user named them (a named family that cannot read
+    the layout is an error)."""
+    if named:
+        for sp in spaces:
+            if gaps := sp.family.layout_gaps(problem):
+                raise UserError(gaps[0])
+        return spaces
+    return [sp for sp in spaces if not sp.family.unsuited(problem) and not sp.family.layout_gaps(problem)]
 
 
 def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) -> None:

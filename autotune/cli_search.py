@@ -49,7 +49,8 @@ def suited(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
     keep = meant_for(spaces, problem, named)
     for sp in spaces:
         if sp not in keep:
-            print(f"{sp.family.name}: not for {problem.name} ({'; '.join(sp.family.unsuited(problem))})", flush=True)
+            why = sp.family.layout_gaps(problem) + sp.family.unsuited(problem)
+            print(f"{sp.family.name}: not for {problem.name} ({'; '.join(why)})", flush=True)
     return keep
 
 

@@ -73,6 +73,8 @@ def prepare(
             families[cfg.family] = Family.load(cfg.family)
         resolved = families[cfg.family].resolve(cfg)
         bad = resolved.family.violations(resolved, limits)
+        if resolved.plan.layout != problem.trans:  # the runner stores A and B in the problem's layout
+            bad.append(f"built for layout {''.join('nt'[t] for t in resolved.plan.layout)}, not {problem.layout}")
         if bad:
             out.append(Prepared(cfg, measurement=Measurement(cfg, problem, Status.REJECTED, "; ".join(bad))))
             continue
@@ -161,7 +163,7 @@ class GPUEvaluator:
     def _ensure(self, problem: Problem) -> None:
         if problem != self._problem:
             self.setup_info = self.worker.setup(
-                {"M": problem.M, "N": problem.N, "K": problem.K, "seed": self.seed, "tolerance": self.tolerance},
+                {**problem.as_dict(), "seed": self.seed, "tolerance": self.tolerance},
                 timeout_s=600,
             )
             self._problem = problem

@@ -32,11 +32,15 @@ _C_ARGS = {
     "B_PACKED": "B_packed",
     "C": "C",
     "WS": "ws",
-    "ldb": "(int)p.ldb",
+    "lda": "lda",
+    "ldb": "ldb",
+    "ldc": "ldc",
+    "ldb_k": "ldb_used",
+    "pitch_b": "(int)p.pitch_b",
     "tail_first": "(int)p.tail_first",
 }
 assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS)
-_PLAN_FIELDS = ("ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "ldb", "tail_first")
+_PLAN_FIELDS = ("ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "tail_first")
 
 
 def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
@@ -57,7 +61,6 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
                 "args": [_C_ARGS[a] for a in step.args],
             }
         )
-    defaults = {"ldb": "N"}
     return dict(
         KERNEL_NAME=kernel_name,
         THREADS=plan.block,
@@ -67,7 +70,7 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
         PACKS_B=plan.packs_b,
         VALUES=values,
         STEPS=steps,
-        FIELDS=[(f, f if f in names else defaults.get(f, "0")) for f in _PLAN_FIELDS],
+        FIELDS=[(f, f if f in names else "0") for f in _PLAN_FIELDS],
         SMEM_KERNELS=[s["kernel"] for s in steps if s["dynamic_smem"]],
     )
 
@@ -83,6 +86,8 @@ def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h"
         VERSION=__version__,
         DATE=_dt.date.today().isoformat(),
         SHAPE=Problem(**p).name,
+        LAYOUT=Problem(**p).layout,
+        TRANS=resolved.plan.layout,
         GPU=record["gpu"]["name"],
         CONFIG_NAME=resolved.name,
         GFLOPS=entry["gflops"],

@@ -11,9 +11,11 @@ The values, computed in order at each shape (upper-case ones are the family's ow
   ws_zeroed   bytes at its start that are zero before the first launch
   pack_b      true: B is first copied into the workspace at a 16-byte row pitch
   pack_b_at   where in the workspace
-  ldb         B's row pitch in floats (4 * cdiv(N, 4) when packed, else N)
+  pitch_b     that pitch in floats (4 * cdiv(N, 4))
   tail_tiles, tail_first, tail_grid   a split launch's tail (tiles, first tile, blocks)
   grid_x, grid_y, grid_z              the SGEMM kernel's grid
+The caller's row pitches lda, ldb and ldc are launch arguments, not values: the plan depends on
+the shape only. The SGEMM kernel reads B through `ldb_k`: pitch_b when B was packed, else ldb.
 The steps, in order; each runs when its condition is true and its grid is not empty:
   _scale_c (C *= beta), _pack_b (B to the workspace), _scale_tiles (the tail's tiles of C
   *= beta), the SGEMM kernel, _tail (the tail kernel, adding into C).
@@ -35,7 +37,7 @@ HELPER_GRID_MAX = 4096  # grid-stride helpers need no more blocks than this
 # Kernel arguments: device pointers, floats, and the integer launch values a kernel reads.
 POINTERS = ("A", "B", "B_IN", "B_PACKED", "C", "WS")  # B: the B the SGEMM kernel reads (packed or not)
 FLOATS = ("alpha", "beta")
-INTS = ("M", "N", "K", "ldb", "tail_first")
+INTS = ("M", "N", "K", "lda", "ldb", "ldc", "ldb_k", "pitch_b", "tail_first")
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ class Geometry:
     def grid(self) -> tuple[int, int, int]:
         return (self.values["grid_x"], self.values["grid_y"], self.values["grid_z"])
 
-    def __getattr__(self, name: str) -> int:  # scale_c, ws_bytes, ldb, tail_tiles, ...
+    def __getattr__(self, name: str) -> int:  # scale_c, ws_bytes, pitch_b, tail_tiles, ...
         try:
             return self.__dict__["values"][name]
         except KeyError:
@@ -88,7 +90,7 @@ class LaunchPlan:
     block: int
     dynamic_smem: int
     has_workspace: bool  # the SGEMM kernel takes a workspace argument
-    packs_b: bool  # the SGEMM kernel takes B's pitch argument
+    packs_b: bool  # B may be packed to a 16-byte pitch first
     needs_slots: bool  # a launch value reads SLOTS (resident blocks on the device)
 
     @property
@@ -99,6 +101,17 @@ class LaunchPlan:
     @property
     def has_tail(self) -> bool:
         return "_tail" in self.kernels
+
+    @functools.cached_property
+    def layout(self) -> tuple[int, int]:
+        """(TRANS_A, TRANS_B) of the kernel: how it reads A and B as stored."""
+        env = dict(self.env)
+        return int(env.get("TRANS_A", 0)), int(env.get("TRANS_B", 0))
+
+    def contiguous_pitches(self, M: int, N: int, K: int) -> tuple[int, int, int]:
+        """(lda, ldb, ldc) of contiguous operands in this kernel's layout."""
+        ta, tb = self.layout
+        return (M if ta else K), (K if tb else N), N
 
     def geometry(self, M: int, N: int, K: int, slots: int | None = None) -> Geometry:
         if slots is None and self.needs_slots:
@@ -184,7 +197,7 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
         reads[name] = _identifiers(c)
     kept = tuple(s for s in steps if _parsed(s.when).to_c(folded) != "0")
     todo = set().union(*(_identifiers(_parsed(t).to_c(folded)) for s in kept for t in (s.when, *s.grid)))
-    todo |= {a for s in kept for a in s.args} | {"ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "ldb"}
+    todo |= {a for s in kept for a in s.args} | {"ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b"}
     needed: set[str] = set()
     while todo:
         name = todo.pop()
@@ -212,7 +225,7 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
         named += [("ws_bytes", launch.workspace.text), ("ws_zeroed", launch.workspace_zeroed.text)]
     if launch.pack_b is not None:
         named += [("pack_b", launch.pack_b.text), ("pack_b_at", launch.pack_b_at.text)]
-        named.append(("ldb", "4 * cdiv(N, 4) if pack_b else N"))
+        named.append(("pitch_b", "4 * cdiv(N, 4)"))
     if launch.tail_tiles is not None:
         named += [("tail_tiles", launch.tail_tiles.text), ("tail_first", launch.tail_first.text)]
         named.append(("tail_grid", launch.tail_grid.text))
@@ -221,18 +234,19 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
 
 def _steps(launch: Launch, block: int) -> list[Step]:
     """Every step the family can take, in order (helpers of HELPER_BLOCK threads, grid-stride)."""
-    main_args = ("M", "N", "K", "alpha", "A", "B", "beta", "C")
+    main_args = ("M", "N", "K", "alpha", "A", "lda", "B", "ldb_k", "beta", "C", "ldc")
     main_args += ("WS",) if launch.workspace is not None else ()
-    main_args += ("ldb",) if launch.pack_b is not None else ()
     grid = f"min({HELPER_GRID_MAX}, cdiv({{}}, {HELPER_BLOCK}))"
     steps = [
-        Step("_scale_c", "scale_c", (grid.format("M * N"), "1", "1"), HELPER_BLOCK, False, ("M", "N", "beta", "C"))
+        Step(
+            "_scale_c", "scale_c", (grid.format("M * N"), "1", "1"), HELPER_BLOCK, False, ("M", "N", "ldc", "beta", "C")
+        )
     ]
     if launch.pack_b is not None:
-        args = ("K", "N", "ldb", "B_IN", "B_PACKED")
-        steps.append(Step("_pack_b", "pack_b", (grid.format("K * ldb"), "1", "1"), HELPER_BLOCK, False, args))
+        args = ("K", "N", "ldb", "pitch_b", "B_IN", "B_PACKED")
+        steps.append(Step("_pack_b", "pack_b", (grid.format("K * pitch_b"), "1", "1"), HELPER_BLOCK, False, args))
     if launch.tail_tiles is not None:
-        args = ("M", "N", "beta", "C", "tail_first")
+        args = ("M", "N", "ldc", "beta", "C", "tail_first")
         steps.append(Step("_scale_tiles", "tail_tiles", ("tail_tiles", "1", "1"), HELPER_BLOCK, False, args))
     steps.append(Step("", "1", ("grid_x", "grid_y", "grid_z"), block, True, main_args))
     if launch.tail_tiles is not None:

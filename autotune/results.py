@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
 SCHEMA = 1
-_SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)\.json$")
+_SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)(_(?:nt|tn|tt))?\.json$")
 
 
 def record_path(root: Path | str, gpu_slug: str, problem: Problem) -> Path:
@@ -110,7 +110,7 @@ def _check_record(data: Any, path: Path) -> None:
         raise UserError(f"{path}: results schema {data['schema']!r}, this autotune reads {SCHEMA}")
     problem = Problem(**data["problem"])
     named = _SHAPE_FILE.match(path.name)
-    if named and tuple(map(int, named.groups())) != (problem.M, problem.N, problem.K):
+    if named and path.stem != problem.name:
         raise _Corrupt(f"the file of {path.stem} holds {problem.name}")
     families = data["families"]
     if not isinstance(families, dict):
@@ -168,7 +168,7 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
     entry = m.to_dict()
     entry.pop("extra", None)
     entry.update(
-        cublas={k: cublas[k] for k in ("time_ms", "time_iqr_ms", "gflops", "error") if k in cublas},
+        cublas={k: cublas[k] for k in ("time_ms", "time_iqr_ms", "gflops", "error", "path", "paths") if k in cublas},
         ratio=m.gflops / cublas["gflops"],
         search=search,
         versions=versions,
@@ -197,7 +197,7 @@ def update_record(
             else {
                 "schema": SCHEMA,
                 "gpu": gpu,
-                "problem": {"M": problem.M, "N": problem.N, "K": problem.K},
+                "problem": problem.as_dict(),
                 "families": {},
             }
         )

@@ -37,7 +37,7 @@ from . import decl as _decl
 from . import yamlio
 from .launch import LaunchPlan, plan_for
 from .limits import DeviceLimits
-from .types import Config, Problem, UserError
+from .types import LAYOUT_PARAMS, Config, Problem, UserError
 
 # The folder holding templates/ and configs/: the installed package, when it carries them (a
 # wheel: pyproject.toml maps them into it), else the checkout beside the package (an editable
@@ -210,6 +210,20 @@ class Family:
         env["DYNAMIC_SMEM"] = _int(self.launch.dynamic_smem, env, self.path)
         return env
 
+    def layout_gaps(self, problem: Problem) -> list[str]:
+        """Why this family cannot read the operands of `problem` as they are stored ([] when it
+        can): its TRANS_A / TRANS_B parameters leave the layout out."""
+        gaps = []
+        for pname, want, stored in zip(LAYOUT_PARAMS, problem.trans, ("A as K x M", "B as N x K"), strict=True):
+            param = self.params.get(pname)
+            if want not in ((param.lo, param.hi) if param is not None and not param.choices else (0,)):
+                gaps.append(f"{self.name} does not read {stored} (layout {problem.layout})")
+        return gaps
+
+    def layout_values(self, problem: Problem) -> dict[str, int]:
+        """The layout parameters this family declares, set to the problem's layout."""
+        return {p: v for p, v in zip(LAYOUT_PARAMS, problem.trans, strict=True) if p in self.params}
+
     def unsuited(self, problem: Problem) -> list[str]:
         """Why this family is not meant for `problem` (its declared `suits` it breaks); [] when it is."""
         env = {"M": problem.M, "N": problem.N, "K": problem.K}
@@ -358,6 +372,23 @@ class Space:
     @property
     def size(self) -> int:
         return math.prod(len(v) for v in self.values.values())
+
+    def for_problem(self, problem: Problem) -> Space:
+        """This space with the layout parameters fixed to the problem's (the seeds and the
+        fallback too): a kernel is built and tuned for one layout. A UserError when the family
+        cannot read that layout."""
+        gaps = self.family.layout_gaps(problem)
+        if gaps:
+            raise UserError(gaps[0])
+        fixed = self.family.layout_values(problem)
+        if all(self.values[p] == [v] for p, v in fixed.items()):
+            return self
+
+        def pin(c: Config | None) -> Config | None:
+            return None if c is None else self.family.resolve({**c.as_dict(), **fixed}).config
+
+        values = {p: ([fixed[p]] if p in fixed else v) for p, v in self.values.items()}
+        return Space(self.family, values, [pin(c) for c in self.seeds], self.source, pin(self.fallback))
 
     def enumerate(self, limits: DeviceLimits) -> Enumeration:
         """All statically valid points, with how many points each rule removed.

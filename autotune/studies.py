@@ -188,7 +188,9 @@ def make_plan(
     sampler: str = "tpe",
     seed: int = 0,
 ) -> Plan:
-    """Enumerate the space and name the study; no storage is touched."""
+    """Enumerate the space (its layout parameters fixed to the problem's) and name the study;
+    no storage is touched."""
+    space = space.for_problem(problem)
     fam = space.family
     en = space.enumerate(limits)
     if not en.valid:

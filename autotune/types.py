@@ -13,13 +13,24 @@ class UserError(Exception):
     """Bad input from the user (a file, an argument): reported as one line, exit code 2."""
 
 
+LAYOUTS = ("nn", "nt", "tn", "tt")
+# The kernel parameters that say how A and B are stored (Problem.trans): every family built in
+# this repository declares both; a family without them reads the nn layout only.
+LAYOUT_PARAMS = ("TRANS_A", "TRANS_B")
+
+
 @dataclass(frozen=True)
 class Problem:
-    """C[M,N] = alpha * A[M,K] @ B[K,N] + beta * C, row-major float32."""
+    """C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, row-major float32.
+
+    `layout` says how A and B are stored, as NumPy would write the product: "nn" is A @ B (A is
+    M x K, B is K x N), "nt" is A @ B.T (B stored N x K, as a linear layer's weight), "tn" is
+    A.T @ B (A stored K x M), "tt" is A.T @ B.T. Kernels read them in place; C is always M x N."""
 
     M: int
     N: int
     K: int
+    layout: str = "nn"
 
     # The kernels take M, N and K as C `int`s (32-bit on every CUDA platform): a larger size
     # would wrap around inside them, so no path (search, replay, export, the Python API) accepts one.
@@ -34,10 +45,25 @@ class Problem:
                 raise UserError(
                     f"{dim}={value} is more than {self.MAX_DIM}, the largest size the kernels' int indices hold"
                 )
+        if self.layout not in LAYOUTS:
+            raise UserError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
 
     @property
     def name(self) -> str:
-        return f"{self.M}x{self.N}x{self.K}"
+        """'MxNxK', with '_<layout>' after it unless the layout is nn: a results file's stem."""
+        shape = f"{self.M}x{self.N}x{self.K}"
+        return shape if self.layout == "nn" else f"{shape}_{self.layout}"
+
+    @property
+    def trans(self) -> tuple[int, int]:
+        """(TRANS_A, TRANS_B): the kernel parameters of this layout."""
+        return int(self.layout[0] == "t"), int(self.layout[1] == "t")
+
+    def with_layout(self, layout: str) -> Problem:
+        return Problem(self.M, self.N, self.K, layout)
+
+    def as_dict(self) -> dict[str, int | str]:
+        return {"M": self.M, "N": self.N, "K": self.K, "layout": self.layout}
 
     @property
     def flops(self) -> int:
@@ -49,18 +75,20 @@ class Problem:
         return 4 * (self.M * self.K + self.K * self.N + self.M * self.N)
 
     @classmethod
-    def parse(cls, text: str) -> Problem:
-        """'4096' (square) or '8192x8192x1024' (MxNxK)."""
-        parts = str(text).lower().split("x")
+    def parse(cls, text: str, layout: str = "nn") -> Problem:
+        """'4096' (square) or '8192x8192x1024' (MxNxK), optionally with a layout after an
+        underscore ('4096x4096x4096_nt', as results files are named), which wins over `layout`."""
+        shape, _, named = str(text).lower().partition("_")
+        parts = shape.split("x")
         if len(parts) not in (1, 3):
-            raise UserError(f"shape {text!r}: expected N or MxNxK")
+            raise UserError(f"shape {text!r}: expected N or MxNxK, optionally _nn, _nt, _tn or _tt after it")
         try:
             dims = [int(p) for p in parts]
         except ValueError:
             raise UserError(f"shape {text!r}: not an integer") from None
         if len(dims) == 1:
             dims *= 3
-        return cls(*dims)
+        return cls(*dims, named or layout)
 
 
 @dataclass(frozen=True)
@@ -87,8 +115,11 @@ class Config:
 
     @property
     def name(self) -> str:
-        """Procedural name, as CUTLASS does: the cache key, results key and C identifier."""
-        return "_".join([self.family] + [f"{k}{v}" for k, v in self.params])
+        """Procedural name, as CUTLASS does: the cache key, results key and C identifier. The
+        layout parameters are named only when set (a kernel for the nn layout keeps the name it
+        had before layouts existed, which stored results, replay tables and studies use)."""
+        shown = [f"{k}{v}" for k, v in self.params if not (k in LAYOUT_PARAMS and v == 0)]
+        return "_".join([self.family, *shown])
 
 
 def _param_value(family: str, name: str, value: Any) -> int | str:
@@ -138,7 +169,7 @@ class Measurement:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["config"] = {"family": self.config.family, "params": self.config.as_dict(), "name": self.config.name}
-        d["problem"] = {"M": self.problem.M, "N": self.problem.N, "K": self.problem.K}
+        d["problem"] = self.problem.as_dict()
         d["status"] = self.status.value
         return d
 

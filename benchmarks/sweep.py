@@ -3,6 +3,7 @@
     python benchmarks/sweep.py                       # the ten shapes of the performance issue
     python benchmarks/sweep.py --shapes 4096,1000 --trials 40 --family warptile
     python benchmarks/sweep.py --set skinny --family fewrows fewcols  # few rows / few columns
+    python benchmarks/sweep.py --set layouts         # A @ B.T, A.T @ B, A.T @ B.T (shape_nt, ...)
 
 Each shape is an ordinary `autotune search` (same studies, same results files), so the
 winners land in results/<gpu>/ and `autotune export` / `check` work on them. cuBLAS is timed
@@ -39,6 +40,11 @@ SETS = {
     "skinny": [
         "1x4096x4096", "1x11008x4096", "1x4096x11008", "2x4096x4096", "8x4096x4096", "16x4096x4096",
         "16x11008x4096", "1x3000x1000", "4096x1x4096", "11008x1x4096", "4096x8x4096", "4096x16x4096",
+    ],
+    # Operands read in place in the other layouts (A @ B.T is a linear layer's), against cuBLAS
+    # with the same transposes.
+    "layouts": [
+        "4096_nt", "4096_tn", "4096_tt", "8192x8192x1024_nt", "8192x8192x1024_tn", "8192x8192x1024_tt",
     ],
 }  # fmt: skip
 

@@ -139,24 +139,24 @@ def test_a_repeated_shape_is_a_lookup(tmp_path, reads, loads, monkeypatch):
     asked = []
     real = api._Table.nearest
     monkeypatch.setattr(api._Table, "nearest", lambda self, *a: asked.append(a) or real(self, *a))
-    kernel = api._choose(0, 4000, 4100, 4096, None, root)
+    kernel = api._choose(0, 4000, 4100, 4096, "nn", None, root)
     assert kernel[2] == f"tuned for 4096x4096x4096 on {SLUG}"
     for _ in range(3):
-        assert api._choose(0, 4000, 4100, 4096, None, root) is kernel
+        assert api._choose(0, 4000, 4100, 4096, "nn", None, root) is kernel
     assert (len(asked), len(loads), len(reads)) == (1, 1, 2)
     # Each of device, shape, family and folder is part of the choice.
-    api._choose(1, 4000, 4100, 4096, None, root)
-    api._choose(0, 4000, 4100, 4095, None, root)
-    assert api._choose(0, 4000, 4100, 4096, "vectorized", root)[1].startswith("vectorized_")
-    assert api._choose(0, 4000, 4100, 4096, None, tmp_path / "empty")[2] == "fallback config"
+    api._choose(1, 4000, 4100, 4096, "nn", None, root)
+    api._choose(0, 4000, 4100, 4095, "nn", None, root)
+    assert api._choose(0, 4000, 4100, 4096, "nn", "vectorized", root)[1].startswith("vectorized_")
+    assert api._choose(0, 4000, 4100, 4096, "nn", None, tmp_path / "empty")[2] == "fallback config"
     assert (len(asked), len(loads)) == (5, 5)
 
 
 def test_a_choice_is_made_again_when_the_folder_changes(tmp_path, reads, loads):
     root = _results(tmp_path)
-    assert api._choose(0, 64, 64, 64, None, root)[2] == f"tuned for 4096x4096x4096 on {SLUG}"
+    assert api._choose(0, 64, 64, 64, "nn", None, root)[2] == f"tuned for 4096x4096x4096 on {SLUG}"
     _put(root, Problem(64, 64, 64))
-    assert api._choose(0, 64, 64, 64, None, root)[2] == f"tuned for 64x64x64 on {SLUG}"
+    assert api._choose(0, 64, 64, 64, "nn", None, root)[2] == f"tuned for 64x64x64 on {SLUG}"
 
 
 def _plans():

@@ -74,7 +74,7 @@ int main() {
     const long long shapes[][4] = { %(shapes)s };
     for (const auto& s : shapes) {
         const autotune_sgemm_plan_t p = autotune_sgemm_plan(s[0], s[1], s[2], s[3]);
-        printf("%%lld %%lld %%lld %%lld %%lld %%lld", p.ws_bytes, p.ws_zeroed, p.pack_b, p.pack_b_at, p.ldb,
+        printf("%%lld %%lld %%lld %%lld %%lld %%lld", p.ws_bytes, p.ws_zeroed, p.pack_b, p.pack_b_at, p.pitch_b,
                p.tail_first);
         for (const auto& st : p.step)
             if (st[0]) printf(" | %%lld %%lld %%lld", st[1], st[2], st[3]); else printf(" | -");
@@ -121,7 +121,7 @@ def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
             v.get("ws_zeroed", 0),
             v.get("pack_b", 0),
             v.get("pack_b_at", 0),
-            v.get("ldb", N),
+            v.get("pitch_b", 0),
             v.get("tail_first", 0),
         ]
         steps = [" ".join(map(str, running[s.kernel])) if s.kernel in running else "-" for s in plan.steps]

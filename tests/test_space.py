@@ -77,10 +77,11 @@ def _seed(**change):
 
 def test_b_is_packed_to_a_16_byte_pitch_only_when_its_rows_are_unaligned():
     geo = _geo(_seed(), 300, 4097, 70)
-    assert geo.pack_b and geo.pack_b_at == 0 and geo.ws_bytes == 4 * 70 * 4100 and geo.ldb == 4100
+    assert geo.pack_b and geo.pack_b_at == 0 and geo.ws_bytes == 4 * 70 * 4100 and geo.pitch_b == 4100
     assert geo.kernels == ["_pack_b", ""]
-    assert not _geo(_seed(), 300, 4096, 70).pack_b and _geo(_seed(), 300, 4096, 70).ldb == 4096
+    assert not _geo(_seed(), 300, 4096, 70).pack_b
     assert not _geo(_seed(PACKB=0), 300, 4097, 70).pack_b
+    assert not _geo(_seed(TRANS_B=1), 300, 4097, 70).pack_b  # B^T goes by 4-byte copies anyway
     # With stream-K the packed B follows the flags and partial tiles.
     sk = _geo(_seed(SCHEDULE="stream_k"), 300, 4097, 70, slots=132)
     assert sk.pack_b_at == 16 * 33 + 4 * 132 * 128 * 256

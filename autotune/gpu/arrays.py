@@ -6,6 +6,12 @@ would make of it, faster), another object with `__cuda_array_interface__` (Numba
 caller's kind: torch allocates it for a torch A (so it lives in torch's caching allocator),
 Numba wraps CuPy's for a Numba A, anything else gets a cupy.ndarray.
 
+Operands are read in place whatever their strides, as long as one of their two axes is
+contiguous: a row-major operand is read as stored, a column-major one (a transpose, a Fortran-order
+array) as the transpose of a row-major one (layout "t", the other axis' stride as its leading
+dimension). Only an operand with neither axis contiguous (a slice with a step, a broadcast) is
+copied. A column-major output is computed as C^T = op(B)^T op(A)^T, row-major, in place.
+
 Work is queued on torch's current stream when an operand is a torch tensor (where torch queued
 the work that wrote it), else on CuPy's current stream; copies, workspaces and new outputs are
 made on that stream too, so nothing runs out of order with the caller's own work.
@@ -28,16 +34,42 @@ _STREAMS_MAX = 64
 
 
 class Operands:
-    """One call's operands as CuPy arrays: a and b C-contiguous, c the output; the shape, the
-    device and the stream to launch on; and what the call returns once its launches are queued
-    (`finish`)."""
+    """One call's operands as the kernels read them: op(A), op(B) and C as CuPy views (a is
+    M x K whichever way it is stored), the row-major problem (M, N, K) with its layout ("nt": B is read as
+    stored N x K, ...) and row pitches (lda, ldb, ldc) in floats; the device and the stream to
+    launch on; and what the call returns once its launches are queued (`finish`)."""
 
-    __slots__ = ("K", "M", "N", "a", "b", "c", "device", "result", "stream", "wrap")
+    __slots__ = ("K", "M", "N", "a", "b", "c", "device", "layout", "pitches", "result", "stream", "wrap")
 
-    def __init__(self, a, b, c, shape, device, stream, result, wrap=None):
+    def __init__(self, a, b, c, shape, layout, pitches, device, stream, result, wrap=None):
         self.a, self.b, self.c = a, b, c
         self.M, self.N, self.K = shape
+        self.layout, self.pitches = layout, pitches
         self.device, self.stream, self.result, self.wrap = device, stream, result, wrap
+
+    def as_layout(self, layout: str) -> Operands:
+        """These operands stored in `layout` (a kernel built for one layout reads only that): an
+        operand stored otherwise is copied, on the launch stream."""
+        if layout == self.layout:
+            return self
+        (lda, ldb, ldc), a, b = self.pitches, self.a, self.b
+        with self.stream:
+            if layout[0] != self.layout[0]:
+                a, lda = _restored(a, layout[0])
+            if layout[1] != self.layout[1]:
+                b, ldb = _restored(b, layout[1])
+        return Operands(
+            a,
+            b,
+            self.c,
+            (self.M, self.N, self.K),
+            layout,
+            (lda, ldb, ldc),
+            self.device,
+            self.stream,
+            self.result,
+            self.wrap,
+        )
 
     def finish(self):
         if self.wrap is None:
@@ -46,31 +78,26 @@ class Operands:
             return self.wrap(self.c)
 
 
-def prepare(A, B, out, beta: float) -> Operands:
-    """Checked operands of C = alpha * A @ B + beta * C (`out` is C; None: a new array, beta 0)."""
+def prepare(A, B, out, beta: float, trans_a: bool = False, trans_b: bool = False) -> Operands:
+    """Checked operands of C = alpha * op(A) @ op(B) + beta * C, op(X) = X.T when trans_x
+    (`out` is C; None: a new array, beta 0)."""
     if type(A) is _NDARRAY and type(B) is _NDARRAY and (out is None or type(out) is _NDARRAY):
-        return _prepare_cupy(A, B, out, beta)
-    return _prepare_foreign(A, B, out, beta)
-
-
-def _prepare_cupy(A, B, out, beta: float) -> Operands:
-    dev = current_device()
-    M, K, N = check(A, B, out, dev)
-    c = out if out is not None else _new_output(M, N, beta)
-    return Operands(_contiguous(A), _contiguous(B), c, (M, N, K), dev, cp.cuda.get_current_stream(), c)
-
-
-def _prepare_foreign(A, B, out, beta: float) -> Operands:
+        dev = current_device()
+        a, b = (A.T if trans_a else A), (B.T if trans_b else B)
+        M, K, N = check(a, b, out, dev)
+        c = out if out is not None else _new_output(M, N, beta)
+        return _placed(a, b, c, (M, N, K), dev, cp.cuda.get_current_stream(), c)
     stream = _torch_stream((("A", A), ("B", B), ("out", out)))
     if stream is None:
-        return _adopted(A, B, out, beta, None)
+        return _adopted(A, B, out, beta, None, trans_a, trans_b)
     with stream:  # CuPy's current stream while the views, copies and output are made
-        return _adopted(A, B, out, beta, stream)
+        return _adopted(A, B, out, beta, stream, trans_a, trans_b)
 
 
-def _adopted(A, B, out, beta: float, stream: cp.cuda.Stream | None) -> Operands:
+def _adopted(A, B, out, beta: float, stream: cp.cuda.Stream | None, trans_a: bool, trans_b: bool) -> Operands:
     """The operands as CuPy arrays, checked (`stream` None: CuPy's current one)."""
     a, b = adopt("A", A), adopt("B", B)
+    a, b = (a.T if trans_a else a), (b.T if trans_b else b)
     c = None if out is None else adopt("out", out)
     dev = current_device()
     M, K, N = check(a, b, c, dev)
@@ -78,7 +105,60 @@ def _adopted(A, B, out, beta: float, stream: cp.cuda.Stream | None) -> Operands:
     if out is None:
         result, c, wrap = _new_output_like(A, M, N, beta)
     stream = stream if stream is not None else cp.cuda.get_current_stream()
-    return Operands(_contiguous(a), _contiguous(b), c, (M, N, K), dev, stream, result, wrap)
+    return _placed(a, b, c, (M, N, K), dev, stream, result, wrap)
+
+
+def _placed(a, b, c, shape, dev, stream, result, wrap=None) -> Operands:
+    """The row-major problem that reads op(A) = a, op(B) = b and writes c in place: a row-major C
+    as it is, a column-major C as C^T = b^T a^T."""
+    M, N, K = shape
+    cs0, cs1 = c.strides
+    if cs1 == 4 and (M == 1 or (cs0 % 4 == 0 and cs0 >= 4 * N)):
+        ldc = N if M == 1 else cs0 // 4
+    elif cs0 == 4 and (N == 1 or (cs1 % 4 == 0 and cs1 >= 4 * M)):
+        a, b, M, N, ldc = b.T, a.T, N, M, (M if N == 1 else cs1 // 4)
+    else:
+        raise ValueError(f"out must have a contiguous axis (strides {c.strides} in bytes)")
+    _check_apart(c, a, "A")
+    _check_apart(c, b, "B")
+    with stream:
+        a, ta, lda = _stored(a)
+        b, tb, ldb = _stored(b)
+    return Operands(a, b, c, (M, N, K), ta + tb, (lda, ldb, ldc), dev, stream, result, wrap)
+
+
+def _stored(x: cp.ndarray) -> tuple[cp.ndarray, str, int]:
+    """(array, layout, row pitch) that the kernels read the logical operand `x` (rows x cols)
+    from: "n" row-major as it is, "t" its transpose row-major, else a row-major copy."""
+    rows, cols = x.shape
+    s0, s1 = x.strides
+    if s1 == 4 and (rows == 1 or (s0 % 4 == 0 and s0 >= 4 * cols)):
+        return x, "n", (cols if rows == 1 else s0 // 4)
+    if s0 == 4 and (cols == 1 or (s1 % 4 == 0 and s1 >= 4 * rows)):
+        return x, "t", (rows if cols == 1 else s1 // 4)
+    return cp.ascontiguousarray(x), "n", cols
+
+
+def _restored(x: cp.ndarray, want: str) -> tuple[cp.ndarray, int]:
+    """The logical operand `x` (rows x cols) copied into layout `want`: (its view, row pitch)."""
+    if want == "t":
+        return cp.asfortranarray(x), x.shape[0]
+    return cp.ascontiguousarray(x), x.shape[1]
+
+
+def _check_apart(c: cp.ndarray, x: cp.ndarray, name: str) -> None:
+    """out must not share memory with an operand: the kernels read A and B while C is written."""
+    lo, hi = _extent(c)
+    xlo, xhi = _extent(x)
+    if lo < xhi and xlo < hi:
+        raise ValueError(f"out overlaps {name}: the result would overwrite an operand while it is read")
+
+
+def _extent(x: cp.ndarray) -> tuple[int, int]:
+    ptr = x.data.ptr
+    low = ptr + sum((n - 1) * s for n, s in zip(x.shape, x.strides, strict=True) if s < 0)
+    high = ptr + sum((n - 1) * s for n, s in zip(x.shape, x.strides, strict=True) if s > 0) + x.itemsize
+    return low, high
 
 
 def adopt(name: str, x) -> cp.ndarray:
@@ -110,11 +190,8 @@ def check(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int) -> 
         raise ValueError(f"shapes {A.shape} and {B.shape} do not chain (A is MxK, B is KxN)")
     if min(M, N, K) < 1:
         raise ValueError(f"empty operand: M={M}, N={N}, K={K}")
-    if out is not None:
-        if out.shape != (M, N):
-            raise ValueError(f"out must have shape {(M, N)}, got {out.shape}")
-        if not out.flags.c_contiguous:
-            raise ValueError("out must be C-contiguous")
+    if out is not None and out.shape != (M, N):
+        raise ValueError(f"out must have shape {(M, N)}, got {out.shape}")
     return M, K, N
 
 
@@ -126,12 +203,6 @@ def _check_array(name: str, x: cp.ndarray, device: int) -> None:
         raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
     if x.data.device_id != device:
         raise ValueError(f"{name} is on device {x.data.device_id}, the current device is {device}")
-
-
-def _contiguous(x: cp.ndarray) -> cp.ndarray:
-    # The kernels read row-major operands with no leading dimension: anything else is copied
-    # (on the current stream, the one the launch uses).
-    return x if x.flags.c_contiguous else cp.ascontiguousarray(x)
 
 
 def _new_output(M: int, N: int, beta: float) -> cp.ndarray:

@@ -128,10 +128,14 @@ class LoadedKernel:
             total -= _WORKSPACES.popitem(last=False)[1].nbytes  # CuPy's pool reuses it stream-ordered
         return ws
 
-    def launch(self, M: int, N: int, K: int, a, b, c, alpha: float = 1.0, beta: float = 0.0, stream=None) -> None:
-        """C = alpha * A @ B + beta * C: the plan's launches at this shape, in order."""
+    def launch(
+        self, M: int, N: int, K: int, a, b, c, alpha: float = 1.0, beta: float = 0.0, stream=None, pitches=None
+    ) -> None:
+        """C = alpha * op(A) @ op(B) + beta * C: the plan's launches at this shape, in order.
+        `pitches`: (lda, ldb, ldc) in floats; None for contiguous operands in the kernel's layout."""
         geo = self.geometry(M, N, K)
         v = geo.values
+        lda, ldb, ldc = pitches if pitches is not None else self.plan.contiguous_pitches(M, N, K)
         args = {
             "M": np.int32(M),
             "N": np.int32(N),
@@ -142,14 +146,19 @@ class LoadedKernel:
             "B": b,
             "B_IN": b,
             "C": c,
+            "lda": np.int32(lda),
+            "ldb": np.int32(ldb),
+            "ldb_k": np.int32(ldb),
+            "ldc": np.int32(ldc),
         }
         if geo.has_workspace:
             ws = self._workspace_for(v["ws_bytes"], stream) if v["ws_bytes"] else None
             args["WS"] = ws if ws is not None else np.uint64(0)
             if v.get("pack_b"):
-                at, ldb = v["pack_b_at"], v["ldb"]
-                args["B"] = args["B_PACKED"] = ws[at : at + 4 * K * ldb].view(cp.float32)
-        for name in ("ldb", "tail_first"):
+                at, pitch = v["pack_b_at"], v["pitch_b"]
+                args["B"] = args["B_PACKED"] = ws[at : at + 4 * K * pitch].view(cp.float32)
+                args["ldb_k"] = np.int32(pitch)
+        for name in ("pitch_b", "tail_first"):
             if name in v:
                 args[name] = np.int32(v[name])
         for step, grid in geo.launches:
@@ -175,10 +184,14 @@ class Runner:
         self._modules = {}
 
     # ---- problem setup -------------------------------------------------------------------
-    def setup(self, M: int, N: int, K: int, seed: int = 0, tolerance: float = 1e-4) -> dict:
-        if self.problem == (M, N, K, seed):
+    def setup(self, M: int, N: int, K: int, seed: int = 0, tolerance: float = 1e-4, layout: str = "nn") -> dict:
+        """Operands stored in `layout` (A as K x M with a leading t, B as N x K with a second t),
+        the float64 reference of op(A) @ op(B), and the input sets timing rotates through."""
+        if self.problem == (M, N, K, seed, layout):
             return {"ok": True}
-        self.problem, self.tolerance = (M, N, K, seed), tolerance
+        self.problem, self.tolerance = (M, N, K, seed, layout), tolerance
+        a_shape = (K, M) if layout[0] == "t" else (M, K)
+        b_shape = (N, K) if layout[1] == "t" else (K, N)
         self.sets = None
         cp.get_default_memory_pool().free_all_blocks()
         rng = cp.random.default_rng(seed)
@@ -186,8 +199,8 @@ class Runner:
         def rand(*shape):  # uniform in [-1, 1): never zeros, never all positive
             return (rng.random(shape, dtype=cp.float32) * 2 - 1).astype(cp.float32)
 
-        self.A0, self.B0, self.C0 = rand(M, K), rand(K, N), rand(M, N)
-        prod64 = self.A0.astype(cp.float64) @ self.B0.astype(cp.float64)
+        self.A0, self.B0, self.C0 = rand(*a_shape), rand(*b_shape), rand(M, N)
+        prod64 = self.op(self.A0.astype(cp.float64), self.B0.astype(cp.float64))
         self.ref_ab = prod64
         self.ref_full = VERIFY_ALPHA * prod64 + VERIFY_BETA * self.C0.astype(cp.float64)
         # Rotate input sets so that small problems are not timed out of L2.
@@ -195,10 +208,16 @@ class Runner:
         n_sets = int(min(8, max(1, math.ceil(3 * self.info["l2_bytes"] / set_bytes))))
         self.sets = [(self.A0, self.B0, cp.empty((M, N), cp.float32))]
         for _ in range(n_sets - 1):
-            self.sets.append((rand(M, K), rand(K, N), cp.empty((M, N), cp.float32)))
+            self.sets.append((rand(*a_shape), rand(*b_shape), cp.empty((M, N), cp.float32)))
         cp.cuda.Device().synchronize()
-        cublas_err = self._rel_err(cp.matmul(self.A0, self.B0), self.ref_ab)
+        cublas_err = self._rel_err(self.op(self.A0, self.B0), self.ref_ab)
         return {"ok": True, "sets": n_sets, "cublas_error": cublas_err}
+
+    def op(self, a, b, out=None):
+        """op(A) @ op(B) by cuBLAS: transposed views, which cupy.matmul hands to cuBLAS as
+        transposes without a copy."""
+        layout = self.problem[4]
+        return cp.matmul(a.T if layout[0] == "t" else a, b.T if layout[1] == "t" else b, out=out)
 
     @staticmethod
     def _rel_err(out, ref) -> float:
@@ -240,12 +259,21 @@ class Runner:
         error = max(err_ab, err_0)
         return {"error": error, "correct": error <= self.tolerance}
 
-    def time(self, spec: dict | None, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
-        """Median of per-launch CUDA-event times; `spec` None times cuBLAS (cupy.matmul)."""
-        if spec is None:
+    def time(self, spec, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
+        """Median of per-launch CUDA-event times of a kernel (`spec`), or of cuBLAS: "matmul"
+        (cupy.matmul on the operands' views) or "gemm" (cupy.cublas.gemm with the transposes
+        named: no copy whatever the layout)."""
+        if spec == "matmul":
 
             def launch(a, b, c, alpha=1.0, beta=0.0):
-                cp.matmul(a, b, out=c)
+                self.op(a, b, out=c)
+        elif spec == "gemm":
+            from cupy import cublas
+
+            ta, tb = ("T" if t == "t" else "N" for t in self.problem[4])
+
+            def launch(a, b, c, alpha=1.0, beta=0.0):
+                cublas.gemm(ta, tb, a, b, out=c, alpha=alpha, beta=beta)
         else:
             launch = self._launcher(spec)
         sets = self.sets
@@ -282,4 +310,8 @@ class Runner:
         return {"status": "ok", **v, **self.time(spec, target_s)}
 
     def cublas(self, target_s: float = 0.5) -> dict:
-        return self.time(None, target_s, min_reps=10)
+        """cuBLAS on this problem: the faster of cupy.matmul and cupy.cublas.gemm, both timed
+        here (`paths`: each one's median ms)."""
+        times = {path: self.time(path, target_s, min_reps=10) for path in ("matmul", "gemm")}
+        best = min(times, key=lambda p: times[p]["time_ms"])
+        return {**times[best], "path": best, "paths": {p: t["time_ms"] for p, t in times.items()}}

@@ -1,0 +1,140 @@
+"""On the GPU: every family in every layout it reads, with pitched and unaligned operands, through
+the search's evaluator, autotune.load and autotune.matmul; and the exported header's example
+program against cuBLAS."""
+
+import subprocess
+
+import cupy as cp
+import pytest
+from helpers import ROOT, have_nvcc
+from test_correctness import CONFIGS
+
+import autotune
+from autotune.api import for_layout
+from autotune.export import export
+from autotune.results import update_record
+from autotune.space import Family, Space
+from autotune.types import Problem, Status
+
+pytestmark = pytest.mark.gpu
+
+LAYOUTS = ["nt", "tn", "tt"]
+SHAPES = [
+    (1, 1, 1),
+    (7, 13, 5),
+    (127, 129, 131),
+    (1, 4096, 64),
+    (4096, 1, 64),
+    (3, 5, 8191),
+    (1023, 1021, 257),
+    (96, 100, 4),
+    (2500, 4100, 100),
+]
+
+
+def _reads(config, layout):
+    return not Family.load(config.family).layout_gaps(Problem(1, 1, 1, layout))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_every_family_correct_in_each_layout(gpu_evaluator, layout, shape):
+    problem = Problem(*shape, layout)
+    configs = list(dict.fromkeys(for_layout(c, layout) for c in CONFIGS if _reads(c, layout)))
+    ms = gpu_evaluator.evaluate(configs, problem, verify_only=True)
+    ran = [m for m in ms if m.status is not Status.REJECTED]
+    assert {m.config.family for m in ran} == {c.family for c in configs}
+    bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ran if m.status is not Status.OK]
+    assert not bad, "\n".join(bad)
+
+
+def _kernels():
+    """Each family's fallback and first seed, in each layout it reads."""
+    out = []
+    for fam in sorted(p.stem for p in (ROOT / "configs").glob("*.yaml")):
+        sp = Space.load(fam)
+        for cfg in dict.fromkeys(c for c in (sp.fallback, *sp.seeds[:1]) if c is not None):
+            out += [(cfg, lay) for lay in ["nn", *LAYOUTS] if _reads(cfg, lay)]
+    return out
+
+
+def _operand(rows, cols, stored_t, pad, offset, rng):
+    """A logical rows x cols operand stored row-major (or, with stored_t, its transpose), inside a
+    larger array: rows `pad` floats longer than needed, the first element `offset` floats in."""
+    srows, scols = (cols, rows) if stored_t else (rows, cols)
+    big = rng.random((srows, scols + pad + offset), dtype=cp.float32) * 2 - 1
+    view = big[:, offset : offset + scols]
+    return view.T if stored_t else view
+
+
+@pytest.mark.parametrize("config, layout", _kernels(), ids=lambda x: getattr(x, "name", x))
+@pytest.mark.parametrize("pad, offset", [(0, 0), (3, 1), (8, 4)])
+def test_pitched_and_unaligned_operands_read_in_place(config, layout, pad, offset):
+    """Row pitches that are and are not multiples of 4, pointers 4 bytes off 16-byte alignment:
+    each kernel takes the 16-byte path only where both allow it, and is right either way."""
+    kernel = autotune.load(config=config)
+    rng = cp.random.default_rng(3)
+    for M, N, K in [(67, 45, 33), (5, 130, 260), (130, 3, 77)]:
+        a = _operand(M, K, layout[0] == "t", pad, offset, rng)
+        b = _operand(K, N, layout[1] == "t", pad, offset, rng)
+        big_c = rng.random((M, N + pad + offset), dtype=cp.float32)
+        c = big_c[:, offset : offset + N]
+        c0, big0 = c.copy(), big_c.copy()
+        kernel(a, b, out=c, alpha=1.5, beta=-0.5)
+        ref = 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c0
+        err = float(cp.linalg.norm(c - ref) / cp.linalg.norm(ref))
+        assert err < 1e-5, (M, N, K, err)
+        outside = cp.ones(big_c.shape, dtype=bool)
+        outside[:, offset : offset + N] = False
+        assert bool((big_c[outside] == big0[outside]).all()), "wrote outside C"
+
+
+def test_matmul_reads_transposes_and_column_major_in_place():
+    rng = cp.random.default_rng(5)
+    M, N, K = 300, 200, 100
+    x = rng.random((M, K), dtype=cp.float32) - 0.5
+    w = rng.random((N, K), dtype=cp.float32) - 0.5
+    ref = x.astype(cp.float64) @ w.T.astype(cp.float64)
+
+    def close(out):
+        return float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-5
+
+    assert close(autotune.matmul(x, w.T))  # a linear layer: the "nt" layout
+    assert close(autotune.matmul(x, w, trans_b=True))
+    assert close(autotune.matmul(x.T, w.T, trans_a=True))
+    assert close(autotune.matmul(cp.asfortranarray(x), w.T))  # Fortran-order A: read transposed
+    f_out = cp.empty((M, N), dtype=cp.float32, order="F")  # a column-major C, written as C^T
+    assert autotune.matmul(x, w.T, out=f_out) is f_out and close(f_out)
+    stepped = cp.zeros((M, 2 * K), dtype=cp.float32)
+    stepped[:, ::2] = x
+    assert close(autotune.matmul(stepped[:, ::2], w.T))  # no contiguous axis: copied
+    buf = cp.zeros(M * N + M * K, dtype=cp.float32)
+    a_in = buf[: M * K].reshape(M, K)
+    a_in[...] = x
+    with pytest.raises(ValueError, match="overlaps A"):
+        autotune.matmul(a_in, w.T, out=buf[M * K - 1 : M * K - 1 + M * N].reshape(M, N))
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_example_program_checks_the_exported_header_against_cublas(tmp_path, h100, layout):
+    """examples/sgemm_check.cu, built with an exported header of each layout, against cublasSgemm:
+    the column-major entry point with padded leading dimensions, the row-major and contiguous
+    ones, and bad arguments refused with C untouched."""
+    from test_results import GPU, _entry
+
+    cfg = for_layout(Space.load("warptile").fallback, layout)
+    problem = Problem(1000, 1000, 1000, layout)
+    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100)})
+    export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
+    exe = tmp_path / "sgemm_check"
+    source = ROOT / "examples" / "sgemm_check.cu"
+    build = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-O2", f"-I{tmp_path}", str(source), "-lcublas", "-o", str(exe)],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "all ok" in run.stdout
