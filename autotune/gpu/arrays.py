@@ -112,6 +112,8 @@ def _placed(a, b, c, shape, dev, stream, result, wrap=None) -> Operands:
     """The row-major problem that reads op(A) = a, op(B) = b and writes c in place: a row-major C
     as it is, a column-major C as C^T = b^T a^T."""
     M, N, K = shape
+    _check_apart(c, a, "A")
+    _check_apart(c, b, "B")
     cs0, cs1 = c.strides
     if cs1 == 4 and (M == 1 or (cs0 % 4 == 0 and cs0 >= 4 * N)):
         ldc = N if M == 1 else cs0 // 4
@@ -119,8 +121,6 @@ def _placed(a, b, c, shape, dev, stream, result, wrap=None) -> Operands:
         a, b, M, N, ldc = b.T, a.T, N, M, (M if N == 1 else cs1 // 4)
     else:
         raise ValueError(f"out must have a contiguous axis (strides {c.strides} in bytes)")
-    _check_apart(c, a, "A")
-    _check_apart(c, b, "B")
     with stream:
         a, ta, lda = _stored(a)
         b, tb, ldb = _stored(b)
