@@ -11,6 +11,7 @@ the kernel chosen for each (device, shape, family, folder) is remembered.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -41,18 +42,24 @@ def results_dir() -> Path:
     return Path("results" if _INSTALLED or os.path.isdir("results") else _CHECKOUT_RESULTS)
 
 
+@functools.cache
+def _family(name: str) -> Family:
+    """A family's declaration, parsed once a process: choosing a kernel for a new shape asks
+    every stored record's families whether they read its layout."""
+    return Family.load(name)
+
+
 def _reads(family: str, problem: Problem) -> bool:
     """Whether `family` (known here) can be built for the problem's layout."""
     try:
-        return not Family.load(family).layout_gaps(problem)
+        return not _family(family).layout_gaps(problem)
     except UserError:
         return False  # a family no longer shipped: its records cannot be used
 
 
 def for_layout(config: Config, layout: str) -> Config:
     """`config` built for `layout`: its TRANS_A / TRANS_B set to the layout's."""
-    fam = Family.load(config.family)
-    return fam.resolve({**config.as_dict(), **fam.layout_values(Problem(1, 1, 1, layout))}).config
+    return _family(config.family).for_layout(config, Problem(1, 1, 1, layout))
 
 
 def _distance(a: Problem, b: Problem) -> float:
@@ -156,7 +163,7 @@ class Kernel:
 
         resolved = Family.load(config.family).resolve(config)
         self.config, self.source, self.family = resolved.config, source, resolved.family
-        self.layout = "".join("nt"[t] for t in resolved.plan.layout)
+        self.layout = Problem.layout_of(resolved.plan.layout)
         compiled = compile_source(render(resolved), arch, DEFAULT_KERNEL)
         self.resources = compiled.resources
         self._kernel = LoadedKernel(compiled.cubin, DEFAULT_KERNEL, resolved.plan)

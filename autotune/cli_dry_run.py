@@ -7,7 +7,7 @@ import random
 import re
 import time
 
-from .cli_inputs import ask_dry_run, live_limits, need_nvrtc
+from .cli_inputs import ask_dry_run, live_limits, need_nvrtc, readable
 from .counts import cached_valid, store_valid
 from .limits import DeviceLimits, profile_for_arch
 from .space import Enumeration, Family, Space
@@ -56,10 +56,7 @@ def dry_run_shape(
     )
     print(head + "\n" + "-" * len(head))
     empty, failed = [], []
-    readable = [sp for sp in spaces if not sp.family.layout_gaps(problem)]
-    if args.family and len(readable) < len(spaces):  # a family named for a layout it cannot read
-        raise UserError(next(sp.family.layout_gaps(problem)[0] for sp in spaces if sp not in readable))
-    for sp in readable:
+    for sp in readable(spaces, problem, bool(args.family)):
         t0 = time.monotonic()
         sp = sp.for_problem(problem)  # built for the problem's layout
         key = f"{sp.family.name}/{problem.layout}"

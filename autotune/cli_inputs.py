@@ -120,16 +120,24 @@ def ask_dry_run(counts: dict[str, int], sample: int | None, jobs: int) -> None:
     )
 
 
-def meant_for(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
-    """The families a search runs for this shape: those whose declared `suits` it meets and that
-    read its layout, or all of them when the user named them (a named family that cannot read
-    the layout is an error)."""
-    if named:
-        for sp in spaces:
-            if gaps := sp.family.layout_gaps(problem):
+def readable(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
+    """The families that can read the problem's layout; one the user named that cannot is an error."""
+    out = []
+    for sp in spaces:
+        if gaps := sp.family.layout_gaps(problem):
+            if named:
                 raise UserError(gaps[0])
-        return spaces
-    return [sp for sp in spaces if not sp.family.unsuited(problem) and not sp.family.layout_gaps(problem)]
+        else:
+            out.append(sp)
+    return out
+
+
+def meant_for(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
+    """The families a search runs for this shape: those that read its layout and whose declared
+    `suits` it meets, or all of them when the user named them (a named family that cannot read
+    the layout is an error)."""
+    spaces = readable(spaces, problem, named)
+    return spaces if named else [sp for sp in spaces if not sp.family.unsuited(problem)]
 
 
 def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) -> None:

@@ -74,7 +74,7 @@ def prepare(
         resolved = families[cfg.family].resolve(cfg)
         bad = resolved.family.violations(resolved, limits)
         if resolved.plan.layout != problem.trans:  # the runner stores A and B in the problem's layout
-            bad.append(f"built for layout {''.join('nt'[t] for t in resolved.plan.layout)}, not {problem.layout}")
+            bad.append(f"built for layout {Problem.layout_of(resolved.plan.layout)}, not {problem.layout}")
         if bad:
             out.append(Prepared(cfg, measurement=Measurement(cfg, problem, Status.REJECTED, "; ".join(bad))))
             continue

@@ -224,6 +224,10 @@ class Family:
         """The layout parameters this family declares, set to the problem's layout."""
         return {p: v for p, v in zip(LAYOUT_PARAMS, problem.trans, strict=True) if p in self.params}
 
+    def for_layout(self, config: Config, problem: Problem) -> Config:
+        """`config` built for the problem's layout: its layout parameters set to it."""
+        return self.resolve({**config.as_dict(), **self.layout_values(problem)}).config
+
     def unsuited(self, problem: Problem) -> list[str]:
         """Why this family is not meant for `problem` (its declared `suits` it breaks); [] when it is."""
         env = {"M": problem.M, "N": problem.N, "K": problem.K}
@@ -385,7 +389,7 @@ class Space:
             return self
 
         def pin(c: Config | None) -> Config | None:
-            return None if c is None else self.family.resolve({**c.as_dict(), **fixed}).config
+            return None if c is None else self.family.for_layout(c, problem)
 
         values = {p: ([fixed[p]] if p in fixed else v) for p, v in self.values.items()}
         return Space(self.family, values, [pin(c) for c in self.seeds], self.source, pin(self.fallback))

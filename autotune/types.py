@@ -59,6 +59,11 @@ class Problem:
         """(TRANS_A, TRANS_B): the kernel parameters of this layout."""
         return int(self.layout[0] == "t"), int(self.layout[1] == "t")
 
+    @staticmethod
+    def layout_of(trans: tuple[int, int]) -> str:
+        """The layout of (TRANS_A, TRANS_B): (0, 1) is "nt"."""
+        return "nt"[trans[0]] + "nt"[trans[1]]
+
     def with_layout(self, layout: str) -> Problem:
         return Problem(self.M, self.N, self.K, layout)
 

@@ -19,6 +19,8 @@ made on that stream too, so nothing runs out of order with the caller's own work
 
 from __future__ import annotations
 
+import contextlib
+
 import cupy as cp
 import numpy as np
 from cupy_backends.cuda.api import runtime
@@ -121,22 +123,23 @@ def _placed(a, b, c, shape, dev, stream, result, wrap=None) -> Operands:
         a, b, M, N, ldc = b.T, a.T, N, M, (M if N == 1 else cs1 // 4)
     else:
         raise ValueError(f"out must have a contiguous axis (strides {c.strides} in bytes)")
-    with stream:
-        a, ta, lda = _stored(a)
-        b, tb, ldb = _stored(b)
+    a, ta, lda = _stored(a, stream)
+    b, tb, ldb = _stored(b, stream)
     return Operands(a, b, c, (M, N, K), ta + tb, (lda, ldb, ldc), dev, stream, result, wrap)
 
 
-def _stored(x: cp.ndarray) -> tuple[cp.ndarray, str, int]:
+def _stored(x: cp.ndarray, stream=None) -> tuple[cp.ndarray, str, int]:
     """(array, layout, row pitch) that the kernels read the logical operand `x` (rows x cols)
-    from: "n" row-major as it is, "t" its transpose row-major, else a row-major copy."""
+    from: "n" row-major as it is, "t" its transpose row-major, else a row-major copy (made on
+    `stream`, the launch's)."""
     rows, cols = x.shape
     s0, s1 = x.strides
     if s1 == 4 and (rows == 1 or (s0 % 4 == 0 and s0 >= 4 * cols)):
         return x, "n", (cols if rows == 1 else s0 // 4)
     if s0 == 4 and (cols == 1 or (s1 % 4 == 0 and s1 >= 4 * rows)):
         return x, "t", (rows if cols == 1 else s1 // 4)
-    return cp.ascontiguousarray(x), "n", cols
+    with stream if stream is not None else contextlib.nullcontext():
+        return cp.ascontiguousarray(x), "n", cols
 
 
 def _restored(x: cp.ndarray, want: str) -> tuple[cp.ndarray, int]:
