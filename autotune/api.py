@@ -50,20 +50,25 @@ def _family(name: str) -> Family:
 
 
 def _reads(family: str, problem: Problem) -> bool:
-    """Whether `family` (known here) can be built for the problem's layout."""
+    """Whether `family` (known here) can be built for the problem's layout and batch."""
     try:
-        return not _family(family).layout_gaps(problem)
+        return not _family(family).gaps(problem)
     except UserError:
         return False  # a family no longer shipped: its records cannot be used
 
 
-def for_layout(config: Config, layout: str) -> Config:
-    """`config` built for `layout`: its TRANS_A / TRANS_B set to the layout's."""
-    return _family(config.family).for_layout(config, Problem(1, 1, 1, layout))
+def built_for(config: Config, layout: str = "nn", batch: int = 1) -> Config | None:
+    """`config` built for `layout` and, batch > 1, for a batch: its TRANS_A / TRANS_B / BATCHED
+    set to theirs; None when that breaks one of its family's rules (a split-K config has no
+    batched form)."""
+    fam = _family(config.family)
+    cfg = fam.built_for(config, Problem(1, 1, 1, layout, batch))
+    return None if fam.broken_rules(cfg) else cfg
 
 
 def _distance(a: Problem, b: Problem) -> float:
-    return sum(abs(math.log(x / y)) for x, y in ((a.M, b.M), (a.N, b.N), (a.K, b.K)))
+    pairs = ((a.M, b.M), (a.N, b.N), (a.K, b.K), (a.batch, b.batch))
+    return sum(abs(math.log(x / y)) for x, y in pairs)
 
 
 def nearest_entry(
@@ -84,7 +89,7 @@ _CHOICES_MAX = 4096  # shapes remembered per table; the oldest goes first
 
 class _Table:
     """One GPU's records in one results folder, as read at one state of that folder, and the
-    kernel chosen for each (device, M, N, K, family) asked since."""
+    kernel chosen for each (device, M, N, K, layout, batch, family) asked since."""
 
     def __init__(self, folder: str, state: tuple | None, records: list[tuple[Problem, dict]], clean: bool):
         self.folder, self.state, self.records, self.clean = folder, state, records, clean
@@ -92,11 +97,14 @@ class _Table:
 
     def nearest(self, problem: Problem, family: str | None) -> tuple[Problem, dict] | None:
         """The nearest tuned shape's best entry (of `family`, if given) among the families that
-        read the problem's layout: from records of that layout when there are any, else from
-        all (a config tuned for another layout, to be built for this one)."""
+        can run the problem: from records of its layout and batching (batch or not) when there
+        are any, else of its layout, else from all (a config tuned for another layout or
+        batching, to be built for this one)."""
+        batched = problem.batch > 1
         same = [(shape, fams) for shape, fams in self.records if shape.layout == problem.layout]
+        alike = [(shape, fams) for shape, fams in same if (shape.batch > 1) == batched]
         best = None
-        for shape, fams in same or self.records:
+        for shape, fams in alike or same or self.records:
             fams = {f: e for f, e in fams.items() if (family is None or f == family) and _reads(f, problem)}
             entry = max(fams.values(), key=lambda e: e["gflops"]) if fams else None
             if entry and (best is None or _distance(problem, shape) < _distance(problem, best[0])):
@@ -164,6 +172,7 @@ class Kernel:
         resolved = Family.load(config.family).resolve(config)
         self.config, self.source, self.family = resolved.config, source, resolved.family
         self.layout = Problem.layout_of(resolved.plan.layout)
+        self.batched = resolved.plan.batched  # a batch in one launch (else one launch a matrix)
         compiled = compile_source(render(resolved), arch, DEFAULT_KERNEL)
         self.resources = compiled.resources
         self._kernel = LoadedKernel(compiled.cubin, DEFAULT_KERNEL, resolved.plan)
@@ -176,12 +185,15 @@ class Kernel:
     ):
         """C = alpha * op(A) @ op(B) + beta * C; the same arrays and arguments as
         `autotune.matmul` (see there). The kernel reads one layout (`layout`): an operand stored
-        the other way is copied first."""
+        the other way is copied first. A batch runs in one launch on a kernel built for batches
+        (`batched`), one launch per matrix on another."""
         ops = _gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
         return self._launch(ops.as_layout(self.layout), alpha, beta)
 
     def _launch(self, ops, alpha: float, beta: float):
-        self._kernel.launch(ops.M, ops.N, ops.K, ops.a, ops.b, ops.c, alpha, beta, ops.stream, ops.pitches)
+        self._kernel.launch(
+            ops.M, ops.N, ops.K, ops.a, ops.b, ops.c, alpha, beta, ops.stream, ops.pitches, ops.batch, ops.strides
+        )
         return ops.finish()
 
     def verify(self, tolerance: float = 1e-4) -> float:
@@ -231,21 +243,26 @@ def _device_props(dev: int) -> tuple[str, str]:
     return props
 
 
-def _choose(dev: int, M: int, N: int, K: int, layout: str, family: str | None, results) -> Kernel:
-    """The kernel for this device, shape and layout: a dict lookup once they were seen, as long
-    as this GPU's results folder is unchanged."""
+def _choose(dev: int, M: int, N: int, K: int, layout: str, batch: int, family: str | None, results) -> Kernel:
+    """The kernel for this device, shape, layout and batch: a dict lookup once they were seen, as
+    long as this GPU's results folder is unchanged."""
     slug, arch = _device_props(dev)
     table = _table_for(results, slug)
-    key = (dev, M, N, K, layout, family)
+    key = (dev, M, N, K, layout, batch, family)
     kernel = table.choices.get(key)
     if kernel is None:
-        found = table.nearest(Problem(M, N, K, layout), family)
-        if found:
-            tuned, entry = found
-            cfg = for_layout(entry_config(entry), layout)
-            kernel = _kernel(cfg, dev, arch, f"tuned for {tuned.name} on {slug}")
+        problem = Problem(M, N, K, layout, batch)
+        if family is not None and (gaps := _family(family).gaps(problem)):
+            raise UserError(gaps[0])
+        found = table.nearest(problem, family)
+        cfg = built_for(entry_config(found[1]), layout, batch) if found else None
+        if cfg is not None:
+            kernel = _kernel(cfg, dev, arch, f"tuned for {found[0].name} on {slug}")
         else:
-            kernel = _kernel(for_layout(fallback_config(arch, family), layout), dev, arch, "fallback config")
+            fam = found[1]["config"]["family"] if found else family
+            fallback = built_for(fallback_config(arch, fam), layout, batch)
+            why = f" (the config tuned for {found[0].name} has no form for this batch)" if found else ""
+            kernel = _kernel(fallback, dev, arch, "fallback config" + why)
         table.remember(key, kernel)
     return kernel
 
@@ -278,8 +295,9 @@ def load(
     """A compiled, verified kernel on the current device.
 
     Args:
-        shape: MxNxK (a Problem, a 'MxNxK' string or an (M, N, K) tuple): the stored best config
-            of the nearest tuned shape for this GPU (family: only that family's).
+        shape: MxNxK (a Problem, a 'MxNxK' string such as '512x512x512_nt_b64', or an (M, N, K)
+            tuple): the stored best config of the nearest tuned shape for this GPU (family: only
+            that family's), built for that shape's layout and batch.
         config: a Config (or {"family": ..., "params": {...}}) to load instead.
         results: the results folder (default: see results_dir()).
     Returns:
@@ -293,7 +311,7 @@ def load(
         return _kernel(cfg, dev, arch, "explicit config")
     if problem is None:
         return _kernel(fallback_config(arch, family), dev, arch, "fallback config")
-    return _choose(dev, problem.M, problem.N, problem.K, problem.layout, family, results)
+    return _choose(dev, problem.M, problem.N, problem.K, problem.layout, problem.batch, family, results)
 
 
 def _explicit_config(config: Any) -> Config:
@@ -323,7 +341,7 @@ def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bo
     layout, else of any, else a default config). Returns `out`, or a new array when it is None
     (then beta must be 0).
 
-    A, B and out are float32 2-D arrays on the current device: CuPy arrays, PyTorch CUDA
+    A, B and out are float32 arrays on the current device: CuPy arrays, PyTorch CUDA
     tensors, or any array with `__cuda_array_interface__` (Numba, ...) or `__dlpack__`, taken
     without a copy. A new output is of A's kind: a torch tensor for a torch A (allocated by
     torch), a Numba array for a Numba A (Numba waits for the kernel before it hands the array
@@ -336,6 +354,14 @@ def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bo
     results hold that layout), and a column-major `out` is written as C^T = op(B)^T op(A)^T.
     An operand with no contiguous axis (a slice with a step, a broadcast view) is copied. `out`
     must not overlap A or B (ValueError). A host array (NumPy, a CPU tensor) is a TypeError.
+
+    More than two dimensions make a batch, as in cupy.matmul: the last two axes are the matrices,
+    the others broadcast (a 2-D B with a 3-D A is one B for every matrix of A, read once, not
+    copied); the whole batch is one strided batched launch of a kernel built for batches (the
+    nearest tuned batch, else a tuned single product's config made batched when it has such a
+    form, else the fallback). An input whose batch axes are not one stride apart is copied; an
+    `out` whose are, or whose matrices overlap each other, is a ValueError. trans_a / trans_b
+    transpose each matrix (the last two axes).
     """
     ops = _gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
-    return _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, None, None)._launch(ops, alpha, beta)
+    return _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, ops.batch, None, None)._launch(ops, alpha, beta)

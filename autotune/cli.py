@@ -79,6 +79,14 @@ def _shape_args(p: argparse.ArgumentParser) -> None:
         "(B stored N x K, as a linear layer's weight), tn A.T @ B (A stored K x M), tt A.T @ B.T; "
         "a shape may also end in _nt etc.",
     )
+    p.add_argument(
+        "--batch",
+        type=_positive_int,
+        default=1,
+        metavar="B",
+        help="a strided batch of B products of that shape in one launch (as cublasSgemmStridedBatched; "
+        "default 1: one product); a shape may also end in _b<B>, e.g. 512_b64",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ from .cli_inputs import ask_dry_run, live_limits, need_nvrtc, readable
 from .counts import cached_valid, store_valid
 from .limits import DeviceLimits, profile_for_arch
 from .space import Enumeration, Family, Space
-from .types import LAYOUT_PARAMS, Config, Problem, UserError
+from .types import PINNED_PARAMS, Config, Problem, UserError
 
 
 def dry_run_all(args, spaces: list[Space], problems: list[Problem]) -> int:
@@ -23,15 +23,23 @@ def dry_run_all(args, spaces: list[Space], problems: list[Problem]) -> int:
     limits = limits or profile_for_arch(args.arch)
     arch = args.arch or limits.arch
     jobs = args.jobs or default_jobs()
+    for p in problems:  # a named family that cannot run a shape is an error before the cost question
+        readable(spaces, p, bool(args.family))
     enums: dict[str, Enumeration] = {}
     counts = {sp.family.name: cached_valid(sp, limits) for sp in spaces}
     for sp in spaces:  # asked before any compile; counted now where the cache does not know
         if counts[sp.family.name] is None:
-            enums[f"{sp.family.name}/nn"] = enumerate_space(sp, limits)
-            counts[sp.family.name] = len(enums[f"{sp.family.name}/nn"].valid)
+            key = _enum_key(sp, Problem(1, 1, 1))
+            enums[key] = enumerate_space(sp, limits)
+            counts[sp.family.name] = len(enums[key].valid)
     if not args.yes:
         ask_dry_run(counts, args.sample, jobs)
     return max(dry_run_shape(args, spaces, p, limits, arch, jobs, enums) for p in problems)
+
+
+def _enum_key(sp: Space, problem: Problem) -> str:
+    """Problems that fix the same parameters share an enumeration of the space."""
+    return f"{sp.family.name}/{problem.layout}/{int(problem.batch > 1)}"
 
 
 def enumerate_space(sp: Space, limits: DeviceLimits) -> Enumeration:
@@ -58,8 +66,8 @@ def dry_run_shape(
     empty, failed = [], []
     for sp in readable(spaces, problem, bool(args.family)):
         t0 = time.monotonic()
-        sp = sp.for_problem(problem)  # built for the problem's layout
-        key = f"{sp.family.name}/{problem.layout}"
+        key = _enum_key(sp, problem)
+        sp = sp.for_problem(problem)  # built for the problem's layout and batching
         if key not in enums:
             enums[key] = enumerate_space(sp, limits)
         en = enums[key]
@@ -154,8 +162,8 @@ def config_from_name(fam: Family, name: str) -> Config | None:
         return "(" + "|".join(map(re.escape, choices)) + ")" if choices else "(-?\\d+)"
 
     names = sorted(fam.params)
-    # Layout parameters at 0 are left out of names (Config.name): optional here.
-    parts = [f"(?:_{re.escape(p)}{value(p)})?" if p in LAYOUT_PARAMS else f"_{re.escape(p)}{value(p)}" for p in names]
+    # Layout and batch parameters at 0 are left out of names (Config.name): optional here.
+    parts = [f"(?:_{re.escape(p)}{value(p)})?" if p in PINNED_PARAMS else f"_{re.escape(p)}{value(p)}" for p in names]
     m = re.fullmatch(re.escape(fam.name) + "".join(parts), name)
     if m is None:
         return None

@@ -30,7 +30,7 @@ def parse_problems(args) -> list[Problem]:
     out = []
     for t in texts:
         try:
-            out.append(Problem.parse(t.strip(), args.layout))
+            out.append(Problem.parse(t.strip(), args.layout, args.batch))
         except UserError as exc:
             raise UserError(f"{where}: {exc}") from None
     return list(dict.fromkeys(out))
@@ -50,10 +50,10 @@ def parse_problem(args) -> Problem:
     if args.size is not None:
         if any(v is not None for v in mnk):
             raise UserError("give either --size or --m/--n/--k, not both")
-        return Problem(args.size, args.size, args.size, args.layout)
+        return Problem(args.size, args.size, args.size, args.layout, args.batch)
     if any(v is None for v in mnk):
         raise UserError("give --size S, or all of --m, --n and --k")
-    return Problem(*mnk, args.layout)
+    return Problem(*mnk, args.layout, args.batch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,10 +121,11 @@ def ask_dry_run(counts: dict[str, int], sample: int | None, jobs: int) -> None:
 
 
 def readable(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
-    """The families that can read the problem's layout; one the user named that cannot is an error."""
+    """The families that can run the problem (read its layout, run its batch); one the user named
+    that cannot is an error."""
     out = []
     for sp in spaces:
-        if gaps := sp.family.layout_gaps(problem):
+        if gaps := sp.family.gaps(problem):
             if named:
                 raise UserError(gaps[0])
         else:

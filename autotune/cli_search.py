@@ -49,7 +49,7 @@ def suited(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
     keep = meant_for(spaces, problem, named)
     for sp in spaces:
         if sp not in keep:
-            why = sp.family.layout_gaps(problem) + sp.family.unsuited(problem)
+            why = sp.family.gaps(problem) + sp.family.unsuited(problem)
             print(f"{sp.family.name}: not for {problem.name} ({'; '.join(why)})", flush=True)
     return keep
 

@@ -75,6 +75,11 @@ def prepare(
         bad = resolved.family.violations(resolved, limits)
         if resolved.plan.layout != problem.trans:  # the runner stores A and B in the problem's layout
             bad.append(f"built for layout {Problem.layout_of(resolved.plan.layout)}, not {problem.layout}")
+        if resolved.plan.batched != (problem.batch > 1):  # a batch is timed as one launch
+            batch = problem.batch
+            bad.append(
+                "built for a batch" if resolved.plan.batched else f"built for one matrix, not a batch of {batch}"
+            )
         if bad:
             out.append(Prepared(cfg, measurement=Measurement(cfg, problem, Status.REJECTED, "; ".join(bad))))
             continue

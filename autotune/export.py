@@ -11,7 +11,7 @@ import datetime as _dt
 from pathlib import Path
 
 from . import __version__
-from .launch import FLOATS, INTS, POINTERS
+from .launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS
 from .render import render, template
 from .results import atomic_write_text, best_entry, entry_config
 from .space import Family, Resolved
@@ -38,8 +38,11 @@ _C_ARGS = {
     "ldb_k": "ldb_used",
     "pitch_b": "(int)p.pitch_b",
     "tail_first": "(int)p.tail_first",
+    "stride_a": "strideA",
+    "stride_b": "strideB",
+    "stride_c": "strideC",
 }
-assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS)
+assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS + LONGS)
 _PLAN_FIELDS = ("ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "tail_first")
 
 
@@ -63,6 +66,8 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
         )
     return dict(
         KERNEL_NAME=kernel_name,
+        BATCHED=plan.batched,
+        BATCH_GRID_MAX=BATCH_GRID_MAX,
         THREADS=plan.block,
         DYNAMIC_SMEM=plan.dynamic_smem,
         NEEDS_SLOTS=plan.needs_slots,

@@ -146,6 +146,10 @@ def _to_c(node: ast.AST, env: Mapping[str, int]) -> str:
         op = "-" if isinstance(node.op, ast.USub) else "!"
         return f"({op}{_to_c(node.operand, env)})"
     if isinstance(node, ast.BoolOp):
+        # An operand the config decides can decide the whole: `0 and N % 4` is 0 at every shape.
+        is_and = isinstance(node.op, ast.And)
+        if any(_known(v, env) and bool(_value(v, env)) != is_and for v in node.values):
+            return "0" if is_and else "1"
         op = " && " if isinstance(node.op, ast.And) else " || "
         return "(" + op.join(_to_c(v, env) for v in node.values) + ")"
     if isinstance(node, ast.Compare):
@@ -155,7 +159,10 @@ def _to_c(node: ast.AST, env: Mapping[str, int]) -> str:
             left = right
         return "(" + " && ".join(parts) + ")"
     if isinstance(node, ast.IfExp):
-        return f"({_to_c(node.test, env)} ? {_to_c(node.body, env)} : {_to_c(node.orelse, env)})"
+        test = _to_c(node.test, env)
+        if test in ("0", "1"):  # decided by an operand the config fixes (the BoolOp above)
+            return _to_c(node.body if test == "1" else node.orelse, env)
+        return f"({test} ? {_to_c(node.body, env)} : {_to_c(node.orelse, env)})"
     if isinstance(node, ast.Call):
         args = [_to_c(a, env) for a in node.args]
         name = node.func.id

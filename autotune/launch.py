@@ -16,6 +16,9 @@ The values, computed in order at each shape (upper-case ones are the family's ow
   grid_x, grid_y, grid_z              the SGEMM kernel's grid
 The caller's row pitches lda, ldb and ldc are launch arguments, not values: the plan depends on
 the shape only. The SGEMM kernel reads B through `ldb_k`: pitch_b when B was packed, else ldb.
+A BATCHED config's SGEMM kernel takes the strides between matrices (stride_a, stride_b, stride_c)
+last and the batch as its grid z (the family's grid z is 1 there, and no other step runs: its
+declaration's constraints say so); the launcher sets that grid z, BATCH_GRID_MAX at a time.
 The steps, in order; each runs when its condition is true and its grid is not empty:
   _scale_c (C *= beta), _pack_b (B to the workspace), _scale_tiles (the tail's tiles of C
   *= beta), the SGEMM kernel, _tail (the tail kernel, adding into C).
@@ -38,6 +41,8 @@ HELPER_GRID_MAX = 4096  # grid-stride helpers need no more blocks than this
 POINTERS = ("A", "B", "B_IN", "B_PACKED", "C", "WS")  # B: the B the SGEMM kernel reads (packed or not)
 FLOATS = ("alpha", "beta")
 INTS = ("M", "N", "K", "lda", "ldb", "ldc", "ldb_k", "pitch_b", "tail_first")
+LONGS = ("stride_a", "stride_b", "stride_c")  # a batched kernel's strides between matrices, in floats
+BATCH_GRID_MAX = 65535  # grid z: a longer batch is launched in pieces this long
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,11 @@ class LaunchPlan:
     @property
     def has_tail(self) -> bool:
         return "_tail" in self.kernels
+
+    @functools.cached_property
+    def batched(self) -> bool:
+        """The SGEMM kernel runs a strided batch, one matrix per blockIdx.z."""
+        return bool(dict(self.env).get("BATCHED", 0))
 
     @functools.cached_property
     def layout(self) -> tuple[int, int]:
@@ -186,7 +196,7 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
     named = _named_values(launch)
     block = int(launch.threads(config))
     dynamic_smem = int(config["SMEM_BYTES"]) if int(launch.dynamic_smem(config)) else 0
-    steps = _steps(launch, block)
+    steps = _steps(launch, block, bool(config.get("BATCHED", 0)))
     # Fold the config in: the steps it can take, the values those read (a value the config fixes
     # is kept too: it costs nothing), and whether any of them reads SLOTS.
     folded, reads = dict(config), {}
@@ -232,10 +242,11 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
     return named + [(f"grid_{axis}", g.text) for axis, g in zip("xyz", launch.grid, strict=True)]
 
 
-def _steps(launch: Launch, block: int) -> list[Step]:
+def _steps(launch: Launch, block: int, batched: bool) -> list[Step]:
     """Every step the family can take, in order (helpers of HELPER_BLOCK threads, grid-stride)."""
     main_args = ("M", "N", "K", "alpha", "A", "lda", "B", "ldb_k", "beta", "C", "ldc")
     main_args += ("WS",) if launch.workspace is not None else ()
+    main_args += LONGS if batched else ()
     grid = f"min({HELPER_GRID_MAX}, cdiv({{}}, {HELPER_BLOCK}))"
     steps = [
         Step(

@@ -37,7 +37,7 @@ from . import decl as _decl
 from . import yamlio
 from .launch import LaunchPlan, plan_for
 from .limits import DeviceLimits
-from .types import LAYOUT_PARAMS, Config, Problem, UserError
+from .types import Config, Problem, UserError
 
 # The folder holding templates/ and configs/: the installed package, when it carries them (a
 # wheel: pyproject.toml maps them into it), else the checkout beside the package (an editable
@@ -210,23 +210,42 @@ class Family:
         env["DYNAMIC_SMEM"] = _int(self.launch.dynamic_smem, env, self.path)
         return env
 
-    def layout_gaps(self, problem: Problem) -> list[str]:
-        """Why this family cannot read the operands of `problem` as they are stored ([] when it
-        can): its TRANS_A / TRANS_B parameters leave the layout out."""
+    def gaps(self, problem: Problem) -> list[str]:
+        """Why this family cannot run `problem` ([] when it can): its TRANS_A / TRANS_B leave the
+        layout out, or it has no BATCHED to read a batch with."""
         gaps = []
-        for pname, want, stored in zip(LAYOUT_PARAMS, problem.trans, ("A as K x M", "B as N x K"), strict=True):
+        what = {"TRANS_A": "read A as K x M", "TRANS_B": "read B as N x K", "BATCHED": "run a batch in one launch"}
+        for pname, want in problem.pinned.items():
             param = self.params.get(pname)
             if want not in ((param.lo, param.hi) if param is not None and not param.choices else (0,)):
-                gaps.append(f"{self.name} does not read {stored} (layout {problem.layout})")
+                gaps.append(f"{self.name} does not {what[pname]} (problem {problem.name})")
         return gaps
 
-    def layout_values(self, problem: Problem) -> dict[str, int]:
-        """The layout parameters this family declares, set to the problem's layout."""
-        return {p: v for p, v in zip(LAYOUT_PARAMS, problem.trans, strict=True) if p in self.params}
+    def pinned_values(self, problem: Problem) -> dict[str, int]:
+        """The parameters the problem fixes (layout, BATCHED) that this family declares."""
+        return {p: v for p, v in problem.pinned.items() if p in self.params}
 
-    def for_layout(self, config: Config, problem: Problem) -> Config:
-        """`config` built for the problem's layout: its layout parameters set to it."""
-        return self.resolve({**config.as_dict(), **self.layout_values(problem)}).config
+    def built_for(self, config: Config, problem: Problem) -> Config:
+        """`config` built for the problem's layout and batching: those parameters set to it. Where
+        that breaks a rule of the template the config kept, the other parameters that rule reads
+        go back to their defaults when that mends it (a split-K config's batched form is its
+        data-parallel one); otherwise the result breaks it (see `broken_rules`)."""
+        pinned = self.pinned_values(problem)
+        before = set(self.broken_rules(config))
+        cfg = self.resolve({**config.as_dict(), **pinned}).config
+        env = self.derive(cfg.as_dict())
+        broken = [ex for ex, why in self.declaration.constraints if not ex(env) and why not in before]
+        names = set().union(*(ex.names for ex in broken)) & set(self.defaults) - set(pinned)
+        if names:
+            mended = self.resolve({**cfg.as_dict(), **{n: self.defaults[n] for n in names}}).config
+            if set(self.broken_rules(mended)) <= before:
+                return mended
+        return cfg
+
+    def broken_rules(self, config: Config) -> list[str]:
+        """The template's own constraints `config` breaks (its `why`s; device limits aside)."""
+        env = self.derive(config.as_dict())
+        return [why for ex, why in self.declaration.constraints if not ex(env)]
 
     def unsuited(self, problem: Problem) -> list[str]:
         """Why this family is not meant for `problem` (its declared `suits` it breaks); [] when it is."""
@@ -378,18 +397,18 @@ class Space:
         return math.prod(len(v) for v in self.values.values())
 
     def for_problem(self, problem: Problem) -> Space:
-        """This space with the layout parameters fixed to the problem's (the seeds and the
-        fallback too): a kernel is built and tuned for one layout. A UserError when the family
-        cannot read that layout."""
-        gaps = self.family.layout_gaps(problem)
+        """This space with the parameters the problem fixes (layout, BATCHED) set to its values
+        (the seeds and the fallback too): a kernel is built and tuned for one layout, batched or
+        not. A UserError when the family cannot run the problem."""
+        gaps = self.family.gaps(problem)
         if gaps:
             raise UserError(gaps[0])
-        fixed = self.family.layout_values(problem)
+        fixed = self.family.pinned_values(problem)
         if all(self.values[p] == [v] for p, v in fixed.items()):
             return self
 
         def pin(c: Config | None) -> Config | None:
-            return None if c is None else self.family.for_layout(c, problem)
+            return None if c is None else self.family.built_for(c, problem)
 
         values = {p: ([fixed[p]] if p in fixed else v) for p, v in self.values.items()}
         return Space(self.family, values, [pin(c) for c in self.seeds], self.source, pin(self.fallback))

@@ -17,6 +17,9 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 # The kernel parameters that say how A and B are stored (Problem.trans): every family built in
 # this repository declares both; a family without them reads the nn layout only.
 LAYOUT_PARAMS = ("TRANS_A", "TRANS_B")
+# The kernel parameters a problem fixes (Problem.pinned): its layout, and BATCHED (1: blockIdx.z
+# is the batch, each operand's matrices a stride apart). A family without BATCHED runs one matrix.
+PINNED_PARAMS = (*LAYOUT_PARAMS, "BATCHED")
 
 
 @dataclass(frozen=True)
@@ -25,12 +28,14 @@ class Problem:
 
     `layout` says how A and B are stored, as NumPy would write the product: "nn" is A @ B (A is
     M x K, B is K x N), "nt" is A @ B.T (B stored N x K, as a linear layer's weight), "tn" is
-    A.T @ B (A stored K x M), "tt" is A.T @ B.T. Kernels read them in place; C is always M x N."""
+    A.T @ B (A stored K x M), "tt" is A.T @ B.T. Kernels read them in place; C is always M x N.
+    `batch` > 1: that many such products in one launch (strided batched GEMM)."""
 
     M: int
     N: int
     K: int
     layout: str = "nn"
+    batch: int = 1
 
     # The kernels take M, N and K as C `int`s (32-bit on every CUDA platform): a larger size
     # would wrap around inside them, so no path (search, replay, export, the Python API) accepts one.
@@ -47,12 +52,17 @@ class Problem:
                 )
         if self.layout not in LAYOUTS:
             raise UserError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        b = self.batch
+        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= self.MAX_DIM:
+            raise UserError(f"batch must be an integer from 1 to {self.MAX_DIM}, got {b!r}")
 
     @property
     def name(self) -> str:
-        """'MxNxK', with '_<layout>' after it unless the layout is nn: a results file's stem."""
+        """'MxNxK', then '_<layout>' unless the layout is nn and '_b<batch>' for a batch: a results
+        file's stem ('512x512x512_nt_b64')."""
         shape = f"{self.M}x{self.N}x{self.K}"
-        return shape if self.layout == "nn" else f"{shape}_{self.layout}"
+        shape = shape if self.layout == "nn" else f"{shape}_{self.layout}"
+        return shape if self.batch == 1 else f"{shape}_b{self.batch}"
 
     @property
     def trans(self) -> tuple[int, int]:
@@ -64,36 +74,55 @@ class Problem:
         """The layout of (TRANS_A, TRANS_B): (0, 1) is "nt"."""
         return "nt"[trans[0]] + "nt"[trans[1]]
 
+    @property
+    def pinned(self) -> dict[str, int]:
+        """The kernel parameters this problem fixes: TRANS_A, TRANS_B and BATCHED."""
+        return {"TRANS_A": self.trans[0], "TRANS_B": self.trans[1], "BATCHED": int(self.batch > 1)}
+
     def with_layout(self, layout: str) -> Problem:
-        return Problem(self.M, self.N, self.K, layout)
+        return Problem(self.M, self.N, self.K, layout, self.batch)
 
     def as_dict(self) -> dict[str, int | str]:
-        return {"M": self.M, "N": self.N, "K": self.K, "layout": self.layout}
+        """The record's "problem" (batch only when there is one: records of single products
+        read as they did before batches existed)."""
+        d: dict[str, int | str] = {"M": self.M, "N": self.N, "K": self.K, "layout": self.layout}
+        if self.batch > 1:
+            d["batch"] = self.batch
+        return d
 
     @property
     def flops(self) -> int:
-        return 2 * self.M * self.N * self.K
+        return 2 * self.M * self.N * self.K * self.batch
 
     @property
     def bytes(self) -> int:
         """Memory traffic of an ideal kernel: A and B read once, C written once (beta = 0)."""
-        return 4 * (self.M * self.K + self.K * self.N + self.M * self.N)
+        return 4 * (self.M * self.K + self.K * self.N + self.M * self.N) * self.batch
 
     @classmethod
-    def parse(cls, text: str, layout: str = "nn") -> Problem:
-        """'4096' (square) or '8192x8192x1024' (MxNxK), optionally with a layout after an
-        underscore ('4096x4096x4096_nt', as results files are named), which wins over `layout`."""
-        shape, _, named = str(text).lower().partition("_")
+    def parse(cls, text: str, layout: str = "nn", batch: int = 1) -> Problem:
+        """'4096' (square) or '8192x8192x1024' (MxNxK), optionally followed, as results files are
+        named, by a layout ('_nt') and a batch count ('_b64'), which win over `layout` and `batch`:
+        '512x512x512_nt_b64'."""
+        shape, *tags = str(text).lower().split("_")
         parts = shape.split("x")
-        if len(parts) not in (1, 3):
-            raise UserError(f"shape {text!r}: expected N or MxNxK, optionally _nn, _nt, _tn or _tt after it")
+        usage = "expected N or MxNxK, optionally _nn, _nt, _tn or _tt and _b<batch> after it"
+        if len(parts) not in (1, 3) or len(tags) > 2:
+            raise UserError(f"shape {text!r}: {usage}")
         try:
             dims = [int(p) for p in parts]
         except ValueError:
             raise UserError(f"shape {text!r}: not an integer") from None
         if len(dims) == 1:
             dims *= 3
-        return cls(*dims, named or layout)
+        for tag in tags:
+            if tag in LAYOUTS:
+                layout = tag
+            elif tag[:1] == "b" and tag[1:].isdigit():
+                batch = int(tag[1:])
+            else:
+                raise UserError(f"shape {text!r}: {tag!r}: {usage}")
+        return cls(*dims, layout, batch)
 
 
 @dataclass(frozen=True)
@@ -122,8 +151,9 @@ class Config:
     def name(self) -> str:
         """Procedural name, as CUTLASS does: the cache key, results key and C identifier. The
         layout parameters are named only when set (a kernel for the nn layout keeps the name it
-        had before layouts existed, which stored results, replay tables and studies use)."""
-        shown = [f"{k}{v}" for k, v in self.params if not (k in LAYOUT_PARAMS and v == 0)]
+        had before layouts existed, which stored results, replay tables and studies use; so does
+        one for a single product, BATCHED 0)."""
+        shown = [f"{k}{v}" for k, v in self.params if not (k in PINNED_PARAMS and v == 0)]
         return "_".join([self.family, *shown])
 
 

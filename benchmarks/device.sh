@@ -11,6 +11,8 @@
 #                    few-columns families, TRIALS per shape (30)             -> logs/bandwidth.json, logs/skinny.{txt,json}
 #   layouts [TRIALS] sweep.py --set layouts: warptile for A @ B.T, A.T @ B and A.T @ B.T at 4096^3
 #                    and 8192x8192x1024, TRIALS per shape (30)          -> logs/layouts.{txt,json}
+#   batches [TRIALS] sweep.py --set batches: warptile on strided batches (512^3 x 64, 2048^3 x 8,
+#                    ...), TRIALS per shape (30)                          -> logs/batches.{txt,json}
 #   search4096       default `autotune search --size 4096`, empty results folder and cold compile
 #                    cache, wall time included                         -> logs/search4096_fresh.txt
 #   check GPU        autotune check --gpu GPU (re-verify, re-time)     -> logs/check.txt
@@ -32,7 +34,7 @@ usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
     gpu-tests|dispatch|search4096|sass|compile-stress|wheel) ;;
-    sweep|skinny|layouts) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
+    sweep|skinny|layouts|batches) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
     *) echo "unknown task '${!i}'" >&2; usage ;;
   esac
@@ -78,14 +80,15 @@ while [ $# -gt 0 ]; do
       slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
       mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"
       echo "skinny ($trials trials): $(cat "$L/bandwidth.json") $(grep -E 'geometric|exit' "$L/skinny.txt" | head -1)" ;;
-    layouts)
-      trials=30
+    layouts|batches)
+      set_name=$task trials=30
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi
-      timeout 540 python3 benchmarks/sweep.py --set layouts --trials "$trials" --out "$L/layouts.json" > "$L/layouts.txt" 2>&1
-      echo "exit $?" >> "$L/layouts.txt"
+      timeout 540 python3 benchmarks/sweep.py --set "$set_name" --trials "$trials" --out "$L/$set_name.json" \
+        > "$L/$set_name.txt" 2>&1
+      echo "exit $?" >> "$L/$set_name.txt"
       slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
       mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"
-      echo "layouts ($trials trials): $(grep -E 'geometric|exit' "$L/layouts.txt" | head -1)" ;;
+      echo "$set_name ($trials trials): $(grep -E 'geometric|exit' "$L/$set_name.txt" | head -1)" ;;
     search4096)
       rm -rf /tmp/fresh /tmp/fresh-cache
       s=$(date +%s.%N)

@@ -4,6 +4,7 @@
     python benchmarks/sweep.py --shapes 4096,1000 --trials 40 --family warptile
     python benchmarks/sweep.py --set skinny --family fewrows fewcols  # few rows / few columns
     python benchmarks/sweep.py --set layouts         # A @ B.T, A.T @ B, A.T @ B.T (shape_nt, ...)
+    python benchmarks/sweep.py --set batches         # strided batches in one launch (shape_b64, ...)
 
 Each shape is an ordinary `autotune search` (same studies, same results files), so the
 winners land in results/<gpu>/ and `autotune export` / `check` work on them. cuBLAS is timed
@@ -46,6 +47,9 @@ SETS = {
     "layouts": [
         "4096_nt", "4096_tn", "4096_tt", "8192x8192x1024_nt", "8192x8192x1024_tn", "8192x8192x1024_tt",
     ],
+    # Strided batches in one launch, against cublasSgemmStridedBatched (and cupy.matmul on 3-D
+    # arrays): the two, one in a linear layer's layout, and many small matrices.
+    "batches": ["512_b64", "2048_b8", "512_nt_b64", "128_b512"],
 }  # fmt: skip
 
 

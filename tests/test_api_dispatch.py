@@ -68,7 +68,7 @@ def _age(root: Path) -> None:
 def _put(root: Path, shape: Problem, gflops: float | None = None) -> None:
     """A record of `shape` (the 4096^3 one's entries), written as searches write: by a rename."""
     data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
-    data["problem"] = {"M": shape.M, "N": shape.N, "K": shape.K}
+    data["problem"] = shape.as_dict()
     for entry in data["families"].values():
         entry["gflops"] = gflops or entry["gflops"]
     (root / SLUG).mkdir(parents=True, exist_ok=True)
@@ -139,24 +139,45 @@ def test_a_repeated_shape_is_a_lookup(tmp_path, reads, loads, monkeypatch):
     asked = []
     real = api._Table.nearest
     monkeypatch.setattr(api._Table, "nearest", lambda self, *a: asked.append(a) or real(self, *a))
-    kernel = api._choose(0, 4000, 4100, 4096, "nn", None, root)
+    kernel = api._choose(0, 4000, 4100, 4096, "nn", 1, None, root)
     assert kernel[2] == f"tuned for 4096x4096x4096 on {SLUG}"
     for _ in range(3):
-        assert api._choose(0, 4000, 4100, 4096, "nn", None, root) is kernel
+        assert api._choose(0, 4000, 4100, 4096, "nn", 1, None, root) is kernel
     assert (len(asked), len(loads), len(reads)) == (1, 1, 2)
     # Each of device, shape, family and folder is part of the choice.
-    api._choose(1, 4000, 4100, 4096, "nn", None, root)
-    api._choose(0, 4000, 4100, 4095, "nn", None, root)
-    assert api._choose(0, 4000, 4100, 4096, "nn", "vectorized", root)[1].startswith("vectorized_")
-    assert api._choose(0, 4000, 4100, 4096, "nn", None, tmp_path / "empty")[2] == "fallback config"
+    api._choose(1, 4000, 4100, 4096, "nn", 1, None, root)
+    api._choose(0, 4000, 4100, 4095, "nn", 1, None, root)
+    assert api._choose(0, 4000, 4100, 4096, "nn", 1, "vectorized", root)[1].startswith("vectorized_")
+    assert api._choose(0, 4000, 4100, 4096, "nn", 1, None, tmp_path / "empty")[2] == "fallback config"
     assert (len(asked), len(loads)) == (5, 5)
 
 
 def test_a_choice_is_made_again_when_the_folder_changes(tmp_path, reads, loads):
     root = _results(tmp_path)
-    assert api._choose(0, 64, 64, 64, "nn", None, root)[2] == f"tuned for 4096x4096x4096 on {SLUG}"
+    assert api._choose(0, 64, 64, 64, "nn", 1, None, root)[2] == f"tuned for 4096x4096x4096 on {SLUG}"
     _put(root, Problem(64, 64, 64))
-    assert api._choose(0, 64, 64, 64, "nn", None, root)[2] == f"tuned for 64x64x64 on {SLUG}"
+    assert api._choose(0, 64, 64, 64, "nn", 1, None, root)[2] == f"tuned for 64x64x64 on {SLUG}"
+
+
+def test_a_batch_is_dispatched_to_a_kernel_built_for_batches(tmp_path, reads, loads):
+    """A batch takes the nearest batched record; without one, the nearest single product's config
+    built for a batch (a split-K or split schedule in its data-parallel form)."""
+    root = _results(tmp_path)
+    dev, name, source = api._choose(0, 512, 512, 512, "nn", 64, None, root)
+    assert "_BATCHED1_" in name and source == f"tuned for 4096x4096x4096 on {SLUG}"
+    split = Space.load("warptile").fallback.as_dict() | {"SPLITK": 4, "BM": 64}
+    data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
+    data["problem"] = {"M": 64, "N": 64, "K": 8192}
+    data["families"] = {"warptile": data["families"]["warptile"]}
+    data["families"]["warptile"]["config"]["params"] = split
+    results.atomic_write_text(root / SLUG / "64x64x8192.json", json.dumps(data))
+    _, name, source = api._choose(0, 64, 64, 8192, "nn", 4, None, root)
+    assert "_BATCHED1_" in name and "_BM64_" in name and "_SPLITK1_" in name
+    assert source == f"tuned for 64x64x8192 on {SLUG}"
+    _put(root, Problem(256, 256, 256, "nn", 32))
+    _age(root)
+    assert api._choose(0, 64, 64, 8192, "nn", 4, None, root)[2] == f"tuned for 256x256x256_b32 on {SLUG}"
+    assert api._choose(0, 64, 64, 8192, "nn", 1, None, root)[2] == f"tuned for 64x64x8192 on {SLUG}"
 
 
 def _plans():

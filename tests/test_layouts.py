@@ -35,10 +35,10 @@ def test_a_problem_names_its_layout_unless_nn():
 def test_which_families_read_which_layout():
     """fewrows streams B along N and fewcols A along K: each reads the other operand either way."""
     for fam in families():
-        gaps = {lay: Family.load(fam).layout_gaps(Problem(8, 8, 8, lay)) for lay in LAYOUTS}
+        gaps = {lay: Family.load(fam).gaps(Problem(8, 8, 8, lay)) for lay in LAYOUTS}
         want = {"fewrows": {"nn", "tn"}, "fewcols": {"nn", "nt"}}.get(fam, set(LAYOUTS))
         assert {lay for lay, g in gaps.items() if not g} == want, (fam, gaps)
-    assert "fewrows does not read B as N x K" in Family.load("fewrows").layout_gaps(Problem(1, 64, 64, "nt"))[0]
+    assert "fewrows does not read B as N x K" in Family.load("fewrows").gaps(Problem(1, 64, 64, "nt"))[0]
 
 
 def test_a_space_is_built_for_the_problems_layout():
@@ -70,9 +70,9 @@ def test_each_family_compiles_for_each_layout_it_reads(family):
     fallback = Space.load(family).fallback
     for lay in LAYOUTS:
         problem = Problem(8, 8, 8, lay)
-        if fam.layout_gaps(problem):
+        if fam.gaps(problem):
             continue
-        resolved = fam.resolve({**fallback.as_dict(), **fam.layout_values(problem)})
+        resolved = fam.resolve({**fallback.as_dict(), **fam.pinned_values(problem)})
         assert resolved.plan.layout == problem.trans
         src = render(resolved)
         assert "const float* __restrict__ A, int lda," in src and "float* __restrict__ C, int ldc" in src
@@ -101,7 +101,7 @@ def test_dispatch_prefers_records_of_the_same_layout(tmp_path, monkeypatch, h100
     assert shape == Problem(2048, 2048, 2048, "tn")  # same layout first, however far
     shape, entry = table.nearest(Problem(1, 4096, 4096), None)
     assert entry["config"]["family"] == "fewrows"
-    cfg = api.for_layout(Config.make("warptile", wt), "tt")
+    cfg = api.built_for(Config.make("warptile", wt), "tt")
     assert (cfg["TRANS_A"], cfg["TRANS_B"]) == (1, 1)
 
 
@@ -172,7 +172,7 @@ def test_header_builds_without_warnings_and_refuses_bad_arguments(tmp_path, fami
     """nvcc -Wall -Wextra (host) and -Xptxas -warn-spills, every warning an error; the three
     entry points; bad sizes, leading dimensions, transposes, pointers and overlaps refused."""
     fam = Family.load(family)
-    params = {**Space.load(family).fallback.as_dict(), **fam.layout_values(Problem(1, 1, 1, layout))}
+    params = {**Space.load(family).fallback.as_dict(), **fam.pinned_values(Problem(1, 1, 1, layout))}
     rec = {"problem": Problem(64, 48, 32, layout).as_dict(), "gpu": {"name": "test", "arch": "sm_90"}}
     entry = {"config": {"family": family, "params": params}, "gflops": 1.0, "ratio": 1.0}
     (tmp_path / "tuned.h").write_text(header_for_entry(rec, entry, "tuned.h"))

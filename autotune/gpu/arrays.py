@@ -12,6 +12,11 @@ array) as the transpose of a row-major one (layout "t", the other axis' stride a
 dimension). Only an operand with neither axis contiguous (a slice with a step, a broadcast) is
 copied. A column-major output is computed as C^T = op(B)^T op(A)^T, row-major, in place.
 
+Arrays of more than two dimensions are batches of matrices (the last two axes), broadcast
+against each other as `cupy.matmul` does: one strided batched launch, the matrices of each
+operand one stride apart (0 for a 2-D operand, or a broadcast axis, shared by every matrix). An
+operand whose batch axes are not one stride apart (a slice with a step across them) is copied.
+
 Work is queued on torch's current stream when an operand is a torch tensor (where torch queued
 the work that wrote it), else on CuPy's current stream; copies, workspaces and new outputs are
 made on that stream too, so nothing runs out of order with the caller's own work.
@@ -41,13 +46,17 @@ class Operands:
     stored N x K, ...) and row pitches (lda, ldb, ldc) in floats; the device and the stream to
     launch on; and what the call returns once its launches are queued (`finish`)."""
 
-    __slots__ = ("K", "M", "N", "a", "b", "c", "device", "layout", "pitches", "result", "stream", "wrap")
+    __slots__ = (
+        "K", "M", "N", "a", "b", "batch", "c", "device", "layout", "pitches", "result", "stream", "strides", "wrap",
+    )  # fmt: skip
 
-    def __init__(self, a, b, c, shape, layout, pitches, device, stream, result, wrap=None):
+    def __init__(self, a, b, c, shape, layout, pitches, device, stream, result, wrap=None, batch=1, strides=None):
         self.a, self.b, self.c = a, b, c
         self.M, self.N, self.K = shape
         self.layout, self.pitches = layout, pitches
         self.device, self.stream, self.result, self.wrap = device, stream, result, wrap
+        # batch > 1: a, b, c are (batch, rows, cols) views, their matrices strides[i] floats apart.
+        self.batch, self.strides = batch, strides
 
     def as_layout(self, layout: str) -> Operands:
         """These operands stored in `layout` (a kernel built for one layout reads only that): an
@@ -55,11 +64,12 @@ class Operands:
         if layout == self.layout:
             return self
         (lda, ldb, ldc), a, b = self.pitches, self.a, self.b
+        sa, sb, sc = self.strides or (0, 0, 0)
         with self.stream:
             if layout[0] != self.layout[0]:
-                a, lda = _restored(a, layout[0])
+                a, lda, sa = _restored(a, layout[0], sa)
             if layout[1] != self.layout[1]:
-                b, ldb = _restored(b, layout[1])
+                b, ldb, sb = _restored(b, layout[1], sb)
         return Operands(
             a,
             b,
@@ -71,6 +81,8 @@ class Operands:
             self.stream,
             self.result,
             self.wrap,
+            self.batch,
+            None if self.strides is None else (sa, sb, sc),
         )
 
     def finish(self):
@@ -82,8 +94,8 @@ class Operands:
 
 def prepare(A, B, out, beta: float, trans_a: bool = False, trans_b: bool = False) -> Operands:
     """Checked operands of C = alpha * op(A) @ op(B) + beta * C, op(X) = X.T when trans_x
-    (`out` is C; None: a new array, beta 0)."""
-    if type(A) is _NDARRAY and type(B) is _NDARRAY and (out is None or type(out) is _NDARRAY):
+    (`out` is C; None: a new array, beta 0). More than two dimensions: a batch (see above)."""
+    if type(A) is _NDARRAY and type(B) is _NDARRAY and (out is None or type(out) is _NDARRAY) and A.ndim == B.ndim == 2:
         dev = current_device()
         a, b = (A.T if trans_a else A), (B.T if trans_b else B)
         M, K, N = check(a, b, out, dev)
@@ -99,15 +111,86 @@ def prepare(A, B, out, beta: float, trans_a: bool = False, trans_b: bool = False
 def _adopted(A, B, out, beta: float, stream: cp.cuda.Stream | None, trans_a: bool, trans_b: bool) -> Operands:
     """The operands as CuPy arrays, checked (`stream` None: CuPy's current one)."""
     a, b = adopt("A", A), adopt("B", B)
-    a, b = (a.T if trans_a else a), (b.T if trans_b else b)
+    a, b = (a.swapaxes(-1, -2) if trans_a else a), (b.swapaxes(-1, -2) if trans_b else b)
     c = None if out is None else adopt("out", out)
     dev = current_device()
-    M, K, N = check(a, b, c, dev)
+    stream = stream if stream is not None else cp.cuda.get_current_stream()
+    if a.ndim == b.ndim == 2:
+        M, K, N = check(a, b, c, dev)
+        lead = ()
+    else:
+        lead, (M, K, N) = check_batched(a, b, c, dev)
     result, wrap = out, None
     if out is None:
-        result, c, wrap = _new_output_like(A, M, N, beta)
-    stream = stream if stream is not None else cp.cuda.get_current_stream()
+        result, c, wrap = _new_output_like(A, (*lead, M, N), beta)
+    if lead:
+        return _placed_batch(a, b, c, lead, (M, N, K), dev, stream, result, wrap)
     return _placed(a, b, c, (M, N, K), dev, stream, result, wrap)
+
+
+def _placed_batch(a, b, c, lead, shape, dev, stream, result, wrap) -> Operands:
+    """`_placed` for a batch: every operand as a (batch, rows, cols) view with one stride between
+    its matrices (a copy for an input that has none; an error for out), each matrix placed as
+    `_placed` places one."""
+    M, N, K = shape
+    _check_apart(c, a, "A")
+    _check_apart(c, b, "B")
+    count = int(np.prod(lead))
+    c, sc = _one_stride(c, count)
+    if c is None:
+        raise ValueError("out's batch axes must be one stride apart (a reshape of them would need a copy)")
+    with stream:
+        a, sa = _batch_of(a, lead, count)
+        b, sb = _batch_of(b, lead, count)
+    cs0, cs1 = c.strides[1:]
+    if not (cs1 == 4 and (M == 1 or (cs0 % 4 == 0 and cs0 >= 4 * N))):
+        if cs0 == 4 and (N == 1 or (cs1 % 4 == 0 and cs1 >= 4 * M)):
+            c = c.swapaxes(1, 2)  # column-major matrices: C^T = op(B)^T op(A)^T, row-major
+            a, b, sa, sb, M, N = b.swapaxes(1, 2), a.swapaxes(1, 2), sb, sa, N, M
+        else:
+            raise ValueError(f"out's matrices must have a contiguous axis (strides {c.strides[1:]} in bytes)")
+    ldc = N if M == 1 else c.strides[1] // 4
+    if count > 1 and not _apart(((count, sc), (M, ldc), (N, 1))):
+        raise ValueError("out's matrices overlap each other: each result would overwrite another")
+    with stream:
+        a, ta, lda, sa = _stored_batch(a, sa)
+        b, tb, ldb, sb = _stored_batch(b, sb)
+    return Operands(a, b, c, (M, N, K), ta + tb, (lda, ldb, ldc), dev, stream, result, wrap, count, (sa, sb, sc))
+
+
+def _batch_of(x: cp.ndarray, lead: tuple[int, ...], count: int) -> tuple[cp.ndarray, int]:
+    """An input broadcast to the batch shape `lead`, as a (count, rows, cols) view one stride
+    apart, and that stride; a contiguous copy when its batch axes are not one stride apart."""
+    full = cp.broadcast_to(x, (*lead, *x.shape[-2:]))
+    view, stride = _one_stride(full, count)
+    if view is None:
+        rows, cols = x.shape[-2:]
+        return cp.ascontiguousarray(full).reshape(count, rows, cols), rows * cols
+    return view, stride
+
+
+def _one_stride(x: cp.ndarray, count: int) -> tuple[cp.ndarray | None, int | None]:
+    """`x` (..., rows, cols) as a (count, rows, cols) view whose matrices lie one stride apart, and
+    that stride in floats; (None, None) when its batch axes are not evenly spaced."""
+    dims = [(n, s) for n, s in zip(x.shape[:-2], x.strides[:-2], strict=True) if n != 1]
+    step = dims[-1][1] if dims else 0
+    if any(s != n_in * s_in for (_, s), (n_in, s_in) in zip(dims, dims[1:], strict=False)) or step % 4:
+        return None, None
+    view = cp.lib.stride_tricks.as_strided(x, (count, *x.shape[-2:]), (step, *x.strides[-2:]))
+    return view, step // 4
+
+
+def _stored_batch(x: cp.ndarray, stride: int) -> tuple[cp.ndarray, str, int, int]:
+    """`_stored` for a (batch, rows, cols) view and its stride: (view, layout, row pitch, stride),
+    a row-major copy where the matrices have no contiguous axis."""
+    s0, s1 = x.strides[1:]
+    rows, cols = x.shape[1:]
+    if s1 == 4 and (rows == 1 or (s0 % 4 == 0 and s0 >= 4 * cols)):
+        return x, "n", (cols if rows == 1 else s0 // 4), stride
+    if s0 == 4 and (cols == 1 or (s1 % 4 == 0 and s1 >= 4 * rows)):
+        return x, "t", (rows if cols == 1 else s1 // 4), stride
+    y, pitch, stride = _restored(x, "n", stride)
+    return y, "n", pitch, stride
 
 
 def _placed(a, b, c, shape, dev, stream, result, wrap=None) -> Operands:
@@ -142,19 +225,51 @@ def _stored(x: cp.ndarray, stream=None) -> tuple[cp.ndarray, str, int]:
         return cp.ascontiguousarray(x), "n", cols
 
 
-def _restored(x: cp.ndarray, want: str) -> tuple[cp.ndarray, int]:
-    """The logical operand `x` (rows x cols) copied into layout `want`: (its view, row pitch)."""
+def _restored(x: cp.ndarray, want: str, stride: int | None = None) -> tuple[cp.ndarray, int, int]:
+    """The logical operand `x` (rows x cols, or a batch of them `stride` floats apart) copied into
+    layout `want`: (its view, row pitch, stride). A broadcast matrix (stride 0) is copied once."""
+    rows, cols = x.shape[-2:]
+    if x.ndim == 3 and stride == 0:
+        y, pitch, _ = _restored(x[0], want)
+        return cp.lib.stride_tricks.as_strided(y, x.shape, (0, *y.strides)), pitch, 0
     if want == "t":
-        return cp.asfortranarray(x), x.shape[0]
-    return cp.ascontiguousarray(x), x.shape[1]
+        return cp.ascontiguousarray(x.swapaxes(-1, -2)).swapaxes(-1, -2), rows, rows * cols
+    return cp.ascontiguousarray(x), cols, rows * cols
+
+
+def _apart(dims) -> bool:
+    """Whether the elements sum(i_d * stride_d), 0 <= i_d < n_d, of (n_d, stride_d) are all
+    distinct, with every stride at least the span of the smaller ones (stacked and interleaved
+    matrices; exotic layouts that are distinct too are refused)."""
+    span = 0
+    for stride, n in sorted((abs(s), n) for n, s in dims if n > 1):
+        if stride <= span:
+            return False
+        span += (n - 1) * stride
+    return True
 
 
 def _check_apart(c: cp.ndarray, x: cp.ndarray, name: str) -> None:
-    """out must not share memory with an operand: the kernels read A and B while C is written."""
+    """out must not share memory with an operand: the kernels read A and B while C is written.
+    Arrays whose extents overlap (slices of one buffer side by side, interleaved heads) are
+    checked element by element: NumPy solves it from the addresses and strides alone."""
     lo, hi = _extent(c)
     xlo, xhi = _extent(x)
-    if lo < xhi and xlo < hi:
+    if lo < xhi and xlo < hi and np.shares_memory(_Addresses(c).array(), _Addresses(x).array()):
         raise ValueError(f"out overlaps {name}: the result would overwrite an operand while it is read")
+
+
+class _Addresses:
+    """A device array's addresses as a NumPy array interface: NumPy computes with them (overlap)
+    and never reads the memory."""
+
+    def __init__(self, x: cp.ndarray):
+        self.__array_interface__ = {
+            "shape": x.shape, "typestr": x.dtype.str, "data": (x.data.ptr, True), "strides": x.strides, "version": 3,
+        }  # fmt: skip
+
+    def array(self) -> np.ndarray:
+        return np.asarray(self)
 
 
 def _extent(x: cp.ndarray) -> tuple[int, int]:
@@ -198,12 +313,33 @@ def check(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int) -> 
     return M, K, N
 
 
-def _check_array(name: str, x: cp.ndarray, device: int) -> None:
+def check_batched(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int):
+    """(batch shape, (M, K, N)) of float32 operands of two or more dimensions, a batch of matrices
+    in their last two axes, whose batch shapes broadcast as `cupy.matmul` broadcasts them."""
+    _check_array("A", A, device, batch=True)
+    _check_array("B", B, device, batch=True)
+    if out is not None:
+        _check_array("out", out, device, batch=True)
+    (M, K), (K2, N) = A.shape[-2:], B.shape[-2:]
+    if K != K2:
+        raise ValueError(f"shapes {A.shape} and {B.shape} do not chain (A is ...xMxK, B is ...xKxN)")
+    try:
+        lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+    except ValueError:
+        raise ValueError(f"batch shapes {A.shape[:-2]} and {B.shape[:-2]} do not broadcast") from None
+    if min(M, N, K) < 1 or 0 in lead:
+        raise ValueError(f"empty operand: batch {lead}, M={M}, N={N}, K={K}")
+    if out is not None and out.shape != (*lead, M, N):
+        raise ValueError(f"out must have shape {(*lead, M, N)}, got {out.shape}")
+    return tuple(lead), (M, K, N)
+
+
+def _check_array(name: str, x: cp.ndarray, device: int, batch: bool = False) -> None:
     dtype = x.dtype
     if dtype is not _F32 and dtype != _F32:  # identity first: the usual case, and cheaper
         raise TypeError(f"{name} must be float32 (strict FP32 SGEMM), got {dtype}")
-    if x.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
+    if x.ndim < 2 or (x.ndim > 2 and not batch):
+        raise ValueError(f"{name} must be 2-D (or a batch of matrices, with more), got shape {x.shape}")
     if x.data.device_id != device:
         raise ValueError(f"{name} is on device {x.data.device_id}, the current device is {device}")
 
@@ -214,16 +350,16 @@ def _new_output(M: int, N: int, beta: float) -> cp.ndarray:
     return cp.empty((M, N), dtype=cp.float32)
 
 
-def _new_output_like(A, M: int, N: int, beta: float):
+def _new_output_like(A, shape: tuple[int, ...], beta: float):
     """(what the call returns, its CuPy view, a wrapper applied after the launch or None)."""
     if beta != 0:
         raise ValueError("beta != 0 needs an `out` array holding C")
     if _is_torch(A):
         import torch
 
-        t = torch.empty((M, N), dtype=torch.float32, device=A.device)  # on torch's current stream
+        t = torch.empty(shape, dtype=torch.float32, device=A.device)  # on torch's current stream
         return t, _torch_view(t), None
-    c = cp.empty((M, N), dtype=cp.float32)
+    c = cp.empty(shape, dtype=cp.float32)
     if type(A).__module__.startswith("numba"):
         from numba import cuda
 

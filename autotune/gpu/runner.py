@@ -19,7 +19,7 @@ import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 from cupy_backends.cuda.libs import nvrtc
 
-from ..launch import GeometryCache, LaunchPlan
+from ..launch import BATCH_GRID_MAX, GeometryCache, LaunchPlan
 
 _CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
@@ -98,6 +98,8 @@ class LoadedKernel:
         self.module.load(cubin)
         self.fns = {suffix: self.module.get_function(kernel + suffix) for suffix in plan.kernels}
         self.fn = self.fns[""]
+        if plan.batched and plan.kernels != ("",):
+            raise ValueError(f"a batched kernel launches alone, but this plan has steps {plan.kernels}")
         if plan.dynamic_smem > 48 * 1024:
             for step in plan.steps:
                 if step.dynamic_smem:
@@ -129,13 +131,38 @@ class LoadedKernel:
         return ws
 
     def launch(
-        self, M: int, N: int, K: int, a, b, c, alpha: float = 1.0, beta: float = 0.0, stream=None, pitches=None
+        self,
+        M: int,
+        N: int,
+        K: int,
+        a,
+        b,
+        c,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        stream=None,
+        pitches=None,
+        batch: int = 1,
+        strides=None,
     ) -> None:
         """C = alpha * op(A) @ op(B) + beta * C: the plan's launches at this shape, in order.
-        `pitches`: (lda, ldb, ldc) in floats; None for contiguous operands in the kernel's layout."""
+        `pitches`: (lda, ldb, ldc) in floats; None for contiguous operands in the kernel's layout.
+        `batch` > 1: that many products, the matrices of A, B and C `strides` floats apart (None:
+        contiguous); a BATCHED kernel runs them in one launch, another one launch each."""
+        lda, ldb, ldc = pitches if pitches is not None else self.plan.contiguous_pitches(M, N, K)
+        if batch == 1:
+            return self._launch(M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc)
+        sa, sb, sc = strides if strides is not None else (M * K, K * N, M * N)
+        a, b, c = a.data.ptr, b.data.ptr, c.data.ptr
+        per = BATCH_GRID_MAX if self.plan.batched else 1
+        for first in range(0, batch, per):
+            at = (a + 4 * first * sa, b + 4 * first * sb, c + 4 * first * sc)
+            n = min(per, batch - first)
+            self._launch(M, N, K, *map(np.uint64, at), alpha, beta, stream, lda, ldb, ldc, (n, sa, sb, sc))
+
+    def _launch(self, M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc, batch=None) -> None:
         geo = self.geometry(M, N, K)
         v = geo.values
-        lda, ldb, ldc = pitches if pitches is not None else self.plan.contiguous_pitches(M, N, K)
         args = {
             "M": np.int32(M),
             "N": np.int32(N),
@@ -151,6 +178,9 @@ class LoadedKernel:
             "ldb_k": np.int32(ldb),
             "ldc": np.int32(ldc),
         }
+        if self.plan.batched:
+            n, sa, sb, sc = batch if batch is not None else (1, 0, 0, 0)
+            args.update(stride_a=np.int64(sa), stride_b=np.int64(sb), stride_c=np.int64(sc))
         if geo.has_workspace:
             ws = self._workspace_for(v["ws_bytes"], stream) if v["ws_bytes"] else None
             args["WS"] = ws if ws is not None else np.uint64(0)
@@ -162,6 +192,8 @@ class LoadedKernel:
             if name in v:
                 args[name] = np.int32(v[name])
         for step, grid in geo.launches:
+            if self.plan.batched:  # the plan's only step; its grid z is 1
+                grid = (grid[0], grid[1], n)
             self.fns[step.kernel](
                 grid,
                 (step.block, 1, 1),
@@ -184,40 +216,45 @@ class Runner:
         self._modules = {}
 
     # ---- problem setup -------------------------------------------------------------------
-    def setup(self, M: int, N: int, K: int, seed: int = 0, tolerance: float = 1e-4, layout: str = "nn") -> dict:
+    def setup(
+        self, M: int, N: int, K: int, seed: int = 0, tolerance: float = 1e-4, layout: str = "nn", batch: int = 1
+    ) -> dict:
         """Operands stored in `layout` (A as K x M with a leading t, B as N x K with a second t),
-        the float64 reference of op(A) @ op(B), and the input sets timing rotates through."""
-        if self.problem == (M, N, K, seed, layout):
+        `batch` of each (contiguous, one after the other) when batch > 1, the float64 reference
+        of op(A) @ op(B), and the input sets timing rotates through."""
+        if self.problem == (M, N, K, seed, layout, batch):
             return {"ok": True}
-        self.problem, self.tolerance = (M, N, K, seed, layout), tolerance
-        a_shape = (K, M) if layout[0] == "t" else (M, K)
-        b_shape = (N, K) if layout[1] == "t" else (K, N)
+        self.problem, self.tolerance = (M, N, K, seed, layout, batch), tolerance
+        lead = (batch,) if batch > 1 else ()
+        a_shape = lead + ((K, M) if layout[0] == "t" else (M, K))
+        b_shape = lead + ((N, K) if layout[1] == "t" else (K, N))
+        c_shape = lead + (M, N)
         self.sets = None
         cp.get_default_memory_pool().free_all_blocks()
         rng = cp.random.default_rng(seed)
 
-        def rand(*shape):  # uniform in [-1, 1): never zeros, never all positive
+        def rand(shape):  # uniform in [-1, 1): never zeros, never all positive
             return (rng.random(shape, dtype=cp.float32) * 2 - 1).astype(cp.float32)
 
-        self.A0, self.B0, self.C0 = rand(*a_shape), rand(*b_shape), rand(M, N)
+        self.A0, self.B0, self.C0 = rand(a_shape), rand(b_shape), rand(c_shape)
         prod64 = self.op(self.A0.astype(cp.float64), self.B0.astype(cp.float64))
         self.ref_ab = prod64
         self.ref_full = VERIFY_ALPHA * prod64 + VERIFY_BETA * self.C0.astype(cp.float64)
         # Rotate input sets so that small problems are not timed out of L2.
-        set_bytes = 4 * (M * K + K * N + M * N)
+        set_bytes = 4 * (M * K + K * N + M * N) * batch
         n_sets = int(min(8, max(1, math.ceil(3 * self.info["l2_bytes"] / set_bytes))))
-        self.sets = [(self.A0, self.B0, cp.empty((M, N), cp.float32))]
+        self.sets = [(self.A0, self.B0, cp.empty(c_shape, cp.float32))]
         for _ in range(n_sets - 1):
-            self.sets.append((rand(*a_shape), rand(*b_shape), cp.empty((M, N), cp.float32)))
+            self.sets.append((rand(a_shape), rand(b_shape), cp.empty(c_shape, cp.float32)))
         cp.cuda.Device().synchronize()
         cublas_err = self._rel_err(self.op(self.A0, self.B0), self.ref_ab)
         return {"ok": True, "sets": n_sets, "cublas_error": cublas_err}
 
     def op(self, a, b, out=None):
-        """op(A) @ op(B) by cuBLAS: transposed views, which cupy.matmul hands to cuBLAS as
-        transposes without a copy."""
-        layout = self.problem[4]
-        return cp.matmul(a.T if layout[0] == "t" else a, b.T if layout[1] == "t" else b, out=out)
+        """op(A) @ op(B) by cuBLAS: transposed views (of each matrix of a batch), which
+        cupy.matmul hands to cuBLAS as transposes without a copy."""
+        ta, tb = (t == "t" for t in self.problem[4])
+        return cp.matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out=out)
 
     @staticmethod
     def _rel_err(out, ref) -> float:
@@ -234,10 +271,10 @@ class Runner:
             if len(self._modules) > 64:
                 self._modules.clear()
             self._modules[name] = LoadedKernel(spec["cubin"], spec["kernel"], spec["launch"])
-        kernel, (M, N, K) = self._modules[name], self.problem[:3]
+        kernel, (M, N, K), batch = self._modules[name], self.problem[:3], self.problem[5]
 
         def launch(a, b, c, alpha=1.0, beta=0.0):
-            kernel.launch(M, N, K, a, b, c, alpha, beta)
+            kernel.launch(M, N, K, a, b, c, alpha, beta, batch=batch)
 
         return launch
 
@@ -261,12 +298,14 @@ class Runner:
 
     def time(self, spec, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
         """Median of per-launch CUDA-event times of a kernel (`spec`), or of cuBLAS: "matmul"
-        (cupy.matmul on the operands' views) or "gemm" (cupy.cublas.gemm with the transposes
-        named: no copy whatever the layout)."""
+        (cupy.matmul on the operands' views) or "gemm" (cupy.cublas.gemm, for a batch
+        cublasSgemmStridedBatched, with the transposes named: no copy whatever the layout)."""
         if spec == "matmul":
 
             def launch(a, b, c, alpha=1.0, beta=0.0):
                 self.op(a, b, out=c)
+        elif spec == "gemm" and self.problem[5] > 1:
+            launch = self._strided_batched
         elif spec == "gemm":
             from cupy import cublas
 
@@ -300,6 +339,27 @@ class Runner:
         except _CUDA_ERRORS as exc:
             raise FatalGPUError(str(exc)) from None
         return _percentiles(times)
+
+    def _strided_batched(self, a, b, c, alpha=1.0, beta=0.0):
+        """cublasSgemmStridedBatched on contiguous batches, the layout's transposes named: the
+        row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T."""
+        from cupy_backends.cuda.libs import cublas
+
+        M, N, K, _, layout, batch = self.problem
+        ta, tb = (int(t == "t") for t in layout)  # CUBLAS_OP_N 0, CUBLAS_OP_T 1
+        lda, ldb = (M if ta else K), (K if tb else N)
+        handle = cp.cuda.device.get_cublas_handle()
+        cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+        mode = cublas.getPointerMode(handle)
+        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+        al, be = np.array(alpha, np.float32), np.array(beta, np.float32)
+        try:
+            cublas.sgemmStridedBatched(
+                handle, tb, ta, N, M, K, al.ctypes.data, b.data.ptr, ldb, K * N, a.data.ptr, lda, M * K,
+                be.ctypes.data, c.data.ptr, N, M * N, batch,
+            )  # fmt: skip
+        finally:
+            cublas.setPointerMode(handle, mode)
 
     def evaluate(self, spec: dict, target_s: float = 0.25, timed: bool = True) -> dict:
         v = self.verify(spec)

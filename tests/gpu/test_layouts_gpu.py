@@ -10,7 +10,7 @@ from helpers import ROOT, have_nvcc
 from test_correctness import CONFIGS
 
 import autotune
-from autotune.api import for_layout
+from autotune.api import built_for
 from autotune.export import export
 from autotune.results import update_record
 from autotune.space import Family, Space
@@ -33,14 +33,14 @@ SHAPES = [
 
 
 def _reads(config, layout):
-    return not Family.load(config.family).layout_gaps(Problem(1, 1, 1, layout))
+    return not Family.load(config.family).gaps(Problem(1, 1, 1, layout))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_every_family_correct_in_each_layout(gpu_evaluator, layout, shape):
     problem = Problem(*shape, layout)
-    configs = list(dict.fromkeys(for_layout(c, layout) for c in CONFIGS if _reads(c, layout)))
+    configs = list(dict.fromkeys(built_for(c, layout) for c in CONFIGS if _reads(c, layout)))
     ms = gpu_evaluator.evaluate(configs, problem, verify_only=True)
     ran = [m for m in ms if m.status is not Status.REJECTED]
     assert {m.config.family for m in ran} == {c.family for c in configs}
@@ -123,7 +123,7 @@ def test_example_program_checks_the_exported_header_against_cublas(tmp_path, h10
     ones, and bad arguments refused with C untouched."""
     from test_results import GPU, _entry
 
-    cfg = for_layout(Space.load("warptile").fallback, layout)
+    cfg = built_for(Space.load("warptile").fallback, layout)
     problem = Problem(1000, 1000, 1000, layout)
     update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
