@@ -4,6 +4,7 @@ torch.matmul), square float32 at 64^3, 256^3 and 1024^3, out=None (each call all
 
     python benchmarks/dispatch.py                          # results_dir()'s tuned kernels
     python benchmarks/dispatch.py --results DIR --out dispatch.json
+    python benchmarks/dispatch.py --profile 64             # where autotune.matmul's host time goes
 
 What is measured, per call:
   host   the time the call takes to return to the caller: argument checks, the choice of kernel,
@@ -157,6 +158,26 @@ def overheads(rows: list[dict]) -> list[str]:
     return out
 
 
+def profile(n: int, calls: int = 20000) -> str:
+    """cProfile of `calls` autotune.matmul calls at n^3 (a synchronize every BATCH calls): the
+    functions that take the host time, by their own time."""
+    import cProfile
+    import io
+    import pstats
+
+    calls_, _ = _calls(n)
+    fn = calls_["autotune.matmul"]
+    for _ in range(WARMUP):
+        fn()
+    prof = cProfile.Profile()
+    prof.enable()
+    host_per_call(fn, calls)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(30)
+    return out.getvalue()
+
+
 def _versions() -> dict:
     versions = {"cupy": cp.__version__, "python": sys.version.split()[0], "autotune": autotune.__version__}
     if "torch" in sys.modules:
@@ -169,9 +190,13 @@ def main() -> int:
     ap.add_argument("--results", type=Path, default=None, help="results folder (default: results_dir())")
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help=f"comma list of n, of {sorted(CALLS)}")
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--profile", type=int, metavar="N", help="instead: profile autotune.matmul at N^3")
     args = ap.parse_args()
     results = args.results or results_dir()
     os.environ["AUTOTUNE_RESULTS"] = str(results)  # matmul's folder, and load's
+    if args.profile:
+        print(profile(args.profile))
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     if not set(sizes) <= set(CALLS):
         ap.error(f"--sizes: each of {sorted(CALLS)}")

@@ -113,12 +113,17 @@ class LoadedKernel:
         # must not be larger.
         self.slots = int(per_sm) * cp.cuda.Device().attributes["MultiProcessorCount"]
         self.geometry = GeometryCache(plan, self.slots)  # geometry(M, N, K) -> Geometry
+        self._fixed: dict[tuple[int, ...], tuple] = {}  # (M, N, K, lda, ldb, ldc) -> _fixed_args
         self._uid = next(_uids)
 
     def _workspace_for(self, nbytes: int, stream) -> cp.ndarray:
         # Zeroed once: the kernels that need zeros there (stream-K flags) leave them zero.
         stream = stream if stream is not None else cp.cuda.get_current_stream()
         key = (self._uid, runtime.getDevice(), stream.ptr)
+        ws = _WORKSPACES.get(key)
+        if ws is not None and ws.nbytes >= nbytes:  # the usual case: no allocation, nothing freed
+            _WORKSPACES.move_to_end(key)
+            return ws
         ws = _WORKSPACES.pop(key, None)
         if ws is None or ws.nbytes < nbytes:
             ws = None  # free the smaller one first
@@ -161,46 +166,48 @@ class LoadedKernel:
             self._launch(M, N, K, *map(np.uint64, at), alpha, beta, stream, lda, ldb, ldc, (n, sa, sb, sc))
 
     def _launch(self, M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc, batch=None) -> None:
-        geo = self.geometry(M, N, K)
-        v = geo.values
-        args = {
-            "M": np.int32(M),
-            "N": np.int32(N),
-            "K": np.int32(K),
-            "alpha": np.float32(alpha),
-            "beta": np.float32(beta),
-            "A": a,
-            "B": b,
-            "B_IN": b,
-            "C": c,
-            "lda": np.int32(lda),
-            "ldb": np.int32(ldb),
-            "ldb_k": np.int32(ldb),
-            "ldc": np.int32(ldc),
-        }
+        key = (M, N, K, lda, ldb, ldc)
+        fixed = self._fixed.get(key)
+        if fixed is None:
+            fixed = self._fixed_args(key)
+        geo, args = fixed
+        args = dict(args)  # the shape's integers, made once; the call's operands and scalars now
+        args.update(A=a, B=b, B_IN=b, C=c, alpha=np.float32(alpha), beta=np.float32(beta))
         if self.plan.batched:
             n, sa, sb, sc = batch if batch is not None else (1, 0, 0, 0)
             args.update(stride_a=np.int64(sa), stride_b=np.int64(sb), stride_c=np.int64(sc))
         if geo.has_workspace:
+            v = geo.values
             ws = self._workspace_for(v["ws_bytes"], stream) if v["ws_bytes"] else None
             args["WS"] = ws if ws is not None else np.uint64(0)
             if v.get("pack_b"):
                 at, pitch = v["pack_b_at"], v["pitch_b"]
                 args["B"] = args["B_PACKED"] = ws[at : at + 4 * K * pitch].view(cp.float32)
-                args["ldb_k"] = np.int32(pitch)
-        for name in ("pitch_b", "tail_first"):
-            if name in v:
-                args[name] = np.int32(v[name])
         for step, grid in geo.launches:
             if self.plan.batched:  # the plan's only step; its grid z is 1
                 grid = (grid[0], grid[1], n)
             self.fns[step.kernel](
                 grid,
                 (step.block, 1, 1),
-                tuple(args[a] for a in step.args),
+                tuple([args[a] for a in step.args]),
                 shared_mem=geo.dynamic_smem if step.dynamic_smem else 0,
                 stream=stream,
             )
+
+    def _fixed_args(self, key: tuple[int, ...]):
+        """(geometry, the integer kernel arguments) at one shape and pitches, remembered: making
+        them costs more host time than a launch at a small shape."""
+        M, N, K, lda, ldb, ldc = key
+        geo = self.geometry(M, N, K)
+        v = geo.values
+        ints = dict(M=M, N=N, K=K, lda=lda, ldb=ldb, ldb_k=ldb, ldc=ldc)
+        if v.get("pack_b"):
+            ints["ldb_k"] = v["pitch_b"]
+        ints.update({name: v[name] for name in ("pitch_b", "tail_first") if name in v})
+        if len(self._fixed) >= self.geometry.maxsize:
+            del self._fixed[next(iter(self._fixed))]
+        self._fixed[key] = (geo, {name: np.int32(x) for name, x in ints.items()})
+        return self._fixed[key]
 
 
 class Runner:
