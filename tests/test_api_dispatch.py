@@ -229,3 +229,31 @@ def test_arrays_off_the_gpu_are_a_type_error(array, words):
     a = np.ones((4, 5), np.float32) if array == "numpy" else [[1.0] * 5] * 4
     with pytest.raises(TypeError, match=words):
         autotune.matmul(a, a)
+
+
+def test_a_launch_hands_the_driver_each_argument_in_its_c_type(monkeypatch):
+    """The runner launches through cuLaunchKernel with argument slots filled in place: what the
+    driver would read at the launch is each argument, in order, as the kernel's C type (int,
+    float, pointer, long long), the shape's integers made once and the rest set per call."""
+    import ctypes
+
+    from autotune.gpu import runner
+
+    names = ("M", "N", "K", "alpha", "A", "lda", "B", "ldb_k", "beta", "C", "ldc", "WS", "stride_a", "stride_c")
+    ints = {"M": 5, "N": 6, "K": 7, "lda": 9, "ldb_k": 8, "ldc": 6}
+    step = runner._Step(0xF00, (2, 3, 1), 128, 4096, names, ints)
+    seen = []
+
+    def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        addrs = (ctypes.c_void_p * len(names)).from_address(params)
+        got = [runner._CTYPES[n].from_address(addrs[i]).value for i, n in enumerate(names)]
+        seen.append(((fn, gx, gy, gz, bx, by, bz, smem, stream, extra), dict(zip(names, got, strict=True))))
+
+    monkeypatch.setattr(runner.driver, "launchKernel", launch)
+    values = {"A": 1 << 40, "B": 2 << 40, "C": 3 << 40, "WS": 0, "alpha": 1.5, "beta": -0.25, "stride_a": 1 << 33}
+    step.launch({**values, "stride_c": -4}, 77, 0)
+    step.launch({**values, "alpha": 2.0, "stride_c": 8}, 78, 9)
+    (head0, args0), (head1, args1) = seen
+    assert head0 == (0xF00, 2, 3, 1, 128, 1, 1, 4096, 77, 0) and head1[3] == 9 and head1[8] == 78
+    assert args0 == {**ints, **values, "stride_c": -4}
+    assert args1["alpha"] == 2.0 and args1["stride_c"] == 8 and args1["M"] == 5

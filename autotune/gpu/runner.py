@@ -8,9 +8,11 @@ plain dicts (they cross a pipe).
 from __future__ import annotations
 
 import collections
+import ctypes
 import itertools
 import math
 import os
+import threading
 
 os.environ.setdefault("CUPY_TF32", "0")  # strict FP32 for the cuBLAS reference and baseline
 
@@ -19,7 +21,7 @@ import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 from cupy_backends.cuda.libs import nvrtc
 
-from ..launch import BATCH_GRID_MAX, GeometryCache, LaunchPlan
+from ..launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, GeometryCache, LaunchPlan
 
 _CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
@@ -113,7 +115,8 @@ class LoadedKernel:
         # must not be larger.
         self.slots = int(per_sm) * cp.cuda.Device().attributes["MultiProcessorCount"]
         self.geometry = GeometryCache(plan, self.slots)  # geometry(M, N, K) -> Geometry
-        self._fixed: dict[tuple[int, ...], tuple] = {}  # (M, N, K, lda, ldb, ldc) -> _fixed_args
+        self._prepared: dict[tuple[int, ...], tuple] = {}  # (M, N, K, lda, ldb, ldc) -> _prepare
+        self._lock = threading.Lock()
         self._uid = next(_uids)
 
     def _workspace_for(self, nbytes: int, stream) -> cp.ndarray:
@@ -163,51 +166,86 @@ class LoadedKernel:
         for first in range(0, batch, per):
             at = (a + 4 * first * sa, b + 4 * first * sb, c + 4 * first * sc)
             n = min(per, batch - first)
-            self._launch(M, N, K, *map(np.uint64, at), alpha, beta, stream, lda, ldb, ldc, (n, sa, sb, sc))
+            self._launch(M, N, K, *at, alpha, beta, stream, lda, ldb, ldc, (n, sa, sb, sc))
 
     def _launch(self, M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc, batch=None) -> None:
         key = (M, N, K, lda, ldb, ldc)
-        fixed = self._fixed.get(key)
-        if fixed is None:
-            fixed = self._fixed_args(key)
-        geo, args = fixed
-        args = dict(args)  # the shape's integers, made once; the call's operands and scalars now
-        args.update(A=a, B=b, B_IN=b, C=c, alpha=np.float32(alpha), beta=np.float32(beta))
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = self._prepare(key)
+        geo, steps = prepared
+        pb = _address(b)
+        values = {"A": _address(a), "B": pb, "B_IN": pb, "C": _address(c), "alpha": alpha, "beta": beta}
+        n = 0  # grid z as planned
         if self.plan.batched:
-            n, sa, sb, sc = batch if batch is not None else (1, 0, 0, 0)
-            args.update(stride_a=np.int64(sa), stride_b=np.int64(sb), stride_c=np.int64(sc))
+            n, values["stride_a"], values["stride_b"], values["stride_c"] = batch or (1, 0, 0, 0)
         if geo.has_workspace:
             v = geo.values
             ws = self._workspace_for(v["ws_bytes"], stream) if v["ws_bytes"] else None
-            args["WS"] = ws if ws is not None else np.uint64(0)
+            values["WS"] = ws.data.ptr if ws is not None else 0
             if v.get("pack_b"):
-                at, pitch = v["pack_b_at"], v["pitch_b"]
-                args["B"] = args["B_PACKED"] = ws[at : at + 4 * K * pitch].view(cp.float32)
-        for step, grid in geo.launches:
-            if self.plan.batched:  # the plan's only step; its grid z is 1
-                grid = (grid[0], grid[1], n)
-            self.fns[step.kernel](
-                grid,
-                (step.block, 1, 1),
-                tuple([args[a] for a in step.args]),
-                shared_mem=geo.dynamic_smem if step.dynamic_smem else 0,
-                stream=stream,
-            )
+                values["B"] = values["B_PACKED"] = values["WS"] + v["pack_b_at"]
+        stream_ptr = (stream if stream is not None else cp.cuda.get_current_stream()).ptr
+        with self._lock:  # the steps' argument slots are shared: fill and launch as one
+            for step in steps:
+                step.launch(values, stream_ptr, n)
 
-    def _fixed_args(self, key: tuple[int, ...]):
-        """(geometry, the integer kernel arguments) at one shape and pitches, remembered: making
-        them costs more host time than a launch at a small shape."""
+    def _prepare(self, key: tuple[int, ...]):
+        """(geometry, its launches as _Step) at one shape and pitches, remembered: building them
+        costs more host time than a launch at a small shape."""
         M, N, K, lda, ldb, ldc = key
         geo = self.geometry(M, N, K)
         v = geo.values
-        ints = dict(M=M, N=N, K=K, lda=lda, ldb=ldb, ldb_k=ldb, ldc=ldc)
-        if v.get("pack_b"):
-            ints["ldb_k"] = v["pitch_b"]
+        ints = dict(M=M, N=N, K=K, lda=lda, ldb=ldb, ldb_k=v["pitch_b"] if v.get("pack_b") else ldb, ldc=ldc)
         ints.update({name: v[name] for name in ("pitch_b", "tail_first") if name in v})
-        if len(self._fixed) >= self.geometry.maxsize:
-            del self._fixed[next(iter(self._fixed))]
-        self._fixed[key] = (geo, {name: np.int32(x) for name, x in ints.items()})
-        return self._fixed[key]
+        steps = []
+        for step, grid in geo.launches:
+            smem = geo.dynamic_smem if step.dynamic_smem else 0
+            steps.append(_Step(self.fns[step.kernel].ptr, grid, step.block, smem, step.args, ints))
+        if len(self._prepared) >= self.geometry.maxsize:
+            del self._prepared[next(iter(self._prepared))]
+        self._prepared[key] = (geo, steps)
+        return self._prepared[key]
+
+
+def _address(x) -> int:
+    """A device pointer: a CuPy array's data, or an address already."""
+    return x.data.ptr if isinstance(x, cp.ndarray) else int(x)
+
+
+# Kernel arguments by C type (launch.py's names); the integers of a shape are set once per _Step,
+# the others at each launch.
+_CTYPES = (
+    dict.fromkeys(POINTERS, ctypes.c_uint64)
+    | dict.fromkeys(FLOATS, ctypes.c_float)
+    | dict.fromkeys(INTS, ctypes.c_int32)
+    | dict.fromkeys(LONGS, ctypes.c_int64)
+)
+
+
+class _Step:
+    """One kernel launch at one shape and pitches, by cuLaunchKernel: its arguments in ctypes
+    slots, the array of their addresses made once (the driver copies the values at the launch,
+    so the slots can be refilled for the next). Several microseconds less host time a launch
+    than CuPy's Function call, which converts every argument each time."""
+
+    __slots__ = ("block", "fn", "grid", "params", "per_call", "slots", "smem")
+
+    def __init__(self, fn: int, grid: tuple[int, int, int], block: int, smem: int, names, ints) -> None:
+        self.fn, self.grid, self.block, self.smem = fn, grid, block, smem
+        self.slots = [_CTYPES[n]() for n in names]  # kept alive: params points into them
+        for slot, name in zip(self.slots, names, strict=True):
+            if name in INTS:
+                slot.value = ints[name]
+        self.per_call = [(slot, name) for slot, name in zip(self.slots, names, strict=True) if name not in INTS]
+        array = (ctypes.c_void_p * len(names))(*(ctypes.addressof(s) for s in self.slots))
+        self.params = (array, ctypes.addressof(array))
+
+    def launch(self, values: dict, stream_ptr: int, grid_z: int) -> None:
+        for slot, name in self.per_call:
+            slot.value = values[name]
+        gx, gy, gz = self.grid
+        driver.launchKernel(self.fn, gx, gy, grid_z or gz, self.block, 1, 1, self.smem, stream_ptr, self.params[1], 0)
 
 
 class Runner:
