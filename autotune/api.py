@@ -1,23 +1,25 @@
 """Tuned kernels from Python: `autotune.matmul(A, B)` and `autotune.load(...)`.
 
-`matmul` dispatches on the current GPU and the shape: the stored result of the nearest tuned
-shape for this GPU (results/<gpu>/), else a sound default config. Each kernel is verified
-against cuBLAS on a small awkward problem the first time it is loaded on a device.
+`matmul` dispatches on the current GPU and the shape: the stored result of that shape when it
+was tuned for this GPU (results/<gpu>/), else the stored config that autotune.model predicts
+fastest there (every family's best at every tuned shape, its measured time carried over by
+occupancy, wave quantisation and the roofline), else a sound default config. Each kernel is
+verified against cuBLAS on a small awkward problem the first time it is loaded on a device.
 
 A call costs about what calling the loaded kernel does: the device's name and arch are read once
 per device, a GPU's results folder once per change of that folder (one stat a call tells), and
-the kernel chosen for each (device, shape, family, folder) is remembered.
+the kernel chosen for each (device, shape, layout, batch, family, folder) is remembered.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from . import model
 from .limits import gpu_slug
 from .results import entry_config, iter_records
 from .space import ROOT, Family, Space
@@ -66,9 +68,7 @@ def built_for(config: Config, layout: str = "nn", batch: int = 1) -> Config | No
     return None if fam.broken_rules(cfg) else cfg
 
 
-def _distance(a: Problem, b: Problem) -> float:
-    pairs = ((a.M, b.M), (a.N, b.N), (a.K, b.K), (a.batch, b.batch))
-    return sum(abs(math.log(x / y)) for x, y in pairs)
+_distance = model.distance
 
 
 def nearest_entry(
@@ -94,22 +94,73 @@ class _Table:
     def __init__(self, folder: str, state: tuple | None, records: list[tuple[Problem, dict]], clean: bool):
         self.folder, self.state, self.records, self.clean = folder, state, records, clean
         self.choices: dict[tuple, Kernel] = {}
+        self.plans: dict[str, object] = {}  # config name -> its launch plan (the model's)
 
-    def nearest(self, problem: Problem, family: str | None) -> tuple[Problem, dict] | None:
-        """The nearest tuned shape's best entry (of `family`, if given) among the families that
-        can run the problem: from records of its layout and batching (batch or not) when there
-        are any, else of its layout, else from all (a config tuned for another layout or
+    def _pool(self, problem: Problem) -> list[tuple[Problem, dict]]:
+        """The records a choice draws on: of the problem's layout and batching (batch or not) when
+        there are any, else of its layout, else all (configs tuned for another layout or
         batching, to be built for this one)."""
         batched = problem.batch > 1
         same = [(shape, fams) for shape, fams in self.records if shape.layout == problem.layout]
         alike = [(shape, fams) for shape, fams in same if (shape.batch > 1) == batched]
+        return alike or same or self.records
+
+    def nearest(self, problem: Problem, family: str | None) -> tuple[Problem, dict] | None:
+        """The nearest tuned shape's best entry (of `family`, if given) among the families that
+        can run the problem, from `_pool`."""
         best = None
-        for shape, fams in alike or same or self.records:
+        for shape, fams in self._pool(problem):
             fams = {f: e for f, e in fams.items() if (family is None or f == family) and _reads(f, problem)}
             entry = max(fams.values(), key=lambda e: e["gflops"]) if fams else None
             if entry and (best is None or _distance(problem, shape) < _distance(problem, best[0])):
                 best = (shape, entry)
         return best
+
+    def choose(self, problem: Problem, family: str | None) -> tuple[Problem, dict, Config, float | None] | None:
+        """(tuned shape, its entry, the config to run, predicted ms or None when measured here):
+        the best entry of the problem's own record when it was tuned; else the candidate of
+        `_pool` -- every family's best at every tuned shape, that can run the problem and is
+        meant for it (or is the family asked for) -- that autotune.model predicts fastest here."""
+        exact = [fams for shape, fams in self.records if shape == problem]
+        fams = {f: e for f, e in (exact[0] if exact else {}).items() if family in (None, f) and _reads(f, problem)}
+        if fams:
+            entry = max(fams.values(), key=lambda e: e["gflops"])
+            cfg = built_for(entry_config(entry), problem.layout, problem.batch)
+            if cfg is not None:
+                return problem, entry, cfg, None
+        candidates = [c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, family)]
+        best = model.fastest(candidates, problem, self.roof)
+        if best is None:
+            return None
+        shape, entry, cfg = best[0].what
+        return shape, entry, cfg, best[1]
+
+    def _candidates(self, shape: Problem, fams: dict, problem: Problem, family: str | None):
+        for f, entry in fams.items():
+            if family not in (None, f) or not _reads(f, problem) or (family is None and _family(f).unsuited(problem)):
+                continue
+            try:
+                cfg = built_for(entry_config(entry), problem.layout, problem.batch)
+                if cfg is None:
+                    continue
+                measured = self._plan(entry_config(entry))
+                slots = model.slots(measured, entry["registers"], entry["smem_bytes"], entry["limits"])
+                plan = self._plan(cfg)
+                yield model.Candidate(shape, measured, plan, entry["time_ms"], slots, (shape, entry, cfg))
+            except (UserError, KeyError, TypeError, ValueError):
+                continue  # an entry from an older format, or a family no longer shipped
+
+    def _plan(self, cfg: Config):
+        plan = self.plans.get(cfg.name)
+        if plan is None:
+            plan = self.plans[cfg.name] = _family(cfg.family).resolve(cfg).plan
+        return plan
+
+    @functools.cached_property
+    def roof(self) -> model.Roof:
+        return model.Roof.of(
+            (shape, e["time_ms"]) for shape, fams in self.records for e in fams.values() if e.get("time_ms")
+        )
 
     def remember(self, key: tuple, kernel: Kernel) -> Kernel:
         if len(self.choices) >= _CHOICES_MAX:
@@ -254,15 +305,13 @@ def _choose(dev: int, M: int, N: int, K: int, layout: str, batch: int, family: s
         problem = Problem(M, N, K, layout, batch)
         if family is not None and (gaps := _family(family).gaps(problem)):
             raise UserError(gaps[0])
-        found = table.nearest(problem, family)
-        cfg = built_for(entry_config(found[1]), layout, batch) if found else None
-        if cfg is not None:
-            kernel = _kernel(cfg, dev, arch, f"tuned for {found[0].name} on {slug}")
+        found = table.choose(problem, family)
+        if found is not None:
+            tuned, _, cfg, predicted = found
+            how = "" if predicted is None else f", predicted fastest here ({1e3 * predicted:.1f} us)"
+            kernel = _kernel(cfg, dev, arch, f"tuned for {tuned.name} on {slug}{how}")
         else:
-            fam = found[1]["config"]["family"] if found else family
-            fallback = built_for(fallback_config(arch, fam), layout, batch)
-            why = f" (the config tuned for {found[0].name} has no form for this batch)" if found else ""
-            kernel = _kernel(fallback, dev, arch, "fallback config" + why)
+            kernel = _kernel(built_for(fallback_config(arch, family), layout, batch), dev, arch, "fallback config")
         table.remember(key, kernel)
     return kernel
 
@@ -337,9 +386,9 @@ def _shape(shape: Any) -> Problem:
 
 def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bool = False, trans_b: bool = False):
     """C = alpha * op(A) @ op(B) + beta * C in strict FP32 (op(X) is X.T when trans_x, else X),
-    with the tuned kernel for this GPU, shape and layout (the nearest tuned shape of the same
-    layout, else of any, else a default config). Returns `out`, or a new array when it is None
-    (then beta must be 0).
+    with the tuned kernel for this GPU, shape and layout (the shape's own record, else the
+    stored config of that layout -- else of any -- predicted fastest at this shape, else a
+    default config). Returns `out`, or a new array when it is None (then beta must be 0).
 
     A, B and out are float32 arrays on the current device: CuPy arrays, PyTorch CUDA
     tensors, or any array with `__cuda_array_interface__` (Numba, ...) or `__dlpack__`, taken

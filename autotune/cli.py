@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
-from .cli_inputs import ASK_ABOVE_S, check_output_dir, check_output_file, parse_problem
+from .cli_inputs import ASK_ABOVE_S, TABLE_SHAPES, check_output_dir, check_output_file, parse_problem
 from .cli_search import cmd_search
 from .counts import cached_valid, count_valid
 from .limits import profile_for_arch
@@ -118,6 +118,13 @@ def _search_parser(sub) -> argparse.ArgumentParser:
         "--sizes", metavar="LIST", help="several shapes: comma list of N or MxNxK (e.g. 1024,2048,8192x8192x1024)"
     )
     s.add_argument("--shapes-file", type=Path, metavar="FILE", help="several shapes: one N or MxNxK per line")
+    s.add_argument(
+        "--table",
+        action="store_true",
+        help=f"the representative grid of {len(TABLE_SHAPES)} shapes (squares, rectangles, deep and shallow K, a few "
+        "rows or columns, small) that autotune.matmul chooses from for shapes never tuned; with --layout or "
+        "--batch, in that layout or batch",
+    )
     s.add_argument(
         "--family",
         nargs="+",

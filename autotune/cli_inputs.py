@@ -11,14 +11,30 @@ from .limits import DeviceLimits, profile_for_arch
 from .space import Family, Space, known_families, read_yaml
 from .types import Problem, UserError
 
+# `search --table`: shapes spread over the regimes a program calls, for autotune.matmul's model
+# (autotune/model.py) to choose from at shapes never tuned. Every regime has measurements near it:
+# squares and odd sizes, rectangles, deep K over a small C, shallow K over a large C, a few rows or
+# columns (the streaming families) and 17-256 of them (tiles too big for them), small problems.
+TABLE_SHAPES = (
+    "256", "512", "1024", "2048", "4096", "8192", "1000", "3000", "4097",
+    "4096x1024x4096", "1024x4096x4096", "8192x8192x1024", "4096x4096x256", "2048x2048x64",
+    "1024x1024x8192", "256x256x16384", "64x64x65536",
+    "1x4096x4096", "8x4096x4096", "16x11008x4096", "4096x1x4096", "4096x16x4096",
+    "64x4096x4096", "256x4096x4096", "4096x64x4096", "4096x256x4096",
+    "64", "128",
+)  # fmt: skip
+
 
 def parse_problems(args) -> list[Problem]:
-    """search: one shape (--size, --m/--n/--k) or several (--sizes, --shapes-file)."""
-    many = [x for x in (args.sizes, args.shapes_file) if x is not None]
+    """search: one shape (--size, --m/--n/--k) or several (--sizes, --shapes-file, --table)."""
+    table = getattr(args, "table", False)
+    many = [x for x in (args.sizes, args.shapes_file, TABLE_SHAPES if table else None) if x is not None]
     if not many:
         return [parse_problem(args)]
     if len(many) > 1 or args.size is not None or any(v is not None for v in (args.m, args.n, args.k)):
-        raise UserError("give one of --size, --m/--n/--k, --sizes or --shapes-file")
+        raise UserError("give one of --size, --m/--n/--k, --sizes, --shapes-file or --table")
+    if table:
+        return [Problem.parse(t, args.layout, args.batch) for t in TABLE_SHAPES]
     if args.sizes is not None:
         texts, where = [t for t in args.sizes.split(",") if t.strip()], "--sizes"
     else:

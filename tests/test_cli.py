@@ -193,7 +193,7 @@ def test_report_writes_plots_and_markdown(tmp_path):
     "args, fragment",
     [
         (["--sizes", "1024,abc"], "--sizes: shape 'abc': not an integer"),
-        (["--sizes", "1024", "--size", "8"], "give one of --size, --m/--n/--k, --sizes or --shapes-file"),
+        (["--sizes", "1024", "--size", "8"], "give one of --size, --m/--n/--k, --sizes, --shapes-file or --table"),
         (["--sizes", "0x5x5"], "--sizes: M must be a positive integer"),
         (["--shapes-file", "/nonexistent/shapes.txt"], "/nonexistent/shapes.txt: cannot read"),
     ],
@@ -208,3 +208,17 @@ def test_several_shapes_dry_run(tmp_path):
     r = run("search", "--shapes-file", str(shapes), "--family", "tiled", "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "dry run: 512x512x512" in r.stdout and "dry run: 1000x1000x64" in r.stdout
+
+
+def test_search_table_is_the_representative_grid(tmp_path):
+    """--table tunes every shape of cli_inputs.TABLE_SHAPES (here a dry run of one family), in
+    the layout asked for; with another shape option it is an error."""
+    from autotune.cli_inputs import TABLE_SHAPES
+    from autotune.types import Problem
+
+    r = run("search", "--table", "--layout", "nt", "--family", "tiled", "--dry-run", "--sample", "1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    runs = [ln.split()[2].rstrip(",") for ln in r.stdout.splitlines() if ln.startswith("dry run:")]
+    assert runs == [Problem.parse(s, "nt").name for s in TABLE_SHAPES]
+    line = _one_clear_line(run("search", "--table", "--size", "64", "--dry-run", cwd=tmp_path))
+    assert "give one of --size, --m/--n/--k, --sizes, --shapes-file or --table" in line

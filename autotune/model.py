@@ -1,0 +1,123 @@
+"""Which stored kernel to run at a shape nobody tuned: each stored config's measured time, carried
+to the new shape by a model of how its launch scales, and the fastest prediction wins.
+
+The nearest tuned shape's winner can be far from the best elsewhere: a 128 x 256 tile tuned at
+4096^3 leaves most of the GPU idle at 256 x 256 x 16384 (two tiles), and a kernel tuned to stream
+one row of A is no use at 1024^3. So every stored entry (each family's best at each tuned shape
+of the layout) is a candidate, and its time at the new shape is predicted from its own launch:
+
+- Occupancy: blocks of it resident on the GPU at once ("slots"), from its threads, registers and
+  shared memory and the GPU's limits stored with the measurement.
+- Work: the launch plan's grid at the new shape gives the blocks; the work of one block is the
+  padded output tile (BM x BN, TILE x TILE, MR rows or NR columns of the streaming families)
+  times K, split as the grid splits it; the busiest SM runs ceil(blocks / slots) of them (wave
+  quantisation). The measured time scales by that busiest-SM work: a block's speed is taken as
+  the one measured. For the streaming families a block's work is the slab of the operand it
+  reads, so this scales their memory traffic too (a group of MR rows re-reads B).
+- Roofline: no kernel beats the best bandwidth (ideal bytes: A and B read once, C written once)
+  or the best FLOP rate any stored kernel of this GPU reached.
+- Launches: each launch of the sequence costs LAUNCH_US of GPU time on its own (a split launch's
+  three kernels at a tiny shape).
+- Distance: the further from where it was measured, the less a prediction is trusted: each unit
+  of log-distance (M, N, K, batch) adds DISTANCE_WEIGHT to the predicted time, so between two
+  close predictions the nearer measurement wins.
+
+A prediction is a ranking aid, not a measurement: `autotune search` at the shape is the answer
+when it matters, and the choice is logged as "predicted for ..." in the kernel's source.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .launch import LaunchPlan
+from .types import Problem
+
+THREADS_PER_SM = 2048  # sm_80 and newer
+BLOCKS_PER_SM = 32
+REG_ALLOC_UNIT = 256  # registers are given to a warp in units of 256
+SMEM_RESERVED = 1024  # bytes the runtime keeps per block (sm_80 and newer)
+LAUNCH_US = 2.0  # GPU time of one launch of a sequence, whatever it does: an estimate
+DISTANCE_WEIGHT = 0.05
+
+
+@dataclass(frozen=True)
+class Roof:
+    """The best rates any stored kernel of one GPU reached: bytes/ms and FLOP/ms."""
+
+    bytes_per_ms: float
+    flops_per_ms: float
+
+    @classmethod
+    def of(cls, measured: Iterable[tuple[Problem, float]]) -> Roof:
+        pairs = [(p, t) for p, t in measured if t > 0]
+        return cls(
+            max((p.bytes / t for p, t in pairs), default=math.inf),
+            max((p.flops / t for p, t in pairs), default=math.inf),
+        )
+
+
+def slots(plan: LaunchPlan, registers: int, smem_bytes: int, limits: Mapping) -> int:
+    """Blocks of the SGEMM kernel resident on the whole GPU at once."""
+    threads = plan.block
+    warps = -(-threads // 32)
+    per_warp = -(-max(registers, 1) * 32 // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+    by_regs = (limits["regs_per_sm"] // per_warp) // warps
+    by_smem = limits["smem_per_sm"] // (smem_bytes + SMEM_RESERVED)
+    per_sm = min(BLOCKS_PER_SM, THREADS_PER_SM // threads, by_regs, by_smem)
+    return max(per_sm, 1) * limits["sm_count"]
+
+
+def busiest_sm(plan: LaunchPlan, problem: Problem, n_slots: int) -> tuple[float, int]:
+    """(FLOPs of padded tiles the busiest SM slot runs, launches in the sequence) at `problem`."""
+    M, N, K = problem.M, problem.N, problem.K
+    env = dict(plan.env)
+    tm = int(env.get("BM", env.get("TILE", env.get("MR", 1))))
+    tn = int(env.get("BN", env.get("TILE", env.get("NR", 1))))
+    geo = plan.geometry(M, N, K, n_slots)
+    # The SGEMM kernels of the sequence (a split launch's main kernel and tail; helpers aside),
+    # their blocks sharing the padded work evenly, each launch in whole waves.
+    grids = [grid for step, grid in geo.launches if step.kernel in ("", "_tail")]
+    sizes = [g[0] * g[1] * (problem.batch if plan.batched else g[2]) for g in grids]
+    padded = 2.0 * (-(-M // tm) * tm) * (-(-N // tn) * tn) * K * problem.batch
+    per_block = padded / sum(sizes)
+    return sum(math.ceil(b / n_slots) for b in sizes) * per_block, len(geo.launches)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One stored measurement -- a config timed at its tuned shape -- and the config built for the
+    new problem's layout and batch (the same unless those differ)."""
+
+    problem: Problem  # where it was measured
+    measured: LaunchPlan  # the plan of the config measured
+    plan: LaunchPlan  # the plan of the config that would run
+    time_ms: float
+    slots: int
+    what: object  # handed back to the caller
+
+    def predict_ms(self, problem: Problem, roof: Roof) -> float:
+        at_s, launches_s = busiest_sm(self.measured, self.problem, self.slots)
+        at_p, launches_p = busiest_sm(self.plan, problem, self.slots)
+        launch_ms = LAUNCH_US * 1e-3
+        body_s = max(self.time_ms - launches_s * launch_ms, 0.1 * self.time_ms)
+        body = max(body_s * at_p / at_s, problem.bytes / roof.bytes_per_ms, problem.flops / roof.flops_per_ms)
+        return (body + launches_p * launch_ms) * (1 + DISTANCE_WEIGHT * distance(self.problem, problem))
+
+
+def distance(a: Problem, b: Problem) -> float:
+    """Log-distance over M, N, K and the batch."""
+    pairs = ((a.M, b.M), (a.N, b.N), (a.K, b.K), (a.batch, b.batch))
+    return sum(abs(math.log(x / y)) for x, y in pairs)
+
+
+def fastest(candidates: list[Candidate], problem: Problem, roof: Roof) -> tuple[Candidate, float] | None:
+    """The candidate with the least predicted time at `problem`, and that time (ms)."""
+    best = None
+    for c in candidates:
+        t = c.predict_ms(problem, roof)
+        if best is None or t < best[1]:
+            best = (c, t)
+    return best

@@ -1,0 +1,129 @@
+"""autotune.matmul on shapes nobody tuned, against cuBLAS: the kernel the dispatch picks from the
+stored results alone (autotune/model.py), and what the nearest tuned shape's winner would give.
+
+    python benchmarks/untuned.py                        # results_dir()'s records, the 20 shapes below
+    python benchmarks/untuned.py --results DIR --out untuned.json
+
+For each shape: the model's choice and the nearest-shape choice (both built for the layout and
+compiled, verified against float64), and cupy.matmul (cuBLAS), each timed by CUDA events around
+REPS back-to-back launches on the same operands after a warm-up, the median of ROUNDS rounds,
+the three interleaved in each round. GPU time only (host time is benchmarks/dispatch.py's).
+A shape that is in the results is skipped: the point is shapes the table does not hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("CUPY_TF32", "0")
+
+import cupy as cp
+
+import autotune
+from autotune import api
+from autotune.types import Problem
+
+# Spread over the regimes of the small-shape issue and large odd shapes; none is in the table.
+SHAPES = [
+    "5000", "1500", "777", "96", "3x4096x4096", "12x8192x8192", "40x4096x4096", "200x11008x4096",
+    "4096x3x4096", "8192x40x8192", "4096x200x4096", "128x128x32768", "512x512x65536", "2000x2000x32",
+    "8192x8192x128", "6000x1000x3000", "1000x6000x3000", "33x33x33", "300x400x500", "2048x8192x1024",
+]  # fmt: skip
+ROUNDS, WARMUP = 5, 3
+
+
+def gpu_ms(fn, reps: int) -> float:
+    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+    e0.record()
+    for _ in range(reps):
+        fn()
+    e1.record()
+    e1.synchronize()
+    return cp.cuda.get_elapsed_time(e0, e1) / reps
+
+
+def measure(problem: Problem, table, slug: str, arch: str) -> dict:
+    M, N, K = problem.M, problem.N, problem.K
+    rng = cp.random.default_rng(0)
+    a, b = rng.random((M, K), dtype=cp.float32) - 0.5, rng.random((K, N), dtype=cp.float32) - 0.5
+    out = cp.empty((M, N), dtype=cp.float32)
+    chosen = api._choose(cp.cuda.Device().id, M, N, K, "nn", 1, None, None)
+    near = table.nearest(problem, None)
+    nearest = api._kernel(api.built_for(api.entry_config(near[1])), cp.cuda.Device().id, arch, "nearest")
+    calls = {
+        "model": lambda: chosen(a, b, out),
+        "nearest": lambda: nearest(a, b, out),
+        "cublas": lambda: cp.matmul(a, b, out=out),
+    }
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    for name, fn in calls.items():
+        fn()
+        err = float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref))
+        if not err < 1e-4:
+            sys.exit(f"{name} at {problem.name}: relative error {err:.3g}")
+    est = max(gpu_ms(calls["cublas"], 1), 1e-3)
+    reps = int(min(200, max(5, 20 / est)))
+    times = {name: [] for name in calls}
+    for _ in range(ROUNDS):
+        for name, fn in calls.items():
+            for _ in range(WARMUP):
+                fn()
+            times[name].append(gpu_ms(fn, reps))
+    med = {name: statistics.median(t) for name, t in times.items()}
+    return {
+        "shape": problem.name,
+        "model": chosen.config.name,
+        "model_source": chosen.source,
+        "nearest": nearest.config.name,
+        "nearest_shape": near[0].name,
+        "ms": med,
+        "x_cublas": {"model": med["cublas"] / med["model"], "nearest": med["cublas"] / med["nearest"]},
+        "reps": reps,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=None, help="results folder (default: results_dir())")
+    ap.add_argument("--shapes", help="comma list instead of the 20 built in")
+    ap.add_argument("--out", type=Path, help="write the rows as JSON here")
+    args = ap.parse_args()
+    results = args.results or api.results_dir()
+    os.environ["AUTOTUNE_RESULTS"] = str(results)
+    slug, arch = api._device_props(cp.cuda.Device().id)
+    table = api._table_for(results, slug)
+    tuned = {shape for shape, _ in table.records}
+    rows = []
+    for text in args.shapes.split(",") if args.shapes else SHAPES:
+        problem = Problem.parse(text)
+        if problem in tuned:
+            print(f"{problem.name}: tuned, skipped")
+            continue
+        row = measure(problem, table, slug, arch)
+        rows.append(row)
+        x = row["x_cublas"]
+        cublas = row["ms"]["cublas"]
+        print(f"{row['shape']:>16}  model {x['model']:5.2f}x  nearest {x['nearest']:5.2f}x  cuBLAS {cublas:.4f} ms"
+              f"  ({row['model_source']})", flush=True)  # fmt: skip
+    for key in ("model", "nearest"):
+        xs = [r["x_cublas"][key] for r in rows]
+        if xs:
+            geo = math.exp(sum(math.log(x) for x in xs) / len(xs))
+            print(f"{key}: geometric mean {geo:.3f}x cuBLAS, lowest {min(xs):.3f}x, {len(xs)} shapes")
+    if args.out:
+        record = {"command": "python benchmarks/untuned.py " + shlex.join(sys.argv[1:]), "results": str(results),
+                  "device": slug, "autotune": autotune.__version__, "rows": rows}  # fmt: skip
+        args.out.write_text(json.dumps(record, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

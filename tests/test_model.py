@@ -1,0 +1,110 @@
+"""The model that carries a stored measurement to a shape nobody tuned (autotune/model.py):
+occupancy, wave quantisation, the roofline, and a choice that the nearest shape would get wrong.
+No GPU: plans, limits and times are written out here."""
+
+import math
+
+import pytest
+
+from autotune import model
+from autotune.space import Family, Space
+from autotune.types import Config, Problem
+
+H100 = {"sm_count": 132, "regs_per_sm": 65536, "smem_per_sm": 233472}
+ROOF = model.Roof(bytes_per_ms=3.0e9, flops_per_ms=50e9)  # 3 TB/s, 50 TFLOP/s
+
+
+def _plan(family: str, **params):
+    fam = Family.load(family)
+    return fam.resolve({**Space.load(family).fallback.as_dict(), **params}).plan
+
+
+def _warptile(**params):
+    base = {"SCHEDULE": "data_parallel", "SPLITK": 1, "BM": 128, "BN": 128, "WARPS_M": 2, "WARPS_N": 4}
+    return _plan("warptile", **(base | params))
+
+
+def test_slots_follow_the_tightest_resource():
+    plan = _warptile()  # 256 threads
+    assert plan.block == 256
+    assert model.slots(plan, 128, 1024, H100) == 2 * 132  # 128 registers: 16 warps of 8 -> 2 blocks
+    assert model.slots(plan, 64, 100_000, H100) == 2 * 132  # shared memory: 2 blocks of 101 KB
+    assert model.slots(plan, 32, 0, H100) == 8 * 132  # 2048 threads
+    assert model.slots(plan, 255, 200_000, H100) == 132  # never below one block an SM
+    tiled = _plan("tiled", TILE=32)  # 1024 threads
+    assert model.slots(tiled, 30, 8448, H100) == 2 * 132
+
+
+def test_a_measurement_predicts_itself_and_waves_quantise():
+    plan = _warptile()
+    n_slots = model.slots(plan, 128, 50_000, H100)  # 264
+    at = Problem(128 * 12, 128 * 22, 4096)  # 264 tiles: one full wave
+    c = model.Candidate(at, plan, plan, 2.0, n_slots, None)
+    assert c.predict_ms(at, ROOF) == pytest.approx(2.0)
+    one_more = Problem(128 * 12 + 1, 128 * 22, 4096)  # 286 tiles: a second wave
+    body = 2.0 - model.LAUNCH_US * 1e-3
+    expected = (2 * body + model.LAUNCH_US * 1e-3) * (1 + model.DISTANCE_WEIGHT * model.distance(at, one_more))
+    assert c.predict_ms(one_more, ROOF) == pytest.approx(expected)
+    deeper = Problem(128 * 12, 128 * 22, 8192)  # the same tiles, twice the k-iterations
+    assert c.predict_ms(deeper, ROOF) > 2 * body
+
+
+def test_no_prediction_beats_the_roofline():
+    plan = _warptile()
+    c = model.Candidate(Problem(4096, 4096, 4096), plan, plan, 1e-6, 264, None)  # an absurd time
+    p = Problem(8192, 8192, 8192)
+    assert c.predict_ms(p, ROOF) >= p.flops / ROOF.flops_per_ms
+    skinny = Problem(1, 8192, 8192)
+    assert c.predict_ms(skinny, ROOF) >= skinny.bytes / ROOF.bytes_per_ms
+
+
+def test_a_split_k_kernel_tuned_far_away_beats_the_nearest_big_tile_on_a_deep_k():
+    """1024 x 1024 x 16384: the nearest record, 1024^3 x 4096 with 32 tiles of 128 x 256, leaves
+    most SMs idle; a split-K config measured at 64 x 64 x 65536 fills them and wins, though far."""
+    big = _warptile(BN=256, WARPS_N=4)
+    split = _warptile(BM=64, BN=64, WARPS_M=2, WARPS_N=2, SPLITK=32)
+    near, far = Problem(1024, 1024, 4096), Problem(64, 64, 65536)
+    target = Problem(1024, 1024, 16384)
+    cands = [
+        model.Candidate(near, big, big, near.flops / 12e9, model.slots(big, 128, 100_000, H100), "big"),
+        model.Candidate(far, split, split, far.flops / 5e9, model.slots(split, 96, 40_000, H100), "split"),
+    ]
+    assert model.distance(near, target) < model.distance(far, target)
+    best, t = model.fastest(cands, target, ROOF)
+    assert best.what == "split" and math.isfinite(t)
+
+
+def test_a_streaming_kernel_pays_for_rereading_its_operand():
+    """fewrows with MR rows a block: 16 x the rows is 16 x the blocks, each reading its slab of B
+    again (the ideal bytes, A and B read once, hardly change)."""
+    plan = _plan("fewrows", MR=1)
+    at, more = Problem(1, 4096, 4096), Problem(16, 4096, 4096)
+    c = model.Candidate(at, plan, plan, at.bytes / 2.7e9, model.slots(plan, 40, 2048, H100), None)
+    assert more.bytes < 1.01 * at.bytes
+    assert c.predict_ms(more, ROOF) > 2 * c.predict_ms(at, ROOF)  # more waves of blocks: 3x here
+
+
+def test_the_api_asks_the_model_only_where_nothing_was_measured(tmp_path):
+    """A tuned shape's own record is used as measured; the candidates of another shape are every
+    family's best that is meant for it (fewrows is not meant for 4096 rows)."""
+    from autotune import api
+
+    fewrows = Config.make("fewrows", Space.load("fewrows").fallback.as_dict())
+    wt = Config.make("warptile", Space.load("warptile").fallback.as_dict())
+
+    def entry(cfg, shape, ms):
+        lim = dict(H100, name="NVIDIA H100", arch="sm_90")
+        params = cfg.as_dict()
+        return {"config": {"family": cfg.family, "params": params}, "time_ms": ms, "registers": 64,
+                "smem_bytes": 20000, "limits": lim, "gflops": shape.flops / ms / 1e6}  # fmt: skip
+
+    s1, s2 = Problem(1, 4096, 4096), Problem(2048, 2048, 2048)
+    table = api._Table(
+        "x", None, [(s1, {"fewrows": entry(fewrows, s1, 0.012)}), (s2, {"warptile": entry(wt, s2, 0.35)})], True
+    )
+    shape, _, cfg, predicted = table.choose(s2, None)
+    assert (shape, cfg.family, predicted) == (s2, "warptile", None)
+    shape, _, cfg, predicted = table.choose(Problem(4096, 4096, 1024), None)
+    assert shape == s2 and cfg.family == "warptile" and predicted > 0
+    shape, _, cfg, _ = table.choose(Problem(2, 4096, 4096), None)
+    assert cfg.family == "fewrows"
