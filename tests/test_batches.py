@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import families, have_nvcc
+from helpers import build_and_run_header_main, families, have_nvcc
 
 from autotune import api
 from autotune.evaluate import prepare
@@ -155,16 +155,7 @@ def test_batched_header_builds_without_warnings_and_refuses_bad_batches(tmp_path
     entry = {"config": {"family": family, "params": params}, "gflops": 1.0, "ratio": 1.0}
     header = header_for_entry(rec, entry, "tuned.h")
     assert ("one launch per matrix" in header) == (batch == 1)
-    (tmp_path / "tuned.h").write_text(header)
-    (tmp_path / "main.cu").write_text(HEADER_MAIN)
-    flags = ["-Xcompiler", "-Wall,-Wextra", "-Xptxas", "-warn-spills", "-Werror", "all-warnings"]
-    exe = tmp_path / "main"
-    b = subprocess.run(
-        ["nvcc", "-arch=sm_90", *flags, "-o", str(exe), str(tmp_path / "main.cu")], capture_output=True, text=True
-    )
-    assert b.returncode == 0 and "warning" not in b.stderr.lower(), b.stderr
-    r = subprocess.run([str(exe)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
+    build_and_run_header_main(tmp_path, header, HEADER_MAIN)
 
 
 def test_matrices_apart():

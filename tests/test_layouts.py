@@ -2,10 +2,8 @@
 the spaces built for a layout, which families read which layout, kernels that compile for each,
 headers that compile without warnings and refuse bad arguments, and how arrays are read."""
 
-import subprocess
-
 import pytest
-from helpers import families, have_nvcc
+from helpers import build_and_run_header_main, families, have_nvcc
 
 from autotune import api
 from autotune.cli_inputs import meant_for
@@ -175,13 +173,4 @@ def test_header_builds_without_warnings_and_refuses_bad_arguments(tmp_path, fami
     params = {**Space.load(family).fallback.as_dict(), **fam.pinned_values(Problem(1, 1, 1, layout))}
     rec = {"problem": Problem(64, 48, 32, layout).as_dict(), "gpu": {"name": "test", "arch": "sm_90"}}
     entry = {"config": {"family": family, "params": params}, "gflops": 1.0, "ratio": 1.0}
-    (tmp_path / "tuned.h").write_text(header_for_entry(rec, entry, "tuned.h"))
-    (tmp_path / "main.cu").write_text(HEADER_MAIN)
-    flags = ["-Xcompiler", "-Wall,-Wextra", "-Xptxas", "-warn-spills", "-Werror", "all-warnings"]
-    exe = tmp_path / "main"
-    b = subprocess.run(
-        ["nvcc", "-arch=sm_90", *flags, "-o", str(exe), str(tmp_path / "main.cu")], capture_output=True, text=True
-    )
-    assert b.returncode == 0 and "warning" not in b.stderr.lower(), b.stderr
-    r = subprocess.run([str(exe)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
+    build_and_run_header_main(tmp_path, header_for_entry(rec, entry, "tuned.h"), HEADER_MAIN)

@@ -4,11 +4,9 @@ interleaved heads, transposed and column-major matrices, a batch longer than one
 batches matmul refuses, and a batched header's example program against
 cublasSgemmStridedBatched."""
 
-import subprocess
-
 import cupy as cp
 import pytest
-from helpers import ROOT, have_nvcc
+from helpers import have_nvcc, run_example_program
 from test_correctness import CONFIGS
 
 import autotune
@@ -165,14 +163,5 @@ def test_example_program_checks_a_batched_header_against_cublas(tmp_path, h100, 
     update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
     assert "runs a batch in one launch" in (tmp_path / "tuned_sgemm.h").read_text()
-    exe = tmp_path / "sgemm_check"
-    source = ROOT / "examples" / "sgemm_check.cu"
-    build = subprocess.run(
-        ["nvcc", "-arch=sm_90", "-O2", f"-I{tmp_path}", str(source), "-lcublas", "-o", str(exe)],
-        capture_output=True,
-        text=True,
-    )
-    assert build.returncode == 0, build.stderr
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "all ok" in run.stdout and run.stdout.count("batch 3 strided") == 6
+    out = run_example_program(tmp_path)
+    assert out.count("batch 3 strided") == 6

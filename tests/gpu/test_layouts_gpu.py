@@ -2,11 +2,9 @@
 the search's evaluator, autotune.load and autotune.matmul; and the exported header's example
 program against cuBLAS."""
 
-import subprocess
-
 import cupy as cp
 import pytest
-from helpers import ROOT, have_nvcc
+from helpers import ROOT, have_nvcc, run_example_program
 from test_correctness import CONFIGS
 
 import autotune
@@ -127,14 +125,4 @@ def test_example_program_checks_the_exported_header_against_cublas(tmp_path, h10
     problem = Problem(1000, 1000, 1000, layout)
     update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
-    exe = tmp_path / "sgemm_check"
-    source = ROOT / "examples" / "sgemm_check.cu"
-    build = subprocess.run(
-        ["nvcc", "-arch=sm_90", "-O2", f"-I{tmp_path}", str(source), "-lcublas", "-o", str(exe)],
-        capture_output=True,
-        text=True,
-    )
-    assert build.returncode == 0, build.stderr
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "all ok" in run.stdout
+    run_example_program(tmp_path)
