@@ -50,12 +50,20 @@ def test_matmul_is_correct(shape):
     assert float(cp.linalg.norm(autotune.matmul(a_t, b) - _ref(a, b)) / cp.linalg.norm(_ref(a, b))) < 1e-5
 
 
-def test_load_uses_the_nearest_tuned_shape():
+def test_load_uses_the_stored_config_predicted_fastest():
+    """A shape not tuned: the config autotune.model predicts fastest among the stored ones (its
+    record and predicted time in the source); a tuned shape: its own record, as measured."""
+    from autotune import api
+    from autotune.results import live_gpu_slug
+
+    slug = live_gpu_slug()
     k = autotune.load("4000x4100x4096")
-    slug = k.source.split(" on ")[-1]
-    tuned, entry = nearest_entry(Problem(4000, 4100, 4096), slug)
-    assert tuned == Problem(4096, 4096, 4096) and k.config.name == entry["config"]["name"]
-    assert "tuned for 4096x4096x4096" in k.source
+    tuned, _, cfg, predicted = api._table_for(None, slug).choose(Problem(4000, 4100, 4096), None)
+    assert k.config == cfg and predicted > 0
+    assert k.source.startswith(f"tuned for {tuned.name} on {slug}, predicted fastest here (")
+    exact = autotune.load("4096x4096x4096")
+    _, entry = nearest_entry(Problem(4096, 4096, 4096), slug)
+    assert exact.source == f"tuned for 4096x4096x4096 on {slug}" and exact.config.name == entry["config"]["name"]
 
 
 def test_bad_inputs_are_clear_errors():
