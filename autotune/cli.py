@@ -139,6 +139,13 @@ def _search_parser(sub) -> argparse.ArgumentParser:
         default=[],
         help="YAML space replacing a family's default (its 'family:' key, or the one --family)",
     )
+    s.add_argument(
+        "--no-seeds",
+        action="store_true",
+        help="a cold search: leave out each family's seeds (configs measured on other GPUs, tried first by "
+        "default) and start from the sampler alone, as on a GPU nobody has tuned for; its studies are kept "
+        "apart from seeded ones",
+    )
     return s
 
 

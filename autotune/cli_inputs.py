@@ -92,7 +92,8 @@ def load_spaces(args) -> list[Space]:
         if args.family and fam not in spaces:
             raise UserError(f"{path}: is for family {fam!r}, which is not among --family {' '.join(spaces)}")
         spaces[fam] = Space.from_dict(Family.load(fam), data, str(path))
-    return [sp if sp is not None else Space.load(f) for f, sp in spaces.items()]
+    loaded = [sp if sp is not None else Space.load(f) for f, sp in spaces.items()]
+    return [sp.without_seeds() for sp in loaded] if getattr(args, "no_seeds", False) else loaded
 
 
 # ---------------------------------------------------------------------------------------------

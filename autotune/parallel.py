@@ -21,7 +21,7 @@ from .types import Problem
 def run_search_process(
     index: int,
     evaluator_spec: dict,
-    families: list[tuple[str, str]],
+    families: list[tuple[str, str, bool]],
     problem: Problem,
     plan_kwargs: dict,
     deadline_wall: float | None,
@@ -33,8 +33,9 @@ def run_search_process(
 
     ev = build_evaluator(evaluator_spec, index)
     try:
-        for i, (family, source) in enumerate(families):
-            plan = make_plan(Space.load(family, source), problem, ev.limits, **plan_kwargs)
+        for i, (family, source, cold) in enumerate(families):
+            space = Space.load(family, source)
+            plan = make_plan(space.without_seeds() if cold else space, problem, ev.limits, **plan_kwargs)
             deadline = None
             if deadline_wall is not None:
                 left = deadline_wall - time.time()
@@ -74,7 +75,7 @@ def search_parallel(
         recover_stale(plan.open(), wait=True)
     deadline_wall = time.time() + timeout_s if timeout_s is not None else None
     ctx = mp.get_context("spawn")
-    fams = [(sp.family.name, sp.source) for sp in spaces]
+    fams = [(sp.family.name, sp.source, sp.cold) for sp in spaces]  # each process loads them again
     procs = [
         ctx.Process(target=run_search_process, args=(i, evaluator_spec, fams, problem, kwargs, deadline_wall, batch))
         for i in range(workers)

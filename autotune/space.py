@@ -21,6 +21,7 @@ launch plan computed; rendering, compiling, running and exporting all read that 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
 import math
 import os
@@ -336,6 +337,11 @@ class Space:
     seeds: list[Config]
     source: str = ""
     fallback: Config | None = None
+    cold: bool = False  # the seeds were left out on purpose (search --no-seeds): a study of its own
+
+    def without_seeds(self) -> Space:
+        """This space searched cold: no seeds, as on a GPU nobody has measured configs on."""
+        return dataclasses.replace(self, seeds=[], cold=True)
 
     @classmethod
     def load(cls, family: str | Family, path: Path | None = None) -> Space:
@@ -411,7 +417,7 @@ class Space:
             return None if c is None else self.family.built_for(c, problem)
 
         values = {p: ([fixed[p]] if p in fixed else v) for p, v in self.values.items()}
-        return Space(self.family, values, [pin(c) for c in self.seeds], self.source, pin(self.fallback))
+        return Space(self.family, values, [pin(c) for c in self.seeds], self.source, pin(self.fallback), self.cold)
 
     def enumerate(self, limits: DeviceLimits) -> Enumeration:
         """All statically valid points, with how many points each rule removed.

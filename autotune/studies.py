@@ -51,9 +51,9 @@ def default_storage(results_dir, gpu_slug: str) -> str:
 def study_name(gpu_slug: str, problem: Problem, space: Space, sampler: str) -> str:
     # The template's text is part of the name: after an edit, the configs measured before are
     # other code and are measured again (a resumed study would skip them).
-    blob = json.dumps(
-        {"values": space.values, "sampler": sampler, "template": space.family.fingerprint}, sort_keys=True
-    )
+    # A cold search (no seeds) is kept apart from seeded ones, which would hand it their trials.
+    key = {"values": space.values, "sampler": sampler, "template": space.family.fingerprint}
+    blob = json.dumps(key | ({"cold": True} if space.cold else {}), sort_keys=True)
     return f"{gpu_slug}/{problem.name}/{space.family.name}/{hashlib.sha1(blob.encode()).hexdigest()[:10]}"
 
 

@@ -150,8 +150,8 @@ def test_a_trial_asked_but_never_named_is_failed(tmp_path, monkeypatch):
     assert {t.number: t.state.name for t in study.get_trials()} == {orphan.number: "FAIL", named.number: "RUNNING"}
 
 
-def _run_workers(results, replay_path, workers, storage=None):
-    extra = ["--trials", "60", "--sampler", "grid", "--workers", str(workers)]
+def _run_workers(results, replay_path, workers, storage=None, *more):
+    extra = ["--trials", "60", "--sampler", "grid", "--workers", str(workers), *more]
     if storage:
         extra += ["--storage", storage]
     r = subprocess.run(_cmd(results, replay_path, *extra), cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -172,6 +172,14 @@ def test_three_workers_share_one_study(tmp_path, replay):
     multi = _run_workers(tmp_path / "three", path, 3)
     _check_once(_trials(tmp_path / "three"))
     assert multi["config"]["name"] == single["config"]["name"]
+
+
+def test_cold_workers_share_the_cold_study(tmp_path, replay):
+    """--no-seeds with workers: every process loads the space again and must build the same cold
+    study, or the workers would measure into a seeded one beside it."""
+    path, _ = replay
+    _run_workers(tmp_path / "cold", path, 2, None, "--no-seeds")
+    _check_once(_trials(tmp_path / "cold"))  # one study only, all 60 trials in it
 
 
 @pytest.mark.skipif(

@@ -95,6 +95,20 @@ def test_a_different_space_is_a_different_study(tmp_path, h100):
     assert ra.study_name != rb.study_name
 
 
+def test_a_cold_search_tries_no_seed_and_shares_no_study_with_a_seeded_one(tmp_path, h100):
+    """search --no-seeds: the seeds are not queued, and a seeded study of the same space (whose
+    trials start from the seeds) is not resumed by it."""
+    sp = Space.load("coarse2d")
+    _, table = _table(sp, h100, 1)
+    storage = default_storage(tmp_path, "t")
+    warm = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=storage, trials=6, seed=3)
+    ev = ReplayEvaluator(table, h100)
+    cold = search_family(sp.without_seeds(), P, ev, gpu_slug="t", storage=storage, trials=6, seed=3)
+    assert cold.study_name != warm.study_name and cold.evaluated == 6
+    assert not {s.name for s in sp.seeds} & set(ev.calls[:2])  # TPE's random start, not the seeds
+    assert sp.without_seeds().for_problem(Problem(8, 8, 8, "nt")).cold
+
+
 def test_a_template_edit_is_a_different_study(tmp_path):
     """Configs measured with other template text are other code: a study must not resume them."""
     from autotune.space import TEMPLATE_DIR, Family
