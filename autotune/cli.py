@@ -231,6 +231,12 @@ def _export_parser(sub) -> None:
     e.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")
     e.add_argument("--family", metavar="F", help="best of this family instead of the overall best")
     e.add_argument(
+        "--layouts",
+        metavar="LIST",
+        help="several layouts in one header (nn,nt,tn,tt or 'all'): each layout's best record of the shape, "
+        "cuBLAS's entry points dispatching on the transposes (a drop-in for programs that call several)",
+    )
+    e.add_argument(
         "-o", "--output", type=Path, default=Path("tuned_sgemm.h"), help="header path (default tuned_sgemm.h)"
     )
     e.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
@@ -290,14 +296,29 @@ def cmd_export(args) -> int:
     from .results import resolve_gpu
 
     problem = parse_problem(args)
+    layouts = _layout_list(args.layouts) if args.layouts else None
+    if layouts and args.layout != "nn":
+        raise UserError("give --layout or --layouts, not both")
     slug = resolve_gpu(args.results, args.gpu)
     check_output_file(args.output)
-    path, entry = export(args.results, slug, problem, args.output, args.family)
+    path, entry = export(args.results, slug, problem, args.output, args.family, layouts)
+    if layouts and len(layouts) > 1:
+        print(f"wrote {path}: layouts {' '.join(layouts)} of {problem.with_layout('nn').name} on {slug}")
+        return 0
     print(
         f"wrote {path}: {entry['config']['name']} ({entry['gflops']:.0f} GFLOP/s, "
         f"{entry['ratio']:.2f}x cuBLAS on {slug})"
     )
     return 0
+
+
+def _layout_list(text: str) -> list[str]:
+    names = [t.strip().lower() for t in text.split(",") if t.strip()]
+    names = list(LAYOUTS) if names == ["all"] else names
+    bad = [n for n in names if n not in LAYOUTS]
+    if bad or not names:
+        raise UserError(f"--layouts {text!r}: a comma list of {', '.join(LAYOUTS)} (or 'all')")
+    return list(dict.fromkeys(names))
 
 
 def cmd_check(args) -> int:

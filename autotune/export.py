@@ -82,16 +82,39 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
 
 def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h") -> str:
     """Header text for one results entry."""
-    cfg = entry_config(entry)
-    resolved = Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
-    fam = resolved.family
+    return header_for_entries([(record, entry)], file_name)
+
+
+def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_sgemm.h") -> str:
+    """Header text for results entries of one shape: one (the header of that layout, its entry
+    points global) or one per layout (each kernel and its launchers in namespace autotune_<layout>,
+    cuBLAS's entry points dispatching on the transposes)."""
+    multi = len(picks) > 1
+    sections, notes, first = [], [], None
+    for record, entry in picks:
+        cfg = entry_config(entry)
+        resolved = Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
+        layout = Problem(**record["problem"]).layout
+        kernel_name = EXPORT_KERNEL + (f"_{layout}" if multi else "")
+        context = launcher_context(resolved, kernel_name)
+        source = render(resolved, kernel_name=kernel_name).strip()
+        section = template(resolved.family.path.parent, "_export_section.h.j2")
+        text = section.render(KERNEL_SOURCE=source, TRANS=resolved.plan.layout, **context)
+        sections.append((f"autotune_{layout}" if multi else "", text.strip()))
+        notes.append(f"{layout}: {resolved.name}, {entry['gflops']:.0f} GFLOP/s, {entry['ratio']:.2f}x cuBLAS")
+        first = first or (record, entry, resolved, context)
+    record, entry, resolved, context = first
     p = record["problem"]
-    return template(fam.path.parent, "_export.h.j2").render(
+    shape = Problem(**p)
+    return template(resolved.family.path.parent, "_export.h.j2").render(
+        MULTI=multi,
+        SECTIONS=sections,
+        SECTION_NOTES=notes,
+        LAYOUTS=[Problem(**r["problem"]).layout for r, _ in picks],
         FILE_NAME=file_name,
         VERSION=__version__,
         DATE=_dt.date.today().isoformat(),
-        SHAPE=Problem(**p).name,
-        LAYOUT=Problem(**p).layout,
+        SHAPE=shape.with_layout("nn").name if multi else shape.name,
         TRANS=resolved.plan.layout,
         GPU=record["gpu"]["name"],
         CONFIG_NAME=resolved.name,
@@ -100,21 +123,26 @@ def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h"
         REGISTERS=entry.get("registers"),
         SMEM_BYTES=entry.get("smem_bytes"),
         ARCH=record["gpu"].get("arch", "sm_90"),
-        FAMILY=fam.name,
+        FAMILY=resolved.family.name,
         M=p["M"],
         N=p["N"],
         K=p["K"],
         PARAMS=sorted(resolved.config.params),
-        KERNEL_SOURCE=render(resolved, kernel_name=EXPORT_KERNEL).strip(),
-        **launcher_context(resolved, EXPORT_KERNEL),
+        **context,
     )
 
 
 def export(
-    root: Path | str, gpu_slug: str, problem: Problem, out: Path | str, family: str | None = None
+    root: Path | str,
+    gpu_slug: str,
+    problem: Problem,
+    out: Path | str,
+    family: str | None = None,
+    layouts: list[str] | None = None,
 ) -> tuple[Path, dict]:
-    """Write the header for the best stored result; returns (path, entry)."""
-    record, entry = best_entry(root, gpu_slug, problem, family)
+    """Write the header for the best stored result (one per layout of `layouts`, each stored for
+    the problem's shape in that layout); returns (path, the first entry)."""
+    picks = [best_entry(root, gpu_slug, problem.with_layout(lay), family) for lay in layouts or [problem.layout]]
     out = Path(out)
-    atomic_write_text(out, header_for_entry(record, entry, out.name))
-    return out, entry
+    atomic_write_text(out, header_for_entries(picks, out.name))
+    return out, picks[0][1]

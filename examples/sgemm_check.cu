@@ -7,6 +7,8 @@
 // Each shape is run through the header's three entry points -- cuBLAS's column-major
 // convention with leading dimensions larger than the rows, the row-major one, and the
 // contiguous one -- and compared with cublasSgemm on the same data (alpha = 1.5, beta = -0.5).
+// A header of several layouts (autotune export --layouts nn,nt,...) is run through cuBLAS's
+// convention once per layout it holds.
 // It also checks that bad arguments return cudaErrorInvalidValue and leave C untouched, and runs
 // the strided batched entry point (three matrices with gaps between them, then one B shared by
 // all of them, stride 0) against cublasSgemmStridedBatched.
@@ -47,15 +49,37 @@ static double rel_diff(const std::vector<float>& x, const std::vector<float>& re
     return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// Column-major storage sizes of op(A) (m x k) and op(B) (k x n) in the header's layout.
 struct Case {
     int m, n, k;
 };
 
-static bool run_case(cublasHandle_t handle, Case c)
+// cuBLAS's transposes each layout of the header serves: a row-major A @ B.T (nt) kernel is
+// cuBLAS's ('T', 'N'). A header of several layouts (export --layouts) names them AUTOTUNE_HAS_*.
+struct Trans {
+    char ta, tb;
+};
+#ifdef AUTOTUNE_LAYOUTS
+static const Trans kTrans[] = {
+#ifdef AUTOTUNE_HAS_NN
+    {'N', 'N'},
+#endif
+#ifdef AUTOTUNE_HAS_NT
+    {'T', 'N'},
+#endif
+#ifdef AUTOTUNE_HAS_TN
+    {'N', 'T'},
+#endif
+#ifdef AUTOTUNE_HAS_TT
+    {'T', 'T'},
+#endif
+};
+#else
+static const Trans kTrans[] = {{AUTOTUNE_TRANS_B ? 'T' : 'N', AUTOTUNE_TRANS_A ? 'T' : 'N'}};
+#endif
+
+static bool run_case(cublasHandle_t handle, Case c, Trans t)
 {
-    // cuBLAS's transposes for this header: a row-major A @ B.T build is cuBLAS's ('T', 'N').
-    const char ta = AUTOTUNE_TRANS_B ? 'T' : 'N', tb = AUTOTUNE_TRANS_A ? 'T' : 'N';
+    const char ta = t.ta, tb = t.tb;
     const int a_rows = ta == 'N' ? c.m : c.k, a_cols = ta == 'N' ? c.k : c.m;  // column-major A
     const int b_rows = tb == 'N' ? c.k : c.n, b_cols = tb == 'N' ? c.n : c.k;  // column-major B
     const int lda = a_rows + 3, ldb = b_rows + 5, ldc = c.m + 1;  // padded, not multiples of 4
@@ -82,18 +106,24 @@ static bool run_case(cublasHandle_t handle, Case c)
     ok = ok && e1 <= 1e-4;
 
     // 2. The row-major entry point on the same memory: column-major C (m x n) is row-major C^T.
+    // (A header of several layouts has one per layout, in its namespace: not called here.)
+    double e2 = 0.0;
+#ifndef AUTOTUNE_LAYOUTS
     CHECK_CUDA(cudaMemcpy(C, hc.data(), c_n * 4, cudaMemcpyHostToDevice));
     CHECK_CUDA(autotune_sgemm_row_major(c.n, c.m, c.k, alpha, B, ldb, A, lda, beta, C, ldc, 0));
     CHECK_CUDA(cudaMemcpy(got.data(), C, c_n * 4, cudaMemcpyDeviceToHost));
-    const double e2 = rel_diff(got, ref);
+    e2 = rel_diff(got, ref);
     ok = ok && e2 <= 1e-4;
+#endif
 
     // 3. Bad arguments: nothing runs, C is left as it was.
     const cudaError_t bad[] = {
         autotune_sgemm(ta, tb, c.m, c.n, c.k, alpha, A, a_rows - 1, B, ldb, beta, C, ldc, 0),
         autotune_sgemm(ta, tb, c.m, c.n, c.k, alpha, A, lda, B, ldb, beta, C, c.m - 1, 0),
         autotune_sgemm(ta, tb, -1, c.n, c.k, alpha, A, lda, B, ldb, beta, C, ldc, 0),
+#ifndef AUTOTUNE_LAYOUTS  // another layout's transposes (a header of several may hold it)
         autotune_sgemm(ta == 'N' ? 'T' : 'N', tb, c.m, c.n, c.k, alpha, A, lda, B, ldb, beta, C, ldc, 0),
+#endif
         autotune_sgemm('X', tb, c.m, c.n, c.k, alpha, A, lda, B, ldb, beta, C, ldc, 0),
         autotune_sgemm(ta, tb, c.m, c.n, c.k, alpha, A, lda, B, ldb, beta, A, ldc, 0),  // C overlaps A
     };
@@ -110,6 +140,7 @@ static bool run_case(cublasHandle_t handle, Case c)
     return ok;
 }
 
+#ifndef AUTOTUNE_LAYOUTS
 // The contiguous row-major entry point against cuBLAS on the transposed problem.
 static bool run_contiguous(cublasHandle_t handle, Case c)
 {
@@ -134,12 +165,13 @@ static bool run_contiguous(cublasHandle_t handle, Case c)
     cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R);
     return e <= 1e-4;
 }
+#endif
 
 // autotune_sgemm_strided_batched against cublasSgemmStridedBatched: padded leading dimensions,
 // strides a little longer than a matrix, and B broadcast (stride 0).
-static bool run_batched(cublasHandle_t handle, Case c, int batch)
+static bool run_batched(cublasHandle_t handle, Case c, int batch, Trans t)
 {
-    const char ta = AUTOTUNE_TRANS_B ? 'T' : 'N', tb = AUTOTUNE_TRANS_A ? 'T' : 'N';
+    const char ta = t.ta, tb = t.tb;
     const cublasOperation_t opa = ta == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T, opb = tb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T;
     const int a_rows = ta == 'N' ? c.m : c.k, a_cols = ta == 'N' ? c.k : c.m;
     const int b_rows = tb == 'N' ? c.k : c.n, b_cols = tb == 'N' ? c.n : c.k;
@@ -183,13 +215,21 @@ int main(int argc, char** argv)
     cublasHandle_t handle;
     CHECK_CUBLAS(cublasCreate(&handle));
     CHECK_CUBLAS(cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH));  // strict FP32, no TF32
+#ifdef AUTOTUNE_LAYOUTS
+    std::printf("%s: layouts %s\n", argv[0], AUTOTUNE_LAYOUTS);
+#else
     std::printf("%s: %s (AUTOTUNE_TRANS_A %d, AUTOTUNE_TRANS_B %d)\n", argv[0], AUTOTUNE_FAMILY, AUTOTUNE_TRANS_A, AUTOTUNE_TRANS_B);
+#endif
     bool ok = true;
     for (const Case& c : cases) {
         if (c.m < 1 || c.n < 1 || c.k < 1) { std::fprintf(stderr, "sizes must be >= 1\n"); return 2; }
-        ok = run_case(handle, c) && ok;
+        for (const Trans& t : kTrans) {
+            ok = run_case(handle, c, t) && ok;
+            ok = run_batched(handle, c, 3, t) && ok;
+        }
+#ifndef AUTOTUNE_LAYOUTS
         ok = run_contiguous(handle, c) && ok;
-        ok = run_batched(handle, c, 3) && ok;
+#endif
     }
     cublasDestroy(handle);
     std::printf("%s\n", ok ? "all ok" : "FAILED");

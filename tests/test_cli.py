@@ -222,3 +222,12 @@ def test_search_table_is_the_representative_grid(tmp_path):
     assert runs == [Problem.parse(s, "nt").name for s in TABLE_SHAPES]
     line = _one_clear_line(run("search", "--table", "--size", "64", "--dry-run", cwd=tmp_path))
     assert "give one of --size, --m/--n/--k, --sizes, --shapes-file or --table" in line
+
+
+def test_export_layouts_bad_input(tmp_path):
+    for args, msg in [
+        (["--layouts", "nn,xy"], "--layouts 'nn,xy': a comma list of nn, nt, tn, tt (or 'all')"),
+        (["--layouts", "nn,nt", "--layout", "tt"], "give --layout or --layouts, not both"),
+    ]:
+        line = _one_clear_line(run("export", "--size", "64", *args, "--results", str(tmp_path), cwd=tmp_path))
+        assert msg in line, line

@@ -2,6 +2,8 @@
 the spaces built for a layout, which families read which layout, kernels that compile for each,
 headers that compile without warnings and refuse bad arguments, and how arrays are read."""
 
+import subprocess
+
 import pytest
 from helpers import build_and_run_header_main, families, have_nvcc
 
@@ -174,3 +176,82 @@ def test_header_builds_without_warnings_and_refuses_bad_arguments(tmp_path, fami
     rec = {"problem": Problem(64, 48, 32, layout).as_dict(), "gpu": {"name": "test", "arch": "sm_90"}}
     entry = {"config": {"family": family, "params": params}, "gflops": 1.0, "ratio": 1.0}
     build_and_run_header_main(tmp_path, header_for_entry(rec, entry, "tuned.h"), HEADER_MAIN)
+
+
+MULTI_MAIN = r"""#include <cstdio>
+#include "tuned.h"
+int main() {
+    // Rejected before any CUDA call (so this runs without a GPU). The header holds nn, nt and tt:
+    // cuBLAS's ('N', 'T') is the row-major tn layout, which it lacks.
+    float* p = reinterpret_cast<float*>(0x100000);
+    float *A = p, *B = p + 4096, *C = p + 8192;
+    const cudaError_t e[] = {
+        autotune_sgemm('N', 'T', 64, 48, 32, 1.0f, A, 64, B, 48, 0.0f, C, 64, 0),
+        autotune_sgemm('Q', 'N', 64, 48, 32, 1.0f, A, 64, B, 32, 0.0f, C, 64, 0),
+        autotune_sgemm('N', 'N', 0, 48, 32, 1.0f, A, 64, B, 32, 0.0f, C, 64, 0),
+        autotune_sgemm('N', 'N', 64, 48, 32, 1.0f, A, 63, B, 32, 0.0f, C, 64, 0),
+        autotune_sgemm('T', 'N', 64, 48, 32, 1.0f, A, 31, B, 32, 0.0f, C, 64, 0),
+        autotune_sgemm('T', 'T', 64, 48, 32, 1.0f, A, 32, B, 48, 0.0f, A + 10, 64, 0),
+        autotune_sgemm_strided_batched('N', 'N', 64, 48, 32, 1.0f, A, 64, 0, B, 32, 0, 0.0f, C, 64, 3072, 0, 0),
+        autotune_nt::autotune_sgemm_row_major(48, 64, 32, 1.0f, B, 32, A, 32, 0.0f, C, 47, 0),
+    };
+    int refused = 0;
+    for (cudaError_t x : e) refused += x == cudaErrorInvalidValue;
+    printf("%d of %d refused (layouts %s)\n", refused, (int)(sizeof(e) / sizeof(e[0])), AUTOTUNE_LAYOUTS);
+#if !defined(AUTOTUNE_HAS_NN) || !defined(AUTOTUNE_HAS_NT) || !defined(AUTOTUNE_HAS_TT) || defined(AUTOTUNE_HAS_TN)
+    return 2;
+#endif
+    return refused == (int)(sizeof(e) / sizeof(e[0])) ? 0 : 1;
+}
+"""
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+def test_a_header_of_several_layouts_builds_and_dispatches_on_the_transposes(tmp_path, h100):
+    """export --layouts: one kernel and its launchers per layout, each in its namespace (families
+    mixed), built warning-free; cuBLAS's transposes go to their layout's kernel, a layout the
+    header lacks is refused like bad arguments."""
+    from test_results import GPU, _entry
+
+    from autotune.export import export
+    from autotune.results import update_record
+
+    for fam, lay in [("warptile", "nn"), ("vectorized", "nt"), ("warptile", "tt")]:
+        problem = Problem(64, 48, 32, lay)
+        params = Family.load(fam).built_for(Space.load(fam).fallback, problem).as_dict()
+        update_record(tmp_path, GPU, problem, {fam: _entry(fam, params, 1000.0, h100)})
+    slug, shape = GPU["slug"], Problem(64, 48, 32)
+    export(tmp_path, slug, shape, tmp_path / "tuned.h", layouts=["nn", "nt", "tt"])
+    header = (tmp_path / "tuned.h").read_text()
+    assert "namespace autotune_nt {" in header and "autotune_tuned_sgemm_kernel_tt" in header
+    build_and_run_header_main(tmp_path, header, MULTI_MAIN)
+    with pytest.raises(UserError, match="64x48x32_tn"):
+        export(tmp_path, slug, shape, tmp_path / "x.h", layouts=["nn", "tn"])
+    assert not (tmp_path / "x.h").exists()
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+@pytest.mark.parametrize("layouts", [["tn"], ["nn", "nt", "tn", "tt"]], ids=["one layout", "four layouts"])
+def test_the_example_program_compiles_with_either_kind_of_header(tmp_path, h100, layouts):
+    """examples/sgemm_check.cu against a header of one layout and one of several, warning-free
+    (compiled only: cuBLAS's declarations come from tests/data/fake_cublas; GPU tests run it)."""
+    from helpers import ROOT
+    from test_results import GPU, _entry
+
+    from autotune.export import export
+    from autotune.results import update_record
+
+    shape = Problem(100, 80, 60)
+    for lay in layouts:
+        params = Family.load("vectorized").built_for(Space.load("vectorized").fallback, shape.with_layout(lay))
+        update_record(
+            tmp_path, GPU, shape.with_layout(lay), {"vectorized": _entry("vectorized", params.as_dict(), 1e3, h100)}
+        )
+    export(tmp_path, GPU["slug"], shape.with_layout(layouts[0]), tmp_path / "tuned_sgemm.h", layouts=layouts)
+    fake = ROOT / "tests" / "data" / "fake_cublas"
+    b = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-c", "-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings", f"-I{tmp_path}",
+         f"-I{fake}", str(ROOT / "examples" / "sgemm_check.cu"), "-o", str(tmp_path / "check.o")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert b.returncode == 0 and "warning" not in b.stderr.lower(), b.stderr

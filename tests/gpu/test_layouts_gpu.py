@@ -126,3 +126,20 @@ def test_example_program_checks_the_exported_header_against_cublas(tmp_path, h10
     update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
     run_example_program(tmp_path)
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+def test_example_program_checks_a_header_of_every_layout_against_cublas(tmp_path, h100):
+    """export --layouts all: one header, its cuBLAS-convention entry points dispatching each of
+    the four transposes to that layout's kernel (examples/sgemm_check.cu runs all four)."""
+    from test_results import GPU, _entry
+
+    problem = Problem(1000, 1000, 1000)
+    for lay in ["nn", "nt", "tn", "tt"]:
+        cfg = built_for(Space.load("warptile").fallback, lay)
+        update_record(
+            tmp_path, GPU, problem.with_layout(lay), {"warptile": _entry("warptile", cfg.as_dict(), 3e4, h100)}
+        )
+    export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h", layouts=["nn", "nt", "tn", "tt"])
+    out = run_example_program(tmp_path)
+    assert out.count("cublas-convention") == 4 * 6 and out.count("batch 3 strided") == 4 * 6
