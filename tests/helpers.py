@@ -47,3 +47,31 @@ def run_example_program(folder: Path) -> str:
     assert run.returncode == 0, run.stdout + run.stderr
     assert "all ok" in run.stdout
     return run.stdout
+
+
+def refusals_main(calls: str) -> str:
+    """A main() for a one-layout header: `calls` (C expressions, one a line, each ending in a
+    comma) on fake device pointers -- A, B, C, column-major A 64 x 32 (lda) and B 32 x 48 (ldb) in
+    the header's transposes ta, tb; `flip` the other ta -- exiting 0 when every one returned
+    cudaErrorInvalidValue. Each is refused before any CUDA call, so no GPU is needed."""
+    return (
+        """#include <cstdio>
+#include "tuned.h"
+int main() {
+    float* p = reinterpret_cast<float*>(0x100000);
+    const char ta = AUTOTUNE_TRANS_B ? 'T' : 'N', tb = AUTOTUNE_TRANS_A ? 'T' : 'N';
+    const int lda = ta == 'N' ? 64 : 32, ldb = tb == 'N' ? 32 : 48;
+    float *A = p, *B = p + 4096, *C = p + 8192;  // one matrix each: 2048, 1536, 3072 floats
+    const char flip = ta == 'N' ? 'T' : 'N';
+    (void)flip;
+    const cudaError_t e[] = {
+"""
+        + calls
+        + """    };
+    int refused = 0;
+    for (cudaError_t x : e) refused += x == cudaErrorInvalidValue;
+    printf("%d of %d refused\\n", refused, (int)(sizeof(e) / sizeof(e[0])));
+    return refused == (int)(sizeof(e) / sizeof(e[0])) ? 0 : 1;
+}
+"""
+    )

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import build_and_run_header_main, families, have_nvcc
+from helpers import build_and_run_header_main, families, have_nvcc, refusals_main
 
 from autotune import api
 from autotune.evaluate import prepare
@@ -110,16 +110,8 @@ def test_a_batched_search_builds_its_spaces_for_the_batch():
         Space.load("fewcols").for_problem(Problem(256, 4, 256, "nn", 16))
 
 
-HEADER_MAIN = r"""#include <cstdio>
-#include "tuned.h"
-int main() {
-    // Rejected before any CUDA call (so this runs without a GPU): nothing is launched.
-    float* p = reinterpret_cast<float*>(0x100000);
-    const char ta = AUTOTUNE_TRANS_B ? 'T' : 'N', tb = AUTOTUNE_TRANS_A ? 'T' : 'N';
-    const int lda = ta == 'N' ? 64 : 32, ldb = tb == 'N' ? 32 : 48;  // column-major A 64 x 32, B 32 x 48
-    float *A = p, *B = p + 4096, *C = p + 8192;  // one matrix each: 2048, 1536, 3072 floats
-    const char flip = ta == 'N' ? 'T' : 'N';
-    const cudaError_t e[] = {
+HEADER_MAIN = refusals_main(
+    """\
         autotune_sgemm_strided_batched(ta, tb, 64, 48, 32, 1.0f, A, lda, 2048, B, ldb, 0, 0.0f, C, 64, 3072, 0, 0),
         autotune_sgemm_strided_batched(ta, tb, 64, 48, 32, 1.0f, A, lda, -1, B, ldb, 0, 0.0f, C, 64, 3072, 2, 0),
         autotune_sgemm_strided_batched(ta, tb, 64, 48, 32, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, C, 64, 100, 2, 0),
@@ -129,13 +121,8 @@ int main() {
         autotune_sgemm_strided_batched(ta, tb, 64, 48, 32, 1.0f, A, lda - 1, 0, B, ldb, 0, 0.0f, C, 64, 3072, 2, 0),
         autotune_sgemm_strided_batched(flip, tb, 64, 48, 32, 1.0f, A, lda, 0, B, ldb, 0, 0.0f, C, 64, 3072, 2, 0),
         autotune_sgemm_strided_batched_row_major(48, 64, 32, 1.0f, B, ldb, 0, A, lda, 0, 0.0f, C, 64, 3072, -3, 0),
-    };
-    int refused = 0;
-    for (cudaError_t x : e) refused += x == cudaErrorInvalidValue;
-    printf("%d of %d refused\n", refused, (int)(sizeof(e) / sizeof(e[0])));
-    return refused == (int)(sizeof(e) / sizeof(e[0])) ? 0 : 1;
-}
 """
+)
 
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")

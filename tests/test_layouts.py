@@ -5,7 +5,7 @@ headers that compile without warnings and refuse bad arguments, and how arrays a
 import subprocess
 
 import pytest
-from helpers import build_and_run_header_main, families, have_nvcc
+from helpers import build_and_run_header_main, families, have_nvcc, refusals_main
 
 from autotune import api
 from autotune.cli_inputs import meant_for
@@ -135,15 +135,8 @@ def test_operands_with_a_contiguous_axis_are_read_in_place(shape, strides, layou
     assert x is view and (got_layout, got_ld) == (layout, ld)
 
 
-HEADER_MAIN = r"""#include <cstdio>
-#include "tuned.h"
-int main() {
-    // Rejected before any CUDA call (so this runs without a GPU): nothing is launched.
-    float* p = reinterpret_cast<float*>(0x100000);
-    const char ta = AUTOTUNE_TRANS_B ? 'T' : 'N', tb = AUTOTUNE_TRANS_A ? 'T' : 'N';
-    const int lda = ta == 'N' ? 64 : 32, ldb = tb == 'N' ? 32 : 48;  // column-major A 64 x 32, B 32 x 48
-    float *A = p, *B = p + 4096, *C = p + 8192;
-    const cudaError_t e[] = {
+HEADER_MAIN = refusals_main(
+    """\
         autotune_sgemm(ta, tb, 64, 48, 32, 1.0f, A, lda - 1, B, ldb, 0.0f, C, 64, 0),
         autotune_sgemm(ta, tb, 64, 48, 32, 1.0f, A, lda, B, ldb - 1, 0.0f, C, 64, 0),
         autotune_sgemm(ta, tb, 64, 48, 32, 1.0f, A, lda, B, ldb, 0.0f, C, 63, 0),
@@ -156,13 +149,8 @@ int main() {
         autotune_sgemm(ta, tb, 64, 48, 32, 1.0f, nullptr, lda, B, ldb, 0.0f, C, 64, 0),
         autotune_sgemm_row_major(48, 64, 32, 1.0f, B, ldb, A, lda, 0.0f, C, 63, 0),
         autotune_sgemm(-5, 48, 32, 1.0f, A, B, 0.0f, C, 0),
-    };
-    int refused = 0;
-    for (cudaError_t x : e) refused += x == cudaErrorInvalidValue;
-    printf("%d of %d refused\n", refused, (int)(sizeof(e) / sizeof(e[0])));
-    return refused == (int)(sizeof(e) / sizeof(e[0])) ? 0 : 1;
-}
 """
+)
 
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
