@@ -48,3 +48,18 @@ def render(resolved: Resolved, kernel_name: str = DEFAULT_KERNEL) -> str:
         return tmpl.render(**resolved.env, KERNEL_NAME=kernel_name, LAUNCH_C=dict(resolved.plan.c_values()))
     except jinja2.TemplateSyntaxError as exc:  # in an included template, found while rendering
         raise UserError(f"{exc.filename or exc.name}:{exc.lineno}: template syntax error: {exc.message}") from None
+    except jinja2.UndefinedError as exc:  # a name the template reads that nothing declares
+        raise UserError(
+            f"{_template_line(exc) or fam.path}: {exc.message} (not a parameter, derived value or launch value)"
+        ) from None
+
+
+def _template_line(exc: BaseException) -> str | None:
+    """'path:line' of the innermost template frame of `exc` (Jinja maps its frames to template lines)."""
+    where, tb = None, exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name.endswith(".j2"):
+            where = f"{name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
