@@ -151,21 +151,3 @@ def test_a_search_over_all_families_leaves_out_those_not_meant_for_the_shape(cap
     assert names(suited(spaces, Problem(4096, 4096, 4096), named=False)) == ["tiled"]
     assert "fewcols: not for 4096x4096x4096 (a few columns of C" in capsys.readouterr().out
     assert names(suited(spaces, Problem(4096, 4096, 4096), named=True)) == ["tiled", "fewrows", "fewcols"]
-
-
-def test_a_template_reading_an_undeclared_name_is_one_error_at_its_line(tmp_path):
-    """A name the template body reads that is no parameter, derived or launch value: a UserError
-    naming the template file and line (render runs in search, check --static and export)."""
-    import shutil
-
-    from autotune.render import render
-
-    root = Family.load("tiled").path.parent
-    src = (root / "tiled.cu.j2").read_text()
-    line = "__shared__ float As[{{ TILE }}][{{ TILE }} + 1];"
-    (tmp_path / "oops.cu.j2").write_text(src.replace(line, line.replace("+ 1", "+ {{ NOT_DECLARED }}")))
-    shutil.copy(root / "_common.cuh.j2", tmp_path / "_common.cuh.j2")
-    fam = Family.load("oops", tmp_path)
-    at = 1 + src.splitlines().index("    " + line)
-    with pytest.raises(UserError, match=rf"oops\.cu\.j2:{at}: 'NOT_DECLARED' is undefined"):
-        render(fam.resolve({"TILE": 16}))
