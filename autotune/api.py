@@ -68,9 +68,6 @@ def built_for(config: Config, layout: str = "nn", batch: int = 1) -> Config | No
     return None if fam.broken_rules(cfg) else cfg
 
 
-_distance = model.distance
-
-
 def nearest_entry(
     problem: Problem, slug: str, root: Path | None = None, family: str | None = None
 ) -> tuple[Problem, dict] | None:
@@ -112,7 +109,7 @@ class _Table:
         for shape, fams in self._pool(problem):
             fams = {f: e for f, e in fams.items() if (family is None or f == family) and _reads(f, problem)}
             entry = max(fams.values(), key=lambda e: e["gflops"]) if fams else None
-            if entry and (best is None or _distance(problem, shape) < _distance(problem, best[0])):
+            if entry and (best is None or model.distance(problem, shape) < model.distance(problem, best[0])):
                 best = (shape, entry)
         return best
 

@@ -143,14 +143,12 @@ def _placed_batch(a, b, c, lead, shape, dev, stream, result, wrap) -> Operands:
     with stream:
         a, sa = _batch_of(a, lead, count)
         b, sb = _batch_of(b, lead, count)
-    cs0, cs1 = c.strides[1:]
-    if not (cs1 == 4 and (M == 1 or (cs0 % 4 == 0 and cs0 >= 4 * N))):
-        if cs0 == 4 and (N == 1 or (cs1 % 4 == 0 and cs1 >= 4 * M)):
-            c = c.swapaxes(1, 2)  # column-major matrices: C^T = op(B)^T op(A)^T, row-major
-            a, b, sa, sb, M, N = b.swapaxes(1, 2), a.swapaxes(1, 2), sb, sa, N, M
-        else:
-            raise ValueError(f"out's matrices must have a contiguous axis (strides {c.strides[1:]} in bytes)")
-    ldc = N if M == 1 else c.strides[1] // 4
+    placed = _as_stored(M, N, *c.strides[1:])
+    if placed is None:
+        raise ValueError(f"out's matrices must have a contiguous axis (strides {c.strides[1:]} in bytes)")
+    kind, ldc = placed
+    if kind == "t":  # column-major matrices: C^T = op(B)^T op(A)^T, row-major
+        c, a, b, sa, sb, M, N = c.swapaxes(1, 2), b.swapaxes(1, 2), a.swapaxes(1, 2), sb, sa, N, M
     if count > 1 and not _apart(((count, sc), (M, ldc), (N, 1))):
         raise ValueError("out's matrices overlap each other: each result would overwrite another")
     with stream:
@@ -184,12 +182,9 @@ def _one_stride(x: cp.ndarray, count: int) -> tuple[cp.ndarray | None, int | Non
 def _stored_batch(x: cp.ndarray, stride: int) -> tuple[cp.ndarray, str, int, int]:
     """`_stored` for a (batch, rows, cols) view and its stride: (view, layout, row pitch, stride),
     a row-major copy where the matrices have no contiguous axis."""
-    s0, s1 = x.strides[1:]
-    rows, cols = x.shape[1:]
-    if s1 == 4 and (rows == 1 or (s0 % 4 == 0 and s0 >= 4 * cols)):
-        return x, "n", (cols if rows == 1 else s0 // 4), stride
-    if s0 == 4 and (cols == 1 or (s1 % 4 == 0 and s1 >= 4 * rows)):
-        return x, "t", (rows if cols == 1 else s1 // 4), stride
+    stored = _as_stored(*x.shape[1:], *x.strides[1:])
+    if stored is not None:
+        return x, *stored, stride
     y, pitch, stride = _restored(x, "n", stride)
     return y, "n", pitch, stride
 
@@ -201,13 +196,12 @@ def _placed(a, b, c, shape, dev, stream, result, wrap=None) -> Operands:
     c_extent = _extent(c)
     _check_apart(c, c_extent, a, "A")
     _check_apart(c, c_extent, b, "B")
-    cs0, cs1 = c.strides
-    if cs1 == 4 and (M == 1 or (cs0 % 4 == 0 and cs0 >= 4 * N)):
-        ldc = N if M == 1 else cs0 // 4
-    elif cs0 == 4 and (N == 1 or (cs1 % 4 == 0 and cs1 >= 4 * M)):
-        a, b, M, N, ldc = b.T, a.T, N, M, (M if N == 1 else cs1 // 4)
-    else:
+    placed = _as_stored(M, N, *c.strides)
+    if placed is None:
         raise ValueError(f"out must have a contiguous axis (strides {c.strides} in bytes)")
+    kind, ldc = placed
+    if kind == "t":  # a column-major C: C^T = b^T a^T, row-major
+        a, b, M, N = b.T, a.T, N, M
     a, ta, lda = _stored(a, stream)
     b, tb, ldb = _stored(b, stream)
     return Operands(a, b, c, (M, N, K), ta + tb, (lda, ldb, ldc), dev, stream, result, wrap)
@@ -217,14 +211,22 @@ def _stored(x: cp.ndarray, stream=None) -> tuple[cp.ndarray, str, int]:
     """(array, layout, row pitch) that the kernels read the logical operand `x` (rows x cols)
     from: "n" row-major as it is, "t" its transpose row-major, else a row-major copy (made on
     `stream`, the launch's)."""
-    rows, cols = x.shape
-    s0, s1 = x.strides
-    if s1 == 4 and (rows == 1 or (s0 % 4 == 0 and s0 >= 4 * cols)):
-        return x, "n", (cols if rows == 1 else s0 // 4)
-    if s0 == 4 and (cols == 1 or (s1 % 4 == 0 and s1 >= 4 * rows)):
-        return x, "t", (rows if cols == 1 else s1 // 4)
+    stored = _as_stored(*x.shape, *x.strides)
+    if stored is not None:
+        return x, *stored
     with stream if stream is not None else contextlib.nullcontext():
-        return cp.ascontiguousarray(x), "n", cols
+        return cp.ascontiguousarray(x), "n", x.shape[1]
+
+
+def _as_stored(rows: int, cols: int, s0: int, s1: int) -> tuple[str, int] | None:
+    """How a rows x cols float32 matrix with byte strides (s0, s1) lies: ("n", row pitch) when
+    row-major, ("t", row pitch of its transpose) when column-major, None when neither axis is
+    contiguous (pitches in floats). Operands and out alike."""
+    if s1 == 4 and (rows == 1 or (s0 % 4 == 0 and s0 >= 4 * cols)):
+        return "n", (cols if rows == 1 else s0 // 4)
+    if s0 == 4 and (cols == 1 or (s1 % 4 == 0 and s1 >= 4 * rows)):
+        return "t", (rows if cols == 1 else s1 // 4)
+    return None
 
 
 def _restored(x: cp.ndarray, want: str, stride: int | None = None) -> tuple[cp.ndarray, int, int]:
