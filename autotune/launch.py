@@ -159,28 +159,34 @@ class LaunchPlan:
         return _parsed(step.when).to_c(env), tuple(_parsed(g).to_c(env) for g in step.grid)
 
 
-class GeometryCache:
-    """`plan.geometry` per shape for one loaded kernel: evaluating the plan's expressions costs
-    more than a launch's host time, and an application calls few shapes again and again. Holds
-    the last `maxsize` shapes added, the oldest dropped first, so that a caller sweeping shapes
-    does not grow it without bound."""
+class BoundedCache:
+    """`make(*key)` remembered for the last `maxsize` keys asked, the oldest dropped first, so
+    that a caller sweeping shapes does not grow it without bound."""
 
-    def __init__(self, plan: LaunchPlan, slots: int | None, maxsize: int = 1024):
-        self.plan, self.slots, self.maxsize = plan, slots, maxsize
-        self._cache: dict[tuple[int, int, int], Geometry] = {}
+    def __init__(self, make, maxsize: int = 1024):
+        self.make, self.maxsize = make, maxsize
+        self._cache: dict[tuple, object] = {}
 
-    def __call__(self, M: int, N: int, K: int) -> Geometry:
-        key = (M, N, K)
-        geo = self._cache.get(key)
-        if geo is None:
-            geo = self.plan.geometry(M, N, K, self.slots)
+    def __call__(self, *key):
+        value = self._cache.get(key)
+        if value is None:
+            value = self.make(*key)
             if len(self._cache) >= self.maxsize:
                 del self._cache[next(iter(self._cache))]  # dicts keep insertion order
-            self._cache[key] = geo
-        return geo
+            self._cache[key] = value
+        return value
 
     def __len__(self) -> int:
         return len(self._cache)
+
+
+class GeometryCache(BoundedCache):
+    """`plan.geometry` per shape for one loaded kernel: evaluating the plan's expressions costs
+    more than a launch's host time, and an application calls few shapes again and again."""
+
+    def __init__(self, plan: LaunchPlan, slots: int | None, maxsize: int = 1024):
+        self.plan, self.slots = plan, slots
+        super().__init__(lambda M, N, K: plan.geometry(M, N, K, slots), maxsize)
 
 
 @functools.lru_cache(maxsize=1024)

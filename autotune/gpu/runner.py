@@ -21,7 +21,7 @@ import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 from cupy_backends.cuda.libs import nvrtc
 
-from ..launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, GeometryCache, LaunchPlan
+from ..launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, BoundedCache, GeometryCache, LaunchPlan
 
 _CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
@@ -115,7 +115,7 @@ class LoadedKernel:
         # must not be larger.
         self.slots = int(per_sm) * cp.cuda.Device().attributes["MultiProcessorCount"]
         self.geometry = GeometryCache(plan, self.slots)  # geometry(M, N, K) -> Geometry
-        self._prepared: dict[tuple[int, ...], tuple] = {}  # (M, N, K, lda, ldb, ldc) -> _prepare
+        self._prepared = BoundedCache(self._prepare)  # (M, N, K, lda, ldb, ldc) -> (geometry, steps)
         self._lock = threading.Lock()
         self._uid = next(_uids)
 
@@ -169,11 +169,7 @@ class LoadedKernel:
             self._launch(M, N, K, *at, alpha, beta, stream, lda, ldb, ldc, (n, sa, sb, sc))
 
     def _launch(self, M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc, batch=None) -> None:
-        key = (M, N, K, lda, ldb, ldc)
-        prepared = self._prepared.get(key)
-        if prepared is None:
-            prepared = self._prepare(key)
-        geo, steps = prepared
+        geo, steps = self._prepared(M, N, K, lda, ldb, ldc)
         pb = _address(b)
         values = {"A": _address(a), "B": pb, "B_IN": pb, "C": _address(c), "alpha": alpha, "beta": beta}
         n = 0  # grid z as planned
@@ -190,10 +186,9 @@ class LoadedKernel:
             for step in steps:
                 step.launch(values, stream_ptr, n)
 
-    def _prepare(self, key: tuple[int, ...]):
-        """(geometry, its launches as _Step) at one shape and pitches, remembered: building them
-        costs more host time than a launch at a small shape."""
-        M, N, K, lda, ldb, ldc = key
+    def _prepare(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int):
+        """(geometry, its launches as _Step) at one shape and pitches (remembered in _prepared:
+        building them costs more host time than a launch at a small shape)."""
         geo = self.geometry(M, N, K)
         v = geo.values
         ints = dict(M=M, N=N, K=K, lda=lda, ldb=ldb, ldb_k=v["pitch_b"] if v.get("pack_b") else ldb, ldc=ldc)
@@ -202,10 +197,7 @@ class LoadedKernel:
         for step, grid in geo.launches:
             smem = geo.dynamic_smem if step.dynamic_smem else 0
             steps.append(_Step(self.fns[step.kernel].ptr, grid, step.block, smem, step.args, ints))
-        if len(self._prepared) >= self.geometry.maxsize:
-            del self._prepared[next(iter(self._prepared))]
-        self._prepared[key] = (geo, steps)
-        return self._prepared[key]
+        return geo, steps
 
 
 def _address(x) -> int:
