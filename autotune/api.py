@@ -13,6 +13,7 @@ the kernel chosen for each (device, shape, layout, batch, family, folder) is rem
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import time
@@ -314,12 +315,18 @@ def _choose(dev: int, M: int, N: int, K: int, layout: str, batch: int, family: s
 
 
 def _kernel(cfg: Config, dev: int, arch: str, source: str) -> Kernel:
+    """The config's kernel, compiled and verified once per device; each choice keeps its own
+    `source` (one config can be a shape's own record and another shape's prediction)."""
     key = (dev, cfg.name)
-    if key not in _CACHE:
+    kernel = _CACHE.get(key)
+    if kernel is None:
         kernel = Kernel(cfg, arch, source)
         kernel.verify()
         _CACHE[key] = kernel
-    return _CACHE[key]
+    if kernel.source != source:
+        kernel = copy.copy(kernel)  # the same compiled module and launch caches, another label
+        kernel.source = source
+    return kernel
 
 
 def fallback_config(arch: str, family: str | None = None) -> Config:

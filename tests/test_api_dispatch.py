@@ -152,6 +152,30 @@ def test_a_repeated_shape_is_a_lookup(tmp_path, reads, loads, monkeypatch):
     assert (len(asked), len(loads)) == (5, 5)
 
 
+def test_one_config_chosen_for_two_shapes_is_compiled_once_and_labelled_per_choice(monkeypatch):
+    """A config can be one shape's own record and another shape's prediction: one compile and
+    verification, each choice saying where it came from."""
+    built = []
+
+    class FakeKernel:
+        def __init__(self, cfg, arch, source):
+            self.config, self.source, self.module = cfg, source, object()
+            built.append(cfg.name)
+
+        def verify(self):
+            built.append("verified")
+
+    monkeypatch.setattr(api, "Kernel", FakeKernel)
+    monkeypatch.setattr(api, "_CACHE", {})
+    cfg = Space.load("tiled").fallback
+    predicted = api._kernel(cfg, 0, "sm_90", "tuned for 4096x4096x4096 on x, predicted fastest here (9 us)")
+    measured = api._kernel(cfg, 0, "sm_90", "tuned for 4096x4096x4096 on x")
+    again = api._kernel(cfg, 0, "sm_90", "tuned for 4096x4096x4096 on x, predicted fastest here (9 us)")
+    assert built == [cfg.name, "verified"]
+    assert measured.source == "tuned for 4096x4096x4096 on x" and predicted.source.endswith("(9 us)")
+    assert measured.module is predicted.module is again.module and again.source == predicted.source
+
+
 def test_a_choice_is_made_again_when_the_folder_changes(tmp_path, reads, loads):
     root = _results(tmp_path)
     assert api._choose(0, 64, 64, 64, "nn", 1, None, root)[2].startswith(f"tuned for 4096x4096x4096 on {SLUG}, ")
