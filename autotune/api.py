@@ -144,7 +144,7 @@ class _Table:
                 measured = self._plan(entry_config(entry))
                 slots = model.slots(measured, entry["registers"], entry["smem_bytes"], entry["limits"])
                 plan = self._plan(cfg)
-                yield model.Candidate(shape, measured, plan, entry["time_ms"], slots, (shape, entry, cfg))
+                yield model.Candidate(shape, measured, plan, entry["time_ms"], slots, entry["limits"]["sm_count"], (shape, entry, cfg))
             except (UserError, KeyError, TypeError, ValueError):
                 continue  # an entry from an older format, or a family no longer shipped
 

@@ -16,7 +16,7 @@ from .types import Problem, UserError
 # squares and odd sizes, rectangles, deep K over a small C, shallow K over a large C, a few rows or
 # columns (the streaming families) and 17-256 of them (tiles too big for them), small problems.
 TABLE_SHAPES = (
-    "256", "512", "1024", "2048", "4096", "8192", "1000", "3000", "4097",
+    "256", "512", "768", "1024", "1536", "2048", "4096", "8192", "1000", "3000", "4097",
     "4096x1024x4096", "1024x4096x4096", "8192x8192x1024", "4096x4096x256", "2048x2048x64",
     "1024x1024x8192", "256x256x16384", "64x64x65536",
     "1x4096x4096", "8x4096x4096", "16x11008x4096", "4096x1x4096", "4096x16x4096",

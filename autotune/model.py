@@ -10,9 +10,11 @@ of the layout) is a candidate, and its time at the new shape is predicted from i
   shared memory and the GPU's limits stored with the measurement.
 - Work: the launch plan's grid at the new shape gives the blocks; the work of one block is the
   padded output tile (BM x BN, TILE x TILE, MR rows or NR columns of the streaming families)
-  times K, split as the grid splits it; the busiest SM runs ceil(blocks / slots) of them (wave
-  quantisation). The measured time scales by that busiest-SM work: a block's speed is taken as
-  the one measured. For the streaming families a block's work is the slab of the operand it
+  times K, split as the grid splits it. The busiest SM gets ceil(blocks / SMs) of them, as many
+  at once as fit (wave quantisation), and blocks resident together share its issue rate: n of
+  them take n ** (1 - SHARING) times one alone (`sm_load`). The measured time scales by that
+  busiest-SM load. Without the sharing, a small tile measured with one block an SM (at 512^3)
+  was predicted to run 8 a SM at 1500^3 as fast, and chosen there at 0.65x cuBLAS. For the streaming families a block's work is the slab of the operand it
   reads, so this scales their memory traffic too (a group of MR rows re-reads B).
 - Roofline: no kernel beats the best bandwidth (ideal bytes: A and B read once, C written once)
   or the best FLOP rate any stored kernel of this GPU reached.
@@ -21,6 +23,11 @@ of the layout) is a candidate, and its time at the new shape is predicted from i
 - Distance: the further from where it was measured, the less a prediction is trusted: each unit
   of log-distance (M, N, K, batch) adds DISTANCE_WEIGHT to the predicted time, so between two
   close predictions the nearer measurement wins.
+
+SHARING, DISTANCE_WEIGHT and LAUNCH_US were chosen on the "fit" shapes of
+benchmarks/candidates.py (every stored config timed at 20 untuned shapes on an H100, run 70) for
+the best geometric mean of the chosen kernel against cuBLAS, and are reported on its other 20
+("score", benchmarks/untuned.py's); notes/performance.md has the figures.
 
 A prediction is a ranking aid, not a measurement: `autotune search` at the shape is the answer
 when it matters, and the choice is logged as "predicted for ..." in the kernel's source.
@@ -40,7 +47,8 @@ BLOCKS_PER_SM = 32
 REG_ALLOC_UNIT = 256  # registers are given to a warp in units of 256
 SMEM_RESERVED = 1024  # bytes the runtime keeps per block (sm_80 and newer)
 LAUNCH_US = 2.0  # GPU time of one launch of a sequence, whatever it does: an estimate
-DISTANCE_WEIGHT = 0.05
+DISTANCE_WEIGHT = 0.2
+SHARING = 0.75
 
 
 @dataclass(frozen=True)
@@ -70,20 +78,31 @@ def slots(plan: LaunchPlan, registers: int, smem_bytes: int, limits: Mapping) ->
     return max(per_sm, 1) * limits["sm_count"]
 
 
-def busiest_sm(plan: LaunchPlan, problem: Problem, n_slots: int) -> tuple[float, int]:
-    """(FLOPs of padded tiles the busiest SM slot runs, launches in the sequence) at `problem`."""
+def sm_load(blocks: int, per_sm: int, sms: int) -> float:
+    """The busiest SM's time for a launch of `blocks`, in units of one block running alone: it
+    gets ceil(blocks / sms) of them, per_sm at a time, and n blocks together take n ** (1 -
+    SHARING) times one alone (SHARING = 1: each resident block runs as fast as one alone, so only
+    whole waves count; 0: they divide the SM's issue rate between them)."""
+    on_sm = -(-blocks // sms)
+    full, rest = divmod(on_sm, per_sm)
+    return full * per_sm ** (1 - SHARING) + (rest ** (1 - SHARING) if rest else 0.0)
+
+
+def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> tuple[float, int]:
+    """(the busiest SM's load, sm_load times the padded FLOPs of one block, and the launches in
+    the sequence) at `problem`."""
     M, N, K = problem.M, problem.N, problem.K
     env = dict(plan.env)
     tm = int(env.get("BM", env.get("TILE", env.get("MR", 1))))
     tn = int(env.get("BN", env.get("TILE", env.get("NR", 1))))
-    geo = plan.geometry(M, N, K, n_slots)
+    geo = plan.geometry(M, N, K, per_sm * sms)
     # The SGEMM kernels of the sequence (a split launch's main kernel and tail; helpers aside),
-    # their blocks sharing the padded work evenly, each launch in whole waves.
+    # their blocks sharing the padded work evenly.
     grids = [grid for step, grid in geo.launches if step.kernel in ("", "_tail")]
     sizes = [g[0] * g[1] * (problem.batch if plan.batched else g[2]) for g in grids]
     padded = 2.0 * (-(-M // tm) * tm) * (-(-N // tn) * tn) * K * problem.batch
     per_block = padded / sum(sizes)
-    return sum(math.ceil(b / n_slots) for b in sizes) * per_block, len(geo.launches)
+    return sum(sm_load(b, per_sm, sms) for b in sizes) * per_block, len(geo.launches)
 
 
 @dataclass(frozen=True)
@@ -95,12 +114,14 @@ class Candidate:
     measured: LaunchPlan  # the plan of the config measured
     plan: LaunchPlan  # the plan of the config that would run
     time_ms: float
-    slots: int
+    slots: int  # blocks of the measured config resident on the whole GPU (`slots`)
+    sms: int
     what: object  # handed back to the caller
 
     def predict_ms(self, problem: Problem, roof: Roof) -> float:
-        at_s, launches_s = busiest_sm(self.measured, self.problem, self.slots)
-        at_p, launches_p = busiest_sm(self.plan, problem, self.slots)
+        per_sm = max(self.slots // self.sms, 1)
+        at_s, launches_s = busiest_sm(self.measured, self.problem, per_sm, self.sms)
+        at_p, launches_p = busiest_sm(self.plan, problem, per_sm, self.sms)
         launch_ms = LAUNCH_US * 1e-3
         body_s = max(self.time_ms - launches_s * launch_ms, 0.1 * self.time_ms)
         body = max(body_s * at_p / at_s, problem.bytes / roof.bytes_per_ms, problem.flops / roof.flops_per_ms)

@@ -15,6 +15,8 @@
 #                    ...), TRIALS per shape (30)                          -> logs/batches.{txt,json}
 #   untuned          benchmarks/untuned.py: autotune.matmul's choice (the model) and the nearest
 #                    tuned shape's winner on 20 shapes not tuned, vs cuBLAS  -> logs/untuned.{txt,json}
+#   candidates       benchmarks/candidates.py: every stored config the dispatch chooses among, timed
+#                    at 40 untuned shapes (a fit set and untuned.py's), vs cuBLAS -> logs/candidates.{txt,json}
 #   search4096       default `autotune search --size 4096`, empty results folder and cold compile
 #                    cache, wall time included                         -> logs/search4096_fresh.txt
 #   check GPU        autotune check --gpu GPU (re-verify, re-time)     -> logs/check.txt
@@ -35,7 +37,7 @@ usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 [ $# -gt 0 ] || usage
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
-    gpu-tests|dispatch|untuned|search4096|sass|compile-stress|wheel) ;;
+    gpu-tests|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel) ;;
     sweep|skinny|layouts|batches) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
     *) echo "unknown task '${!i}'" >&2; usage ;;
@@ -68,6 +70,10 @@ while [ $# -gt 0 ]; do
       timeout 540 python3 benchmarks/untuned.py --out "$L/untuned.json" > "$L/untuned.txt" 2>&1
       echo "exit $?" >> "$L/untuned.txt"
       echo "untuned: $(grep -E 'geometric|exit' "$L/untuned.txt" | tr '\n' ' ')" ;;
+    candidates)
+      timeout 540 python3 benchmarks/candidates.py --out "$L/candidates.json" > "$L/candidates.txt" 2>&1
+      echo "exit $?" >> "$L/candidates.txt"
+      echo "candidates: $(grep -cE '^ *(fit|score) ' "$L/candidates.txt") shapes, $(tail -1 "$L/candidates.txt")" ;;
     sweep)
       trials=40
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi

@@ -39,11 +39,16 @@ def test_a_measurement_predicts_itself_and_waves_quantise():
     plan = _warptile()
     n_slots = model.slots(plan, 128, 50_000, H100)  # 264
     at = Problem(128 * 12, 128 * 22, 4096)  # 264 tiles: one full wave
-    c = model.Candidate(at, plan, plan, 2.0, n_slots, None)
+    c = model.Candidate(at, plan, plan, 2.0, n_slots, 132, None)
     assert c.predict_ms(at, ROOF) == pytest.approx(2.0)
-    one_more = Problem(128 * 12 + 1, 128 * 22, 4096)  # 286 tiles: a second wave
+    one_more = Problem(128 * 12 + 1, 128 * 22, 4096)  # 286 tiles: a third block on some SMs
     body = 2.0 - model.LAUNCH_US * 1e-3
-    expected = (2 * body + model.LAUNCH_US * 1e-3) * (1 + model.DISTANCE_WEIGHT * model.distance(at, one_more))
+    # Two blocks an SM take 2 ** (1 - SHARING) times one alone; a third waits for a slot.
+    two, three = 2 ** (1 - model.SHARING), 2 ** (1 - model.SHARING) + 1
+    assert (model.sm_load(264, 2, 132), model.sm_load(286, 2, 132)) == pytest.approx((two, three))
+    expected = (body * three / two + model.LAUNCH_US * 1e-3) * (
+        1 + model.DISTANCE_WEIGHT * model.distance(at, one_more)
+    )
     assert c.predict_ms(one_more, ROOF) == pytest.approx(expected)
     deeper = Problem(128 * 12, 128 * 22, 8192)  # the same tiles, twice the k-iterations
     assert c.predict_ms(deeper, ROOF) > 2 * body
@@ -51,7 +56,7 @@ def test_a_measurement_predicts_itself_and_waves_quantise():
 
 def test_no_prediction_beats_the_roofline():
     plan = _warptile()
-    c = model.Candidate(Problem(4096, 4096, 4096), plan, plan, 1e-6, 264, None)  # an absurd time
+    c = model.Candidate(Problem(4096, 4096, 4096), plan, plan, 1e-6, 264, 132, None)  # an absurd time
     p = Problem(8192, 8192, 8192)
     assert c.predict_ms(p, ROOF) >= p.flops / ROOF.flops_per_ms
     skinny = Problem(1, 8192, 8192)
@@ -66,8 +71,8 @@ def test_a_split_k_kernel_tuned_far_away_beats_the_nearest_big_tile_on_a_deep_k(
     near, far = Problem(1024, 1024, 4096), Problem(64, 64, 65536)
     target = Problem(1024, 1024, 16384)
     cands = [
-        model.Candidate(near, big, big, near.flops / 12e9, model.slots(big, 128, 100_000, H100), "big"),
-        model.Candidate(far, split, split, far.flops / 5e9, model.slots(split, 96, 40_000, H100), "split"),
+        model.Candidate(near, big, big, near.flops / 12e9, model.slots(big, 128, 100_000, H100), 132, "big"),
+        model.Candidate(far, split, split, far.flops / 5e9, model.slots(split, 96, 40_000, H100), 132, "split"),
     ]
     assert model.distance(near, target) < model.distance(far, target)
     best, t = model.fastest(cands, target, ROOF)
@@ -79,7 +84,7 @@ def test_a_streaming_kernel_pays_for_rereading_its_operand():
     again (the ideal bytes, A and B read once, hardly change)."""
     plan = _plan("fewrows", MR=1)
     at, more = Problem(1, 4096, 4096), Problem(16, 4096, 4096)
-    c = model.Candidate(at, plan, plan, at.bytes / 2.7e9, model.slots(plan, 40, 2048, H100), None)
+    c = model.Candidate(at, plan, plan, at.bytes / 2.7e9, model.slots(plan, 40, 2048, H100), 132, None)
     assert more.bytes < 1.01 * at.bytes
     assert c.predict_ms(more, ROOF) > 2 * c.predict_ms(at, ROOF)  # more waves of blocks: 3x here
 
@@ -108,3 +113,22 @@ def test_the_api_asks_the_model_only_where_nothing_was_measured(tmp_path):
     assert shape == s2 and cfg.family == "warptile" and predicted > 0
     shape, _, cfg, _ = table.choose(Problem(2, 4096, 4096), None)
     assert cfg.family == "fewrows"
+
+
+def test_blocks_sharing_an_sm_share_its_issue_rate():
+    """A small tile measured with one block on each SM (all the SM to itself) does not run eight
+    times the blocks in the same time because eight fit at once: resident blocks divide the SM's
+    issue rate (partly: more warps also hide more latency), so the prediction grows with them."""
+    plan = _plan("vectorized", BM=32, BN=64, BK=32, TM=4, TN=4)
+    n_slots = model.slots(plan, 40, 8192, H100)
+    assert n_slots >= 8 * 132
+    at = Problem(32 * 12, 64 * 11, 512)  # 132 tiles: one a SM
+    crowded = Problem(32 * 12 * 8, 64 * 11, 512)  # 1056 tiles: eight a SM, all resident at once
+    c = model.Candidate(at, plan, plan, 0.02, n_slots, 132, None)
+    no_roof = model.Roof(math.inf, math.inf)  # the time model alone
+    body = 0.02 - model.LAUNCH_US * 1e-3
+    alone = body + model.LAUNCH_US * 1e-3
+    assert c.predict_ms(crowded, no_roof) / (1 + model.DISTANCE_WEIGHT * model.distance(at, crowded)) == pytest.approx(
+        body * 8 ** (1 - model.SHARING) + model.LAUNCH_US * 1e-3
+    )
+    assert c.predict_ms(crowded, no_roof) > 1.5 * alone

@@ -1,0 +1,146 @@
+"""Every stored config the dispatch chooses among, timed at shapes nobody tuned: the data that
+autotune/model.py is fitted on (one set of shapes) and judged on (another).
+
+    python benchmarks/candidates.py --out candidates.json                 # both sets below
+    python benchmarks/candidates.py --sets fit --out fit.json
+
+For each shape: every candidate of the results table (each family's best at each tuned shape that
+can run the shape and is meant for it, built for its layout: `api._Table._candidates`), compiled
+in parallel first, then each timed by CUDA events around back-to-back launches on the same
+operands after a warm-up (the median of ROUNDS rounds), and cupy.matmul (cuBLAS) the same way.
+Each result is checked against float64 once. What the model predicted is not stored: it is
+recomputed from the same results folder by whoever reads the file, for any version of the model.
+
+The "score" set is benchmarks/untuned.py's; the "fit" set is other shapes over the same regimes,
+so that the model's constants can be chosen on one and reported on the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shlex
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("CUPY_TF32", "0")
+
+from untuned import SHAPES as SCORE_SHAPES
+
+FIT_SHAPES = [
+    "2500", "640", "160", "48", "5x4096x4096", "24x8192x4096", "100x4096x4096", "500x8192x2048",
+    "4096x5x4096", "8192x24x4096", "4096x100x4096", "8192x500x2048", "192x192x24576",
+    "1024x1024x32768", "3000x3000x48", "4096x4096x512", "3000x1500x6000", "1500x3000x6000",
+    "20x20x20", "600x700x800",
+]  # fmt: skip
+SETS = {"fit": FIT_SHAPES, "score": SCORE_SHAPES}
+ROUNDS, WARMUP = 3, 2
+
+
+def _compile(args: tuple) -> str:
+    """In a worker process: the config's kernel into the on-disk compile cache."""
+    family, params, arch = args
+    from autotune.gpu.compile import compile_source
+    from autotune.render import DEFAULT_KERNEL, render
+    from autotune.space import Family
+    from autotune.types import Config
+
+    compile_source(render(Family.load(family).resolve(Config.make(family, params))), arch, DEFAULT_KERNEL)
+    return family
+
+
+def gpu_ms(cp, fn, reps: int) -> float:
+    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+    e0.record()
+    for _ in range(reps):
+        fn()
+    e1.record()
+    e1.synchronize()
+    return cp.cuda.get_elapsed_time(e0, e1) / reps
+
+
+def measure(cp, p, kernels: dict) -> tuple[dict, dict]:
+    """({name: median ms}, {name: relative error}) of cuBLAS and each kernel at problem `p`."""
+    rng = cp.random.default_rng(0)
+    a = rng.random((p.M, p.K), dtype=cp.float32) - 0.5
+    b = rng.random((p.K, p.N), dtype=cp.float32) - 0.5
+    out = cp.empty((p.M, p.N), dtype=cp.float32)
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    calls = {"cublas": lambda: cp.matmul(a, b, out=out)}
+    calls |= {n: (lambda k=k: k(a, b, out)) for n, k in kernels.items()}
+    ms, errors = {}, {}
+    for name, fn in calls.items():
+        fn()
+        errors[name] = float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref))
+        est = max(gpu_ms(cp, fn, 1), 1e-3)
+        reps = int(min(100, max(1, 5 / est)))
+        times = []
+        for _ in range(ROUNDS):
+            for _ in range(WARMUP if est < 1 else 0):
+                fn()
+            times.append(gpu_ms(cp, fn, reps))
+        ms[name] = statistics.median(times)
+    return ms, errors
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=None, help="results folder (default: results_dir())")
+    ap.add_argument("--sets", default="fit,score", help="comma list of: " + ", ".join(SETS))
+    ap.add_argument("--out", type=Path, required=True, help="write the timings as JSON here")
+    args = ap.parse_args()
+
+    import cupy as cp
+
+    import autotune
+    from autotune import api
+    from autotune.types import Problem
+
+    results = args.results or api.results_dir()
+    os.environ["AUTOTUNE_RESULTS"] = str(results)
+    dev = cp.cuda.Device().id
+    slug, arch = api._device_props(dev)
+    table = api._table_for(results, slug)
+    tuned = {shape for shape, _ in table.records}
+    shapes = []
+    for name in args.sets.split(","):
+        if name not in SETS:
+            sys.exit(f"unknown set {name!r} (known: {', '.join(SETS)})")
+        shapes += [(name, Problem.parse(t)) for t in SETS[name]]
+    shapes = [(s, p) for s, p in shapes if p not in tuned]
+
+    configs = {}
+    for _, p in shapes:
+        for shape, fams in table._pool(p):
+            for c in table._candidates(shape, fams, p, None):
+                configs[c.what[2].name] = c.what[2]
+    t0 = time.time()
+    with ProcessPoolExecutor(min(16, os.cpu_count() or 1), mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_compile, [(c.family, c.as_dict(), arch) for c in configs.values()]))
+    print(f"{len(configs)} configs compiled in {time.time() - t0:.0f} s", flush=True)
+    kernels = {name: api._kernel(cfg, dev, arch, "candidate") for name, cfg in configs.items()}
+
+    rows = []
+    for set_name, p in shapes:
+        names = sorted({c.what[2].name for s, f in table._pool(p) for c in table._candidates(s, f, p, None)})
+        ms, errors = measure(cp, p, {n: kernels[n] for n in names})
+        bad = sorted(n for n, e in errors.items() if not e < 1e-4)
+        best = min((n for n in names if n not in bad), key=ms.get)
+        rows.append({"set": set_name, "shape": p.name, "ms": ms, "errors": errors})
+        print(f"{set_name:>5} {p.name:>16}  cuBLAS {ms['cublas']:.4f} ms  best of {len(names)}: "
+              f"{ms['cublas'] / ms[best]:.2f}x ({best[:40]})" + (f"  WRONG: {bad}" if bad else ""),
+              flush=True)  # fmt: skip
+    record = {"command": "python benchmarks/candidates.py " + shlex.join(sys.argv[1:]), "results": str(results),
+              "device": slug, "autotune": autotune.__version__, "rows": rows}  # fmt: skip
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
