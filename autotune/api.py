@@ -119,13 +119,20 @@ class _Table:
         the best entry of the problem's own record when it was tuned; else the candidate of
         `_pool` -- every family's best at every tuned shape, that can run the problem and is
         meant for it (or is the family asked for) -- that autotune.model predicts fastest here."""
-        exact = [fams for shape, fams in self.records if shape == problem]
-        fams = {f: e for f, e in (exact[0] if exact else {}).items() if family in (None, f) and _reads(f, problem)}
-        if fams:
-            entry = max(fams.values(), key=lambda e: e["gflops"])
-            cfg = built_for(entry_config(entry), problem.layout, problem.batch)
-            if cfg is not None:
-                return problem, entry, cfg, None
+        # The shape's own records: the one timed with beta 0 or not, as this call, first.
+        same = problem.with_beta(0.0)
+        exact = sorted(
+            ((shape.beta == 0) != (problem.beta == 0), i, shape, fams)
+            for i, (shape, fams) in enumerate(self.records)
+            if shape.with_beta(0.0) == same
+        )
+        for *_, shape, fams in exact:
+            fams = {f: e for f, e in fams.items() if family in (None, f) and _reads(f, problem)}
+            if fams:
+                entry = max(fams.values(), key=lambda e: e["gflops"])
+                cfg = built_for(entry_config(entry), problem.layout, problem.batch)
+                if cfg is not None:
+                    return shape, entry, cfg, None
         candidates = [c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, family)]
         best = model.fastest(candidates, problem, self.roof)
         if best is None:
@@ -144,7 +151,8 @@ class _Table:
                 measured = self._plan(entry_config(entry))
                 slots = model.slots(measured, entry["registers"], entry["smem_bytes"], entry["limits"])
                 plan = self._plan(cfg)
-                yield model.Candidate(shape, measured, plan, entry["time_ms"], slots, entry["limits"]["sm_count"], (shape, entry, cfg))
+                sms = entry["limits"]["sm_count"]
+                yield model.Candidate(shape, measured, plan, entry["time_ms"], slots, sms, (shape, entry, cfg))
             except (UserError, KeyError, TypeError, ValueError):
                 continue  # an entry from an older format, or a family no longer shipped
 
@@ -292,15 +300,17 @@ def _device_props(dev: int) -> tuple[str, str]:
     return props
 
 
-def _choose(dev: int, M: int, N: int, K: int, layout: str, batch: int, family: str | None, results) -> Kernel:
-    """The kernel for this device, shape, layout and batch: a dict lookup once they were seen, as
-    long as this GPU's results folder is unchanged."""
+def _choose(
+    dev: int, M: int, N: int, K: int, layout: str, batch: int, family: str | None, results, beta: float = 0.0
+) -> Kernel:
+    """The kernel for this device, shape, layout, batch and beta (0 or not): a dict lookup once
+    they were seen, as long as this GPU's results folder is unchanged."""
     slug, arch = _device_props(dev)
     table = _table_for(results, slug)
-    key = (dev, M, N, K, layout, batch, family)
+    key = (dev, M, N, K, layout, batch, beta != 0, family)
     kernel = table.choices.get(key)
     if kernel is None:
-        problem = Problem(M, N, K, layout, batch)
+        problem = Problem(M, N, K, layout, batch, beta)
         if family is not None and (gaps := _family(family).gaps(problem)):
             raise UserError(gaps[0])
         found = table.choose(problem, family)
@@ -364,7 +374,7 @@ def load(
         return _kernel(cfg, dev, arch, "explicit config")
     if problem is None:
         return _kernel(fallback_config(arch, family), dev, arch, "fallback config")
-    return _choose(dev, problem.M, problem.N, problem.K, problem.layout, problem.batch, family, results)
+    return _choose(dev, problem.M, problem.N, problem.K, problem.layout, problem.batch, family, results, problem.beta)
 
 
 def _explicit_config(config: Any) -> Config:
@@ -390,9 +400,10 @@ def _shape(shape: Any) -> Problem:
 
 def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bool = False, trans_b: bool = False):
     """C = alpha * op(A) @ op(B) + beta * C in strict FP32 (op(X) is X.T when trans_x, else X),
-    with the tuned kernel for this GPU, shape and layout (the shape's own record, else the
-    stored config of that layout -- else of any -- predicted fastest at this shape, else a
-    default config). Returns `out`, or a new array when it is None (then beta must be 0).
+    with the tuned kernel for this GPU, shape and layout (the shape's own record -- with beta != 0
+    the one searched with a beta (`search --beta`) if there is one -- else the stored config of
+    that layout -- else of any -- predicted fastest at this shape, else a default config).
+    Returns `out`, or a new array when it is None (then beta must be 0).
 
     A, B and out are float32 arrays on the current device: CuPy arrays, PyTorch CUDA
     tensors, or any array with `__cuda_array_interface__` (Numba, ...) or `__dlpack__`, taken
@@ -417,4 +428,5 @@ def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bo
     transpose each matrix (the last two axes).
     """
     ops = _gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
-    return _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, ops.batch, None, None)._launch(ops, alpha, beta)
+    kernel = _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, ops.batch, None, None, beta)
+    return kernel._launch(ops, alpha, beta)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -55,6 +56,16 @@ def _nonneg_float(text: str) -> float:
     return value
 
 
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
 _ARCH = re.compile(r"^sm_\d+a?$")
 
 
@@ -86,6 +97,15 @@ def _shape_args(p: argparse.ArgumentParser) -> None:
         metavar="B",
         help="a strided batch of B products of that shape in one launch (as cublasSgemmStridedBatched; "
         "default 1: one product); a shape may also end in _b<B>, e.g. 512_b64",
+    )
+    p.add_argument(
+        "--beta",
+        type=_finite_float,
+        default=0.0,
+        metavar="BETA",
+        help="C = A @ B + BETA * C as timed, cuBLAS with the same beta (default 0: C written, not read; "
+        "any other reads C, as an epilogue that accumulates does); the record is kept apart, its name "
+        "ending in _beta<BETA>, and a shape may also end so, e.g. 4096_beta3",
     )
 
 

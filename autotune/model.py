@@ -14,8 +14,9 @@ of the layout) is a candidate, and its time at the new shape is predicted from i
   at once as fit (wave quantisation), and blocks resident together share its issue rate: n of
   them take n ** (1 - SHARING) times one alone (`sm_load`). The measured time scales by that
   busiest-SM load. Without the sharing, a small tile measured with one block an SM (at 512^3)
-  was predicted to run 8 a SM at 1500^3 as fast, and chosen there at 0.65x cuBLAS. For the streaming families a block's work is the slab of the operand it
-  reads, so this scales their memory traffic too (a group of MR rows re-reads B).
+  was predicted to run 8 a SM at 1500^3 as fast, and chosen there at 0.65x cuBLAS. For the
+  streaming families a block's work is the slab of the operand it reads, so this scales their
+  memory traffic too (a group of MR rows re-reads B).
 - Roofline: no kernel beats the best bandwidth (ideal bytes: A and B read once, C written once)
   or the best FLOP rate any stored kernel of this GPU reached.
 - Launches: each launch of the sequence costs LAUNCH_US of GPU time on its own (a split launch's

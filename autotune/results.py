@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
 SCHEMA = 1
-_SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)(_(?:nt|tn|tt))?(_b\d+)?\.json$")
+_SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)(_(?:nt|tn|tt))?(_b\d+)?(_beta[-+.e0-9]+)?\.json$")
 
 
 def record_path(root: Path | str, gpu_slug: str, problem: Problem) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import operator
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -29,13 +30,15 @@ class Problem:
     `layout` says how A and B are stored, as NumPy would write the product: "nn" is A @ B (A is
     M x K, B is K x N), "nt" is A @ B.T (B stored N x K, as a linear layer's weight), "tn" is
     A.T @ B (A stored K x M), "tt" is A.T @ B.T. Kernels read them in place; C is always M x N.
-    `batch` > 1: that many such products in one launch (strided batched GEMM)."""
+    `batch` > 1: that many such products in one launch (strided batched GEMM). `beta` is the
+    one timed (the kernels take any): 0 writes C without reading it, any other reads it too."""
 
     M: int
     N: int
     K: int
     layout: str = "nn"
     batch: int = 1
+    beta: float = 0.0
 
     # The kernels take M, N and K as C `int`s (32-bit on every CUDA platform): a larger size
     # would wrap around inside them, so no path (search, replay, export, the Python API) accepts one.
@@ -55,14 +58,19 @@ class Problem:
         b = self.batch
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= self.MAX_DIM:
             raise UserError(f"batch must be an integer from 1 to {self.MAX_DIM}, got {b!r}")
+        beta = self.beta
+        if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta):
+            raise UserError(f"beta must be a finite number, got {beta!r}")
+        object.__setattr__(self, "beta", float(beta) + 0.0)  # one value for 3 and 3.0, 0.0 for -0.0
 
     @property
     def name(self) -> str:
-        """'MxNxK', then '_<layout>' unless the layout is nn and '_b<batch>' for a batch: a results
-        file's stem ('512x512x512_nt_b64')."""
+        """'MxNxK', then '_<layout>' unless the layout is nn, '_b<batch>' for a batch and
+        '_beta<beta>' unless beta is 0: a results file's stem ('512x512x512_nt_b64_beta3')."""
         shape = f"{self.M}x{self.N}x{self.K}"
         shape = shape if self.layout == "nn" else f"{shape}_{self.layout}"
-        return shape if self.batch == 1 else f"{shape}_b{self.batch}"
+        shape = shape if self.batch == 1 else f"{shape}_b{self.batch}"
+        return shape if self.beta == 0 else f"{shape}_beta{_number(self.beta)}"
 
     @property
     def trans(self) -> tuple[int, int]:
@@ -80,14 +88,19 @@ class Problem:
         return {"TRANS_A": self.trans[0], "TRANS_B": self.trans[1], "BATCHED": int(self.batch > 1)}
 
     def with_layout(self, layout: str) -> Problem:
-        return Problem(self.M, self.N, self.K, layout, self.batch)
+        return Problem(self.M, self.N, self.K, layout, self.batch, self.beta)
 
-    def as_dict(self) -> dict[str, int | str]:
-        """The record's "problem" (batch only when there is one: records of single products
-        read as they did before batches existed)."""
-        d: dict[str, int | str] = {"M": self.M, "N": self.N, "K": self.K, "layout": self.layout}
+    def with_beta(self, beta: float) -> Problem:
+        return Problem(self.M, self.N, self.K, self.layout, self.batch, beta)
+
+    def as_dict(self) -> dict[str, int | str | float]:
+        """The record's "problem" (batch and beta only when not 1 and 0: records of single products
+        timed with beta = 0 read as they did before either existed)."""
+        d: dict[str, int | str | float] = {"M": self.M, "N": self.N, "K": self.K, "layout": self.layout}
         if self.batch > 1:
             d["batch"] = self.batch
+        if self.beta != 0:
+            d["beta"] = self.beta
         return d
 
     @property
@@ -96,18 +109,20 @@ class Problem:
 
     @property
     def bytes(self) -> int:
-        """Memory traffic of an ideal kernel: A and B read once, C written once (beta = 0)."""
-        return 4 * (self.M * self.K + self.K * self.N + self.M * self.N) * self.batch
+        """Memory traffic of an ideal kernel: A and B read once, C written once (and read once
+        unless beta is 0)."""
+        c = self.M * self.N * (1 if self.beta == 0 else 2)
+        return 4 * (self.M * self.K + self.K * self.N + c) * self.batch
 
     @classmethod
-    def parse(cls, text: str, layout: str = "nn", batch: int = 1) -> Problem:
+    def parse(cls, text: str, layout: str = "nn", batch: int = 1, beta: float = 0.0) -> Problem:
         """'4096' (square) or '8192x8192x1024' (MxNxK), optionally followed, as results files are
-        named, by a layout ('_nt') and a batch count ('_b64'), which win over `layout` and `batch`:
-        '512x512x512_nt_b64'."""
+        named, by a layout ('_nt'), a batch count ('_b64') and a beta ('_beta3'), which win over
+        `layout`, `batch` and `beta`: '512x512x512_nt_b64'."""
         shape, *tags = str(text).lower().split("_")
         parts = shape.split("x")
-        usage = "expected N or MxNxK, optionally _nn, _nt, _tn or _tt and _b<batch> after it"
-        if len(parts) not in (1, 3) or len(tags) > 2:
+        usage = "expected N or MxNxK, optionally _nn, _nt, _tn or _tt, _b<batch> and _beta<beta> after it"
+        if len(parts) not in (1, 3) or len(tags) > 3:
             raise UserError(f"shape {text!r}: {usage}")
         try:
             dims = [int(p) for p in parts]
@@ -120,9 +135,24 @@ class Problem:
                 layout = tag
             elif tag[:1] == "b" and tag[1:].isdigit():
                 batch = int(tag[1:])
+            elif tag.startswith("beta") and _is_number(tag[4:]):
+                beta = float(tag[4:])
             else:
                 raise UserError(f"shape {text!r}: {tag!r}: {usage}")
-        return cls(*dims, layout, batch)
+        return cls(*dims, layout, batch, beta)
+
+
+def _number(x: float) -> str:
+    """A float as a name reads it back exactly: 3, -0.5, 1e-05."""
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)

@@ -254,14 +254,23 @@ class Runner:
 
     # ---- problem setup -------------------------------------------------------------------
     def setup(
-        self, M: int, N: int, K: int, seed: int = 0, tolerance: float = 1e-4, layout: str = "nn", batch: int = 1
+        self,
+        M: int,
+        N: int,
+        K: int,
+        seed: int = 0,
+        tolerance: float = 1e-4,
+        layout: str = "nn",
+        batch: int = 1,
+        beta: float = 0.0,
     ) -> dict:
         """Operands stored in `layout` (A as K x M with a leading t, B as N x K with a second t),
         `batch` of each (contiguous, one after the other) when batch > 1, the float64 reference
-        of op(A) @ op(B), and the input sets timing rotates through."""
-        if self.problem == (M, N, K, seed, layout, batch):
+        of op(A) @ op(B), and the input sets timing rotates through; timings run with `beta`
+        (C read too unless 0; verification runs its own alpha and beta whatever it is)."""
+        if self.problem == (M, N, K, seed, layout, batch, beta):
             return {"ok": True}
-        self.problem, self.tolerance = (M, N, K, seed, layout, batch), tolerance
+        self.problem, self.tolerance = (M, N, K, seed, layout, batch, beta), tolerance
         lead = (batch,) if batch > 1 else ()
         a_shape = lead + ((K, M) if layout[0] == "t" else (M, K))
         b_shape = lead + ((N, K) if layout[1] == "t" else (K, N))
@@ -280,9 +289,12 @@ class Runner:
         # Rotate input sets so that small problems are not timed out of L2.
         set_bytes = 4 * (M * K + K * N + M * N) * batch
         n_sets = int(min(8, max(1, math.ceil(3 * self.info["l2_bytes"] / set_bytes))))
-        self.sets = [(self.A0, self.B0, cp.empty(c_shape, cp.float32))]
+        # With beta != 0 each timed launch reads the C it scales: numbers there, not whatever
+        # the allocator left (repeated launches let them grow; FMA runs at one rate for any value).
+        out = (lambda: cp.empty(c_shape, cp.float32)) if beta == 0 else (lambda: rand(c_shape))
+        self.sets = [(self.A0, self.B0, out())]
         for _ in range(n_sets - 1):
-            self.sets.append((rand(a_shape), rand(b_shape), cp.empty(c_shape, cp.float32)))
+            self.sets.append((rand(a_shape), rand(b_shape), out()))
         cp.cuda.Device().synchronize()
         cublas_err = self._rel_err(self.op(self.A0, self.B0), self.ref_ab)
         return {"ok": True, "sets": n_sets, "cublas_error": cublas_err}
@@ -335,9 +347,13 @@ class Runner:
 
     def time(self, spec, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
         """Median of per-launch CUDA-event times of a kernel (`spec`), or of cuBLAS: "matmul"
-        (cupy.matmul on the operands' views) or "gemm" (cupy.cublas.gemm, for a batch
-        cublasSgemmStridedBatched, with the transposes named: no copy whatever the layout)."""
+        (cupy.matmul on the operands' views; beta = 0 only) or "gemm" (cupy.cublas.gemm, for a
+        batch cublasSgemmStridedBatched, with the transposes named: no copy whatever the
+        layout), each launch with alpha 1 and setup's beta."""
+        beta = self.problem[6]
         if spec == "matmul":
+            if beta != 0:
+                raise ValueError("cupy.matmul has no beta: time 'gemm' for beta != 0")
 
             def launch(a, b, c, alpha=1.0, beta=0.0):
                 self.op(a, b, out=c)
@@ -355,10 +371,10 @@ class Runner:
         sets = self.sets
         try:
             for i in range(2):  # warm-up: module load, clocks, caches
-                launch(*sets[i % len(sets)])
+                launch(*sets[i % len(sets)], 1.0, beta)
             e0, e1 = cp.cuda.Event(), cp.cuda.Event()
             e0.record()
-            launch(*sets[0])
+            launch(*sets[0], 1.0, beta)
             e1.record()
             e1.synchronize()
             est_ms = max(cp.cuda.get_elapsed_time(e0, e1), 1e-3)
@@ -369,7 +385,7 @@ class Runner:
             self._spin((1, 1, 1), (1, 1, 1), (np.uint64(int(min(50e6, 30e3 * reps))),))
             events[0].record()
             for r in range(reps):
-                launch(*sets[r % len(sets)])
+                launch(*sets[r % len(sets)], 1.0, beta)
                 events[r + 1].record()
             events[-1].synchronize()
             times = [cp.cuda.get_elapsed_time(events[r], events[r + 1]) for r in range(reps)]
@@ -382,7 +398,7 @@ class Runner:
         row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T."""
         from cupy_backends.cuda.libs import cublas
 
-        M, N, K, _, layout, batch = self.problem
+        M, N, K, _, layout, batch, _ = self.problem
         ta, tb = (int(t == "t") for t in layout)  # CUBLAS_OP_N 0, CUBLAS_OP_T 1
         lda, ldb = (M if ta else K), (K if tb else N)
         handle = cp.cuda.device.get_cublas_handle()
@@ -408,7 +424,8 @@ class Runner:
 
     def cublas(self, target_s: float = 0.5) -> dict:
         """cuBLAS on this problem: the faster of cupy.matmul and cupy.cublas.gemm, both timed
-        here (`paths`: each one's median ms)."""
-        times = {path: self.time(path, target_s, min_reps=10) for path in ("matmul", "gemm")}
+        here (`paths`: each one's median ms); gemm alone with beta != 0 (cupy.matmul has none)."""
+        paths = ("matmul", "gemm") if self.problem[6] == 0 else ("gemm",)
+        times = {path: self.time(path, target_s, min_reps=10) for path in paths}
         best = min(times, key=lambda p: times[p]["time_ms"])
         return {**times[best], "path": best, "paths": {p: t["time_ms"] for p, t in times.items()}}

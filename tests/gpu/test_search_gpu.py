@@ -106,6 +106,24 @@ def test_small_search_export_check(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def test_a_search_with_beta_times_both_sides_with_it_and_check_does_too(tmp_path):
+    """--beta 3: the candidates and cuBLAS (gemm only: cupy.matmul has no beta) timed with C read
+    and scaled, into a record of its own that check re-times the same way."""
+    results = tmp_path / "results"
+    r = _cli("search", "--sizes", "384x256x200", "--beta", "3", "--family", "vectorized", "warptile", "--trials", "4",
+             "--results", str(results), "--quiet", cwd=tmp_path)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (path,) = results.glob("*/*.json")
+    assert path.name == "384x256x200_beta3.json"
+    rec = json.loads(path.read_text())
+    assert rec["problem"]["beta"] == 3.0
+    for e in rec["families"].values():
+        assert e["status"] == "ok" and e["error"] < 1e-5 and e["gflops"] > 0
+        assert e["cublas"]["path"] == "gemm" and set(e["cublas"]["paths"]) == {"gemm"}
+    r = _cli("check", "--results", str(results), "--tolerance", "0.5", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize(
     "schedule, shape",
     [
