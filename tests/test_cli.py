@@ -126,6 +126,14 @@ def test_help(sub):
     assert r.returncode == 0 and "usage: autotune " + sub in r.stdout
 
 
+def test_python_dash_m_autotune_is_the_command():
+    """`python -m autotune` where the scripts folder is not on PATH: the same parser and exit codes."""
+    r = subprocess.run([sys.executable, "-m", "autotune", "search", "--size", "0"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("autotune: error: argument --size")
+    r = subprocess.run([sys.executable, "-m", "autotune", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("autotune ")
+
+
 def test_list_shows_families_and_results():
     r = run("list", "--results", str(RESULTS))
     assert r.returncode == 0, r.stderr

@@ -1,0 +1,8 @@
+"""`python -m autotune ...`: the same as the `autotune` command (for an environment whose
+scripts folder is not on PATH)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
