@@ -18,10 +18,8 @@ so that the model's constants can be chosen on one and reported on the other.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
-import shlex
 import statistics
 import sys
 import time
@@ -32,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("CUPY_TF32", "0")
 
 from untuned import SHAPES as SCORE_SHAPES
+from untuned import gpu_ms, write_rows
 
 FIT_SHAPES = [
     "2500", "640", "160", "48", "5x4096x4096", "24x8192x4096", "100x4096x4096", "500x8192x2048",
@@ -55,16 +54,6 @@ def _compile(args: tuple) -> str:
     return family
 
 
-def gpu_ms(cp, fn, reps: int) -> float:
-    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-    e0.record()
-    for _ in range(reps):
-        fn()
-    e1.record()
-    e1.synchronize()
-    return cp.cuda.get_elapsed_time(e0, e1) / reps
-
-
 def measure(cp, p, kernels: dict) -> tuple[dict, dict]:
     """({name: median ms}, {name: relative error}) of cuBLAS and each kernel at problem `p`."""
     rng = cp.random.default_rng(0)
@@ -78,13 +67,13 @@ def measure(cp, p, kernels: dict) -> tuple[dict, dict]:
     for name, fn in calls.items():
         fn()
         errors[name] = float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref))
-        est = max(gpu_ms(cp, fn, 1), 1e-3)
+        est = max(gpu_ms(fn, 1), 1e-3)
         reps = int(min(100, max(1, 5 / est)))
         times = []
         for _ in range(ROUNDS):
             for _ in range(WARMUP if est < 1 else 0):
                 fn()
-            times.append(gpu_ms(cp, fn, reps))
+            times.append(gpu_ms(fn, reps))
         ms[name] = statistics.median(times)
     return ms, errors
 
@@ -98,7 +87,6 @@ def main() -> int:
 
     import cupy as cp
 
-    import autotune
     from autotune import api
     from autotune.types import Problem
 
@@ -136,9 +124,7 @@ def main() -> int:
         print(f"{set_name:>5} {p.name:>16}  cuBLAS {ms['cublas']:.4f} ms  best of {len(names)}: "
               f"{ms['cublas'] / ms[best]:.2f}x ({best[:40]})" + (f"  WRONG: {bad}" if bad else ""),
               flush=True)  # fmt: skip
-    record = {"command": "python benchmarks/candidates.py " + shlex.join(sys.argv[1:]), "results": str(results),
-              "device": slug, "autotune": autotune.__version__, "rows": rows}  # fmt: skip
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    write_rows(args.out, "candidates.py", results, slug, rows)
     return 0
 
 

@@ -157,10 +157,15 @@ def main() -> int:
             geo = math.exp(sum(math.log(x) for x in xs) / len(xs))
             print(f"{key}: geometric mean {geo:.3f}x cuBLAS, lowest {min(xs):.3f}x, {len(xs)} shapes")
     if args.out:
-        record = {"command": "python benchmarks/untuned.py " + shlex.join(sys.argv[1:]), "results": str(results),
-                  "device": slug, "autotune": autotune.__version__, "rows": rows}  # fmt: skip
-        args.out.write_text(json.dumps(record, indent=2) + "\n")
+        write_rows(args.out, "untuned.py", results, slug, rows)
     return 0
+
+
+def write_rows(path: Path, script: str, results, slug: str, rows: list) -> None:
+    """A benchmark's rows as JSON, with the command, results folder, GPU and version they came from."""
+    record = {"command": f"python benchmarks/{script} " + shlex.join(sys.argv[1:]), "results": str(results),
+              "device": slug, "autotune": autotune.__version__, "rows": rows}  # fmt: skip
+    path.write_text(json.dumps(record, indent=1) + "\n")
 
 
 if __name__ == "__main__":

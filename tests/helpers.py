@@ -75,3 +75,20 @@ int main() {
 }
 """
     )
+
+
+def fake_kernels(monkeypatch, slug: str) -> list[tuple]:
+    """autotune.api with no GPU: the device is `slug` (sm_90), no table read before, and each
+    kernel asked for is recorded as (device, config name, source) and returned as that tuple."""
+    from autotune import api
+
+    asked = []
+
+    def kernel(cfg, dev, arch, source):
+        asked.append((dev, cfg.name, source))
+        return asked[-1]
+
+    monkeypatch.setattr(api, "_TABLES", {})
+    monkeypatch.setattr(api, "_device_props", lambda dev: (slug, "sm_90"))
+    monkeypatch.setattr(api, "_kernel", kernel)
+    return asked

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import RESULTS, families
+from helpers import RESULTS, fake_kernels, families
 
 from autotune import api, results
 from autotune.launch import GeometryCache
@@ -42,15 +42,7 @@ def reads(monkeypatch) -> list[str]:
 @pytest.fixture
 def loads(monkeypatch) -> list[tuple]:
     """Kernels asked for, as (device, config name, source): nothing is compiled, no GPU asked."""
-    asked = []
-
-    def kernel(cfg, dev, arch, source):
-        asked.append((dev, cfg.name, source))
-        return asked[-1]
-
-    monkeypatch.setattr(api, "_device_props", lambda dev: (SLUG, "sm_90"))
-    monkeypatch.setattr(api, "_kernel", kernel)
-    return asked
+    return fake_kernels(monkeypatch, SLUG)
 
 
 def _results(tmp_path: Path, name: str = "results") -> Path:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import RESULTS
+from helpers import RESULTS, fake_kernels
 
 from autotune import api, results
 from autotune.limits import load_profile
@@ -75,16 +75,7 @@ def test_a_beta_search_is_recorded_apart(tmp_path):
 
 @pytest.fixture
 def loads(monkeypatch) -> list[tuple]:
-    asked = []
-
-    def kernel(cfg, dev, arch, source):
-        asked.append((dev, cfg.name, source))
-        return asked[-1]
-
-    monkeypatch.setattr(api, "_TABLES", {})
-    monkeypatch.setattr(api, "_device_props", lambda dev: (SLUG, "sm_90"))
-    monkeypatch.setattr(api, "_kernel", kernel)
-    return asked
+    return fake_kernels(monkeypatch, SLUG)
 
 
 def test_a_call_with_beta_takes_the_record_searched_with_one(tmp_path, loads):
