@@ -53,6 +53,22 @@ struct Case {
     int m, n, k;
 };
 
+// A and B copied from the host, C (the header's result) and R (cuBLAS's) on the device; freed
+// at the end of the scope.
+struct Operands {
+    float *A = nullptr, *B = nullptr, *C = nullptr, *R = nullptr;
+    Operands(const std::vector<float>& ha, const std::vector<float>& hb, size_t c_n)
+    {
+        CHECK_CUDA(cudaMalloc(&A, ha.size() * 4)); CHECK_CUDA(cudaMalloc(&B, hb.size() * 4));
+        CHECK_CUDA(cudaMalloc(&C, c_n * 4)); CHECK_CUDA(cudaMalloc(&R, c_n * 4));
+        CHECK_CUDA(cudaMemcpy(A, ha.data(), ha.size() * 4, cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(B, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice));
+    }
+    ~Operands() { cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R); }
+    Operands(const Operands&) = delete;
+    Operands& operator=(const Operands&) = delete;
+};
+
 // cuBLAS's transposes each layout of the header serves: a row-major A @ B.T (nt) kernel is
 // cuBLAS's ('T', 'N'). A header of several layouts (export --layouts) names them AUTOTUNE_HAS_*.
 struct Trans {
@@ -85,11 +101,8 @@ static bool run_case(cublasHandle_t handle, Case c, Trans t)
     const int lda = a_rows + 3, ldb = b_rows + 5, ldc = c.m + 1;  // padded, not multiples of 4
     const size_t a_n = (size_t)lda * a_cols, b_n = (size_t)ldb * b_cols, c_n = (size_t)ldc * c.n;
     const std::vector<float> ha = random_floats(a_n, 1), hb = random_floats(b_n, 2), hc = random_floats(c_n, 3);
-    float *A, *B, *C, *R;
-    CHECK_CUDA(cudaMalloc(&A, a_n * 4)); CHECK_CUDA(cudaMalloc(&B, b_n * 4));
-    CHECK_CUDA(cudaMalloc(&C, c_n * 4)); CHECK_CUDA(cudaMalloc(&R, c_n * 4));
-    CHECK_CUDA(cudaMemcpy(A, ha.data(), a_n * 4, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(B, hb.data(), b_n * 4, cudaMemcpyHostToDevice));
+    const Operands d(ha, hb, c_n);
+    float *const A = d.A, *const B = d.B, *const C = d.C, *const R = d.R;
     const float alpha = 1.5f, beta = -0.5f;
     CHECK_CUDA(cudaMemcpy(R, hc.data(), c_n * 4, cudaMemcpyHostToDevice));
     CHECK_CUBLAS(cublasSgemm(handle, ta == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T, tb == 'N' ? CUBLAS_OP_N : CUBLAS_OP_T,
@@ -136,7 +149,6 @@ static bool run_case(cublasHandle_t handle, Case c, Trans t)
 
     std::printf("%6d x %6d x %6d  %c%c  lda %d ldb %d ldc %d  cublas-convention %.2e  row-major %.2e  bad args %s  %s\n",
                 c.m, c.n, c.k, ta, tb, lda, ldb, ldc, e1, e2, refused ? "refused" : "NOT REFUSED", ok ? "ok" : "FAIL");
-    cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R);
     return ok;
 }
 
@@ -146,11 +158,8 @@ static bool run_contiguous(cublasHandle_t handle, Case c)
 {
     const size_t a_n = (size_t)c.m * c.k, b_n = (size_t)c.k * c.n, c_n = (size_t)c.m * c.n;
     const std::vector<float> ha = random_floats(a_n, 4), hb = random_floats(b_n, 5);
-    float *A, *B, *C, *R;
-    CHECK_CUDA(cudaMalloc(&A, a_n * 4)); CHECK_CUDA(cudaMalloc(&B, b_n * 4));
-    CHECK_CUDA(cudaMalloc(&C, c_n * 4)); CHECK_CUDA(cudaMalloc(&R, c_n * 4));
-    CHECK_CUDA(cudaMemcpy(A, ha.data(), a_n * 4, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(B, hb.data(), b_n * 4, cudaMemcpyHostToDevice));
+    const Operands d(ha, hb, c_n);
+    float *const A = d.A, *const B = d.B, *const C = d.C, *const R = d.R;
     const float one = 1.0f, zero = 0.0f;
     CHECK_CUDA(autotune_sgemm(c.m, c.n, c.k, one, A, B, zero, C, 0));
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
@@ -162,7 +171,6 @@ static bool run_contiguous(cublasHandle_t handle, Case c)
     CHECK_CUDA(cudaMemcpy(ref.data(), R, c_n * 4, cudaMemcpyDeviceToHost));
     const double e = rel_diff(got, ref);
     std::printf("%6d x %6d x %6d  contiguous row-major %.2e  %s\n", c.m, c.n, c.k, e, e <= 1e-4 ? "ok" : "FAIL");
-    cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R);
     return e <= 1e-4;
 }
 #endif
@@ -179,11 +187,8 @@ static bool run_batched(cublasHandle_t handle, Case c, int batch, Trans t)
     const long long sa = (long long)lda * a_cols + 5, sb = (long long)ldb * b_cols + 7, sc = (long long)ldc * c.n + 9;
     const size_t a_n = (size_t)sa * batch, b_n = (size_t)sb * batch, c_n = (size_t)sc * batch;
     const std::vector<float> ha = random_floats(a_n, 6), hb = random_floats(b_n, 7), hc = random_floats(c_n, 8);
-    float *A, *B, *C, *R;
-    CHECK_CUDA(cudaMalloc(&A, a_n * 4)); CHECK_CUDA(cudaMalloc(&B, b_n * 4));
-    CHECK_CUDA(cudaMalloc(&C, c_n * 4)); CHECK_CUDA(cudaMalloc(&R, c_n * 4));
-    CHECK_CUDA(cudaMemcpy(A, ha.data(), a_n * 4, cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(B, hb.data(), b_n * 4, cudaMemcpyHostToDevice));
+    const Operands d(ha, hb, c_n);
+    float *const A = d.A, *const B = d.B, *const C = d.C, *const R = d.R;
     const float alpha = 0.75f, beta = 0.25f;
     bool ok = true;
     double worst = 0.0;
@@ -203,7 +208,6 @@ static bool run_batched(cublasHandle_t handle, Case c, int batch, Trans t)
     }
     std::printf("%6d x %6d x %6d  %c%c  batch %d strided (and B broadcast) %.2e  %s\n", c.m, c.n, c.k, ta, tb, batch,
                 worst, ok ? "ok" : "FAIL");
-    cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R);
     return ok;
 }
 
