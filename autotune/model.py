@@ -28,7 +28,8 @@ of the layout) is a candidate, and its time at the new shape is predicted from i
 SHARING, DISTANCE_WEIGHT and LAUNCH_US were chosen on the "fit" shapes of
 benchmarks/candidates.py (every stored config timed at 20 untuned shapes on an H100, run 70) for
 the best geometric mean of the chosen kernel against cuBLAS, and are reported on its other 20
-("score", benchmarks/untuned.py's); notes/performance.md has the figures.
+("score", benchmarks/untuned.py's); benchmarks/judge_model.py redoes that from the timings on the
+CPU, notes/performance.md has the figures.
 
 A prediction is a ranking aid, not a measurement: `autotune search` at the shape is the answer
 when it matters, and the choice is logged as "predicted for ..." in the kernel's source.

@@ -1,0 +1,89 @@
+"""autotune/model.py judged on measured candidates, without a GPU: for each shape of a
+benchmarks/candidates.py run, the config the model picks and its measured time against cuBLAS,
+and the best measured candidate (the bound on any choice).
+
+    python benchmarks/judge_model.py benchmarks/logs/run70-h100/candidates.json
+    python benchmarks/judge_model.py FILE --set SHARING=1 --set DISTANCE_WEIGHT=0.05   # the old model
+    python benchmarks/judge_model.py FILE --grid          # the search its constants were chosen by
+
+The candidates are the ones the stored results give (`api._Table._candidates`) that the file
+timed: records added after that run are left out, so the choice is among what was measured.
+--grid ranks constant sets by the geometric mean on the "fit" shapes and shows the "score" shapes
+beside them (the ones the result is reported on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autotune import api, model
+from autotune.types import Problem
+
+GRID = {"SHARING": (0.5, 0.75, 1.0), "DISTANCE_WEIGHT": (0.02, 0.05, 0.1, 0.2), "LAUNCH_US": (2.0, 4.0)}
+
+
+def geo(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def judge(table, rows: list[dict], verbose: bool = False) -> tuple[float, float, float, float]:
+    """(geometric mean, lowest) of the model's choice and of the best candidate, x cuBLAS."""
+    chosen, best = [], []
+    for r in rows:
+        p, ms = Problem.parse(r["shape"]), r["ms"]
+        cands = [c for s, f in table._pool(p) for c in table._candidates(s, f, p, None) if c.what[2].name in ms]
+        pick, predicted = model.fastest(cands, p, table.roof)
+        name = pick.what[2].name
+        top = min(v for k, v in ms.items() if k != "cublas")
+        chosen.append(ms["cublas"] / ms[name])
+        best.append(ms["cublas"] / top)
+        if verbose:
+            print(f"  {r['shape']:>16}  chosen {chosen[-1]:.2f}x  best {best[-1]:.2f}x  predicted "
+                  f"{1e3 * predicted:8.1f} us, measured {1e3 * ms[name]:8.1f} us  {name[:48]}"
+                  f" ({pick.problem.name})")  # fmt: skip
+    return geo(chosen), min(chosen), geo(best), min(best)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("file", type=Path, help="a benchmarks/candidates.py output")
+    ap.add_argument("--results", default="results", help="results folder (default ./results)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a model constant")
+    ap.add_argument("--grid", action="store_true", help="rank the constant sets of GRID on the fit shapes")
+    ap.add_argument("-v", "--verbose", action="store_true", help="one line a shape")
+    args = ap.parse_args()
+    data = json.loads(args.file.read_text())
+    table = api._table_for(args.results, data["device"])
+    sets = {name: [r for r in data["rows"] if r["set"] == name] for name in ("fit", "score")}
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if name not in GRID:
+            sys.exit(f"--set {item}: one of {', '.join(GRID)}")
+        setattr(model, name, float(value))
+    if args.grid:
+        ranked = []
+        for values in itertools.product(*GRID.values()):
+            for name, v in zip(GRID, values, strict=True):
+                setattr(model, name, v)
+            ranked.append((judge(table, sets["fit"])[:2], values, judge(table, sets["score"])[:2]))
+        for (fg, fl), values, (sg, sl) in sorted(ranked, reverse=True)[:10]:
+            consts = " ".join(f"{n} {v:g}" for n, v in zip(GRID, values, strict=True))
+            print(f"fit {fg:.3f}x / lowest {fl:.2f}x  |  {consts}  |  score {sg:.3f}x / lowest {sl:.2f}x")
+        return 0
+    print(" ".join(f"{n} {getattr(model, n):g}" for n in GRID))
+    for name, rows in sets.items():
+        g, lo, bg, blo = judge(table, rows, args.verbose)
+        print(f"{name}: chosen {g:.3f}x cuBLAS (lowest {lo:.2f}x), best candidate {bg:.3f}x (lowest {blo:.2f}x), "
+              f"{len(rows)} shapes")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
