@@ -1,0 +1,103 @@
+"""Stored winners re-timed at other shapes, with other parameters or another beta, against cuBLAS
+in the same process: the measurements that tell why a kernel is slow somewhere, without a search.
+
+    python benchmarks/probe.py --records 768x768x768 --shapes 768,777,776,768x777x768
+    python benchmarks/probe.py --records 768x768x768 --shapes 777 --set PACKB=0
+    python benchmarks/probe.py --records standard --beta 3      # each of sweep.py's ten at its own shape
+
+Each (record, variant, shape) is timed the way a search times a candidate (the runner's input sets
+rotated out of L2, CUDA events per launch after a spin kernel, the median) and checked against
+float64 first; cuBLAS is timed at each shape by the same runner (the faster of cupy.matmul and
+cuBLAS gemm, gemm alone with beta != 0). --set NAME=V (repeatable) adds a variant of each record
+with those parameters changed; the record's own parameters are always timed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sweep import SETS
+
+from autotune.evaluate import prepare
+from autotune.gpu.runner import Runner
+from autotune.limits import DeviceLimits
+from autotune.results import best_entry, entry_config
+from autotune.types import Config, Problem
+
+
+def _variants(cfg: Config, sets: list[str]) -> list[tuple[str, Config]]:
+    out = [("record", cfg)]
+    if sets:
+        params = cfg.as_dict()
+        for item in sets:
+            name, _, value = item.partition("=")
+            params[name] = int(value) if value.lstrip("-").isdigit() else value
+        out.append((" ".join(sets), Config.make(cfg.family, params)))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--records", required=True, help="tuned shapes (comma list) or a set of sweep.py: " + ", ".join(SETS)
+    )
+    ap.add_argument("--shapes", help="comma list of shapes to time each record at (default: the record's own)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=V", help="a variant with a parameter changed")
+    ap.add_argument("--beta", type=float, default=0.0, help="beta of every timed launch (default 0)")
+    ap.add_argument("--results", type=Path, default=Path("results"))
+    ap.add_argument("--out", type=Path, help="write the rows as JSON here")
+    args = ap.parse_args()
+
+    runner = Runner(0)
+    info = dict(runner.info)
+    versions = info.pop("versions")
+    limits = DeviceLimits(**info)
+    records = SETS.get(args.records, args.records.split(","))
+    rows, cublas = [], {}
+    for rec in records:
+        tuned = Problem.parse(rec)
+        _, entry = best_entry(args.results, limits.slug, tuned)
+        shapes = [Problem.parse(s) for s in args.shapes.split(",")] if args.shapes else [tuned]
+        for label, cfg in _variants(entry_config(entry), args.set):
+            for shape in shapes:
+                p = shape.with_beta(args.beta)
+                runner.setup(p.M, p.N, p.K, layout=p.layout, batch=p.batch, beta=p.beta)
+                if p.name not in cublas:
+                    cublas[p.name] = runner.cublas()
+                (prep,) = prepare([cfg], p, limits, limits.arch, {})
+                row = {"record": tuned.name, "variant": label, "shape": p.name, "config": cfg.name}
+                if prep.spec is None:
+                    row["rejected"] = prep.measurement.message
+                    print(f"{tuned.name:>16} {label:>12} {p.name:>18}  rejected: {prep.measurement.message}")
+                    rows.append(row)
+                    continue
+                v = runner.verify(prep.spec)
+                t = runner.time(prep.spec) if v["correct"] else {}
+                cb = cublas[p.name]
+                row |= {"error": v["error"], "ms": t.get("time_ms"), "cublas_ms": cb["time_ms"]}
+                row["cublas_path"] = cb["path"]
+                row["tflops"] = 2e-9 * p.M * p.N * p.K * p.batch / row["ms"] if row["ms"] else None
+                row["x_cublas"] = cb["time_ms"] / row["ms"] if row["ms"] else None
+                rows.append(row)
+                ratio = f"{row['x_cublas']:.3f}x" if row["ms"] else "WRONG"
+                print(f"{tuned.name:>16} {label:>12} {p.name:>18}  {row['ms'] or 0:.4f} ms  cuBLAS "
+                      f"{cb['time_ms']:.4f} ms ({cb['path']})  {ratio}  err {v['error']:.1e}", flush=True)  # fmt: skip
+    ok = [r["x_cublas"] for r in rows if r.get("x_cublas")]
+    if ok:
+        geo = 1.0
+        for x in ok:
+            geo *= x
+        print(f"geometric mean {geo ** (1 / len(ok)):.3f}x cuBLAS over {len(ok)} rows, lowest {min(ok):.3f}x")
+    if args.out:
+        doc = {"gpu": limits.slug, "versions": versions, "beta": args.beta, "rows": rows}
+        args.out.write_text(json.dumps(doc, indent=1))
+    return 0 if len(ok) == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
