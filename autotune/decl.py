@@ -7,7 +7,7 @@
     constraints: [{expr: ..., why: ...}]
     suits:       [{expr: ..., why: ...}]       # shapes (M, N, K) the family is meant for
     launch:      {threads, grid, dynamic_smem, scale_c_first, workspace, workspace_zeroed,
-                  pack_b, pack_b_at, values, tail_tiles, tail_first, tail_grid}
+                  pack_b, pack_b_at, pack_c, pack_c_at, values, tail_tiles, tail_first, tail_grid}
     -#}
 
 Unknown keys, duplicate keys, a text where an integer belongs and names an expression cannot
@@ -47,6 +47,8 @@ _LAUNCH_KEYS = (
     "workspace_zeroed",
     "pack_b",
     "pack_b_at",
+    "pack_c",
+    "pack_c_at",
     "values",
     "tail_tiles",
     "tail_first",
@@ -105,6 +107,8 @@ class Launch:
     workspace_zeroed: Expr
     pack_b: Expr | None  # None: the kernel takes no pitch argument for B
     pack_b_at: Expr
+    pack_c: Expr | None  # None: C is always written in place
+    pack_c_at: Expr
     values: tuple[tuple[str, Expr], ...]  # named sub-expressions, in order
     tail_tiles: Expr | None  # None: no tail kernel
     tail_first: Expr
@@ -271,15 +275,18 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
         workspace_zeroed=expr("workspace_zeroed", 0),
         pack_b=expr("pack_b"),
         pack_b_at=expr("pack_b_at", 0),
+        pack_c=expr("pack_c"),
+        pack_c_at=expr("pack_c_at", 0),
         values=tuple(values),
         tail_tiles=expr("tail_tiles"),
         tail_first=expr("tail_first", 0),
         tail_grid=expr("tail_grid", 0),
     )
-    if launch.pack_b is not None and launch.workspace is None:
-        raise UserError(
-            f"{yamlio.where(path, raw, 'pack_b')}: launch.pack_b needs launch.workspace (the packed B lives there)"
-        )
+    for key, what in (("pack_b", "B"), ("pack_c", "C")):
+        if getattr(launch, key) is not None and launch.workspace is None:
+            raise UserError(
+                f"{yamlio.where(path, raw, key)}: launch.{key} needs launch.workspace (the packed {what} lives there)"
+            )
     return launch
 
 

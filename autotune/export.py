@@ -23,6 +23,7 @@ EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
 _C_ARGS = {
     "M": "m",
     "N": "n",
+    "N_k": "n_used",
     "K": "k",
     "alpha": "alpha",
     "beta": "beta",
@@ -30,20 +31,25 @@ _C_ARGS = {
     "B": "B_used",
     "B_IN": "B",
     "B_PACKED": "B_packed",
-    "C": "C",
+    "C": "C_used",
+    "C_IN": "C",
+    "C_PACKED": "C_packed",
     "WS": "ws",
     "lda": "lda",
     "ldb": "ldb",
     "ldc": "ldc",
     "ldb_k": "ldb_used",
+    "ldc_k": "ldc_used",
     "pitch_b": "(int)p.pitch_b",
+    "pitch_c": "(int)p.pitch_c",
     "tail_first": "(int)p.tail_first",
     "stride_a": "strideA",
     "stride_b": "strideB",
     "stride_c": "strideC",
 }
 assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS + LONGS)
-_PLAN_FIELDS = ("ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "tail_first")
+_PLAN_FIELDS = ("ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "pack_c", "pack_c_at", "pitch_c")
+_PLAN_FIELDS += ("tail_first",)
 
 
 def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
@@ -62,6 +68,7 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
                 "block": step.block,
                 "dynamic_smem": step.dynamic_smem,
                 "args": [_C_ARGS[a] for a in step.args],
+                "beta_only": step.beta_only,
             }
         )
     return dict(
@@ -73,6 +80,7 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
         NEEDS_SLOTS=plan.needs_slots,
         HAS_WS=plan.has_workspace,
         PACKS_B=plan.packs_b,
+        PACKS_C=plan.packs_c,
         VALUES=values,
         STEPS=steps,
         FIELDS=[(f, f if f in names else "0") for f in _PLAN_FIELDS],

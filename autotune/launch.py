@@ -12,16 +12,24 @@ The values, computed in order at each shape (upper-case ones are the family's ow
   pack_b      true: B is first copied into the workspace at a 16-byte row pitch
   pack_b_at   where in the workspace
   pitch_b     that pitch in floats (4 * cdiv(N, 4))
+  pack_c      true: the kernels write a copy of C in the workspace at a 16-byte row pitch, copied
+              back at the end (and in first when beta != 0)
+  pack_c_at   where in the workspace
+  pitch_c     that pitch in floats (4 * cdiv(N, 4))
   tail_tiles, tail_first, tail_grid   a split launch's tail (tiles, first tile, blocks)
   grid_x, grid_y, grid_z              the SGEMM kernel's grid
 The caller's row pitches lda, ldb and ldc are launch arguments, not values: the plan depends on
-the shape only. The SGEMM kernel reads B through `ldb_k`: pitch_b when B was packed, else ldb.
+the shape only. The SGEMM kernel reads B through `ldb_k`: pitch_b when B was packed, else ldb; every kernel but
+the copies reads and writes C (the packed one when pack_c) through `ldc_k` and sees `N_k` columns:
+pitch_c when C is packed (B is then packed too, its extra columns zero: the kernels take C's row
+as 16-byte aligned, and the copy back leaves the extra columns out), else N.
 A BATCHED config's SGEMM kernel takes the strides between matrices (stride_a, stride_b, stride_c)
 last and the batch as its grid z (the family's grid z is 1 there, and no other step runs: its
 declaration's constraints say so); the launcher sets that grid z, BATCH_GRID_MAX at a time.
 The steps, in order; each runs when its condition is true and its grid is not empty:
-  _scale_c (C *= beta), _pack_b (B to the workspace), _scale_tiles (the tail's tiles of C
-  *= beta), the SGEMM kernel, _tail (the tail kernel, adding into C).
+  _pack_c (C to the workspace; only when beta != 0: otherwise the kernels never read C), _scale_c
+  (C *= beta), _pack_b (B to the workspace), _scale_tiles (the tail's tiles of C *= beta), the
+  SGEMM kernel, _tail (the tail kernel, adding into C), _unpack_c (the packed C back to C).
 """
 
 from __future__ import annotations
@@ -34,13 +42,14 @@ from dataclasses import dataclass
 from .decl import Launch
 from .expr import Expr
 
-HELPER_BLOCK = 256  # threads of a helper kernel (_scale_c, _pack_b, _scale_tiles)
+HELPER_BLOCK = 256  # threads of a helper kernel (_scale_c, _pack_b, _pack_c, _unpack_c, _scale_tiles)
 HELPER_GRID_MAX = 4096  # grid-stride helpers need no more blocks than this
 
 # Kernel arguments: device pointers, floats, and the integer launch values a kernel reads.
-POINTERS = ("A", "B", "B_IN", "B_PACKED", "C", "WS")  # B: the B the SGEMM kernel reads (packed or not)
+# B and C: those the SGEMM kernel reads and writes (packed or not); _IN: the caller's.
+POINTERS = ("A", "B", "B_IN", "B_PACKED", "C", "C_IN", "C_PACKED", "WS")
 FLOATS = ("alpha", "beta")
-INTS = ("M", "N", "K", "lda", "ldb", "ldc", "ldb_k", "pitch_b", "tail_first")
+INTS = ("M", "N", "K", "lda", "ldb", "ldc", "N_k", "ldb_k", "ldc_k", "pitch_b", "pitch_c", "tail_first")
 LONGS = ("stride_a", "stride_b", "stride_c")  # a batched kernel's strides between matrices, in floats
 BATCH_GRID_MAX = 65535  # grid z: a longer batch is launched in pieces this long
 
@@ -55,6 +64,7 @@ class Step:
     block: int
     dynamic_smem: bool  # the family's dynamic shared memory (helpers use none)
     args: tuple[str, ...]
+    beta_only: bool = False  # runs only when beta != 0 (the plan is the shape's; beta is the call's)
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,7 @@ class LaunchPlan:
     dynamic_smem: int
     has_workspace: bool  # the SGEMM kernel takes a workspace argument
     packs_b: bool  # B may be packed to a 16-byte pitch first
+    packs_c: bool  # C may be written through a copy at a 16-byte pitch
     needs_slots: bool  # a launch value reads SLOTS (resident blocks on the device)
 
     @property
@@ -214,6 +225,7 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
     kept = tuple(s for s in steps if _parsed(s.when).to_c(folded) != "0")
     todo = set().union(*(_identifiers(_parsed(t).to_c(folded)) for s in kept for t in (s.when, *s.grid)))
     todo |= {a for s in kept for a in s.args} | {"ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b"}
+    todo |= {"pack_c", "pack_c_at", "pitch_c"}
     needed: set[str] = set()
     while todo:
         name = todo.pop()
@@ -229,6 +241,7 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
         dynamic_smem=dynamic_smem,
         has_workspace=launch.workspace is not None,
         packs_b=launch.pack_b is not None,
+        packs_c=launch.pack_c is not None,
         needs_slots=any("SLOTS" in reads[n] for n in needed),
     )
 
@@ -242,6 +255,9 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
     if launch.pack_b is not None:
         named += [("pack_b", launch.pack_b.text), ("pack_b_at", launch.pack_b_at.text)]
         named.append(("pitch_b", "4 * cdiv(N, 4)"))
+    if launch.pack_c is not None:
+        named += [("pack_c", launch.pack_c.text), ("pack_c_at", launch.pack_c_at.text)]
+        named.append(("pitch_c", "4 * cdiv(N, 4)"))
     if launch.tail_tiles is not None:
         named += [("tail_tiles", launch.tail_tiles.text), ("tail_first", launch.tail_first.text)]
         named.append(("tail_grid", launch.tail_grid.text))
@@ -250,24 +266,29 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
 
 def _steps(launch: Launch, block: int, batched: bool) -> list[Step]:
     """Every step the family can take, in order (helpers of HELPER_BLOCK threads, grid-stride)."""
-    main_args = ("M", "N", "K", "alpha", "A", "lda", "B", "ldb_k", "beta", "C", "ldc")
+    main_args = ("M", "N_k", "K", "alpha", "A", "lda", "B", "ldb_k", "beta", "C", "ldc_k")
     main_args += ("WS",) if launch.workspace is not None else ()
     main_args += LONGS if batched else ()
     grid = f"min({HELPER_GRID_MAX}, cdiv({{}}, {HELPER_BLOCK}))"
-    steps = [
-        Step(
-            "_scale_c", "scale_c", (grid.format("M * N"), "1", "1"), HELPER_BLOCK, False, ("M", "N", "ldc", "beta", "C")
-        )
-    ]
+    rows = (f"min({HELPER_GRID_MAX}, M)", "1", "1")  # the copies of C: a block a row
+    steps = []
+    if launch.pack_c is not None:
+        args = ("M", "N", "ldc", "pitch_c", "C_IN", "C_PACKED")
+        steps.append(Step("_pack_c", "pack_c", rows, HELPER_BLOCK, False, args, beta_only=True))
+    args = ("M", "N_k", "ldc_k", "beta", "C")
+    steps.append(Step("_scale_c", "scale_c", (grid.format("M * N"), "1", "1"), HELPER_BLOCK, False, args))
     if launch.pack_b is not None:
         args = ("K", "N", "ldb", "pitch_b", "B_IN", "B_PACKED")
         steps.append(Step("_pack_b", "pack_b", (grid.format("K * pitch_b"), "1", "1"), HELPER_BLOCK, False, args))
     if launch.tail_tiles is not None:
-        args = ("M", "N", "ldc", "beta", "C", "tail_first")
+        args = ("M", "N_k", "ldc_k", "beta", "C", "tail_first")
         steps.append(Step("_scale_tiles", "tail_tiles", ("tail_tiles", "1", "1"), HELPER_BLOCK, False, args))
     steps.append(Step("", "1", ("grid_x", "grid_y", "grid_z"), block, True, main_args))
     if launch.tail_tiles is not None:
         steps.append(Step("_tail", "tail_tiles", ("tail_grid", "1", "1"), block, True, (*main_args, "tail_first")))
+    if launch.pack_c is not None:
+        args = ("M", "N", "pitch_c", "ldc", "C_PACKED", "C_IN")
+        steps.append(Step("_unpack_c", "pack_c", rows, HELPER_BLOCK, False, args))
     return steps
 
 

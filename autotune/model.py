@@ -104,7 +104,8 @@ def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> tup
     sizes = [g[0] * g[1] * (problem.batch if plan.batched else g[2]) for g in grids]
     padded = 2.0 * (-(-M // tm) * tm) * (-(-N // tn) * tn) * K * problem.batch
     per_block = padded / sum(sizes)
-    return sum(sm_load(b, per_sm, sms) for b in sizes) * per_block, len(geo.launches)
+    launches = sum(1 for step, _ in geo.launches if not step.beta_only or problem.beta != 0)
+    return sum(sm_load(b, per_sm, sms) for b in sizes) * per_block, launches
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,10 @@ def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, pa
         assert "cudaMallocAsync" in text and "cudaMemsetAsync" in text and "cudaFreeAsync" in text
     # A split launch: the tail's tiles of C scaled, then the main kernel, then the tail.
     assert ("_scale_tiles<<<" in text and "_tail<<<" in text) == (params.get("SCHEDULE") == "split_launch")
+    # The split schedules' tails add into C: through a copy at a 16-byte pitch where C's rows are not
+    # (copied in only when beta != 0, back at the end).
+    split = params.get("SCHEDULE", "").startswith("split_")
+    assert ("_pack_c<<<" in text and "_unpack_c<<<" in text and "&& beta != 0.0f)" in text) == split
     (tmp_path / "main.cu").write_text(HARNESS)
     r = subprocess.run(
         ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")], capture_output=True, text=True
@@ -74,8 +78,8 @@ int main() {
     const long long shapes[][4] = { %(shapes)s };
     for (const auto& s : shapes) {
         const autotune_sgemm_plan_t p = autotune_sgemm_plan(s[0], s[1], s[2], s[3]);
-        printf("%%lld %%lld %%lld %%lld %%lld %%lld", p.ws_bytes, p.ws_zeroed, p.pack_b, p.pack_b_at, p.pitch_b,
-               p.tail_first);
+        printf("%%lld %%lld %%lld %%lld %%lld %%lld %%lld %%lld %%lld", p.ws_bytes, p.ws_zeroed, p.pack_b, p.pack_b_at,
+               p.pitch_b, p.pack_c, p.pack_c_at, p.pitch_c, p.tail_first);
         for (const auto& st : p.step)
             if (st[0]) printf(" | %%lld %%lld %%lld", st[1], st[2], st[3]); else printf(" | -");
         printf("\n");
@@ -122,6 +126,9 @@ def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
             v.get("pack_b", 0),
             v.get("pack_b_at", 0),
             v.get("pitch_b", 0),
+            v.get("pack_c", 0),
+            v.get("pack_c_at", 0),
+            v.get("pitch_c", 0),
             v.get("tail_first", 0),
         ]
         steps = [" ".join(map(str, running[s.kernel])) if s.kernel in running else "-" for s in plan.steps]

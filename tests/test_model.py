@@ -132,3 +132,15 @@ def test_blocks_sharing_an_sm_share_its_issue_rate():
         body * 8 ** (1 - model.SHARING) + model.LAUNCH_US * 1e-3
     )
     assert c.predict_ms(crowded, no_roof) > 1.5 * alone
+
+
+def test_the_copy_of_c_in_counts_as_a_launch_only_with_beta():
+    """A split launch whose C goes through a packed copy: the copy back always runs, the copy in
+    only when beta != 0 (with beta = 0 no kernel reads C), and the model counts what runs."""
+    plan = _warptile(SCHEDULE="split_persistent", BN=256, WARPS_N=4, PACKB=1)
+    p = Problem(300, 4097, 700)  # 51 tiles on 132 or more slots: all in the tail, C packed
+    _, at_zero = model.busiest_sm(plan, p, 1, 132)
+    _, at_three = model.busiest_sm(plan, p.with_beta(3.0), 1, 132)
+    assert (at_zero, at_three) == (3, 4)  # packed B, the kernel, packed C back; then the copy in
+    aligned = Problem(300, 4096, 700)
+    assert model.busiest_sm(plan, aligned.with_beta(3.0), 1, 132)[1] == 1

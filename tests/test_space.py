@@ -115,12 +115,17 @@ def test_split_launch_gives_the_tail_what_whole_waves_leave():
 
     def split(M, N, K, slots=132):
         g = plan.geometry(M, N, K, slots=slots)
-        assert g.grid[0] + g.tail_tiles == -(-M // 128) * -(-N // 256)
-        assert g.tail_first == g.grid[0] and g.ws_bytes == (0 if N % 4 == 0 else 4 * K * 4 * -(-N // 4))
+        tiles = -(-M // 128) * -(-N // 256)
+        assert g.grid[0] + g.tail_tiles == tiles
+        # Unaligned rows of C with a sixth of the tiles or more in the tail: C through a copy.
+        pack_c = N % 4 != 0 and g.tail_tiles > 0 and 6 * g.tail_tiles >= tiles
+        assert g.pack_c == pack_c
+        packed = (4 * K * 4 * -(-N // 4) if N % 4 else 0) + (4 * M * 4 * -(-N // 4) if pack_c else 0)
+        assert g.tail_first == g.grid[0] and g.ws_bytes == packed
         # The tail's tiles of C are scaled, the main kernel runs where it has tiles, then the tail.
-        assert g.kernels == (["_pack_b"] if N % 4 else []) + (["_scale_tiles"] if g.tail_tiles else []) + (
-            [""] if g.grid[0] else []
-        ) + (["_tail"] if g.tail_tiles else [])
+        assert g.kernels == (["_pack_c"] if pack_c else []) + (["_pack_b"] if N % 4 else []) + (
+            ["_scale_tiles"] if g.tail_tiles else []
+        ) + ([""] if g.grid[0] else []) + (["_tail"] if g.tail_tiles else []) + (["_unpack_c"] if pack_c else [])
         return g.grid[0], g.tail_tiles, g.tail_grid
 
     # 512 tiles: 3 whole waves of 132, the 116 left (more than half a wave) over 132 blocks.
@@ -134,6 +139,10 @@ def test_split_launch_gives_the_tail_what_whole_waves_leave():
     assert split(128 * 12, 256 * 11, 64) == (132, 0, 0)
     # Fewer k-iterations than slots: one block per iteration.
     assert split(5, 7, 20) == (0, 1, 2)
+    # Unaligned rows of C: 144 tiles all in the tail, or 165 of 561 (C packed for both); 165 of
+    # 2145 (less than a sixth: C written in place).
+    assert split(2048, 2049, 2048) == (0, 144, 132) and split(4097, 4097, 64) == (396, 165, 132)
+    assert split(8193, 8193, 64) == (1980, 165, 132)
     # Whole tiles have no tail and need no slots.
     plain = w.resolve(_seed(SCHEDULE="data_parallel")).plan
     assert not plain.needs_slots and plain.geometry(4096, 4096, 4096).tail_tiles == 0
@@ -147,9 +156,18 @@ def test_split_persistent_is_a_persistent_grid_with_two_zeroed_counters():
     assert geo.ws_bytes == 16 and geo.ws_zeroed == 16
     # Fewer k-iterations than slots (1 tile, K = 20: 2 iterations): no idle blocks.
     assert plan.geometry(5, 7, 20, slots=132).grid == (2, 1, 1)
-    # Packed B follows the counters.
+    # Packed B follows the counters, and packed C (51 tiles, all in the tail) packed B.
     packed = plan.geometry(300, 4097, 70, slots=132)
-    assert packed.pack_b and packed.pack_b_at == 16 and packed.ws_bytes == 16 + 4 * 70 * 4100
+    assert packed.pack_b and packed.pack_b_at == 16 and packed.pack_c and packed.pack_c_at == 16 + 4 * 70 * 4100
+    assert packed.ws_bytes == 16 + 4 * 70 * 4100 + 4 * 300 * 4100 and packed.pitch_c == 4100
+    assert packed.kernels == ["_pack_c", "_pack_b", "", "_unpack_c"]
+    # The copy of C in runs only when beta != 0 (with beta == 0 no kernel reads C).
+    assert [s.beta_only for s, _ in packed.launches] == [True, False, False, False]
+    # The kernels see C's packed pitch as N (B's extra columns are zero): only with B packed.
+    for other in ({"PACKB": 0}, {"TRANS_B": 1}):
+        plan = Family.load("warptile").resolve(_seed(SCHEDULE="split_persistent", **other)).plan
+        g = plan.geometry(300, 4097, 70, 132)
+        assert not g.pack_c and "_unpack_c" not in g.kernels
 
 
 def test_split_persistent_applies_the_declared_tail_rule_in_its_kernel(tmp_path):

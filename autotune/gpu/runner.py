@@ -170,8 +170,8 @@ class LoadedKernel:
 
     def _launch(self, M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc, batch=None) -> None:
         geo, steps = self._prepared(M, N, K, lda, ldb, ldc)
-        pb = _address(b)
-        values = {"A": _address(a), "B": pb, "B_IN": pb, "C": _address(c), "alpha": alpha, "beta": beta}
+        pb, pc = _address(b), _address(c)
+        values = {"A": _address(a), "B": pb, "B_IN": pb, "C": pc, "C_IN": pc, "alpha": alpha, "beta": beta}
         n = 0  # grid z as planned
         if self.plan.batched:
             n, values["stride_a"], values["stride_b"], values["stride_c"] = batch or (1, 0, 0, 0)
@@ -181,10 +181,13 @@ class LoadedKernel:
             values["WS"] = ws.data.ptr if ws is not None else 0
             if v.get("pack_b"):
                 values["B"] = values["B_PACKED"] = values["WS"] + v["pack_b_at"]
+            if v.get("pack_c"):
+                values["C"] = values["C_PACKED"] = values["WS"] + v["pack_c_at"]
         stream_ptr = (stream if stream is not None else cp.cuda.get_current_stream()).ptr
         with self._lock:  # the steps' argument slots are shared: fill and launch as one
             for step in steps:
-                step.launch(values, stream_ptr, n)
+                if beta != 0 or not step.beta_only:
+                    step.launch(values, stream_ptr, n)
 
     def _prepare(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int):
         """(geometry, its launches as _Step) at one shape and pitches (remembered in _prepared:
@@ -192,11 +195,12 @@ class LoadedKernel:
         geo = self.geometry(M, N, K)
         v = geo.values
         ints = dict(M=M, N=N, K=K, lda=lda, ldb=ldb, ldb_k=v["pitch_b"] if v.get("pack_b") else ldb, ldc=ldc)
-        ints.update({name: v[name] for name in ("pitch_b", "tail_first") if name in v})
+        ints["ldc_k"], ints["N_k"] = (v["pitch_c"], v["pitch_c"]) if v.get("pack_c") else (ldc, N)
+        ints.update({name: v[name] for name in ("pitch_b", "pitch_c", "tail_first") if name in v})
         steps = []
         for step, grid in geo.launches:
             smem = geo.dynamic_smem if step.dynamic_smem else 0
-            steps.append(_Step(self.fns[step.kernel].ptr, grid, step.block, smem, step.args, ints))
+            steps.append(_Step(self.fns[step.kernel].ptr, grid, step.block, smem, step.args, ints, step.beta_only))
         return geo, steps
 
 
@@ -221,10 +225,10 @@ class _Step:
     so the slots can be refilled for the next). Several microseconds less host time a launch
     than CuPy's Function call, which converts every argument each time."""
 
-    __slots__ = ("block", "fn", "grid", "params", "per_call", "slots", "smem")
+    __slots__ = ("beta_only", "block", "fn", "grid", "params", "per_call", "slots", "smem")
 
-    def __init__(self, fn: int, grid: tuple[int, int, int], block: int, smem: int, names, ints) -> None:
-        self.fn, self.grid, self.block, self.smem = fn, grid, block, smem
+    def __init__(self, fn: int, grid: tuple[int, int, int], block: int, smem: int, names, ints, beta_only=False):
+        self.fn, self.grid, self.block, self.smem, self.beta_only = fn, grid, block, smem, beta_only
         self.slots = [_CTYPES[n]() for n in names]  # kept alive: params points into them
         for slot, name in zip(self.slots, names, strict=True):
             if name in INTS:

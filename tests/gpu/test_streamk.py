@@ -75,7 +75,7 @@ def _split_configs():
 # (M, N, K) with 128 x 256 tiles on 132 slots: fewer tiles than a wave (all in the tail); whole
 # waves plus more than half a wave (only the rest in the tail); plus less (one more wave in the
 # tail); 4096^3's split with 3 k-tiles per tile; one tile; tails in every dimension; N % 4 != 0
-# (packed B).
+# (packed B, and C written through a packed copy where the tail is large).
 SPLIT_SHAPES = [
     (300, 520, 2000),
     (2500, 4100, 100),
@@ -107,8 +107,16 @@ def test_split_launch_correct(config, shape):
     tiles = -(-M // 128) * -(-N // 256)
     schedule = config["SCHEDULE"]
     one_kernel = schedule != "split_launch"
+    # Unaligned rows of C with a sixth of the tiles or more in the tail: C through a copy, the
+    # copy back last.
+    slots, rem = k._kernel.slots, tiles % k._kernel.slots
+    tail = 0 if rem == 0 else (tiles if tiles < slots else (rem if 2 * rem >= slots else rem + slots))
+    packs = config.as_dict().get("PACKB", 1) == 1 and N % 4 != 0
+    assert geo.pack_c == (packs and tail > 0 and 6 * tail >= tiles)
+    assert (geo.kernels[-1] == "_unpack_c") == geo.pack_c
+    sgemm = [kern for kern in geo.kernels if kern not in ("_pack_c", "_unpack_c")]
     if one_kernel:
-        assert 1 <= geo.grid[0] <= k._kernel.slots and geo.kernels[-1] == "" and geo.ws_zeroed == 16
+        assert 1 <= geo.grid[0] <= k._kernel.slots and sgemm[-1] == "" and geo.ws_zeroed == 16
         if schedule == "split_fused":  # whole waves below the tail row
             assert geo.grid[0] == k._kernel.slots and (geo.grid[1] - 1) * k._kernel.slots <= tiles
     else:
