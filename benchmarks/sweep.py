@@ -3,6 +3,7 @@
     python benchmarks/sweep.py                       # the ten shapes of the performance issue
     python benchmarks/sweep.py --shapes 4096,1000 --trials 40 --family warptile
     python benchmarks/sweep.py --set skinny --family fewrows fewcols  # few rows / few columns
+    python benchmarks/sweep.py --set small --family all --trials 30   # every regime of small shapes
     python benchmarks/sweep.py --set layouts         # A @ B.T, A.T @ B, A.T @ B.T (shape_nt, ...)
     python benchmarks/sweep.py --set batches         # strided batches in one launch (shape_b64, ...)
 
@@ -41,6 +42,17 @@ SETS = {
     "skinny": [
         "1x4096x4096", "1x11008x4096", "1x4096x11008", "2x4096x4096", "8x4096x4096", "16x4096x4096",
         "16x11008x4096", "1x3000x1000", "4096x1x4096", "11008x1x4096", "4096x8x4096", "4096x16x4096",
+    ],
+    # The small-shape issue's regimes, each tuned by the default search (--family all --trials 30):
+    # few rows (1-16: memory-bound, one operand streamed once) and their mirror, 32-200 rows or
+    # columns against large N and K, shallow K (4-64) under a large C, a deep K under a small C,
+    # and tiny cubes (launch-bound).
+    "small": [
+        "1x4096x4096", "2x4096x4096", "8x4096x4096", "16x4096x4096", "32x4096x4096", "64x4096x4096",
+        "128x4096x4096", "200x4096x4096", "1x11008x4096", "16x11008x4096", "128x11008x4096", "1x4096x11008",
+        "32x4096x11008", "1x3000x1000", "8x3000x1000", "200x3000x1000", "4096x1x4096", "4096x8x4096",
+        "4096x16x4096", "4096x32x4096", "4096x128x4096", "11008x1x4096", "4096x4096x4", "4096x4096x16",
+        "4096x4096x64", "256x256x16384", "32x32x32", "64x64x64", "128x128x128",
     ],
     # Operands read in place in the other layouts (A @ B.T is a linear layer's), against cuBLAS
     # with the same transposes.
