@@ -281,8 +281,9 @@ def _report_parser(sub) -> None:
     rp = sub.add_parser(
         "report",
         help="PNG plots and a Markdown page of stored results and studies",
-        description="Plots (GFLOP/s per trial with the cuBLAS line, parameter importance, best "
-        "per family, GFLOP/s vs shape against cuBLAS) and report.md, from results/<gpu>/.",
+        description="Plots (GFLOP/s per trial with the cuBLAS line, each study's best so far against "
+        "trials and wall time, parameter importance, best per family, GFLOP/s vs shape against cuBLAS) "
+        "and report.md, from results/<gpu>/.",
     )
     rp.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")
     rp.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")

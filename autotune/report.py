@@ -60,6 +60,7 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
     md += _shapes_section(plt, out, gpu_name, shapes, best)
     md += _families_section(plt, out, shapes, records)
     md += _trials_section(plt, out, shapes, records, studies)
+    md += _progress_section(plt, out, shapes, records, studies)
     md += _importance_section(plt, out, shapes, best, studies, importance_top)
     md += [
         "## Explore the studies",
@@ -165,6 +166,72 @@ def _trials_section(plt, out: Path, shapes: list[str], records: list[dict], stud
         _save(plt, fig, out / f"trials_{shape}.png")
         md += [f"![trials {shape}](trials_{shape}.png)", ""]
     return md
+
+
+def _best_so_far(study) -> tuple[list[int], list[float], list[float]]:
+    """(trial number counted from 1, seconds since the study's first trial started, best GFLOP/s
+    so far) at each verified trial of `study`, in the order they finished."""
+    trials = [t for t in study.get_trials(deepcopy=False) if t.datetime_start is not None]
+    if not trials:
+        return [], [], []
+    t0 = min(t.datetime_start for t in trials)
+    trials.sort(key=lambda t: t.datetime_complete or t.datetime_start)
+    n, secs, best, top = [], [], [], 0.0
+    for i, t in enumerate(trials, 1):
+        if t.state.name == "COMPLETE" and t.user_attrs.get("evaluated") and t.value is not None:
+            top = max(top, t.value)
+            n.append(i)
+            secs.append(((t.datetime_complete or t.datetime_start) - t0).total_seconds())
+            best.append(top)
+    return n, secs, best
+
+
+def _progress_section(plt, out: Path, shapes: list[str], records: list[dict], studies: dict) -> list[str]:
+    """Best-so-far against trials and against wall time, one line a study, for each shape with
+    studies; and a table of when each study came within 2% of its own best."""
+    md = [
+        "## Best so far, against trials and wall time",
+        "",
+        "Each study's best verified TFLOP/s after each trial (every trial counts, failed or rejected "
+        "ones too), against its trials and against seconds since its first trial started (compiles "
+        "and re-timing included). A study is one family's space at one shape with one sampler; a resumed "
+        "search or another sampler seed adds its trials to it.",
+        "",
+        "| shape | study | trials | wall s | best TFLOP/s | x cuBLAS | within 2% of its best at |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    figures = []
+    for shape, rec in zip(shapes, records, strict=True):
+        lines = []
+        for (s_shape, fam), sts in sorted(studies.items()):
+            if s_shape != shape:
+                continue
+            for st in sts:
+                n, secs, best = _best_so_far(st)
+                if n:
+                    lines.append((f"{fam} {st.study_name.split('/')[-1]}", n, secs, best, len(st.trials)))
+        if not lines:
+            continue
+        cublas = _best(rec)["cublas"]["gflops"]
+        fig, (by_trial, by_time) = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+        for label, n, secs, best, total in lines:
+            by_trial.step(n, [b / 1e3 for b in best], where="post", label=label)
+            by_time.step(secs, [b / 1e3 for b in best], where="post", label=label)
+            near = next(i for i, b in enumerate(best) if b >= 0.98 * best[-1])
+            md.append(
+                f"| {shape} | {label} | {total} | {secs[-1]:.1f} | {best[-1] / 1e3:.1f} | "
+                f"{best[-1] / cublas:.2f}x | trial {n[near]}, {secs[near]:.1f} s |"
+            )
+        for ax in (by_trial, by_time):
+            ax.axhline(cublas / 1e3, color="black", ls="--", lw=1, label="cuBLAS")
+        by_trial.set_xlabel("trial")
+        by_time.set_xlabel("seconds since the study's first trial")
+        by_trial.set_ylabel("best TFLOP/s so far")
+        by_trial.set_title(f"{shape}: best so far")
+        by_time.legend(fontsize=7)
+        _save(plt, fig, out / f"progress_{shape}.png")
+        figures += [f"![progress {shape}](progress_{shape}.png)", ""]
+    return md + [""] + figures if figures else []
 
 
 def _importance_section(plt, out: Path, shapes: list[str], best: list[dict], studies: dict, top: int) -> list[str]:

@@ -3,6 +3,7 @@
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -193,6 +194,15 @@ def test_report_writes_plots_and_markdown(tmp_path):
     assert "| 512x512x512 | coarse1d |" in md and "optuna-dashboard sqlite:///" in md
     pngs = {p.name for p in out.glob("*.png")}
     assert {"shapes.png", "families.png", "trials_512x512x512.png", "importance_coarse1d_512x512x512.png"} <= pngs
+    # Best so far against trials and wall time: a figure for the shape, a row for each study, each
+    # with its 12 trials and its best (the replay's table) against the replayed cuBLAS.
+    assert "progress_512x512x512.png" in pngs
+    study_row = re.compile(r"^\| 512x512x512 \| (coarse1d|tiled) [0-9a-f]{10} \|")
+    rows = sorted(line.split(" | ") for line in md.splitlines() if study_row.match(line))
+    assert len(rows) == 2 and all(int(r[2]) >= 12 for r in rows)  # 12 measured, and any rejected
+    best = max(v for name, v in table.items() if name.startswith("coarse1d"))
+    coarse = rows[0]
+    assert float(coarse[4]) <= best / 1e3 + 0.05 and coarse[5] == f"{float(coarse[4]) * 1e3 / 20000:.2f}x"
     for name in pngs:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
