@@ -129,6 +129,25 @@ def test_example_program_checks_the_exported_header_against_cublas(tmp_path, h10
 
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+@pytest.mark.parametrize("schedule", ["split_launch", "split_persistent"])
+def test_example_program_checks_a_split_header_that_packs_c(tmp_path, h100, schedule):
+    """A split schedule exported: at the example's shapes with a row length not a multiple of 4
+    (7x13x5, 127x129x131, 4096x3x257 and their column-major transposes) the whole grid is its tail,
+    so C goes through the packed copy in the workspace (copied in when beta != 0, back at the end);
+    every entry point still agrees with cuBLAS and leaves C untouched on bad arguments."""
+    from test_results import GPU, _entry
+
+    cfg = Space.load("warptile").fallback.as_dict() | {"SCHEDULE": schedule, "PACKB": 1}
+    resolved = Family.load("warptile").resolve(cfg)
+    assert resolved.plan.geometry(127, 129, 131, 132).pack_c  # the case this test is for
+    problem = Problem(1000, 1000, 1000)
+    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg, 30000.0, h100)})
+    export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
+    assert "_unpack_c<<<" in (tmp_path / "tuned_sgemm.h").read_text()
+    run_example_program(tmp_path)
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 def test_example_program_checks_a_header_of_every_layout_against_cublas(tmp_path, h100):
     """export --layouts all: one header, its cuBLAS-convention entry points dispatching each of
     the four transposes to that layout's kernel (examples/sgemm_check.cu runs all four)."""
