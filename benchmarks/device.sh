@@ -9,6 +9,9 @@
 #   sweep [TRIALS]   benchmarks/sweep.py, warptile, TRIALS per shape (40) -> logs/sweep.{txt,json}
 #   skinny [TRIALS]  benchmarks/bandwidth.py, then sweep.py --set skinny with the few-rows and
 #                    few-columns families, TRIALS per shape (30)             -> logs/bandwidth.json, logs/skinny.{txt,json}
+#   small [TRIALS]   sweep.py --set small --family all --skip-tuned: the small-shape set's shapes this
+#                    GPU has no record of, TRIALS per family (30); each record copied to
+#                    $OUT/results/<gpu>/ as soon as it is written           -> logs/small.{txt,json}
 #   layouts [TRIALS] sweep.py --set layouts: warptile for A @ B.T, A.T @ B and A.T @ B.T at 4096^3
 #                    and 8192x8192x1024, TRIALS per shape (30)          -> logs/layouts.{txt,json}
 #   batches [TRIALS] sweep.py --set batches: warptile on strided batches (512^3 x 64, 2048^3 x 8,
@@ -38,7 +41,7 @@ usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
     gpu-tests|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel) ;;
-    sweep|skinny|layouts|batches) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
+    sweep|skinny|small|layouts|batches) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
     *) echo "unknown task '${!i}'" >&2; usage ;;
   esac
@@ -92,6 +95,14 @@ while [ $# -gt 0 ]; do
       slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
       mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"
       echo "skinny ($trials trials): $(cat "$L/bandwidth.json") $(grep -E 'geometric|exit' "$L/skinny.txt" | head -1)" ;;
+    small)
+      trials=30
+      if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi
+      slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
+      timeout 540 python3 benchmarks/sweep.py --set small --family all --skip-tuned --trials "$trials" \
+        --copy-to "$OUT/results/$slug" --out "$L/small.json" > "$L/small.txt" 2>&1
+      echo "exit $?" >> "$L/small.txt"
+      echo "small ($trials trials): $(grep -c ' TFLOP/s  cuBLAS' "$L/small.txt") shapes tuned, $(grep -E 'geometric|exit' "$L/small.txt" | head -1)" ;;
     layouts|batches)
       set_name=$task trials=30
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi

@@ -4,6 +4,7 @@
     python benchmarks/sweep.py --shapes 4096,1000 --trials 40 --family warptile
     python benchmarks/sweep.py --set skinny --family fewrows fewcols  # few rows / few columns
     python benchmarks/sweep.py --set small --family all --trials 30   # every regime of small shapes
+    python benchmarks/sweep.py --set small --family all --skip-tuned --copy-to $OUT/results  # resume
     python benchmarks/sweep.py --set layouts         # A @ B.T, A.T @ B, A.T @ B.T (shape_nt, ...)
     python benchmarks/sweep.py --set batches         # strided batches in one launch (shape_b64, ...)
 
@@ -18,6 +19,7 @@ import argparse
 import json
 import math
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune.cli_inputs import meant_for
 from autotune.evaluate import GPUEvaluator, default_jobs
-from autotune.results import save_search
+from autotune.results import record_path, save_search
 from autotune.search import search
 from autotune.space import Space, known_families
 from autotune.studies import default_storage
@@ -65,7 +67,7 @@ SETS = {
 }  # fmt: skip
 
 
-def main() -> int:
+def _parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", choices=sorted(SETS), default="standard", help="a named set of shapes")
     ap.add_argument("--shapes", help="comma list of N or MxNxK (instead of --set)")
@@ -79,8 +81,40 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--results", type=Path, default=Path("results"))
     ap.add_argument("--out", type=Path, help="write the table as JSON here")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--skip-tuned", action="store_true", help="leave out shapes this GPU already has a record of (resume a set)"
+    )
+    ap.add_argument(
+        "--copy-to",
+        type=Path,
+        metavar="DIR",
+        help="copy each shape's record here as soon as it is written (a lent machine's call may be cut off)",
+    )
+    return ap.parse_args()
 
+
+def _print_table(rows: list[dict]) -> float:
+    """The Markdown table of the rows; returns the geometric mean of their ratios."""
+    ratios = [r["ratio"] for r in rows if r.get("family")]
+    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
+    print("\n| shape (MxNxK) | winner | params | TFLOP/s | cuBLAS TFLOP/s | ratio | GB/s | cuBLAS GB/s | rel. error |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if not r.get("family"):
+            print(f"| {r['shape']} | none correct | | | | | | | |")
+            continue
+        params = " ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
+        print(
+            f"| {r['shape']} | {r['family']} | {params} | {r['tflops']:.1f} | {r['cublas_tflops']:.1f} | "
+            f"{r['ratio']:.2f}x | {r['gbps']:.0f} | {r['cublas_gbps']:.0f} | {r['error']:.1e} |"
+        )
+    lowest = f"{min(ratios):.3f}x" if ratios else "-"
+    print(f"\ngeometric mean {geo:.3f}x cuBLAS, lowest {lowest}, {len(ratios)}/{len(rows)} shapes verified correct")
+    return geo
+
+
+def main() -> int:
+    args = _parse_args()
     ev = GPUEvaluator(0, seed=args.seed, jobs=default_jobs())
     names = known_families() if args.family == ["all"] else args.family
     all_spaces = [Space.load(f) for f in names]
@@ -90,6 +124,9 @@ def main() -> int:
     t_all = time.monotonic()
     for shape in args.shapes.split(",") if args.shapes else SETS[args.set]:
         problem = Problem.parse(shape)
+        if args.skip_tuned and record_path(args.results, ev.limits.slug, problem).exists():
+            print(f"{problem.name:>16}  tuned already (--skip-tuned)", flush=True)
+            continue
         spaces = meant_for(all_spaces, problem, named=False)  # a sweep keeps each family to its shapes
         if not spaces:
             rows.append({"shape": problem.name, "family": None})
@@ -118,6 +155,10 @@ def main() -> int:
             trials=args.trials,
             storage=storage,
         )
+        written = record_path(args.results, ev.limits.slug, problem)
+        if args.copy_to and written.exists():  # none when no config was correct
+            args.copy_to.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(written, args.copy_to)
         ok = [r for r in results if r.best is not None]
         if not ok:
             rows.append({"shape": problem.name, "family": None})
@@ -148,23 +189,8 @@ def main() -> int:
             flush=True,
         )
     ev.close()
-    ratios = [r["ratio"] for r in rows if r.get("family")]
-    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
-    print("\n| shape (MxNxK) | winner | params | TFLOP/s | cuBLAS TFLOP/s | ratio | GB/s | cuBLAS GB/s | rel. error |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        if not r.get("family"):
-            print(f"| {r['shape']} | none correct | | | | | | | |")
-            continue
-        params = " ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))
-        print(
-            f"| {r['shape']} | {r['family']} | {params} | {r['tflops']:.1f} | {r['cublas_tflops']:.1f} | "
-            f"{r['ratio']:.2f}x | {r['gbps']:.0f} | {r['cublas_gbps']:.0f} | {r['error']:.1e} |"
-        )
-    print(
-        f"\ngeometric mean {geo:.3f}x cuBLAS, lowest {min(ratios):.3f}x, {len(ratios)}/{len(rows)} shapes "
-        f"verified correct, {time.monotonic() - t_all:.0f} s, {ev.limits.name}"
-    )
+    geo = _print_table(rows)
+    print(f"{time.monotonic() - t_all:.0f} s, {ev.limits.name}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(
