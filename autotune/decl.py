@@ -287,6 +287,11 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
             raise UserError(
                 f"{yamlio.where(path, raw, key)}: launch.{key} needs launch.workspace (the packed {what} lives there)"
             )
+    if launch.pack_c is not None and launch.pack_b is None:
+        raise UserError(
+            f"{yamlio.where(path, raw, 'pack_c')}: launch.pack_c needs launch.pack_b (the kernels see C's packed "
+            "pitch as N, so B must be padded to it too)"
+        )
     return launch
 
 

@@ -19,10 +19,11 @@ The values, computed in order at each shape (upper-case ones are the family's ow
   tail_tiles, tail_first, tail_grid   a split launch's tail (tiles, first tile, blocks)
   grid_x, grid_y, grid_z              the SGEMM kernel's grid
 The caller's row pitches lda, ldb and ldc are launch arguments, not values: the plan depends on
-the shape only. The SGEMM kernel reads B through `ldb_k`: pitch_b when B was packed, else ldb; every kernel but
-the copies reads and writes C (the packed one when pack_c) through `ldc_k` and sees `N_k` columns:
-pitch_c when C is packed (B is then packed too, its extra columns zero: the kernels take C's row
-as 16-byte aligned, and the copy back leaves the extra columns out), else N.
+the shape only. The SGEMM kernel reads B through `ldb_k`: pitch_b when B was packed, else ldb.
+Every kernel but the copies reads and writes C (the packed one when pack_c) through `ldc_k` and
+sees `N_k` columns: pitch_c when C is packed, else N. So pack_c holds only where pack_b does (B's
+extra columns are then zero: the kernels compute the extra columns of C as zeros, and the copy
+back leaves them out).
 A BATCHED config's SGEMM kernel takes the strides between matrices (stride_a, stride_b, stride_c)
 last and the batch as its grid z (the family's grid z is 1 there, and no other step runs: its
 declaration's constraints say so); the launcher sets that grid z, BATCH_GRID_MAX at a time.
@@ -255,8 +256,8 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
     if launch.pack_b is not None:
         named += [("pack_b", launch.pack_b.text), ("pack_b_at", launch.pack_b_at.text)]
         named.append(("pitch_b", "4 * cdiv(N, 4)"))
-    if launch.pack_c is not None:
-        named += [("pack_c", launch.pack_c.text), ("pack_c_at", launch.pack_c_at.text)]
+    if launch.pack_c is not None:  # the kernels then see pitch_c as N: only where B is padded too
+        named += [("pack_c", f"({launch.pack_c.text}) and pack_b"), ("pack_c_at", launch.pack_c_at.text)]
         named.append(("pitch_c", "4 * cdiv(N, 4)"))
     if launch.tail_tiles is not None:
         named += [("tail_tiles", launch.tail_tiles.text), ("tail_first", launch.tail_first.text)]

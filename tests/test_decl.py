@@ -67,6 +67,9 @@ def test_a_good_declaration_with_named_choices(tmp_path, h100):
         (('why: "fancy needs an even X"', 'why: "x", because: 1'), "unknown key 'because' in a constraint"),
         (("  THREADS: 32 * X\n", ""), "derived values must define THREADS"),
         (('{% include "_common.cuh.j2" %}', "{% if X %}"), ":15: template syntax error"),
+        (('"1"]\n', '"1"]\n  pack_b: "N % 4"\n'), ":13: launch.pack_b needs launch.workspace"),
+        # The kernels see C's packed pitch as N: B must be padded to it too.
+        (('"1"]\n', '"1"]\n  workspace: "16 * M * N"\n  pack_c: "N % 4"\n'), ":14: launch.pack_c needs launch.pack_b"),
     ],
 )
 def test_declaration_mistakes_name_the_file_and_line(tmp_path, change, fragment):
