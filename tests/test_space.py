@@ -3,7 +3,7 @@ import math
 import random
 
 import pytest
-from helpers import families
+from helpers import ROOT, families
 
 from autotune.limits import DeviceLimits
 from autotune.render import render
@@ -365,3 +365,15 @@ def test_default_configs_are_valid_yaml_with_valid_seeds(h100):
         sp = Space.load(fam)
         valid = set(sp.enumerate(h100).valid)
         assert sp.seeds and all(s in valid for s in sp.seeds), fam
+
+
+def test_the_small_tile_experiment_space_loads_and_its_seeds_are_valid(h100):
+    """benchmarks/spaces/warptile_small_tiles.yaml (an experiment run with --config): warptile's
+    space with 32-row and 32-column tiles; its seeds break no rule of the family or the H100."""
+    sp = Space.load("warptile", ROOT / "benchmarks" / "spaces" / "warptile_small_tiles.yaml")
+    fam = Family.load("warptile")
+    assert 32 in sp.values["BM"] and 32 in sp.values["BN"]
+    tiles = {(s["BM"], s["BN"]) for s in sp.seeds}
+    assert {(32, 128), (128, 32)} <= tiles
+    for seed in sp.seeds:
+        assert not fam.violations(fam.resolve(seed).config, h100), seed.name
