@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -27,10 +27,6 @@ from autotune import api, model
 from autotune.types import Problem
 
 GRID = {"SHARING": (0.5, 0.75, 1.0), "DISTANCE_WEIGHT": (0.02, 0.05, 0.1, 0.2), "LAUNCH_US": (2.0, 4.0)}
-
-
-def geo(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
 def judge(table, rows: list[dict], verbose: bool = False) -> tuple[float, float, float, float]:
@@ -48,7 +44,7 @@ def judge(table, rows: list[dict], verbose: bool = False) -> tuple[float, float,
             print(f"  {r['shape']:>16}  chosen {chosen[-1]:.2f}x  best {best[-1]:.2f}x  predicted "
                   f"{1e3 * predicted:8.1f} us, measured {1e3 * ms[name]:8.1f} us  {name[:48]}"
                   f" ({pick.problem.name})")  # fmt: skip
-    return geo(chosen), min(chosen), geo(best), min(best)
+    return statistics.geometric_mean(chosen), min(chosen), statistics.geometric_mean(best), min(best)
 
 
 def main() -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -89,10 +90,8 @@ def main() -> int:
                       f"{cb['time_ms']:.4f} ms ({cb['path']})  {ratio}  err {v['error']:.1e}", flush=True)  # fmt: skip
     ok = [r["x_cublas"] for r in rows if r.get("x_cublas")]
     if ok:
-        geo = 1.0
-        for x in ok:
-            geo *= x
-        print(f"geometric mean {geo ** (1 / len(ok)):.3f}x cuBLAS over {len(ok)} rows, lowest {min(ok):.3f}x")
+        geo = statistics.geometric_mean(ok)
+        print(f"geometric mean {geo:.3f}x cuBLAS over {len(ok)} rows, lowest {min(ok):.3f}x")
     if args.out:
         doc = {"gpu": limits.slug, "versions": versions, "beta": args.beta, "rows": rows}
         args.out.write_text(json.dumps(doc, indent=1))

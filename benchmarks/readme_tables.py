@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import argparse
 import ast
-import math
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -93,7 +93,7 @@ def summary(results: Path, slug: str) -> str:
     ratios = [e["ratio"] for _p, e in rows(results, slug)]
     if not ratios:
         return "no results"
-    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    geo = statistics.geometric_mean(ratios)
     return f"Geometric mean {geo:.3f}x cuBLAS, lowest {min(ratios):.3f}x, {len(ratios)} shapes"
 
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -96,7 +96,7 @@ def _parse_args() -> argparse.Namespace:
 def _print_table(rows: list[dict]) -> float:
     """The Markdown table of the rows; returns the geometric mean of their ratios."""
     ratios = [r["ratio"] for r in rows if r.get("family")]
-    geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
+    geo = statistics.geometric_mean(ratios) if ratios else float("nan")
     print("\n| shape (MxNxK) | winner | params | TFLOP/s | cuBLAS TFLOP/s | ratio | GB/s | cuBLAS GB/s | rel. error |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:

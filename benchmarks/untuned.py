@@ -154,7 +154,7 @@ def main() -> int:
     for key in ("model", "nearest"):
         xs = [r["x_cublas"][key] for r in rows]
         if xs:
-            geo = math.exp(sum(math.log(x) for x in xs) / len(xs))
+            geo = statistics.geometric_mean(xs)
             print(f"{key}: geometric mean {geo:.3f}x cuBLAS, lowest {min(xs):.3f}x, {len(xs)} shapes")
     if args.out:
         write_rows(args.out, "untuned.py", results, slug, rows)
