@@ -48,8 +48,9 @@ _C_ARGS = {
     "stride_c": "strideC",
 }
 assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS + LONGS)
-_PLAN_FIELDS = ("ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "pack_c", "pack_c_at", "pitch_c")
-_PLAN_FIELDS += ("tail_first",)
+_PLAN_FIELDS = (
+    "ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "pack_c", "pack_c_at", "pitch_c", "tail_first",
+)  # fmt: skip
 
 
 def launcher_context(resolved: Resolved, kernel_name: str) -> dict:

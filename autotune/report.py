@@ -200,16 +200,15 @@ def _progress_section(plt, out: Path, shapes: list[str], records: list[dict], st
         "| shape | study | trials | wall s | best TFLOP/s | x cuBLAS | within 2% of its best at |",
         "|---|---|---|---|---|---|---|",
     ]
+    by_shape = collections.defaultdict(list)
+    for (shape, fam), sts in sorted(studies.items()):
+        for st in sts:
+            n, secs, best = _best_so_far(st)
+            if n:
+                by_shape[shape].append((f"{fam} {st.study_name.split('/')[-1]}", n, secs, best, len(st.trials)))
     figures = []
     for shape, rec in zip(shapes, records, strict=True):
-        lines = []
-        for (s_shape, fam), sts in sorted(studies.items()):
-            if s_shape != shape:
-                continue
-            for st in sts:
-                n, secs, best = _best_so_far(st)
-                if n:
-                    lines.append((f"{fam} {st.study_name.split('/')[-1]}", n, secs, best, len(st.trials)))
+        lines = by_shape.get(shape)
         if not lines:
             continue
         cublas = _best(rec)["cublas"]["gflops"]
