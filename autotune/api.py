@@ -24,7 +24,7 @@ from . import model
 from .limits import gpu_slug
 from .results import entry_config, iter_records
 from .space import ROOT, Family, Space
-from .types import Config, Problem, UserError
+from .types import PRECISIONS, Config, Problem, UserError
 
 # For a shape with no tuned result: the named fallback config of these families (configs/*.yaml),
 # correct everywhere; warptile needs cp.async (sm_80 and newer), older parts get float4 tiles.
@@ -60,12 +60,12 @@ def _reads(family: str, problem: Problem) -> bool:
         return False  # a family no longer shipped: its records cannot be used
 
 
-def built_for(config: Config, layout: str = "nn", batch: int = 1) -> Config | None:
-    """`config` built for `layout` and, batch > 1, for a batch: its TRANS_A / TRANS_B / BATCHED
-    set to theirs; None when that breaks one of its family's rules (a split-K config has no
-    batched form)."""
+def built_for(config: Config, layout: str = "nn", batch: int = 1, precision: str = "highest") -> Config | None:
+    """`config` built for `layout`, batch > 1 for a batch, and `precision`: its TRANS_A / TRANS_B /
+    BATCHED (and PRECISION, where it has one) set to theirs; None when that breaks one of its
+    family's rules (a split-K config has no batched form)."""
     fam = _family(config.family)
-    cfg = fam.built_for(config, Problem(1, 1, 1, layout, batch))
+    cfg = fam.built_for(config, Problem(1, 1, 1, layout, batch, precision=precision))
     return None if fam.broken_rules(cfg) else cfg
 
 
@@ -130,7 +130,7 @@ class _Table:
             fams = {f: e for f, e in fams.items() if family in (None, f) and _reads(f, problem)}
             if fams:
                 entry = max(fams.values(), key=lambda e: e["gflops"])
-                cfg = built_for(entry_config(entry), problem.layout, problem.batch)
+                cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision)
                 if cfg is not None:
                     return shape, entry, cfg, None
         candidates = [c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, family)]
@@ -145,7 +145,7 @@ class _Table:
             if family not in (None, f) or not _reads(f, problem) or (family is None and _family(f).unsuited(problem)):
                 continue
             try:
-                cfg = built_for(entry_config(entry), problem.layout, problem.batch)
+                cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision)
                 if cfg is None:
                     continue
                 measured = self._plan(entry_config(entry))
@@ -229,6 +229,7 @@ class Kernel:
         resolved = Family.load(config.family).resolve(config)
         self.config, self.source, self.family = resolved.config, source, resolved.family
         self.layout = Problem.layout_of(resolved.plan.layout)
+        self.precision = resolved.env.get("PRECISION", "highest")  # the tier it was built for
         self.batched = resolved.plan.batched  # a batch in one launch (else one launch a matrix)
         compiled = compile_source(render(resolved), arch, DEFAULT_KERNEL)
         self.resources = compiled.resources
@@ -253,8 +254,11 @@ class Kernel:
         )
         return ops.finish()
 
-    def verify(self, tolerance: float = 1e-4) -> float:
-        """Relative error on a small awkward problem against cuBLAS in float64; raises if wrong."""
+    def verify(self, tolerance: float | None = None) -> float:
+        """Relative error on a small awkward problem against cuBLAS in float64; raises if wrong
+        (above `tolerance`, by default 1e-4, or 2e-3 for a one-TF32-product kernel)."""
+        if tolerance is None:
+            tolerance = 2e-3 if self.precision == "medium" else 1e-4
         import cupy as cp
 
         M, N, K = _VERIFY_SHAPE
@@ -301,16 +305,25 @@ def _device_props(dev: int) -> tuple[str, str]:
 
 
 def _choose(
-    dev: int, M: int, N: int, K: int, layout: str, batch: int, family: str | None, results, beta: float = 0.0
+    dev: int,
+    M: int,
+    N: int,
+    K: int,
+    layout: str,
+    batch: int,
+    family: str | None,
+    results,
+    beta: float = 0.0,
+    precision: str = "highest",
 ) -> Kernel:
-    """The kernel for this device, shape, layout, batch and beta (0 or not): a dict lookup once
-    they were seen, as long as this GPU's results folder is unchanged."""
+    """The kernel for this device, shape, layout, batch, beta (0 or not) and precision tier: a
+    dict lookup once they were seen, as long as this GPU's results folder is unchanged."""
     slug, arch = _device_props(dev)
     table = _table_for(results, slug)
-    key = (dev, M, N, K, layout, batch, beta != 0, family)
+    key = (dev, M, N, K, layout, batch, beta != 0, family, precision)
     kernel = table.choices.get(key)
     if kernel is None:
-        problem = Problem(M, N, K, layout, batch, beta)
+        problem = Problem(M, N, K, layout, batch, beta, precision)
         if family is not None and (gaps := _family(family).gaps(problem)):
             raise UserError(gaps[0])
         found = table.choose(problem, family)
@@ -319,7 +332,8 @@ def _choose(
             how = "" if predicted is None else f", predicted fastest here ({1e3 * predicted:.1f} us)"
             kernel = _kernel(cfg, dev, arch, f"tuned for {tuned.name} on {slug}{how}")
         else:
-            kernel = _kernel(built_for(fallback_config(arch, family), layout, batch), dev, arch, "fallback config")
+            fallback = built_for(fallback_config(arch, family), layout, batch, precision)
+            kernel = _kernel(fallback, dev, arch, "fallback config")
         table.remember(key, kernel)
     return kernel
 
@@ -374,7 +388,8 @@ def load(
         return _kernel(cfg, dev, arch, "explicit config")
     if problem is None:
         return _kernel(fallback_config(arch, family), dev, arch, "fallback config")
-    return _choose(dev, problem.M, problem.N, problem.K, problem.layout, problem.batch, family, results, problem.beta)
+    p = problem
+    return _choose(dev, p.M, p.N, p.K, p.layout, p.batch, family, results, p.beta, p.precision)
 
 
 def _explicit_config(config: Any) -> Config:
@@ -398,12 +413,28 @@ def _shape(shape: Any) -> Problem:
     return Problem.parse(str(shape))
 
 
-def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bool = False, trans_b: bool = False):
-    """C = alpha * op(A) @ op(B) + beta * C in strict FP32 (op(X) is X.T when trans_x, else X),
+def matmul(
+    A,
+    B,
+    out=None,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    *,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    precision: str = "highest",
+):
+    """C = alpha * op(A) @ op(B) + beta * C in float32 (op(X) is X.T when trans_x, else X),
     with the tuned kernel for this GPU, shape and layout (the shape's own record -- with beta != 0
     the one searched with a beta (`search --beta`) if there is one -- else the stored config of
     that layout -- else of any -- predicted fastest at this shape, else a default config).
     Returns `out`, or a new array when it is None (then beta must be 0).
+
+    `precision`, as torch.set_float32_matmul_precision names it: "highest" (the default) is
+    strict FP32 on the CUDA cores; "high" may also run kernels searched with `--precision high`
+    (tensor-core products of split operands, errors at most 1.5x FP32 cuBLAS's), "medium" those
+    of `--precision medium` (one TF32 product, errors at most 1.5x TF32 cuBLAS's). A tier with no
+    record of its own runs strict FP32 kernels, which meet every tier's contract.
 
     A, B and out are float32 arrays on the current device: CuPy arrays, PyTorch CUDA
     tensors, or any array with `__cuda_array_interface__` (Numba, ...) or `__dlpack__`, taken
@@ -427,6 +458,8 @@ def matmul(A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bo
     `out` whose are, or whose matrices overlap each other, is a ValueError. trans_a / trans_b
     transpose each matrix (the last two axes).
     """
+    if precision not in PRECISIONS:
+        raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     ops = _gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
-    kernel = _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, ops.batch, None, None, beta)
+    kernel = _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, ops.batch, None, None, beta, precision)
     return kernel._launch(ops, alpha, beta)

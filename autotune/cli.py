@@ -16,12 +16,13 @@ from .cli_search import cmd_search
 from .counts import cached_valid, count_valid
 from .limits import profile_for_arch
 from .space import Family, Space, known_families
-from .types import LAYOUTS, Problem, UserError
+from .types import LAYOUTS, PRECISIONS, Problem, UserError
 
 EPILOG_SEARCH = """examples:
   autotune search --size 4096                      all families, 4096^3, this GPU
   autotune search --m 8192 --n 8192 --k 1024 --family warptile --trials 60
   autotune search --size 4096 --family vectorized --config my_space.yaml
+  autotune search --size 4096 --precision high     FP32-accurate on tensor cores (3xTF32)
   autotune search --size 4096 --dry-run --sample 50   no GPU: filter every point, compile 50 a family
 """
 
@@ -106,6 +107,16 @@ def _shape_args(p: argparse.ArgumentParser) -> None:
         help="C = A @ B + BETA * C as timed, cuBLAS with the same beta (default 0: C written, not read; "
         "any other reads C, as an epilogue that accumulates does); the record is kept apart, its name "
         "ending in _beta<BETA>, and a shape may also end so, e.g. 4096_beta3",
+    )
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="highest",
+        help="the accuracy a kernel must meet, with PyTorch's names: highest (default) FP32 on the CUDA "
+        "cores; high: FP32's accuracy from tensor-core products of split operands (3xTF32), each "
+        "candidate's errors on uniform, normal and wide-range inputs at most 1.5x cuBLAS FP32's; medium: "
+        "one TF32 product, errors at most 1.5x cuBLAS TF32's (timed against it). FP32 families serve every "
+        "tier; the record's name ends in _high or _medium, and a shape may also end so, e.g. 4096_high",
     )
 
 

@@ -34,7 +34,7 @@ def parse_problems(args) -> list[Problem]:
     if len(many) > 1 or args.size is not None or any(v is not None for v in (args.m, args.n, args.k)):
         raise UserError("give one of --size, --m/--n/--k, --sizes, --shapes-file or --table")
     if table:
-        return [Problem.parse(t, args.layout, args.batch, args.beta) for t in TABLE_SHAPES]
+        return [Problem.parse(t, args.layout, args.batch, args.beta, args.precision) for t in TABLE_SHAPES]
     if args.sizes is not None:
         texts, where = [t for t in args.sizes.split(",") if t.strip()], "--sizes"
     else:
@@ -46,7 +46,7 @@ def parse_problems(args) -> list[Problem]:
     out = []
     for t in texts:
         try:
-            out.append(Problem.parse(t.strip(), args.layout, args.batch, args.beta))
+            out.append(Problem.parse(t.strip(), args.layout, args.batch, args.beta, args.precision))
         except UserError as exc:
             raise UserError(f"{where}: {exc}") from None
     return list(dict.fromkeys(out))
@@ -66,10 +66,10 @@ def parse_problem(args) -> Problem:
     if args.size is not None:
         if any(v is not None for v in mnk):
             raise UserError("give either --size or --m/--n/--k, not both")
-        return Problem(args.size, args.size, args.size, args.layout, args.batch, args.beta)
+        return Problem(args.size, args.size, args.size, args.layout, args.batch, args.beta, args.precision)
     if any(v is None for v in mnk):
         raise UserError("give --size S, or all of --m, --n and --k")
-    return Problem(*mnk, args.layout, args.batch, args.beta)
+    return Problem(*mnk, args.layout, args.batch, args.beta, args.precision)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -80,6 +80,9 @@ def prepare(
             bad.append(
                 "built for a batch" if resolved.plan.batched else f"built for one matrix, not a batch of {batch}"
             )
+        tier = resolved.env.get("PRECISION", "highest")  # FP32 (no PRECISION) meets every tier
+        if tier not in ("highest", problem.precision):
+            bad.append(f"built for precision {tier}, not {problem.precision}")
         if bad:
             out.append(Prepared(cfg, measurement=Measurement(cfg, problem, Status.REJECTED, "; ".join(bad))))
             continue
@@ -198,20 +201,22 @@ class GPUEvaluator:
             except RuntimeError as exc:
                 results.append(Measurement(prep.config, problem, Status.LAUNCH_FAILED, str(exc)[:500], **res))
                 continue
+            extra = {"contract": r["contract"]} if "contract" in r else {}
             if r["status"] != "ok":
                 results.append(
                     Measurement(
                         prep.config,
                         problem,
                         Status.INCORRECT,
-                        f"relative error {r['error']:.3g} > {self.tolerance:g}",
+                        r.get("reason") or f"relative error {r['error']:.3g} > {self.tolerance:g}",
                         error=r["error"],
+                        extra=extra,
                         **res,
                     )
                 )
                 continue
             if verify_only:
-                results.append(Measurement(prep.config, problem, Status.OK, error=r["error"], **res))
+                results.append(Measurement(prep.config, problem, Status.OK, error=r["error"], extra=extra, **res))
                 continue
             results.append(
                 Measurement(
@@ -225,6 +230,7 @@ class GPUEvaluator:
                     repeats=r["repeats"],
                     gflops=gflops(problem, r["time_ms"]),
                     error=r["error"],
+                    extra=extra,
                     **res,
                 )
             )

@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
 SCHEMA = 1
-_SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)(_(?:nt|tn|tt))?(_b\d+)?(_beta[-+.e0-9]+)?\.json$")
+_SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)(_(?:nt|tn|tt))?(_b\d+)?(_beta[-+.e0-9]+)?(_(?:high|medium))?\.json$")
 
 
 def record_path(root: Path | str, gpu_slug: str, problem: Problem) -> Path:
@@ -166,7 +166,9 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
     if m.status is not Status.OK or m.gflops is None:
         raise ValueError("only verified measurements are recorded")
     entry = m.to_dict()
-    entry.pop("extra", None)
+    contract = entry.pop("extra", {}).get("contract")
+    if contract:  # a tensor-core tier's errors on each kind of input, against its limits
+        entry["contract"] = contract
     entry.update(
         cublas={k: cublas[k] for k in ("time_ms", "time_iqr_ms", "gflops", "error", "path", "paths") if k in cublas},
         ratio=m.gflops / cublas["gflops"],

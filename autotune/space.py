@@ -213,12 +213,17 @@ class Family:
 
     def gaps(self, problem: Problem) -> list[str]:
         """Why this family cannot run `problem` ([] when it can): its TRANS_A / TRANS_B leave the
-        layout out, or it has no BATCHED to read a batch with."""
+        layout out, it has no BATCHED to read a batch with, or its PRECISION leaves out the
+        problem's tier (a family without PRECISION computes in FP32, which meets every tier)."""
         gaps = []
         what = {"TRANS_A": "read A as K x M", "TRANS_B": "read B as N x K", "BATCHED": "run a batch in one launch"}
         for pname, want in problem.pinned.items():
             param = self.params.get(pname)
-            if want not in ((param.lo, param.hi) if param is not None and not param.choices else (0,)):
+            if pname == "PRECISION":
+                if param is not None and want not in param.choices:
+                    tiers = ", ".join(param.choices)
+                    gaps.append(f"{self.name} computes at precision {tiers}, not {want} (problem {problem.name})")
+            elif want not in ((param.lo, param.hi) if param is not None and not param.choices else (0,)):
                 gaps.append(f"{self.name} does not {what[pname]} (problem {problem.name})")
         return gaps
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 import operator
@@ -20,7 +21,13 @@ LAYOUTS = ("nn", "nt", "tn", "tt")
 LAYOUT_PARAMS = ("TRANS_A", "TRANS_B")
 # The kernel parameters a problem fixes (Problem.pinned): its layout, and BATCHED (1: blockIdx.z
 # is the batch, each operand's matrices a stride apart). A family without BATCHED runs one matrix.
-PINNED_PARAMS = (*LAYOUT_PARAMS, "BATCHED")
+PINNED_PARAMS = (*LAYOUT_PARAMS, "BATCHED", "PRECISION")
+# Accuracy tiers, with PyTorch's names (torch.set_float32_matmul_precision), strictest first:
+# "highest" is FP32 products and sums on the CUDA cores (every family without a PRECISION
+# parameter; the default); "high" keeps FP32's accuracy with tensor-core products of split
+# operands; "medium" is one TF32 product. A stricter tier meets every looser one's contract, so a
+# family without PRECISION serves all three; one that declares it serves the tiers it names.
+PRECISIONS = ("highest", "high", "medium")
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,8 @@ class Problem:
     M x K, B is K x N), "nt" is A @ B.T (B stored N x K, as a linear layer's weight), "tn" is
     A.T @ B (A stored K x M), "tt" is A.T @ B.T. Kernels read them in place; C is always M x N.
     `batch` > 1: that many such products in one launch (strided batched GEMM). `beta` is the
-    one timed (the kernels take any): 0 writes C without reading it, any other reads it too."""
+    one timed (the kernels take any): 0 writes C without reading it, any other reads it too.
+    `precision` is the accuracy tier (PRECISIONS) a kernel must meet to serve the problem."""
 
     M: int
     N: int
@@ -39,6 +47,7 @@ class Problem:
     layout: str = "nn"
     batch: int = 1
     beta: float = 0.0
+    precision: str = "highest"
 
     # The kernels take M, N and K as C `int`s (32-bit on every CUDA platform): a larger size
     # would wrap around inside them, so no path (search, replay, export, the Python API) accepts one.
@@ -62,15 +71,19 @@ class Problem:
         if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta):
             raise UserError(f"beta must be a finite number, got {beta!r}")
         object.__setattr__(self, "beta", float(beta) + 0.0)  # one value for 3 and 3.0, 0.0 for -0.0
+        if self.precision not in PRECISIONS:
+            raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
     @property
     def name(self) -> str:
         """'MxNxK', then '_<layout>' unless the layout is nn, '_b<batch>' for a batch and
-        '_beta<beta>' unless beta is 0: a results file's stem ('512x512x512_nt_b64_beta3')."""
+        '_beta<beta>' unless beta is 0, '_<precision>' unless it is highest: a results file's stem
+        ('512x512x512_nt_b64_beta3', '4096x4096x4096_high')."""
         shape = f"{self.M}x{self.N}x{self.K}"
         shape = shape if self.layout == "nn" else f"{shape}_{self.layout}"
         shape = shape if self.batch == 1 else f"{shape}_b{self.batch}"
-        return shape if self.beta == 0 else f"{shape}_beta{_number(self.beta)}"
+        shape = shape if self.beta == 0 else f"{shape}_beta{_number(self.beta)}"
+        return shape if self.precision == "highest" else f"{shape}_{self.precision}"
 
     @property
     def trans(self) -> tuple[int, int]:
@@ -84,23 +97,33 @@ class Problem:
 
     @property
     def pinned(self) -> dict[str, int]:
-        """The kernel parameters this problem fixes: TRANS_A, TRANS_B and BATCHED."""
-        return {"TRANS_A": self.trans[0], "TRANS_B": self.trans[1], "BATCHED": int(self.batch > 1)}
+        """The kernel parameters this problem fixes: TRANS_A, TRANS_B, BATCHED and PRECISION."""
+        return {
+            "TRANS_A": self.trans[0],
+            "TRANS_B": self.trans[1],
+            "BATCHED": int(self.batch > 1),
+            "PRECISION": self.precision,
+        }
 
     def with_layout(self, layout: str) -> Problem:
-        return Problem(self.M, self.N, self.K, layout, self.batch, self.beta)
+        return dataclasses.replace(self, layout=layout)
 
     def with_beta(self, beta: float) -> Problem:
-        return Problem(self.M, self.N, self.K, self.layout, self.batch, beta)
+        return dataclasses.replace(self, beta=beta)
+
+    def with_precision(self, precision: str) -> Problem:
+        return dataclasses.replace(self, precision=precision)
 
     def as_dict(self) -> dict[str, int | str | float]:
-        """The record's "problem" (batch and beta only when not 1 and 0: records of single products
-        timed with beta = 0 read as they did before either existed)."""
+        """The record's "problem" (batch, beta and precision only when not 1, 0 and highest:
+        records of single FP32 products timed with beta = 0 read as they did before any existed)."""
         d: dict[str, int | str | float] = {"M": self.M, "N": self.N, "K": self.K, "layout": self.layout}
         if self.batch > 1:
             d["batch"] = self.batch
         if self.beta != 0:
             d["beta"] = self.beta
+        if self.precision != "highest":
+            d["precision"] = self.precision
         return d
 
     @property
@@ -115,14 +138,19 @@ class Problem:
         return 4 * (self.M * self.K + self.K * self.N + c) * self.batch
 
     @classmethod
-    def parse(cls, text: str, layout: str = "nn", batch: int = 1, beta: float = 0.0) -> Problem:
+    def parse(
+        cls, text: str, layout: str = "nn", batch: int = 1, beta: float = 0.0, precision: str = "highest"
+    ) -> Problem:
         """'4096' (square) or '8192x8192x1024' (MxNxK), optionally followed, as results files are
-        named, by a layout ('_nt'), a batch count ('_b64') and a beta ('_beta3'), which win over
-        `layout`, `batch` and `beta`: '512x512x512_nt_b64'."""
+        named, by a layout ('_nt'), a batch count ('_b64'), a beta ('_beta3') and a precision
+        ('_high'), which win over `layout`, `batch`, `beta` and `precision`: '512x512x512_nt_b64'."""
         shape, *tags = str(text).lower().split("_")
         parts = shape.split("x")
-        usage = "expected N or MxNxK, optionally _nn, _nt, _tn or _tt, _b<batch> and _beta<beta> after it"
-        if len(parts) not in (1, 3) or len(tags) > 3:
+        usage = (
+            "expected N or MxNxK, optionally _nn, _nt, _tn or _tt, _b<batch>, _beta<beta> and "
+            "_highest, _high or _medium after it"
+        )
+        if len(parts) not in (1, 3) or len(tags) > 4:
             raise UserError(f"shape {text!r}: {usage}")
         try:
             dims = [int(p) for p in parts]
@@ -130,16 +158,22 @@ class Problem:
             raise UserError(f"shape {text!r}: not an integer") from None
         if len(dims) == 1:
             dims *= 3
+        seen = set()
         for tag in tags:
             if tag in LAYOUTS:
-                layout = tag
+                kind, layout = "layout", tag
             elif tag[:1] == "b" and tag[1:].isdigit():
-                batch = int(tag[1:])
+                kind, batch = "batch", int(tag[1:])
             elif tag.startswith("beta") and _is_number(tag[4:]):
-                beta = float(tag[4:])
+                kind, beta = "beta", float(tag[4:])
+            elif tag in PRECISIONS:
+                kind, precision = "precision", tag
             else:
                 raise UserError(f"shape {text!r}: {tag!r}: {usage}")
-        return cls(*dims, layout, batch, beta)
+            if kind in seen:
+                raise UserError(f"shape {text!r}: a second {kind}: {usage}")
+            seen.add(kind)
+        return cls(*dims, layout, batch, beta, precision)
 
 
 def _number(x: float) -> str:

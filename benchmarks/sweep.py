@@ -7,6 +7,7 @@
     python benchmarks/sweep.py --set small --family all --skip-tuned --copy-to $OUT/results  # resume
     python benchmarks/sweep.py --set layouts         # A @ B.T, A.T @ B, A.T @ B.T (shape_nt, ...)
     python benchmarks/sweep.py --set batches         # strided batches in one launch (shape_b64, ...)
+    python benchmarks/sweep.py --precision high --family all   # a precision tier (issue 19)
 
 Each shape is an ordinary `autotune search` (same studies, same results files), so the
 winners land in results/<gpu>/ and `autotune export` / `check` work on them. cuBLAS is timed
@@ -33,7 +34,7 @@ from autotune.search import search
 from autotune.space import Space, known_families
 from autotune.studies import default_storage
 from autotune.trials import Progress
-from autotune.types import Problem
+from autotune.types import PRECISIONS, Problem
 
 SETS = {
     "standard": [
@@ -78,6 +79,13 @@ def _parse_args() -> argparse.Namespace:
         help="families to tune (default warptile; 'all': every family); each shape gets those whose `suits` it meets",
     )
     ap.add_argument("--trials", type=int, default=40, help="configs measured per family and shape")
+    ap.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="highest",
+        help="accuracy tier (search --precision); below highest each row also gives the ratios to FP32 and "
+        "TF32 cuBLAS and the winner's errors on the contract's inputs",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--results", type=Path, default=Path("results"))
     ap.add_argument("--out", type=Path, help="write the table as JSON here")
@@ -123,7 +131,7 @@ def main() -> int:
     rows = []
     t_all = time.monotonic()
     for shape in args.shapes.split(",") if args.shapes else SETS[args.set]:
-        problem = Problem.parse(shape)
+        problem = Problem.parse(shape, precision=args.precision)
         if args.skip_tuned and record_path(args.results, ev.limits.slug, problem).exists():
             print(f"{problem.name:>16}  tuned already (--skip-tuned)", flush=True)
             continue
@@ -181,6 +189,11 @@ def main() -> int:
             "cublas_gbps": problem.bytes / (win.cublas["time_ms"] * 1e6),
             "seconds": round(time.monotonic() - t0, 1),
         }
+        paths = win.cublas.get("paths", {})
+        if "gemm_tf32" in paths:  # a tensor-core tier: against both cuBLAS paths, and its errors
+            fp32 = min(t for p, t in paths.items() if p != "gemm_tf32")
+            row["x_sgemm"], row["x_tf32"] = fp32 / m.time_ms, paths["gemm_tf32"] / m.time_ms
+            row["contract"] = m.extra.get("contract")
         rows.append(row)
         print(
             f"{problem.name:>16}  {row['tflops']:6.1f} TFLOP/s  cuBLAS {row['cublas_tflops']:6.1f}  "
@@ -188,6 +201,13 @@ def main() -> int:
             f"err {row['error']:.1e}  {row['seconds']:5.1f}s  {m.config.name}",
             flush=True,
         )
+        if "x_sgemm" in row:
+            errs = "  ".join(
+                f"{c['kind']} {c['errors'][0]:.2g}/{c['errors'][1]:.2g} "
+                f"(cuBLAS {c['cublas'][0]:.2g}/{c['cublas'][1]:.2g})"
+                for c in row["contract"] or []
+            )
+            print(f"{'':>16}  {row['x_sgemm']:.2f}x SGEMM, {row['x_tf32']:.2f}x TF32 cuBLAS; max/median errors {errs}")
     ev.close()
     geo = _print_table(rows)
     print(f"{time.monotonic() - t_all:.0f} s, {ev.limits.name}")

@@ -17,6 +17,15 @@ def families() -> list[str]:
     return sorted(p.stem for p in (ROOT / "configs").glob("*.yaml"))
 
 
+def tier_of(family: str) -> str:
+    """A precision tier the family serves: its first PRECISION choice, or "highest" (FP32) for a
+    family without one."""
+    from autotune.space import Family
+
+    param = Family.load(family).params.get("PRECISION")
+    return param.choices[0] if param is not None else "highest"
+
+
 def build_and_run_header_main(folder: Path, header: str, main: str) -> None:
     """tuned.h and main.cu in `folder`, built by nvcc with every warning an error (-Wall -Wextra
     on the host, -warn-spills in ptxas) and run; asserts both succeed."""

@@ -30,7 +30,7 @@ def test_a_problem_names_its_batch():
     assert Problem.parse("64", "nt", 8) == Problem(64, 64, 64, "nt", 8)
     assert Problem.parse("64_b2", "nn", 8).batch == 2  # the name wins
     assert Problem(8, 8, 8).as_dict() == {"M": 8, "N": 8, "K": 8, "layout": "nn"}  # records as before
-    assert p.flops == 64 * 2 * 512**3 and p.pinned == {"TRANS_A": 0, "TRANS_B": 1, "BATCHED": 1}
+    assert p.flops == 64 * 2 * 512**3 and p.pinned == {"TRANS_A": 0, "TRANS_B": 1, "BATCHED": 1, "PRECISION": "highest"}
     m = Measurement(Config.make("tiled", {"TILE": 16}), p, Status.OK)
     assert Measurement.from_dict(m.to_dict()).problem == p
     for bad in ("64_b0", "64_bx", "64_b", "64_nt_b2_x", "64_q"):

@@ -5,7 +5,7 @@ headers that compile without warnings and refuse bad arguments, and how arrays a
 import subprocess
 
 import pytest
-from helpers import build_and_run_header_main, families, have_nvcc, refusals_main
+from helpers import build_and_run_header_main, families, have_nvcc, refusals_main, tier_of
 
 from autotune import api
 from autotune.cli_inputs import meant_for
@@ -35,7 +35,7 @@ def test_a_problem_names_its_layout_unless_nn():
 def test_which_families_read_which_layout():
     """fewrows streams B along N and fewcols A along K: each reads the other operand either way."""
     for fam in families():
-        gaps = {lay: Family.load(fam).gaps(Problem(8, 8, 8, lay)) for lay in LAYOUTS}
+        gaps = {lay: Family.load(fam).gaps(Problem(8, 8, 8, lay, precision=tier_of(fam))) for lay in LAYOUTS}
         want = {"fewrows": {"nn", "tn"}, "fewcols": {"nn", "nt"}}.get(fam, set(LAYOUTS))
         assert {lay for lay, g in gaps.items() if not g} == want, (fam, gaps)
     assert "fewrows does not read B as N x K" in Family.load("fewrows").gaps(Problem(1, 64, 64, "nt"))[0]

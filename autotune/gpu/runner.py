@@ -8,6 +8,7 @@ plain dicts (they cross a pipe).
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import itertools
 import math
@@ -204,6 +205,52 @@ class LoadedKernel:
         return geo, steps
 
 
+@contextlib.contextmanager
+def _math_mode(tf32: bool):
+    """cuBLAS's FP32 gemm with TF32 tensor-core products inside (tf32) or strict, as before."""
+    if not tf32:
+        yield
+        return
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cp.cuda.device.get_cublas_handle()
+    mode = cublas.getMathMode(handle)
+    # CUBLAS_TF32_TENSOR_OP_MATH (cublas_api.h); not every CuPy names it.
+    cublas.setMathMode(handle, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
+    try:
+        yield
+    finally:
+        cublas.setMathMode(handle, mode)
+
+
+def _contract_input(rng, kind: str, shape) -> cp.ndarray:
+    if kind == "uniform":
+        x = rng.random(shape, dtype=cp.float32) * 2 - 1
+    elif kind == "normal":
+        x = rng.standard_normal(shape, dtype=cp.float32)
+    else:  # "wide": 2^U(-20, 20) with a random sign
+        sign = cp.where(rng.random(shape, dtype=cp.float32) < 0.5, -1.0, 1.0)
+        x = sign * cp.exp2(rng.random(shape, dtype=cp.float64) * 40 - 20)
+    return x.astype(cp.float32)
+
+
+def _tf32_rounded(x) -> cp.ndarray:
+    """x rounded to TF32 (10 mantissa bits), to nearest with ties away from zero, as the
+    kernels' cvt.rna does (finite inputs)."""
+    bits = x.view(cp.uint32)
+    return ((bits + cp.uint32(0x1000)) & cp.uint32(0xFFFFE000)).view(cp.float32)
+
+
+def _errors(out, ref, scale) -> tuple[float, float]:
+    """(max |out - ref| / max |ref|, median of |out - ref| / scale); inf for a result with an
+    infinity or NaN (none of the contract's inputs has one)."""
+    if bool(cp.isnan(out).any()) or bool(cp.isinf(out).any()):
+        return math.inf, math.inf
+    diff = cp.abs(out.astype(cp.float64) - ref)
+    top = float(cp.abs(ref).max())
+    return float(diff.max()) / (top if top > 0 else 1.0), float(cp.median(diff / scale))
+
+
 def _address(x) -> int:
     """A device pointer: a CuPy array's data, or an address already."""
     return x.data.ptr if isinstance(x, cp.ndarray) else int(x)
@@ -252,6 +299,7 @@ class Runner:
         self.device_id = device_id
         self.info = device_info(device_id)
         self.problem = None
+        self.precision, self.contract = "highest", None
         spin = cp.RawModule(code=_SPIN)
         self._spin = spin.get_function("autotune_spin")
         self._modules = {}
@@ -267,14 +315,17 @@ class Runner:
         layout: str = "nn",
         batch: int = 1,
         beta: float = 0.0,
+        precision: str = "highest",
     ) -> dict:
         """Operands stored in `layout` (A as K x M with a leading t, B as N x K with a second t),
         `batch` of each (contiguous, one after the other) when batch > 1, the float64 reference
         of op(A) @ op(B), and the input sets timing rotates through; timings run with `beta`
-        (C read too unless 0; verification runs its own alpha and beta whatever it is)."""
-        if self.problem == (M, N, K, seed, layout, batch, beta):
+        (C read too unless 0; verification runs its own alpha and beta whatever it is). Below the
+        highest `precision`, also the data of its accuracy contract (`_contract`)."""
+        if self.problem == (M, N, K, seed, layout, batch, beta) and self.precision == precision:
             return {"ok": True}
         self.problem, self.tolerance = (M, N, K, seed, layout, batch, beta), tolerance
+        self.precision, self.contract = precision, None
         lead = (batch,) if batch > 1 else ()
         a_shape = lead + ((K, M) if layout[0] == "t" else (M, K))
         b_shape = lead + ((N, K) if layout[1] == "t" else (K, N))
@@ -301,7 +352,77 @@ class Runner:
             self.sets.append((rand(a_shape), rand(b_shape), out()))
         cp.cuda.Device().synchronize()
         cublas_err = self._rel_err(self.op(self.A0, self.B0), self.ref_ab)
+        if precision != "highest":
+            tf32_err = max(
+                self._rel_err(self._cublas_product(self.A0, self.B0, tf32=True), self.ref_ab),
+                self._rel_err(self._cublas_product(_tf32_rounded(self.A0), _tf32_rounded(self.B0)), self.ref_ab),
+            )
+            self.contract = self._contract(rng, a_shape, b_shape)
+            if precision == "medium":  # the alpha/beta and NaN checks at TF32's error, not FP32's
+                self.tolerance, cublas_err = max(tolerance, 3 * tf32_err), tf32_err
         return {"ok": True, "sets": n_sets, "cublas_error": cublas_err}
+
+    # ---- the accuracy contract of the tensor-core tiers ------------------------------------
+    # Errors of a product against the float64 one: the largest |C - ref| over the largest |ref|,
+    # and the median over elements of |C - ref| / (|A| |B|) (the error a product of that size can
+    # have); a tier's kernels may have at most CONTRACT_FACTOR times those of cuBLAS on the same
+    # data: FP32 cuBLAS for high, TF32 cuBLAS for medium.
+    CONTRACT_FACTOR = 1.5
+    CONTRACT_KINDS = ("uniform", "normal", "wide")
+
+    def _contract(self, rng, a_shape, b_shape) -> list[dict]:
+        """For each kind of input -- uniform in [-1, 1), normal, and magnitudes spread over
+        2^-20..2^20 with random signs -- the operands, the float64 product and |A| |B|, and the
+        errors the tier may have there."""
+        kinds = []
+        for kind in self.CONTRACT_KINDS:
+            a, b = (_contract_input(rng, kind, shape) for shape in (a_shape, b_shape))
+            a64, b64 = a.astype(cp.float64), b.astype(cp.float64)
+            ref, scale = self.op(a64, b64), self.op(cp.abs(a64), cp.abs(b64))
+            del a64, b64
+            cublas_errors = _errors(self._cublas_product(a, b), ref, scale)
+            if self.precision == "medium":
+                # cuBLAS's TF32 mode is free to run FP32 kernels (it does at small and odd shapes),
+                # so the bar is the larger of its errors and those of a true TF32 product: the
+                # operands rounded to TF32, multiplied in FP32.
+                tf32 = _errors(self._cublas_product(a, b, tf32=True), ref, scale)
+                emulated = _errors(self._cublas_product(_tf32_rounded(a), _tf32_rounded(b)), ref, scale)
+                cublas_errors = tuple(max(x, y) for x, y in zip(tf32, emulated, strict=True))
+            limit = tuple(self.CONTRACT_FACTOR * e for e in cublas_errors)
+            kinds.append({"kind": kind, "a": a, "b": b, "ref": ref, "scale": scale, "limit": limit,
+                          "cublas": cublas_errors})  # fmt: skip
+        cp.cuda.Device().synchronize()
+        return kinds
+
+    def _cublas_product(self, a, b, tf32: bool = False):
+        """op(A) @ op(B) by cuBLAS gemm (strided batched for a batch), in FP32 or with TF32
+        tensor-core products (the handle's math mode, restored after)."""
+        M, N, _, _, _, batch, _ = self.problem
+        out = cp.empty(((batch,) if batch > 1 else ()) + (M, N), cp.float32)
+        with _math_mode(tf32):
+            self._gemm_launcher()(a, b, out)
+        return out
+
+    def _check_contract(self, launch) -> tuple[str | None, list[dict]]:
+        """(None when the kernel meets its tier's contract on every kind of input, else the
+        measured errors against their limits; each kind's errors, limits and cuBLAS's)."""
+        out = self.sets[0][2]
+        rows, worse = [], []
+        for c in self.contract:
+            launch(c["a"], c["b"], out, 1.0, 0.0)
+            errs = _errors(out, c["ref"], c["scale"])
+            rows.append({"kind": c["kind"], "errors": list(errs), "limit": list(c["limit"]),
+                         "cublas": list(c["cublas"])})  # fmt: skip
+            if any(e > lim for e, lim in zip(errs, c["limit"], strict=True)):
+                worse.append(
+                    f"{c['kind']}: max {errs[0]:.3g} (limit {c['limit'][0]:.3g}), median {errs[1]:.3g} "
+                    f"(limit {c['limit'][1]:.3g})"
+                )
+        if not worse:
+            return None, rows
+        base = "FP32" if self.precision == "high" else "TF32"
+        return (f"misses the {self.precision} contract (errors at most {self.CONTRACT_FACTOR:g}x cuBLAS {base}'s): "
+                + "; ".join(worse)), rows  # fmt: skip
 
     def op(self, a, b, out=None):
         """op(A) @ op(B) by cuBLAS: transposed views (of each matrix of a batch), which
@@ -344,10 +465,19 @@ class Runner:
             launch(self.A0, self.B0, out, 1.0, 0.0)
             err_0 = self._rel_err(out, self.ref_ab)
             cp.cuda.Device().synchronize()
+            reason, contract = None, None
+            if self.contract is not None:
+                reason, contract = self._check_contract(launch)
+                cp.cuda.Device().synchronize()
         except _CUDA_ERRORS as exc:
             raise FatalGPUError(str(exc)) from None
         error = max(err_ab, err_0)
-        return {"error": error, "correct": error <= self.tolerance}
+        out = {"error": error, "correct": error <= self.tolerance and reason is None}
+        if reason is not None:
+            out["reason"] = reason
+        if contract is not None:
+            out["contract"] = contract  # each input kind's errors against the tier's limits
+        return out
 
     def time(self, spec, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
         """Median of per-launch CUDA-event times of a kernel (`spec`), or of cuBLAS: "matmul"
@@ -361,15 +491,11 @@ class Runner:
 
             def launch(a, b, c, alpha=1.0, beta=0.0):
                 self.op(a, b, out=c)
-        elif spec == "gemm" and self.problem[5] > 1:
-            launch = self._strided_batched
+        elif spec == "gemm_tf32":  # cuBLAS with TF32 tensor-core products: the medium tier's bar
+            with _math_mode(tf32=True):
+                return self.time("gemm", target_s, min_reps, max_reps)
         elif spec == "gemm":
-            from cupy import cublas
-
-            ta, tb = ("T" if t == "t" else "N" for t in self.problem[4])
-
-            def launch(a, b, c, alpha=1.0, beta=0.0):
-                cublas.gemm(ta, tb, a, b, out=c, alpha=alpha, beta=beta)
+            launch = self._gemm_launcher()
         else:
             launch = self._launcher(spec)
         sets = self.sets
@@ -396,6 +522,20 @@ class Runner:
         except _CUDA_ERRORS as exc:
             raise FatalGPUError(str(exc)) from None
         return _percentiles(times)
+
+    def _gemm_launcher(self):
+        """cuBLAS gemm on the problem's operands, the layout's transposes named (no copy); for a
+        batch, cublasSgemmStridedBatched."""
+        if self.problem[5] > 1:
+            return self._strided_batched
+        from cupy import cublas
+
+        ta, tb = ("T" if t == "t" else "N" for t in self.problem[4])
+
+        def launch(a, b, c, alpha=1.0, beta=0.0):
+            cublas.gemm(ta, tb, a, b, out=c, alpha=alpha, beta=beta)
+
+        return launch
 
     def _strided_batched(self, a, b, c, alpha=1.0, beta=0.0):
         """cublasSgemmStridedBatched on contiguous batches, the layout's transposes named: the
@@ -428,8 +568,13 @@ class Runner:
 
     def cublas(self, target_s: float = 0.5) -> dict:
         """cuBLAS on this problem: the faster of cupy.matmul and cupy.cublas.gemm, both timed
-        here (`paths`: each one's median ms); gemm alone with beta != 0 (cupy.matmul has none)."""
+        here (`paths`: each one's median ms); gemm alone with beta != 0 (cupy.matmul has none).
+        Below the highest precision also gemm with TF32 products ("gemm_tf32"), which is the
+        bar of the medium tier (high's is FP32 cuBLAS, whose accuracy it keeps)."""
         paths = ("matmul", "gemm") if self.problem[6] == 0 else ("gemm",)
         times = {path: self.time(path, target_s, min_reps=10) for path in paths}
         best = min(times, key=lambda p: times[p]["time_ms"])
+        if self.precision != "highest":
+            times["gemm_tf32"] = self.time("gemm_tf32", target_s, min_reps=10)
+            best = "gemm_tf32" if self.precision == "medium" else best
         return {**times[best], "path": best, "paths": {p: t["time_ms"] for p, t in times.items()}}
