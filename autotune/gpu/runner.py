@@ -353,12 +353,9 @@ class Runner:
         cp.cuda.Device().synchronize()
         cublas_err = self._rel_err(self.op(self.A0, self.B0), self.ref_ab)
         if precision != "highest":
-            tf32_err = max(
-                self._rel_err(self._cublas_product(self.A0, self.B0, tf32=True), self.ref_ab),
-                self._rel_err(self._cublas_product(_tf32_rounded(self.A0), _tf32_rounded(self.B0)), self.ref_ab),
-            )
             self.contract = self._contract(rng, a_shape, b_shape)
             if precision == "medium":  # the alpha/beta and NaN checks at TF32's error, not FP32's
+                (tf32_err,) = self._bar_errors(self.A0, self.B0, lambda out: (self._rel_err(out, self.ref_ab),))
                 self.tolerance, cublas_err = max(tolerance, 3 * tf32_err), tf32_err
         return {"ok": True, "sets": n_sets, "cublas_error": cublas_err}
 
@@ -380,19 +377,23 @@ class Runner:
             a64, b64 = a.astype(cp.float64), b.astype(cp.float64)
             ref, scale = self.op(a64, b64), self.op(cp.abs(a64), cp.abs(b64))
             del a64, b64
-            cublas_errors = _errors(self._cublas_product(a, b), ref, scale)
-            if self.precision == "medium":
-                # cuBLAS's TF32 mode is free to run FP32 kernels (it does at small and odd shapes),
-                # so the bar is the larger of its errors and those of a true TF32 product: the
-                # operands rounded to TF32, multiplied in FP32.
-                tf32 = _errors(self._cublas_product(a, b, tf32=True), ref, scale)
-                emulated = _errors(self._cublas_product(_tf32_rounded(a), _tf32_rounded(b)), ref, scale)
-                cublas_errors = tuple(max(x, y) for x, y in zip(tf32, emulated, strict=True))
+            cublas_errors = self._bar_errors(a, b, lambda out, ref=ref, scale=scale: _errors(out, ref, scale))
             limit = tuple(self.CONTRACT_FACTOR * e for e in cublas_errors)
             kinds.append({"kind": kind, "a": a, "b": b, "ref": ref, "scale": scale, "limit": limit,
                           "cublas": cublas_errors})  # fmt: skip
         cp.cuda.Device().synchronize()
         return kinds
+
+    def _bar_errors(self, a, b, measure) -> tuple[float, ...]:
+        """The errors (`measure` of a product, a tuple) the tier is held to on operands a, b:
+        FP32 cuBLAS's for high. For medium, the larger of TF32 cuBLAS's and a true TF32
+        product's (the operands rounded to TF32, multiplied in FP32): cuBLAS's TF32 mode is free
+        to run FP32 kernels, and does at small and odd shapes."""
+        if self.precision != "medium":
+            return measure(self._cublas_product(a, b))
+        tf32 = measure(self._cublas_product(a, b, tf32=True))
+        emulated = measure(self._cublas_product(_tf32_rounded(a), _tf32_rounded(b)))
+        return tuple(max(x, y) for x, y in zip(tf32, emulated, strict=True))
 
     def _cublas_product(self, a, b, tf32: bool = False):
         """op(A) @ op(B) by cuBLAS gemm (strided batched for a batch), in FP32 or with TF32
