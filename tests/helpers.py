@@ -7,6 +7,25 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "data" / "results"
 
 
+# The GPU tests' shapes: tails in every dimension, primes, non-multiples of 4 and of every tile,
+# skinny and deep-K.
+AWKWARD_SHAPES = [
+    (1, 1, 1),
+    (7, 13, 5),
+    (31, 17, 3),
+    (127, 129, 131),
+    (1000, 1000, 1000),
+    (1, 4096, 64),
+    (4096, 1, 64),
+    (3, 5, 8191),
+    (64, 64, 8192),
+    (1023, 1021, 257),
+    (257, 1025, 33),
+    (96, 100, 4),
+    (2500, 4100, 100),  # stream-K: more tiles than two waves, split tiles first, then whole ones
+]
+
+
 def have_nvcc() -> bool:
     return shutil.which("nvcc") is not None
 

@@ -3,29 +3,13 @@
 import random
 
 import pytest
-from helpers import families, tier_of
+from helpers import AWKWARD_SHAPES, families, tier_of
 
 from autotune.space import Space
 from autotune.types import Config, Problem, Status
 
 pytestmark = pytest.mark.gpu
 
-# Tails in every dimension, primes, non-multiples of 4 and of every tile, skinny and deep-K.
-SHAPES = [
-    (1, 1, 1),
-    (7, 13, 5),
-    (31, 17, 3),
-    (127, 129, 131),
-    (1000, 1000, 1000),
-    (1, 4096, 64),
-    (4096, 1, 64),
-    (3, 5, 8191),
-    (64, 64, 8192),
-    (1023, 1021, 257),
-    (257, 1025, 33),
-    (96, 100, 4),
-    (2500, 4100, 100),  # stream-K: more tiles than two waves, split tiles first, then whole ones
-]
 
 # The strict-FP32 families (the tensor-core tiers have their contracts: test_tiers_gpu.py).
 FAMILIES = [f for f in families() if tier_of(f) == "highest"]
@@ -70,7 +54,7 @@ def _configs() -> list[Config]:
 CONFIGS = _configs()
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", AWKWARD_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_all_families_correct(gpu_evaluator, shape):
     problem = Problem(*shape)
     ms = gpu_evaluator.evaluate(CONFIGS, problem, verify_only=True)
