@@ -231,7 +231,7 @@ class Kernel:
         self.layout = Problem.layout_of(resolved.plan.layout)
         self.precision = resolved.env.get("PRECISION", "highest")  # the tier it was built for
         self.batched = resolved.plan.batched  # a batch in one launch (else one launch a matrix)
-        compiled = compile_source(render(resolved), arch, DEFAULT_KERNEL)
+        compiled = compile_source(render(resolved), self.family.compile_arch(arch), DEFAULT_KERNEL)
         self.resources = compiled.resources
         self._kernel = LoadedKernel(compiled.cubin, DEFAULT_KERNEL, resolved.plan)
 

@@ -65,7 +65,8 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
                 # Confirm with a fresh compile: a compile-cache entry must not be what reports a
                 # regression (seen once in a test session: 247 registers cached, 243 on every
                 # fresh compile, never reproduced).
-                fresh = compile_source(render(resolved), limits.arch, DEFAULT_KERNEL, use_cache=False).resources
+                arch = resolved.family.compile_arch(limits.arch)
+                fresh = compile_source(render(resolved), arch, DEFAULT_KERNEL, use_cache=False).resources
                 got = dict(
                     got,
                     registers=fresh.registers,

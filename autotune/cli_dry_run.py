@@ -38,8 +38,10 @@ def dry_run_all(args, spaces: list[Space], problems: list[Problem]) -> int:
 
 
 def _enum_key(sp: Space, problem: Problem) -> str:
-    """Problems that fix the same parameters share an enumeration of the space."""
-    return f"{sp.family.name}/{problem.layout}/{int(problem.batch > 1)}"
+    """Problems that fix the same parameters share an enumeration of the space (the tier only
+    where the family declares it: an FP32 family's space is the same at every tier)."""
+    tier = problem.precision if "PRECISION" in sp.family.params else ""
+    return f"{sp.family.name}/{problem.layout}/{int(problem.batch > 1)}/{tier}"
 
 
 def enumerate_space(sp: Space, limits: DeviceLimits) -> Enumeration:
@@ -144,7 +146,7 @@ def compile_log(fam: Family, cfg: Config, arch: str) -> str:
     from .render import DEFAULT_KERNEL, render
 
     try:
-        compile_source(render(fam.resolve(cfg)), arch, DEFAULT_KERNEL, use_cache=False)
+        compile_source(render(fam.resolve(cfg)), fam.compile_arch(arch), DEFAULT_KERNEL, use_cache=False)
     except CompileError as exc:
         return exc.log or str(exc)
     return f"{cfg.name} compiles without error here (its failure was recorded elsewhere or earlier)"

@@ -7,13 +7,19 @@
     constraints: [{expr: ..., why: ...}]
     suits:       [{expr: ..., why: ...}]       # shapes (M, N, K) the family is meant for
     launch:      {threads, grid, dynamic_smem, scale_c_first, workspace, workspace_zeroed,
-                  pack_b, pack_b_at, pack_c, pack_c_at, values, tail_tiles, tail_first, tail_grid}
+                  pack_b, pack_b_at, pack_c, pack_c_at, prepare, values, tail_tiles, tail_first,
+                  tail_grid}
+    arch:        sm_90a                        # optional: the one target it compiles for
     -#}
 
 Unknown keys, duplicate keys, a text where an integer belongs and names an expression cannot
 read are errors that name the template and the line. A parameter either has an integer domain
 or named choices (values are then those names, as in `SCHEDULE: stream_k`); `was` maps an older,
 integer-coded parameter onto the choices (stored configs that predate the name stay valid).
+
+`arch` names a family built on architecture-specific instructions (wgmma, setmaxnreg: sm_90a):
+it compiles for that target, and only a device of that architecture (sm_90 for sm_90a) runs it;
+the static filter rejects it elsewhere. Without it a family compiles for the device's own arch.
 
 `suits` names the shapes a family is built for (`M <= 32`: a few rows). Every family is correct
 at every shape; a search over all families leaves out the ones a shape does not suit, and one
@@ -35,7 +41,8 @@ _CHOICE = re.compile(r"^[a-z][a-z0-9_]*$")
 RESERVED = frozenset({"M", "N", "K", "SLOTS", "KERNEL_NAME"})
 LAUNCH_NAMES = frozenset({"M", "N", "K", "SLOTS"})  # what launch expressions may read beyond the config
 
-_TOP = ("description", "params", "derived", "constraints", "suits", "launch")
+_TOP = ("description", "params", "derived", "constraints", "suits", "launch", "arch")
+_ARCH = re.compile(r"^sm_[0-9]+a$")  # an architecture-specific target
 SHAPE_NAMES = frozenset({"M", "N", "K"})  # what `suits` may read
 _PARAM_KEYS = ("domain", "choices", "default", "doc", "was")
 _LAUNCH_KEYS = (
@@ -49,6 +56,7 @@ _LAUNCH_KEYS = (
     "pack_b_at",
     "pack_c",
     "pack_c_at",
+    "prepare",
     "values",
     "tail_tiles",
     "tail_first",
@@ -109,6 +117,7 @@ class Launch:
     pack_b_at: Expr
     pack_c: Expr | None  # None: C is always written in place
     pack_c_at: Expr
+    prepare: Expr | None  # None: no operand preparation; else its work items (threads)
     values: tuple[tuple[str, Expr], ...]  # named sub-expressions, in order
     tail_tiles: Expr | None  # None: no tail kernel
     tail_first: Expr
@@ -123,6 +132,7 @@ class Declaration:
     constraints: tuple[tuple[Expr, str], ...]
     launch: Launch
     suits: tuple[tuple[Expr, str], ...] = ()  # over M, N, K: the shapes the family is meant for
+    arch: str | None = None  # e.g. "sm_90a": the only target it compiles for (None: the device's)
 
 
 def parse(text: str, path: str, first_line: int) -> Declaration:
@@ -154,7 +164,11 @@ def parse(text: str, path: str, first_line: int) -> Declaration:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise UserError(f"{yamlio.where(path, data, 'description')}: description must be text")
-    return Declaration(description.strip(), params, derived, constraints, launch, suits)
+    arch = data.get("arch")
+    if arch is not None and not (isinstance(arch, str) and _ARCH.match(arch)):
+        at = yamlio.where(path, data, "arch")
+        raise UserError(f"{at}: arch must name an architecture-specific target such as sm_90a")
+    return Declaration(description.strip(), params, derived, constraints, launch, suits, arch)
 
 
 def _rules(data: Any, key: str, path: str, names: set[str] | frozenset[str]) -> tuple[tuple[Expr, str], ...]:
@@ -277,16 +291,20 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
         pack_b_at=expr("pack_b_at", 0),
         pack_c=expr("pack_c"),
         pack_c_at=expr("pack_c_at", 0),
+        prepare=expr("prepare"),
         values=tuple(values),
         tail_tiles=expr("tail_tiles"),
         tail_first=expr("tail_first", 0),
         tail_grid=expr("tail_grid", 0),
     )
-    for key, what in (("pack_b", "B"), ("pack_c", "C")):
+    needs_workspace = (
+        ("pack_b", "packed B lives"),
+        ("pack_c", "packed C lives"),
+        ("prepare", "prepared operands live"),
+    )
+    for key, what in needs_workspace:
         if getattr(launch, key) is not None and launch.workspace is None:
-            raise UserError(
-                f"{yamlio.where(path, raw, key)}: launch.{key} needs launch.workspace (the packed {what} lives there)"
-            )
+            raise UserError(f"{yamlio.where(path, raw, key)}: launch.{key} needs launch.workspace (the {what} there)")
     if launch.pack_c is not None and launch.pack_b is None:
         raise UserError(
             f"{yamlio.where(path, raw, 'pack_c')}: launch.pack_c needs launch.pack_b (the kernels see C's packed "

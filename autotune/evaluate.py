@@ -88,7 +88,8 @@ def prepare(
             continue
         out.append(Prepared(cfg))
         todo.append((out[-1], resolved, render(resolved)))
-    compiled = compile_many([(src, DEFAULT_KERNEL) for _, _, src in todo], arch, jobs)
+    targets = [(src, DEFAULT_KERNEL, resolved.family.compile_arch(arch)) for _, resolved, src in todo]
+    compiled = compile_many(targets, arch, jobs)
     for (prep, resolved, _src), res in zip(todo, compiled, strict=True):
         cfg = prep.config
         if isinstance(res, CompileError):

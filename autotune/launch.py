@@ -16,6 +16,7 @@ The values, computed in order at each shape (upper-case ones are the family's ow
               back at the end (and in first when beta != 0)
   pack_c_at   where in the workspace
   pitch_c     that pitch in floats (4 * cdiv(N, 4))
+  prepare     work items (threads) of the family's operand preparation, 0 for none
   tail_tiles, tail_first, tail_grid   a split launch's tail (tiles, first tile, blocks)
   grid_x, grid_y, grid_z              the SGEMM kernel's grid
 The caller's row pitches lda, ldb and ldc are launch arguments, not values: the plan depends on
@@ -29,8 +30,10 @@ last and the batch as its grid z (the family's grid z is 1 there, and no other s
 declaration's constraints say so); the launcher sets that grid z, BATCH_GRID_MAX at a time.
 The steps, in order; each runs when its condition is true and its grid is not empty:
   _pack_c (C to the workspace; only when beta != 0: otherwise the kernels never read C), _scale_c
-  (C *= beta), _pack_b (B to the workspace), _scale_tiles (the tail's tiles of C *= beta), the
-  SGEMM kernel, _tail (the tail kernel, adding into C), _unpack_c (the packed C back to C).
+  (C *= beta), _pack_b (B to the workspace), _prepare (the family's own copy of A and B into the
+  workspace, in the form its SGEMM kernel reads: converted, tiled, padded), _scale_tiles (the
+  tail's tiles of C *= beta), the SGEMM kernel, _tail (the tail kernel, adding into C), _unpack_c
+  (the packed C back to C).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from dataclasses import dataclass
 from .decl import Launch
 from .expr import Expr
 
-HELPER_BLOCK = 256  # threads of a helper kernel (_scale_c, _pack_b, _pack_c, _unpack_c, _scale_tiles)
+HELPER_BLOCK = 256  # threads of a helper kernel (_scale_c, _pack_b, _prepare, _pack_c, _unpack_c, _scale_tiles)
 HELPER_GRID_MAX = 4096  # grid-stride helpers need no more blocks than this
 
 # Kernel arguments: device pointers, floats, and the integer launch values a kernel reads.
@@ -259,6 +262,8 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
     if launch.pack_c is not None:  # the kernels then see pitch_c as N: only where B is padded too
         named += [("pack_c", f"({launch.pack_c.text}) and pack_b"), ("pack_c_at", launch.pack_c_at.text)]
         named.append(("pitch_c", "4 * cdiv(N, 4)"))
+    if launch.prepare is not None:
+        named.append(("prepare", launch.prepare.text))
     if launch.tail_tiles is not None:
         named += [("tail_tiles", launch.tail_tiles.text), ("tail_first", launch.tail_first.text)]
         named.append(("tail_grid", launch.tail_grid.text))
@@ -281,6 +286,9 @@ def _steps(launch: Launch, block: int, batched: bool) -> list[Step]:
     if launch.pack_b is not None:
         args = ("K", "N", "ldb", "pitch_b", "B_IN", "B_PACKED")
         steps.append(Step("_pack_b", "pack_b", (grid.format("K * pitch_b"), "1", "1"), HELPER_BLOCK, False, args))
+    if launch.prepare is not None:
+        args = ("M", "N_k", "K", "A", "lda", "B", "ldb_k", "WS")
+        steps.append(Step("_prepare", "prepare", (grid.format("prepare"), "1", "1"), HELPER_BLOCK, False, args))
     if launch.tail_tiles is not None:
         args = ("M", "N_k", "ldc_k", "beta", "C", "tail_first")
         steps.append(Step("_scale_tiles", "tail_tiles", ("tail_tiles", "1", "1"), HELPER_BLOCK, False, args))

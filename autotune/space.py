@@ -81,6 +81,17 @@ def _template_constraint(expr, why: str) -> Constraint:
     return Constraint(expr.text, expr.names, check)
 
 
+def _arch_constraint(arch: str) -> Constraint:
+    """A family built for an architecture-specific target (sm_90a) runs only on that architecture."""
+
+    def check(_env: Mapping[str, Any], lim: DeviceLimits) -> str | None:
+        if lim.arch == arch.removesuffix("a"):
+            return None
+        return f"needs an {arch.removesuffix('a')} device (built for {arch}: wgmma); this one is {lim.arch}"
+
+    return Constraint(f"arch {arch}", frozenset(), check)
+
+
 def _device_constraints() -> list[Constraint]:
     """The rules every family obeys, over its declared THREADS and SMEM_BYTES."""
 
@@ -155,6 +166,11 @@ class Family:
     def launch(self) -> _decl.Launch:
         return self.declaration.launch
 
+    def compile_arch(self, device_arch: str) -> str:
+        """The target its kernels compile for on a device of `device_arch`: the family's own
+        architecture-specific one (sm_90a) where it declares one, else the device's."""
+        return self.declaration.arch or device_arch
+
     @property
     def defaults(self) -> dict[str, Any]:
         """Params a stored config may omit (added to the family later)."""
@@ -178,6 +194,8 @@ class Family:
         except jinja2.TemplateSyntaxError as exc:
             raise UserError(f"{path}:{exc.lineno}: template syntax error: {exc.message}") from None
         constraints = [_template_constraint(ex, why) for ex, why in declaration.constraints]
+        if declaration.arch:
+            constraints.append(_arch_constraint(declaration.arch))
         return cls(name, path, declaration, constraints + _device_constraints())
 
     @cached_property

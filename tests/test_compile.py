@@ -36,7 +36,7 @@ def test_seed_kernels_compile_for_sm90_with_their_resources():
     for fam in families():
         f = Family.load(fam)
         cfg = Space.load(fam).seeds[0]
-        c = compile_source(render(f.resolve(cfg)), "sm_90", DEFAULT_KERNEL)
+        c = compile_source(render(f.resolve(cfg)), f.compile_arch("sm_90"), DEFAULT_KERNEL)
         seen[fam] = c.resources
         assert c.cubin[:4] == b"\x7fELF" and 0 < c.resources.registers <= 255
         assert c.resources.spill_bytes == 0

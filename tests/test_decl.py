@@ -68,6 +68,8 @@ def test_a_good_declaration_with_named_choices(tmp_path, h100):
         (("  THREADS: 32 * X\n", ""), "derived values must define THREADS"),
         (('{% include "_common.cuh.j2" %}', "{% if X %}"), ":15: template syntax error"),
         (('"1"]\n', '"1"]\n  pack_b: "N % 4"\n'), ":13: launch.pack_b needs launch.workspace"),
+        (('"1"]\n', '"1"]\n  prepare: "M * K"\n'), ":13: launch.prepare needs launch.workspace"),
+        (("description: a test family\n", "description: a test family\narch: sm_90\n"), ":3: arch must name an"),
         # The kernels see C's packed pitch as N: B must be padded to it too.
         (('"1"]\n', '"1"]\n  workspace: "16 * M * N"\n  pack_c: "N % 4"\n'), ":14: launch.pack_c needs launch.pack_b"),
     ],

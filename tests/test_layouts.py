@@ -76,7 +76,7 @@ def test_each_family_compiles_for_each_layout_it_reads(family):
         assert resolved.plan.layout == problem.trans
         src = render(resolved)
         assert "const float* __restrict__ A, int lda," in src and "float* __restrict__ C, int ldc" in src
-        res = compile_source(src, "sm_90", "autotune_sgemm").resources
+        res = compile_source(src, fam.compile_arch("sm_90"), "autotune_sgemm").resources
         # nn builds must not spill (the stored results' kernels); another layout may spill a few
         # bytes (fewcols' fallback reading B^T: 8), which the search's filter rejects in its space.
         assert res.spill_bytes <= (0 if lay == "nn" else 16), (family, lay, res)

@@ -295,16 +295,20 @@ def _store(cdir: Path, key: str, c: Compiled) -> None:
 
 
 def compile_many(
-    jobs: Iterable[tuple[str, str]], arch: str, workers: int | None = None, use_cache: bool = True
+    jobs: Iterable[tuple[str, str] | tuple[str, str, str]],
+    arch: str,
+    workers: int | None = None,
+    use_cache: bool = True,
 ) -> list[Compiled | CompileError]:
-    """Compile (source, kernel) pairs in parallel threads (NVRTC releases the GIL)."""
+    """Compile (source, kernel) pairs in parallel threads (NVRTC releases the GIL); a job's
+    third element, where given, is its own target (a family built for sm_90a), else `arch`."""
     jobs = list(jobs)
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
     _nvrtc()  # loaded once, with its builtins, before the threads start (NVRTCMissing if absent)
 
     def one(job):
         try:
-            return compile_source(job[0], arch, job[1], use_cache=use_cache)
+            return compile_source(job[0], job[2] if len(job) > 2 else arch, job[1], use_cache=use_cache)
         except CompileError as exc:
             return exc
 
