@@ -94,6 +94,23 @@ def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h"
     return header_for_entries([(record, entry)], file_name)
 
 
+# How the header names the accuracy tier its kernels were tuned and checked for.
+_TIERS = {
+    "highest": "strict-FP32",
+    "high": "FP32-accurate tensor-core (precision high: 3xTF32 products, errors within 1.5x FP32 cuBLAS's)",
+    "medium": "TF32 tensor-core (precision medium: one TF32 product, errors within 1.5x TF32 cuBLAS's)",
+}
+
+
+def _arch_flags(arch: str) -> str:
+    """nvcc's flags for `arch`: an architecture-specific target (sm_90a) needs the -gencode form
+    (the -arch=sm_90a shorthand also runs a plain sm_90 pass, which rejects wgmma)."""
+    if arch.endswith("a"):
+        num = arch.removeprefix("sm_")
+        return f"-gencode=arch=compute_{num},code=sm_{num}"
+    return f"-arch={arch}"
+
+
 def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_sgemm.h") -> str:
     """Header text for results entries of one shape: one (the header of that layout, its entry
     points global) or one per layout (each kernel and its launchers in namespace autotune_<layout>,
@@ -131,7 +148,8 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
         RATIO=entry["ratio"],
         REGISTERS=entry.get("registers"),
         SMEM_BYTES=entry.get("smem_bytes"),
-        ARCH=record["gpu"].get("arch", "sm_90"),
+        ARCH_FLAGS=_arch_flags(resolved.family.compile_arch(record["gpu"].get("arch", "sm_90"))),
+        TIER=_TIERS[shape.precision],
         FAMILY=resolved.family.name,
         M=p["M"],
         N=p["N"],

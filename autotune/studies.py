@@ -12,6 +12,7 @@ queue: every planned point is enqueued once and popped by exactly one worker.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -189,19 +190,28 @@ def make_plan(
     seed: int = 0,
 ) -> Plan:
     """Enumerate the space (its layout parameters fixed to the problem's) and name the study;
-    no storage is touched."""
+    no storage is touched. A seed that breaks its template's rules or lies outside the value
+    lists is a mistake in the space file (an error); one that is right as written but not here
+    -- built for the problem's tier or layout it breaks a rule (a medium seed's tiles do not fit
+    high's shared memory), or it exceeds this device's limits -- is left out."""
+    written = space
     space = space.for_problem(problem)
     fam = space.family
     en = space.enumerate(limits)
     if not en.valid:
         raise UserError(space.describe_empty(en))
     valid = {c.name for c in en.valid}
-    for seed_cfg in space.seeds:
-        if seed_cfg.name not in valid:
-            raise UserError(
-                f"{space.source}: seed {seed_cfg.name} is not a valid point of the space: "
-                + "; ".join(fam.violations(seed_cfg, limits) or ["not in the value lists"])
-            )
+    kept = []
+    for seed_cfg, as_written in zip(space.seeds, written.seeds, strict=True):
+        if seed_cfg.name in valid:
+            kept.append(seed_cfg)
+            continue
+        outside = [f"{p}={v!r} not in the value list" for p, v in as_written.params if v not in written.values[p]]
+        mistakes = fam.broken_rules(as_written) + outside
+        if mistakes:
+            what = f"{space.source}: seed {as_written.name} is not a valid point of the space"
+            raise UserError(f"{what}: " + "; ".join(mistakes))
+    space = dataclasses.replace(space, seeds=kept)
     return Plan(
         space,
         problem,

@@ -4,7 +4,7 @@ import pytest
 from helpers import have_nvcc
 from test_results import GPU, _entry
 
-from autotune.export import export, header_for_entry
+from autotune.export import _arch_flags, export, header_for_entry
 from autotune.results import update_record
 from autotune.space import Family
 from autotune.types import Problem, UserError
@@ -99,8 +99,32 @@ PLAN_SHAPES = [
 ]
 
 
+WGMMA = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="high", ACC="fp32")
+
+
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
-@pytest.mark.parametrize("family, params", CASES + [("tiled", {"TILE": 16})])
+def test_a_tier_header_says_its_tier_and_target_and_builds_only_for_it(tmp_path, h100):
+    """A tensor-core tier's record exports with its tier in the header's text, the nvcc flags of
+    its architecture-specific target (sm_90a: the -gencode form), its operand preparation before
+    the SGEMM kernel; it builds with those flags, and for plain sm_90 it stops with a message
+    that names the target."""
+    P = Problem(1000, 1000, 1000, precision="high")
+    update_record(tmp_path, GPU, P, {"wgmma_tf32": _entry("wgmma_tf32", WGMMA, 60000.0, h100)})
+    out, _ = export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h")
+    text = out.read_text()
+    assert "Best tuned FP32-accurate tensor-core (precision high: 3xTF32" in text
+    assert "build with nvcc -gencode=arch=compute_90a,code=sm_90a" in text
+    assert text.index("_prepare<<<") < text.index("autotune_tuned_sgemm_kernel<<<")
+    (tmp_path / "main.cu").write_text(HARNESS)
+    good = ["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")]
+    r = subprocess.run(good, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    bad = subprocess.run([*good[:1], "-arch=sm_90", *good[2:]], capture_output=True, text=True)
+    assert bad.returncode != 0 and "compile for sm_90a" in bad.stderr
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+@pytest.mark.parametrize("family, params", CASES + [("tiled", {"TILE": 16}), ("wgmma_tf32", WGMMA)])
 def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
     """The header's launcher and the Python runner are rendered from one launch plan: at every
     shape both compute the same workspace, packing, and the same steps with the same grids."""
@@ -110,8 +134,9 @@ def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
     (tmp_path / "tuned.h").write_text(header_for_entry(rec, entry, "tuned.h"))
     shapes = ", ".join("{" + ", ".join(map(str, s)) + "}" for s in PLAN_SHAPES)
     (tmp_path / "plan.cu").write_text(PLAN_HARNESS % {"shapes": shapes})
+    flags = _arch_flags(resolved.family.compile_arch("sm_90"))
     b = subprocess.run(
-        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "plan"), str(tmp_path / "plan.cu")], capture_output=True, text=True
+        ["nvcc", flags, "-o", str(tmp_path / "plan"), str(tmp_path / "plan.cu")], capture_output=True, text=True
     )
     assert b.returncode == 0, b.stderr
     lines = subprocess.run([str(tmp_path / "plan")], capture_output=True, text=True, check=True).stdout.splitlines()

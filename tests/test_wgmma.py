@@ -1,0 +1,86 @@
+"""Without a GPU: the Hopper tensor-core family (wgmma_tf32) -- built for its own target (sm_90a)
+and refused elsewhere, its operands prepared in the workspace by a step before the SGEMM kernel,
+and its kernel compiled the way the search compiles it."""
+
+import pytest
+
+from autotune.cli_dry_run import _enum_key
+from autotune.evaluate import prepare
+from autotune.gpu.compile import CompileError, compile_source
+from autotune.limits import load_profile
+from autotune.render import DEFAULT_KERNEL, render
+from autotune.space import Family, Space
+from autotune.types import Problem, Status
+
+HIGH = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="high", ACC="fp32")
+
+
+def test_it_compiles_for_sm_90a_and_only_hopper_runs_it():
+    fam = Family.load("wgmma_tf32")
+    assert fam.compile_arch("sm_90") == "sm_90a" and Family.load("warptile").compile_arch("sm_80") == "sm_80"
+    problem = Problem(256, 256, 256, precision="high")
+    sp = Space.load("wgmma_tf32").for_problem(problem)
+    assert sp.enumerate(load_profile("h100")).valid
+    en = sp.enumerate(load_profile("a100"))
+    assert not en.valid and en.top_reasons(1)[0] == ("arch sm_90a", sp.size)
+    cfg = fam.resolve(HIGH).config
+    (prep,) = prepare([cfg], problem, load_profile("a100"), "sm_80", {})
+    assert prep.measurement.status is Status.REJECTED
+    assert "needs an sm_90 device (built for sm_90a: wgmma); this one is sm_80" in prep.measurement.message
+    # On an H100 the search compiles it for sm_90a, without spills.
+    (prep,) = prepare([cfg], problem, load_profile("h100"), "sm_90", {})
+    assert prep.measurement is None and prep.spec["resources"]["spill_bytes"] == 0
+
+
+def test_compiled_for_plain_sm_90_it_stops_with_a_message_naming_the_target():
+    src = render(Family.load("wgmma_tf32").resolve(HIGH))
+    with pytest.raises(CompileError, match="compile for sm_90a"):
+        compile_source(src, "sm_90", DEFAULT_KERNEL, use_cache=False)
+
+
+@pytest.mark.parametrize("tier, parts", [("high", 2), ("medium", 1)])
+def test_its_operands_are_prepared_padded_to_whole_tiles_before_the_kernel(tier, parts):
+    plan = Family.load("wgmma_tf32").resolve({**HIGH, "PRECISION": tier}).plan
+    g = plan.geometry(200, 300, 100)
+    mp, np_, kp = 256, 384, 128  # M, N, K up to whole 128 x 128 tiles and 32-deep k tiles
+    assert g.values["ws_bytes"] == 4 * parts * (mp + np_) * kp
+    assert [(step.kernel, grid) for step, grid in g.launches] == [
+        ("_prepare", (((mp + np_) * kp // 4 + 255) // 256, 1, 1)),  # a thread per 4 floats along k
+        ("", (2 * 3, 1, 1)),
+    ]
+    prep = next(step for step in plan.steps if step.kernel == "_prepare")
+    assert prep.args == ("M", "N_k", "K", "A", "lda", "B", "ldb_k", "WS")
+
+
+def test_a_dry_run_counts_the_space_of_the_tier_it_is_asked_for():
+    """Both tiers' problems used to share one enumeration (the first one's) in a dry run."""
+    wg, warptile = Space.load("wgmma_tf32"), Space.load("warptile")
+    high, medium = Problem(64, 64, 64, precision="high"), Problem(64, 64, 64, precision="medium")
+    assert _enum_key(wg, high) != _enum_key(wg, medium)
+    assert _enum_key(warptile, high) == _enum_key(warptile, medium)  # an FP32 family's space is one
+
+
+def test_a_tier_search_keeps_the_seeds_that_fit_it_and_rejects_mistaken_ones(tmp_path):
+    """Seeds name their tier; built for the other tier, a medium seed's 128 x 256 tiles need more
+    shared memory and registers than high has: that search leaves it out (it used to stop the
+    whole search). A seed outside the value lists is still an error naming the file."""
+    from autotune.studies import make_plan
+
+    h100 = load_profile("h100")
+    space = Space.load("wgmma_tf32")
+    kwargs = dict(gpu_slug="h100", storage=f"sqlite:///{tmp_path / 'o.db'}")
+    for tier in ("high", "medium"):
+        plan = make_plan(space, Problem(4096, 4096, 4096, precision=tier), h100, **kwargs)
+        assert plan.space.seeds and all(s["PRECISION"] == tier for s in plan.space.seeds)
+        valid = set(plan.valid)
+        assert all(s in valid for s in plan.space.seeds)
+    high = make_plan(space, Problem(64, 64, 64, precision="high"), h100, **kwargs).space.seeds
+    assert len(high) < len(space.seeds)  # a medium seed that does not fit high is left out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "family: wgmma_tf32\nspace: {BM: [128], BN: [128], STAGES: [3], GROUP_M: [8], PRECISION: [high], ACC: [fp32]}\n"
+        "seeds:\n  - {BM: 128, BN: 128, STAGES: 4, GROUP_M: 8, ACC: fp32}\n"
+        "fallback: {BM: 64, BN: 64, STAGES: 2, GROUP_M: 1, ACC: fp32}\n"
+    )
+    with pytest.raises(Exception, match=r"bad.yaml: seed .* STAGES=4 not in the value list"):
+        make_plan(Space.load("wgmma_tf32", bad), Problem(64, 64, 64, precision="high"), h100, **kwargs)
