@@ -118,21 +118,29 @@ class _Table:
         """(tuned shape, its entry, the config to run, predicted ms or None when measured here):
         the best entry of the problem's own record when it was tuned; else the candidate of
         `_pool` -- every family's best at every tuned shape, that can run the problem and is
-        meant for it (or is the family asked for) -- that autotune.model predicts fastest here."""
-        # The shape's own records: the one timed with beta 0 or not, as this call, first.
+        meant for it (or is the family asked for) -- that autotune.model predicts fastest here.
+        Below the highest precision the shape's FP32 record is the tier's own too (its kernels
+        meet every contract): the faster of the two records' best entries serves."""
+        # The shape's own records: those timed with beta 0 or not, as this call, first.
+        tiers = {problem.precision, "highest"}
         same = problem.with_beta(0.0)
-        exact = sorted(
-            ((shape.beta == 0) != (problem.beta == 0), i, shape, fams)
-            for i, (shape, fams) in enumerate(self.records)
-            if shape.with_beta(0.0) == same
-        )
-        for *_, shape, fams in exact:
-            fams = {f: e for f, e in fams.items() if family in (None, f) and _reads(f, problem)}
-            if fams:
-                entry = max(fams.values(), key=lambda e: e["gflops"])
-                cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision)
-                if cfg is not None:
-                    return shape, entry, cfg, None
+        exact = [
+            ((shape.beta == 0) != (problem.beta == 0), shape, fams)
+            for shape, fams in self.records
+            if shape.precision in tiers and shape.with_beta(0.0).with_precision(problem.precision) == same
+        ]
+        for other_beta in (False, True):
+            picks = []
+            for _, shape, fams in (r for r in exact if r[0] == other_beta):
+                fams = {f: e for f, e in fams.items() if family in (None, f) and _reads(f, problem)}
+                if fams:
+                    entry = max(fams.values(), key=lambda e: e["gflops"])
+                    cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision)
+                    if cfg is not None:
+                        picks.append((entry["gflops"], shape, entry, cfg))
+            if picks:
+                _, shape, entry, cfg = max(picks, key=lambda p: p[0])
+                return shape, entry, cfg, None
         candidates = [c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, family)]
         best = model.fastest(candidates, problem, self.roof)
         if best is None:

@@ -274,3 +274,23 @@ def test_a_launch_hands_the_driver_each_argument_in_its_c_type(monkeypatch):
     assert head0 == (0xF00, 2, 3, 1, 128, 1, 1, 4096, 77, 0) and head1[3] == 9 and head1[8] == 78
     assert args0 == {**ints, **values, "stride_c": -4}
     assert args1["alpha"] == 2.0 and args1["stride_c"] == 8 and args1["M"] == 5
+
+
+@pytest.mark.parametrize("tier_gflops, wins", [(30000.0, "warptile"), (90000.0, "wgmma_tf32")])
+def test_a_tier_is_served_by_the_faster_of_its_record_and_the_fp32_one(tmp_path, reads, loads, tier_gflops, wins):
+    """At a shape tuned at both precisions, matmul(precision="high") runs the faster kernel of the
+    two records (an FP32 kernel meets high's contract): a tier search that tried only the
+    tensor-core family must not make the tier slower than FP32 where that family loses."""
+    root = _results(tmp_path)
+    data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
+    entry = dict(data["families"]["warptile"], gflops=tier_gflops)
+    entry["config"] = {"family": "wgmma_tf32", "params": Space.load("wgmma_tf32").seeds[0].as_dict()}
+    data["problem"] = Problem(4096, 4096, 4096, precision="high").as_dict()
+    data["families"], data["best"] = {"wgmma_tf32": entry}, "wgmma_tf32"
+    results.atomic_write_text(root / SLUG / "4096x4096x4096_high.json", json.dumps(data))
+    _age(root)
+    _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 0.0, "high")
+    record = "4096x4096x4096" + ("_high" if wins != "warptile" else "")
+    assert name.startswith(wins + "_") and source == f"tuned for {record} on {SLUG}"
+    # Strict FP32 never runs the tier's kernel.
+    assert api._choose(0, 4096, 4096, 4096, "nn", 1, None, root)[1].startswith("warptile_")
