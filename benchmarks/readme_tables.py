@@ -4,11 +4,14 @@
     python benchmarks/readme_tables.py --gpu nvidia-h200 --check README.md  # exit 1 if it differs
     python benchmarks/readme_tables.py --check README.md                    # every GPU under results/
 
-One row per stored shape (`results/<gpu>/<M>x<N>x<K>.json`), in the order of the shape sweep
-(benchmarks/sweep.py), then any others by size: the winning config's schedule, its TFLOP/s,
-cuBLAS's from the same process, the ratio (three decimals where two would read 1.00) and the
-relative error. The check looks in the README section whose heading names the GPU ("Results
-on an H200") for the table with this header, and lists the rows that differ.
+One row per stored strict-FP32 shape (`results/<gpu>/<M>x<N>x<K>.json`), in the order of the
+shape sweep (benchmarks/sweep.py), then any others by size: the winning config's schedule, its
+TFLOP/s, cuBLAS's from the same process, the ratio (three decimals where two would read 1.00)
+and the relative error. Records of the precision tiers (`..._high.json`, `..._medium.json`) make
+a second table (TIER_HEADER): the tier's bar is cuBLAS SGEMM for high and cuBLAS with TF32
+products for medium, and the speed is also given against SGEMM. The check looks in the README
+section whose heading names the GPU ("Results on an H200") for each table by its header, and
+lists the rows that differ.
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ HEADER = (
     "| shape (MxNxK) | winning schedule (BMxBNxBK, stages, FMA order) | TFLOP/s | cuBLAS TFLOP/s | ratio | rel. error |"
 )
 RULE = "|---|---|---|---|---|---|"
+TIER_HEADER = (
+    "| shape (MxNxK) | tier | winning config (tile, stages, where products are summed) | TFLOP/s "
+    "| tier's bar: cuBLAS TFLOP/s | ratio | x cuBLAS SGEMM | rel. error |"
+)
+TIER_RULE = "|---|---|---|---|---|---|---|---|"
 ORDERS = {0: "row-major", 1: "column-major", 2: "serpentine"}
 SCHEDULES = {
     "stream_k": "stream-K",
@@ -51,8 +59,14 @@ def sweep_shapes() -> list[str]:
 
 
 def schedule(entry: dict, problem: Problem) -> str:
-    """'128x256x16, 7 stages, serpentine, split launch' for warptile; params for other families."""
+    """'128x256x16, 7 stages, serpentine, split launch' for warptile, '128x256, 4 stages, summed on
+    the tensor cores' for the tensor-core families; params for other families."""
     p, family = entry["config"]["params"], entry["config"]["family"]
+    if family in ("wgmma_tf32", "mma_tf32"):
+        tile = f"{p['BM']}x{p['BN']}" + (f"x{p['BK']}" if "BK" in p else "")
+        acc = "summed on the tensor cores" if p.get("ACC") == "tc" else "FP32 sums"
+        extra = [f"split-K {p['SPLITK']}"] if p.get("SPLITK", 1) > 1 else []
+        return ", ".join([f"{family} {tile}", f"{p['STAGES']} stages", acc, *extra])
     if family != "warptile":
         return f"{family} " + " ".join(f"{k}={v}" for k, v in sorted(p.items()))
     parts = [f"{p['BM']}x{p['BN']}x{p['BK']}", f"{p['STAGES']} stages", ORDERS.get(p["MMA_ORDER"], "?")]
@@ -70,13 +84,16 @@ def ratio(r: float) -> str:
     return f"{two} ({r:.3f})" if two == "1.00x" else two
 
 
-def rows(results: Path, slug: str) -> list[tuple[Problem, dict]]:
+def rows(results: Path, slug: str, tiers: bool = False) -> list[tuple[Problem, dict]]:
+    """(problem, best entry) of each strict-FP32 record, or with `tiers` of each tier record."""
     order = {name: i for i, name in enumerate(sweep_shapes())}
     out = []
     for _path, rec in iter_records(results, slug):
-        if rec["best"] is not None:
-            out.append((Problem(**rec["problem"]), rec["families"][rec["best"]]))
-    return sorted(out, key=lambda pe: (order.get(pe[0].name, len(order)), pe[0].flops, pe[0].name))
+        problem = Problem(**rec["problem"])
+        if rec["best"] is not None and (problem.precision != "highest") == tiers:
+            out.append((problem, rec["families"][rec["best"]]))
+    key = lambda pe: (pe[0].precision, order.get(pe[0].with_precision("highest").name, len(order)), pe[0].flops)  # noqa: E731
+    return sorted(out, key=lambda pe: (*key(pe), pe[0].name))
 
 
 def table(results: Path, slug: str) -> list[str]:
@@ -89,20 +106,42 @@ def table(results: Path, slug: str) -> list[str]:
     return lines
 
 
-def summary(results: Path, slug: str) -> str:
-    ratios = [e["ratio"] for _p, e in rows(results, slug)]
-    if not ratios:
+def tier_table(results: Path, slug: str) -> list[str]:
+    """The precision tiers' records (empty when there are none)."""
+    lines = []
+    for problem, e in rows(results, slug, tiers=True):
+        paths = e["cublas"].get("paths", {})
+        sgemm = min((paths[p] for p in ("matmul", "gemm") if p in paths), default=e["cublas"]["time_ms"])
+        lines.append(
+            f"| {problem.name} | {problem.precision} | {schedule(e, problem)} | {e['gflops'] / 1000:.1f} | "
+            f"{e['cublas']['gflops'] / 1000:.1f} | {ratio(e['ratio'])} | {sgemm / e['time_ms']:.2f}x | "
+            f"{e['error']:.1e} |"
+        )
+    return [TIER_HEADER, TIER_RULE, *lines] if lines else []
+
+
+def summary(results: Path, slug: str, tiers: bool = False) -> str:
+    """The geometric mean of the ratios, lowest ratio and count: of the strict-FP32 table, or with
+    `tiers` of each tier against its own bar."""
+    groups: dict[str, list[float]] = {}
+    for p, e in rows(results, slug, tiers):
+        groups.setdefault(p.precision, []).append(e["ratio"])
+    if not groups:
         return "no results"
-    geo = statistics.geometric_mean(ratios)
-    return f"Geometric mean {geo:.3f}x cuBLAS, lowest {min(ratios):.3f}x, {len(ratios)} shapes"
+    text = "; ".join(
+        f"{'' if tier == 'highest' else tier + ': '}geometric mean {statistics.geometric_mean(r):.3f}x "
+        f"{'cuBLAS' if tier == 'highest' else 'its bar'}, lowest {min(r):.3f}x, {len(r)} shapes"
+        for tier, r in groups.items()
+    )
+    return text[:1].upper() + text[1:]
 
 
 def gpu_name(results: Path, slug: str) -> str:
     return next((rec["gpu"]["name"] for _p, rec in iter_records(results, slug)), slug)
 
 
-def readme_table(readme: str, name: str) -> list[str] | None:
-    """The table with HEADER in the README section whose heading names this GPU (its model,
+def readme_table(readme: str, name: str, header: str = HEADER) -> list[str] | None:
+    """The table with `header` in the README section whose heading names this GPU (its model,
     e.g. 'H200' of 'NVIDIA H200'), or None."""
     model = re.sub(r"^NVIDIA\s+", "", name).split()[0]
     section = None
@@ -114,9 +153,9 @@ def readme_table(readme: str, name: str) -> list[str] | None:
     if section is None:
         return None
     lines = section.splitlines()
-    if HEADER not in lines:
+    if header not in lines:
         return None
-    start = lines.index(HEADER)
+    start = lines.index(header)
     end = start
     while end < len(lines) and lines[end].startswith("|"):
         end += 1
@@ -124,12 +163,19 @@ def readme_table(readme: str, name: str) -> list[str] | None:
 
 
 def check(readme_path: Path, results: Path, slug: str) -> list[str]:
-    """What differs between the README's table for this GPU and the stored results (empty: none)."""
+    """What differs between the README's tables for this GPU and the stored results (empty: none)."""
     name = gpu_name(results, slug)
-    have = readme_table(readme_path.read_text(), name)
-    want = table(results, slug)
-    if have is None:
-        return [f"{readme_path}: no table headed '{HEADER}' in a section naming {name}"]
+    problems = []
+    for header, want in ((HEADER, table(results, slug)), (TIER_HEADER, tier_table(results, slug))):
+        have = readme_table(readme_path.read_text(), name, header)
+        if have is None and want:
+            problems.append(f"{readme_path}: no table headed '{header}' in a section naming {name}")
+        elif have is not None:
+            problems += _differences(have, want or [header, ""], results, slug)
+    return problems
+
+
+def _differences(have: list[str], want: list[str], results: Path, slug: str) -> list[str]:
     problems = []
     have_rows = {ln.split("|")[1].strip(): ln for ln in have[2:]}
     for line in want[2:]:
@@ -164,6 +210,10 @@ def main() -> int:
             print(f"{gpu_name(args.results, slug)} ({slug}):\n")
             print("\n".join(table(args.results, slug)))
             print(f"\n{summary(args.results, slug)}\n")
+            tiers = tier_table(args.results, slug)
+            if tiers:
+                print("\n".join(tiers))
+                print(f"\n{summary(args.results, slug, tiers=True)}\n")
     return 1 if failed else 0
 
 
