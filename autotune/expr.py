@@ -27,6 +27,7 @@ def _is_pow2(a: int) -> bool:
 
 
 FUNCTIONS = {"cdiv": _cdiv, "min": min, "max": max, "is_pow2": _is_pow2}
+_GLOBALS = {"__builtins__": {}, **FUNCTIONS}  # what an expression sees besides its names (never written)
 
 _ALLOWED = (
     ast.Expression,
@@ -100,7 +101,7 @@ class Expr:
         return cls(text, frozenset(names), tree, code)
 
     def __call__(self, env: Mapping[str, int | str]) -> int:
-        return eval(self._code, {"__builtins__": {}, **FUNCTIONS}, env)  # noqa: S307 - AST allow-listed above
+        return eval(self._code, _GLOBALS, env)  # noqa: S307 - AST allow-listed above
 
     def to_c(self, env: Mapping[str, int]) -> str:
         """C source for this expression; names in `env` become literals, others stay as C names."""

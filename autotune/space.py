@@ -64,11 +64,16 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 @dataclass(frozen=True)
 class Constraint:
-    """A named rule over a config; `check` returns None or the reason it fails."""
+    """A named rule over a config; `check` returns None or the reason it fails; `holds` only
+    whether it passes (the enumeration asks millions of times and needs no reason)."""
 
     label: str
     names: frozenset[str]  # template names (params or derived) it reads
     check: Callable[[Mapping[str, Any], DeviceLimits], str | None]
+    test: Callable[[Mapping[str, Any], DeviceLimits], bool] | None = None
+
+    def holds(self, env: Mapping[str, Any], limits: DeviceLimits) -> bool:
+        return self.test(env, limits) if self.test is not None else self.check(env, limits) is None
 
 
 def _template_constraint(expr, why: str) -> Constraint:
@@ -78,7 +83,7 @@ def _template_constraint(expr, why: str) -> Constraint:
         values = ", ".join(f"{n}={env[n]}" for n in sorted(expr.names))
         return f"{why} ({expr.text}; {values})"
 
-    return Constraint(expr.text, expr.names, check)
+    return Constraint(expr.text, expr.names, check, lambda env, _limits: bool(expr(env)))
 
 
 def _arch_constraint(arch: str) -> Constraint:
@@ -469,6 +474,11 @@ class Space:
         valid: list[Config] = []
         rejected: collections.Counter = collections.Counter()
         env: dict[str, Any] = {}
+        # A valid point's Config is built directly, its parameters in Config.make's (sorted) order:
+        # the values come from the space's lists, checked when it was loaded, and re-checking each
+        # of the hundreds of thousands of points was most of the enumeration's time.
+        names = sorted(order)
+        last = len(order) - 1
 
         def walk(d: int) -> None:
             pname = order[d]
@@ -476,11 +486,11 @@ class Space:
                 env[pname] = v
                 for dname, ex in derived_at[d]:
                     env[dname] = int(ex(env))
-                failed = next((c for c in rules_at[d] if c.check(env, limits)), None)
+                failed = next((c for c in rules_at[d] if not c.holds(env, limits)), None)
                 if failed is not None:
                     rejected[failed.label] += below[d]
-                elif d + 1 == len(order):
-                    valid.append(Config.make(fam.name, {p: env[p] for p in order}))
+                elif d == last:
+                    valid.append(Config(fam.name, tuple((p, env[p]) for p in names)))
                 else:
                     walk(d + 1)
 
