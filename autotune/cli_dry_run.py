@@ -7,7 +7,7 @@ import random
 import re
 import time
 
-from .cli_inputs import ask_dry_run, live_limits, need_nvrtc, readable
+from .cli_inputs import ask_dry_run, live_limits, need_nvrtc, readable, runs_on
 from .counts import cached_valid, store_valid
 from .limits import DeviceLimits, profile_for_arch
 from .space import Enumeration, Family, Space
@@ -66,7 +66,7 @@ def dry_run_shape(
     )
     print(head + "\n" + "-" * len(head))
     empty, failed = [], []
-    for sp in readable(spaces, problem, bool(args.family)):
+    for sp in runs_on(readable(spaces, problem, bool(args.family)), limits, bool(args.family)):
         t0 = time.monotonic()
         key = _enum_key(sp, problem)
         sp = sp.for_problem(problem)  # built for the problem's layout and batching

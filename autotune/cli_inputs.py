@@ -150,6 +150,19 @@ def readable(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
     return out
 
 
+def runs_on(spaces: list[Space], limits, named: bool) -> list[Space]:
+    """The families this device can run (wgmma_tf32 needs an sm_90 GPU); one the user named that
+    it cannot is an error."""
+    out = []
+    for sp in spaces:
+        if gaps := sp.family.device_gaps(limits):
+            if named:
+                raise UserError(gaps[0])
+        else:
+            out.append(sp)
+    return out
+
+
 def meant_for(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
     """The families a search runs for this shape: those that read its layout and whose declared
     `suits` it meets, or all of them when the user named them (a named family that cannot read

@@ -7,7 +7,7 @@ import sys
 import time
 
 from .cli_dry_run import compile_log, config_from_name, dry_run_all, indent
-from .cli_inputs import ask_search, check_results_writable, load_spaces, meant_for, need_nvrtc, parse_problems
+from .cli_inputs import ask_search, check_results_writable, load_spaces, meant_for, need_nvrtc, parse_problems, runs_on
 from .space import Space
 from .types import Problem, UserError
 
@@ -44,12 +44,13 @@ def cmd_search(args) -> int:
         ev.close()
 
 
-def suited(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
-    """The families meant for this shape (their declared `suits`), unless the user named them."""
-    keep = meant_for(spaces, problem, named)
+def suited(spaces: list[Space], problem: Problem, named: bool, limits) -> list[Space]:
+    """The families meant for this shape (their declared `suits`), unless the user named them,
+    that this GPU runs (a named family it cannot run is an error)."""
+    keep = runs_on(meant_for(spaces, problem, named), limits, named)
     for sp in spaces:
         if sp not in keep:
-            why = sp.family.gaps(problem) + sp.family.unsuited(problem)
+            why = sp.family.gaps(problem) + sp.family.unsuited(problem) + sp.family.device_gaps(limits)
             print(f"{sp.family.name}: not for {problem.name} ({'; '.join(why)})", flush=True)
     return keep
 
@@ -61,7 +62,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
     from .studies import default_storage
     from .trials import Progress
 
-    spaces = suited(spaces, problem, named=bool(args.family))
+    spaces = suited(spaces, problem, named=bool(args.family), limits=ev.limits)
     slug = ev.limits.slug
     storage = args.storage or default_storage(args.results, slug)
     t0 = time.monotonic()

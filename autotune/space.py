@@ -171,6 +171,13 @@ class Family:
     def launch(self) -> _decl.Launch:
         return self.declaration.launch
 
+    def device_gaps(self, limits: DeviceLimits) -> list[str]:
+        """Why this family cannot run on the device at all ([] when it can): it is built for an
+        architecture-specific target of another architecture."""
+        arch = self.declaration.arch
+        reason = _arch_constraint(arch).check({}, limits) if arch else None
+        return [f"{self.name} {reason}"] if reason else []
+
     def compile_arch(self, device_arch: str) -> str:
         """The target its kernels compile for on a device of `device_arch`: the family's own
         architecture-specific one (sm_90a) where it declares one, else the device's."""

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.cli_inputs import meant_for
+from autotune.cli_inputs import meant_for, runs_on
 from autotune.evaluate import GPUEvaluator, default_jobs
 from autotune.results import record_path, save_search
 from autotune.search import search
@@ -135,7 +135,8 @@ def main() -> int:
         if args.skip_tuned and record_path(args.results, ev.limits.slug, problem).exists():
             print(f"{problem.name:>16}  tuned already (--skip-tuned)", flush=True)
             continue
-        spaces = meant_for(all_spaces, problem, named=False)  # a sweep keeps each family to its shapes
+        # A sweep keeps each family to its shapes, and to GPUs it runs on (wgmma_tf32: sm_90).
+        spaces = runs_on(meant_for(all_spaces, problem, named=False), ev.limits, named=False)
         if not spaces:
             rows.append({"shape": problem.name, "family": None})
             print(f"{problem.name:>16}  none of {' '.join(names)} is meant for this shape", flush=True)

@@ -147,12 +147,30 @@ def test_suits_name_the_shapes_a_family_is_meant_for(tmp_path):
         _family(tmp_path, text.replace('why: "a few rows or columns"', "because: 1"))
 
 
-def test_a_search_over_all_families_leaves_out_those_not_meant_for_the_shape(capsys):
+def test_a_search_over_all_families_leaves_out_those_not_meant_for_the_shape(capsys, h100):
     from autotune.cli_search import suited
 
     spaces = [Space.load(f) for f in ("tiled", "fewrows", "fewcols")]
     names = lambda sps: [sp.family.name for sp in sps]  # noqa: E731
-    assert names(suited(spaces, Problem(1, 4096, 4096), named=False)) == ["tiled", "fewrows"]
-    assert names(suited(spaces, Problem(4096, 4096, 4096), named=False)) == ["tiled"]
+    assert names(suited(spaces, Problem(1, 4096, 4096), named=False, limits=h100)) == ["tiled", "fewrows"]
+    assert names(suited(spaces, Problem(4096, 4096, 4096), named=False, limits=h100)) == ["tiled"]
     assert "fewcols: not for 4096x4096x4096 (a few columns of C" in capsys.readouterr().out
-    assert names(suited(spaces, Problem(4096, 4096, 4096), named=True)) == ["tiled", "fewrows", "fewcols"]
+    named = suited(spaces, Problem(4096, 4096, 4096), named=True, limits=h100)
+    assert names(named) == ["tiled", "fewrows", "fewcols"]
+
+
+def test_a_search_on_another_gpu_leaves_out_a_family_built_for_sm_90a(capsys, h100):
+    """A tier search on an A100 runs the families it can (it used to stop: wgmma_tf32 had no
+    valid point there); naming the family there is a one-line error."""
+    from autotune.cli_search import suited
+    from autotune.limits import load_profile
+
+    a100 = load_profile("a100")
+    spaces = [Space.load(f) for f in ("mma_tf32", "wgmma_tf32", "warptile")]
+    high = Problem(4096, 4096, 4096, precision="high")
+    kept = [sp.family.name for sp in suited(spaces, high, named=False, limits=a100)]
+    assert kept == ["mma_tf32", "warptile"]
+    assert "wgmma_tf32: not for 4096x4096x4096_high (wgmma_tf32 needs an sm_90 device" in capsys.readouterr().out
+    assert len(suited(spaces, high, named=False, limits=h100)) == 3
+    with pytest.raises(UserError, match="wgmma_tf32 needs an sm_90 device .* this one is sm_80"):
+        suited(spaces[1:2], high, named=True, limits=a100)
