@@ -137,30 +137,29 @@ def ask_dry_run(counts: dict[str, int], sample: int | None, jobs: int) -> None:
     )
 
 
-def readable(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
-    """The families that can run the problem (read its layout, run its batch); one the user named
-    that cannot is an error."""
+def _without_gaps(spaces: list[Space], gaps_of, named: bool) -> list[Space]:
+    """The spaces whose family `gaps_of` finds no gap in; a gap in a family the user named is an
+    error (its first reason)."""
     out = []
     for sp in spaces:
-        if gaps := sp.family.gaps(problem):
+        if gaps := gaps_of(sp.family):
             if named:
                 raise UserError(gaps[0])
         else:
             out.append(sp)
     return out
+
+
+def readable(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
+    """The families that can run the problem (read its layout, run its batch); one the user named
+    that cannot is an error."""
+    return _without_gaps(spaces, lambda fam: fam.gaps(problem), named)
 
 
 def runs_on(spaces: list[Space], limits, named: bool) -> list[Space]:
     """The families this device can run (wgmma_tf32 needs an sm_90 GPU); one the user named that
     it cannot is an error."""
-    out = []
-    for sp in spaces:
-        if gaps := sp.family.device_gaps(limits):
-            if named:
-                raise UserError(gaps[0])
-        else:
-            out.append(sp)
-    return out
+    return _without_gaps(spaces, lambda fam: fam.device_gaps(limits), named)
 
 
 def meant_for(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
