@@ -143,3 +143,41 @@ def test_infinities_and_nans_reach_c_as_in_fp32(precision):
     for pattern in (cp.isnan, cp.isposinf, cp.isneginf):
         assert bool((pattern(out) == pattern(ref)).all()), pattern.__name__
     assert int(cp.isnan(ref).sum()) > 66 and int(cp.isinf(ref).sum()) > 66  # the cases were exercised
+
+
+@pytest.mark.parametrize("precision, bound", [("high", 2e-6), ("medium", 2e-3)])
+def test_matmul_at_a_tier_runs_the_wgmma_record_and_is_right(tmp_path, monkeypatch, precision, bound):
+    """autotune.matmul(precision=...) at a shape whose tier record is a wgmma_tf32 kernel (written
+    here for this GPU) runs that kernel -- operand preparation, workspace and all -- and its answer
+    is as close to a float64 product as the tier promises; an FP32 call at the shape is not served
+    by it. Hopper only."""
+    import cupy as cp
+
+    from autotune import api
+    from autotune.results import live_gpu_slug, make_entry, update_record
+    from autotune.types import Measurement
+
+    if cp.cuda.Device().compute_capability != "90":
+        pytest.skip("wgmma_tf32 runs on sm_90 only")
+    lim = load_profile("h100")
+    shape = Problem(1000, 777, 300, precision=precision)
+    cfg = Space.load("wgmma_tf32").family.built_for(Space.load("wgmma_tf32").fallback, shape)
+    m = Measurement(cfg, shape, Status.OK, time_ms=0.05, gflops=shape.flops / 0.05e6, error=1e-7, registers=168)
+    m.spill_bytes, m.smem_bytes = 0, 66560
+    cublas = {"time_ms": 0.1, "gflops": 1.0, "error": 1e-7}
+    entry = make_entry(m, cublas, search={}, versions={}, command="test", limits=lim.to_dict())
+    gpu = {"name": "this GPU", "slug": live_gpu_slug(), "arch": "sm_90"}
+    update_record(tmp_path, gpu, shape, {"wgmma_tf32": entry})
+    monkeypatch.setenv("AUTOTUNE_RESULTS", str(tmp_path))
+    monkeypatch.setattr(api, "_TABLES", {})
+    rng = cp.random.default_rng(3)
+    a = rng.random((1000, 300), dtype=cp.float32) * 2 - 1
+    b = rng.random((300, 777), dtype=cp.float32) * 2 - 1
+    c = api.matmul(a, b, precision=precision)
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
+    assert err <= bound, err
+    chosen = api._choose(0, 1000, 777, 300, "nn", 1, None, None, 0.0, precision)
+    assert chosen.config.family == "wgmma_tf32", chosen
+    fp32 = api._choose(0, 1000, 777, 300, "nn", 1, None, None, 0.0, "highest")
+    assert fp32.config.family != "wgmma_tf32"
