@@ -92,8 +92,13 @@ def rows(results: Path, slug: str, tiers: bool = False) -> list[tuple[Problem, d
         problem = Problem(**rec["problem"])
         if rec["best"] is not None and (problem.precision != "highest") == tiers:
             out.append((problem, rec["families"][rec["best"]]))
-    key = lambda pe: (pe[0].precision, order.get(pe[0].with_precision("highest").name, len(order)), pe[0].flops)  # noqa: E731
-    return sorted(out, key=lambda pe: (*key(pe), pe[0].name))
+
+    def key(pe: tuple[Problem, dict]) -> tuple:
+        """Tier, then the sweep's order of the shape, then size and name."""
+        p = pe[0]
+        return (p.precision, order.get(p.with_precision("highest").name, len(order)), p.flops, p.name)
+
+    return sorted(out, key=key)
 
 
 def table(results: Path, slug: str) -> list[str]:
