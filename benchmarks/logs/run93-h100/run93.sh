@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Run 93: REGB (B stored N x K through registers): GPU correctness, the nt/tt records re-timed with REGB=1, a search at 4096_nt.
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD AUTOTUNE_CACHE=/tmp/atcache PYTHONUNBUFFERED=1
+L=$OUT/logs; mkdir -p $L; cp run93.sh $L/
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $L/gpu.txt
+timeout 150 python3 benchmarks/probe.py --records 4096x4096x4096_nt,4096x4096x4096_tt,8192x8192x1024_nt,8192x8192x1024_tt,512x512x512_nt_b64 --set REGB=1 --out $L/probe_regb.json > $L/probe_regb.txt 2>&1
+tail -25 $L/probe_regb.txt
+timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/gpu/test_layouts_gpu.py -k "every_family or pitched" tests/gpu/test_correctness.py > $L/gpu_tests.txt 2>&1
+tail -5 $L/gpu_tests.txt
+rm -rf /tmp/r; mkdir -p /tmp/r
+timeout 180 python3 benchmarks/sweep.py --shapes 4096_nt --trials 30 --results /tmp/r --out $L/sweep_4096_nt.json > $L/sweep_4096_nt.txt 2>&1
+tail -6 $L/sweep_4096_nt.txt
+mkdir -p $OUT/results && find /tmp/r -name "*.json" -exec cp {} $OUT/results/ \;
+tar czf $OUT/logs.tar.gz -C $OUT logs results
