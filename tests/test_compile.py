@@ -230,3 +230,21 @@ def test_the_evaluator_offers_the_first_compiled_candidate(monkeypatch, h100):
     release.set()
     assert [x.config for x in ev._prepare(cands, p)] == cands  # and each comes back as its own
     ev._compiler.shutdown()
+
+
+def test_fewcols_lane_rows_seeds_compile_in_both_layouts_without_spills():
+    """fewcols' lane-a-row kernel (LANE_ROWS): its seeds (16-64 columns) build for B stored K x N
+    and N x K with no spills, a bigger tile of rows per block than the lanes-along-K kernel."""
+    fam = Family.load("fewcols")
+    rows = [c for c in Space.load("fewcols").seeds if dict(c.params).get("LANE_ROWS")]
+    assert {dict(c.params)["NR"] for c in rows} >= {16, 32, 64}
+    for cfg in rows:
+        for trans_b in (0, 1):
+            resolved = fam.resolve({**cfg.as_dict(), "TRANS_B": trans_b})
+            env = resolved.env
+            assert env["BM"] == 32 * env["RPW"] * env["WARPS"]
+            res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
+            assert res.spill_bytes == 0 and res.registers <= 255, (cfg.name, trans_b, res)
+    # The lanes-along-K kernel keeps its 16-column limit; the lane-a-row one needs float4 rows of B.
+    assert fam.broken_rules(Config.make("fewcols", {**rows[0].as_dict(), "LANE_ROWS": 0, "NR": 32}))
+    assert fam.broken_rules(Config.make("fewcols", {**rows[0].as_dict(), "NR": 2}))

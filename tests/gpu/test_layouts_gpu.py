@@ -44,6 +44,9 @@ def _kernels():
         sp = Space.load(fam)
         for cfg in dict.fromkeys(c for c in (sp.fallback, *sp.seeds[:1]) if c is not None):
             out += [(cfg, lay) for lay in ["nn", *LAYOUTS] if _reads(cfg, lay)]
+        # fewcols' other kernel (a lane to a row), in both layouts it reads.
+        rows = [c for c in sp.seeds if dict(c.params).get("LANE_ROWS")][:1]
+        out += [(c, lay) for c in rows for lay in ["nn", *LAYOUTS] if _reads(c, lay)]
     return out
 
 
