@@ -10,7 +10,7 @@ from autotune.gpu.compile import CompileError, compile_source
 from autotune.limits import load_profile
 from autotune.render import DEFAULT_KERNEL, render
 from autotune.space import Family, Space
-from autotune.types import Problem, Status
+from autotune.types import Config, Problem, Status
 
 HIGH = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="high", ACC="fp32")
 
@@ -84,3 +84,31 @@ def test_a_tier_search_keeps_the_seeds_that_fit_it_and_rejects_mistaken_ones(tmp
     )
     with pytest.raises(Exception, match=r"bad.yaml: seed .* STAGES=4 not in the value list"):
         make_plan(Space.load("wgmma_tf32", bad), Problem(64, 64, 64, precision="high"), h100, **kwargs)
+
+
+def test_reading_a_in_place_prepares_only_b_and_is_medium_at_layouts_with_a_along_k():
+    """DIRECT=1: the workspace and _prepare hold B^T alone (A's tiles come from A itself), the
+    kernel builds for sm_90a without spills, and the family's rules leave it out where A is
+    stored K x M or the tier needs split operands (there a config of it is built prepared)."""
+    fam = Family.load("wgmma_tf32")
+    params = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="medium", ACC="tc", DIRECT=1)
+    resolved = fam.resolve(params)
+    g = resolved.plan.geometry(200, 300, 100)
+    np_, kp = 384, 128  # N and K up to whole 128-column tiles and 32-deep k tiles; M not at all
+    assert g.values["ws_bytes"] == 4 * np_ * kp
+    assert [(step.kernel, grid) for step, grid in g.launches] == [
+        ("_prepare", ((np_ * kp // 4 + 255) // 256, 1, 1)),
+        ("", (2 * 3, 1, 1)),
+    ]
+    problem = Problem(4096, 4096, 4096, precision="medium")
+    (prep,) = prepare([resolved.config], problem, load_profile("h100"), "sm_90", {})
+    assert prep.measurement is None and prep.spec["resources"]["spill_bytes"] == 0
+    for other in ({"PRECISION": "high", "ACC": "fp32"}, {"TRANS_A": 1}):
+        cfg = Config.make("wgmma_tf32", {**params, **other})
+        assert any("direct reads A as M x K" in why for why in fam.broken_rules(cfg)), other
+    # A record of it, built for such a problem, takes the prepared form.
+    for other in (Problem(64, 64, 64, precision="high"), Problem(64, 64, 64, "tn", precision="medium")):
+        cfg = fam.built_for(Config.make("wgmma_tf32", params), other)
+        assert cfg["DIRECT"] == 0 and not fam.broken_rules(cfg), other
+    nt = fam.built_for(Config.make("wgmma_tf32", params), Problem(64, 64, 64, "nt", precision="medium"))
+    assert not fam.broken_rules(nt)  # B stored N x K: _prepare reads it either way

@@ -181,3 +181,37 @@ def test_matmul_at_a_tier_runs_the_wgmma_record_and_is_right(tmp_path, monkeypat
     assert chosen.config.family == "wgmma_tf32", chosen
     fp32 = api._choose(0, 1000, 777, 300, "nn", 1, None, None, 0.0, "highest")
     assert fp32.config.family != "wgmma_tf32"
+
+
+# (M, N, K), then the floats of padding after each row of A and of offset before it: A's rows by
+# bulk copy, by bulk copy with a tail of K % 4 floats, and float by float (an address that is not
+# 16-byte aligned).
+IN_PLACE = [((200, 300, 100), 0, 0), ((130, 140, 64), 4, 4), ((300, 200, 257), 3, 0), ((300, 200, 257), 7, 1)]
+
+
+IN_PLACE_IDS = [f"{'x'.join(map(str, s))}-pad{p}-at{o}" for s, p, o in IN_PLACE]
+
+
+@pytest.mark.parametrize("shape, pad, offset", IN_PLACE, ids=IN_PLACE_IDS)
+def test_medium_reading_a_in_place_gives_the_prepared_kernels_bits(shape, pad, offset):
+    """DIRECT=1 rounds A's fragments to TF32 in registers where _prepare rounds A in the workspace,
+    and the tensor cores sum in the same order: the same C, bit for bit, at every pitch, alignment
+    and tail of A (rows of C past M and k past K included in the tiles)."""
+    import cupy as cp
+
+    import autotune
+
+    M, N, K = shape
+    rng = cp.random.default_rng(5)
+    a = rng.standard_normal((M, offset + K + pad), dtype=cp.float32)[:, offset : offset + K]
+    b = rng.standard_normal((K, N), dtype=cp.float32)
+    fam = Family.load("wgmma_tf32")
+    outs = []
+    for direct in (0, 1):
+        params = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="medium", ACC="tc", DIRECT=direct)
+        cfg = fam.built_for(Config.make("wgmma_tf32", params), Problem(8, 8, 8, precision="medium"))
+        assert not fam.broken_rules(cfg)
+        outs.append(autotune.load(config=cfg)(a, b))
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    assert float(cp.abs(outs[1] - ref).max() / cp.abs(ref).max()) < 2e-3
+    assert bool((outs[0] == outs[1]).all()), int((outs[0] != outs[1]).sum())
