@@ -8,7 +8,7 @@
     suits:       [{expr: ..., why: ...}]       # shapes (M, N, K) the family is meant for
     launch:      {threads, grid, dynamic_smem, scale_c_first, workspace, workspace_zeroed,
                   pack_b, pack_b_at, pack_c, pack_c_at, prepare, values, tail_tiles, tail_first,
-                  tail_grid}
+                  tail_grid, tensor_maps, box_a, box_b}
     arch:        sm_90a                        # optional: the one target it compiles for
     -#}
 
@@ -61,6 +61,9 @@ _LAUNCH_KEYS = (
     "tail_tiles",
     "tail_first",
     "tail_grid",
+    "tensor_maps",
+    "box_a",
+    "box_b",
 )
 
 Value = int | str
@@ -122,6 +125,11 @@ class Launch:
     tail_tiles: Expr | None  # None: no tail kernel
     tail_first: Expr
     tail_grid: Expr
+    # A config expression: true -- the SGEMM kernel's last two arguments are tensor maps of A and B
+    # as stored (launch.py, "Tensor maps"), with boxes (floats along a stored row, rows).
+    tensor_maps: Expr
+    box_a: tuple[Expr, Expr] | None
+    box_b: tuple[Expr, Expr] | None
 
 
 @dataclass(frozen=True)
@@ -280,6 +288,15 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
     if not isinstance(grid, list) or len(grid) != 3:
         raise UserError(f"{yamlio.where(path, raw, 'grid')}: launch.grid must list three expressions (x, y, z)")
     at = yamlio.where(path, raw, "grid")
+
+    def box(key: str) -> tuple[Expr, Expr] | None:
+        if key not in raw:
+            return None
+        pair, where = raw[key], yamlio.where(path, raw, key)
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise UserError(f"{where}: launch.{key} must list two expressions (floats along a stored row, rows)")
+        return tuple(_expr(e, where, f"launch.{key}", config_names) for e in pair)
+
     launch = Launch(
         threads=expr("threads", "THREADS", config_names),
         grid=tuple(_expr(g, at, "launch.grid", readable) for g in grid),
@@ -296,7 +313,12 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
         tail_tiles=expr("tail_tiles"),
         tail_first=expr("tail_first", 0),
         tail_grid=expr("tail_grid", 0),
+        tensor_maps=expr("tensor_maps", 0, config_names),
+        box_a=box("box_a"),
+        box_b=box("box_b"),
     )
+    if ("tensor_maps" in raw) != (launch.box_a is not None and launch.box_b is not None):
+        raise UserError(f"{yamlio.where(path, raw, 'tensor_maps')}: launch.tensor_maps, box_a and box_b go together")
     needs_workspace = (
         ("pack_b", "packed B lives"),
         ("pack_c", "packed C lives"),

@@ -11,7 +11,7 @@ import datetime as _dt
 from pathlib import Path
 
 from . import __version__
-from .launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS
+from .launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
 from .render import render, template
 from .results import atomic_write_text, best_entry, entry_config
 from .space import Family, Resolved
@@ -46,8 +46,10 @@ _C_ARGS = {
     "stride_a": "strideA",
     "stride_b": "strideB",
     "stride_c": "strideC",
+    "TMAP_A": "tmap_a",
+    "TMAP_B": "tmap_b",
 }
-assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS + LONGS)
+assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS + LONGS + TENSOR_MAPS)
 _PLAN_FIELDS = (
     "ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "pack_c", "pack_c_at", "pitch_c", "tail_first",
 )  # fmt: skip
@@ -86,6 +88,9 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
         STEPS=steps,
         FIELDS=[(f, f if f in names else "0") for f in _PLAN_FIELDS],
         SMEM_KERNELS=[s["kernel"] for s in steps if s["dynamic_smem"]],
+        TENSOR_MAPS=plan.tensor_maps,
+        # (floats along a stored row, rows) of A and B as stored, over m, n, k
+        MAP_DIMS=(("m, k" if plan.layout[0] else "k, m"), ("k, n" if plan.layout[1] else "n, k")),
     )
 
 

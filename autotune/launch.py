@@ -34,6 +34,12 @@ The steps, in order; each runs when its condition is true and its grid is not em
   workspace, in the form its SGEMM kernel reads: converted, tiled, padded), _scale_tiles (the
   tail's tiles of C *= beta), the SGEMM kernel, _tail (the tail kernel, adding into C), _unpack_c
   (the packed C back to C).
+Tensor maps: a family that declares `tensor_maps` (true for a config) gets two more arguments at
+the end of its SGEMM kernel's, TMAP_A and TMAP_B: CUtensorMap descriptors (128 bytes each, passed
+by value) of A and B as stored -- 2-D, float32, rows `lda` / `ldb` floats apart, the 128-byte
+swizzle, zeros past the matrix -- with the boxes the plan names (floats along a stored row, rows).
+A tensor map needs 16-byte aligned rows: where A, B, lda or ldb do not give them the launcher
+passes zeros, and the kernel, seeing the same pointers and pitches, must not use the maps.
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ POINTERS = ("A", "B", "B_IN", "B_PACKED", "C", "C_IN", "C_PACKED", "WS")
 FLOATS = ("alpha", "beta")
 INTS = ("M", "N", "K", "lda", "ldb", "ldc", "N_k", "ldb_k", "ldc_k", "pitch_b", "pitch_c", "tail_first")
 LONGS = ("stride_a", "stride_b", "stride_c")  # a batched kernel's strides between matrices, in floats
+TENSOR_MAPS = ("TMAP_A", "TMAP_B")  # the SGEMM kernel's last arguments where the plan has tensor maps
+TENSOR_MAP_BYTES = 128
 BATCH_GRID_MAX = 65535  # grid z: a longer batch is launched in pieces this long
 
 
@@ -112,6 +120,8 @@ class LaunchPlan:
     packs_b: bool  # B may be packed to a 16-byte pitch first
     packs_c: bool  # C may be written through a copy at a 16-byte pitch
     needs_slots: bool  # a launch value reads SLOTS (resident blocks on the device)
+    # Boxes of the tensor maps of A and B ((floats along a stored row, rows) each); None: no maps.
+    tensor_maps: tuple[tuple[int, int], tuple[int, int]] | None = None
 
     @property
     def kernels(self) -> tuple[str, ...]:
@@ -137,6 +147,11 @@ class LaunchPlan:
         """(lda, ldb, ldc) of contiguous operands in this kernel's layout."""
         ta, tb = self.layout
         return (M if ta else K), (K if tb else N), N
+
+    def tensor_map_shapes(self, M: int, N: int, K: int) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(floats along a stored row, rows) of A and of B as stored: what their tensor maps cover."""
+        ta, tb = self.layout
+        return ((M, K) if ta else (K, M)), ((K, N) if tb else (N, K))
 
     def geometry(self, M: int, N: int, K: int, slots: int | None = None) -> Geometry:
         if slots is None and self.needs_slots:
@@ -217,7 +232,10 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
     named = _named_values(launch)
     block = int(launch.threads(config))
     dynamic_smem = int(config["SMEM_BYTES"]) if int(launch.dynamic_smem(config)) else 0
-    steps = _steps(launch, block, bool(config.get("BATCHED", 0)))
+    maps = None
+    if int(launch.tensor_maps(config)):
+        maps = tuple((int(box[0](config)), int(box[1](config))) for box in (launch.box_a, launch.box_b))
+    steps = _steps(launch, block, bool(config.get("BATCHED", 0)), maps is not None)
     # Fold the config in: the steps it can take, the values those read (a value the config fixes
     # is kept too: it costs nothing), and whether any of them reads SLOTS.
     folded, reads = dict(config), {}
@@ -247,6 +265,7 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
         packs_b=launch.pack_b is not None,
         packs_c=launch.pack_c is not None,
         needs_slots=any("SLOTS" in reads[n] for n in needed),
+        tensor_maps=maps,
     )
 
 
@@ -270,11 +289,12 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
     return named + [(f"grid_{axis}", g.text) for axis, g in zip("xyz", launch.grid, strict=True)]
 
 
-def _steps(launch: Launch, block: int, batched: bool) -> list[Step]:
+def _steps(launch: Launch, block: int, batched: bool, tensor_maps: bool) -> list[Step]:
     """Every step the family can take, in order (helpers of HELPER_BLOCK threads, grid-stride)."""
     main_args = ("M", "N_k", "K", "alpha", "A", "lda", "B", "ldb_k", "beta", "C", "ldc_k")
     main_args += ("WS",) if launch.workspace is not None else ()
     main_args += LONGS if batched else ()
+    main_args += TENSOR_MAPS if tensor_maps else ()
     grid = f"min({HELPER_GRID_MAX}, cdiv({{}}, {HELPER_BLOCK}))"
     rows = (f"min({HELPER_GRID_MAX}, M)", "1", "1")  # the copies of C: a block a row
     steps = []

@@ -124,6 +124,31 @@ def test_a_tier_header_says_its_tier_and_target_and_builds_only_for_it(tmp_path,
 
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_a_header_of_a_kernel_reading_both_operands_in_place_encodes_their_tensor_maps(tmp_path, h100, layout):
+    """A medium record of wgmma_tf32 with DIRECT=1 exports a launcher that encodes tensor maps of
+    A and B as stored (through the driver's entry point; zeros where a pointer or pitch rules them
+    out) and passes them to the kernel, with no preparation and no workspace; it builds for sm_90a
+    with host warnings on and no spills."""
+    P = Problem(1000, 1000, 1000, layout, precision="medium")
+    params = dict(BM=256, BN=128, STAGES=4, GROUP_M=8, PRECISION="medium", ACC="tc", DIRECT=1)
+    params |= {"TRANS_B": 1, "BM": 128, "BN": 256} if layout == "nt" else {}
+    update_record(tmp_path, GPU, P, {"wgmma_tf32": _entry("wgmma_tf32", params, 300000.0, h100)})
+    out, _ = export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h")
+    text = out.read_text()
+    assert "cuTensorMapEncodeTiled" in text and "_prepare<<<" not in text
+    assert f"autotune_tensor_map(&tmap_a, A, k, m, lda, 32, {params['BM']});" in text
+    dims_b = "k, n, ldb_used, 32, 256" if layout == "nt" else "n, k, ldb_used, 32, 32"
+    assert f"autotune_tensor_map(&tmap_b, B_used, {dims_b});" in text
+    assert ", tmap_a, tmap_b);" in text
+    (tmp_path / "main.cu").write_text(HARNESS)
+    cmd = ["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-Xcompiler", "-Wall,-Wextra", "-Xptxas", "-warn-spills"]
+    r = subprocess.run([*cmd, "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr.replace("#177-D", ""), r.stderr
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 @pytest.mark.parametrize("family, params", CASES + [("tiled", {"TILE": 16}), ("wgmma_tf32", WGMMA)])
 def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
     """The header's launcher and the Python runner are rendered from one launch plan: at every

@@ -86,29 +86,43 @@ def test_a_tier_search_keeps_the_seeds_that_fit_it_and_rejects_mistaken_ones(tmp
         make_plan(Space.load("wgmma_tf32", bad), Problem(64, 64, 64, precision="high"), h100, **kwargs)
 
 
-def test_reading_a_in_place_prepares_only_b_and_is_medium_at_layouts_with_a_along_k():
-    """DIRECT=1: the workspace and _prepare hold B^T alone (A's tiles come from A itself), the
-    kernel builds for sm_90a without spills, and the family's rules leave it out where A is
-    stored K x M or the tier needs split operands (there a config of it is built prepared)."""
+@pytest.mark.parametrize("layout, boxes", [("nn", ((32, 256), (32, 32))), ("nt", ((32, 256), (32, 128)))])
+def test_reading_both_operands_in_place_prepares_nothing_and_passes_tensor_maps(layout, boxes):
+    """DIRECT=1: no workspace and no _prepare; the SGEMM kernel takes tensor maps of A and B as
+    stored (A's box 32 x BM; B's 32 x 32 boxes where it is stored K x N and its one 32 x BN box where
+    it is stored N x K), builds for sm_90a without spills in both layouts, and the family's rules
+    leave it out where A is stored K x M or the tier needs split operands (a config of it built for
+    such a problem takes the prepared form)."""
     fam = Family.load("wgmma_tf32")
-    params = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="medium", ACC="tc", DIRECT=1)
-    resolved = fam.resolve(params)
+    params = dict(BM=256, BN=128, STAGES=4, GROUP_M=8, PRECISION="medium", ACC="tc", DIRECT=1)
+    problem = Problem(4096, 4096, 4096, layout, precision="medium")
+    cfg = fam.built_for(Config.make("wgmma_tf32", params), problem)
+    assert cfg["DIRECT"] == 1 and not fam.broken_rules(cfg)
+    resolved = fam.resolve(cfg)
+    assert resolved.plan.tensor_maps == boxes
+    assert resolved.plan.tensor_map_shapes(200, 300, 100) == ((100, 200), (300, 100) if layout == "nn" else (100, 300))
     g = resolved.plan.geometry(200, 300, 100)
-    np_, kp = 384, 128  # N and K up to whole 128-column tiles and 32-deep k tiles; M not at all
-    assert g.values["ws_bytes"] == 4 * np_ * kp
-    assert [(step.kernel, grid) for step, grid in g.launches] == [
-        ("_prepare", ((np_ * kp // 4 + 255) // 256, 1, 1)),
-        ("", (2 * 3, 1, 1)),
-    ]
-    problem = Problem(4096, 4096, 4096, precision="medium")
-    (prep,) = prepare([resolved.config], problem, load_profile("h100"), "sm_90", {})
+    assert g.values["ws_bytes"] == 0
+    assert [(step.kernel, grid) for step, grid in g.launches] == [("", (1 * 3, 1, 1))]
+    assert resolved.plan.steps[-1].args[-2:] == ("TMAP_A", "TMAP_B")
+    (prep,) = prepare([cfg], problem, load_profile("h100"), "sm_90", {})
     assert prep.measurement is None and prep.spec["resources"]["spill_bytes"] == 0
     for other in ({"PRECISION": "high", "ACC": "fp32"}, {"TRANS_A": 1}):
-        cfg = Config.make("wgmma_tf32", {**params, **other})
-        assert any("direct reads A as M x K" in why for why in fam.broken_rules(cfg)), other
-    # A record of it, built for such a problem, takes the prepared form.
+        bad = Config.make("wgmma_tf32", {**cfg.as_dict(), **other})
+        assert any("direct reads A as M x K" in why for why in fam.broken_rules(bad)), other
     for other in (Problem(64, 64, 64, precision="high"), Problem(64, 64, 64, "tn", precision="medium")):
-        cfg = fam.built_for(Config.make("wgmma_tf32", params), other)
-        assert cfg["DIRECT"] == 0 and not fam.broken_rules(cfg), other
-    nt = fam.built_for(Config.make("wgmma_tf32", params), Problem(64, 64, 64, "nt", precision="medium"))
-    assert not fam.broken_rules(nt)  # B stored N x K: _prepare reads it either way
+        built = fam.built_for(Config.make("wgmma_tf32", {**params, "BM": 128}), other)  # 256 rows do not fit high
+        assert built["DIRECT"] == 0 and not fam.broken_rules(built), other
+        assert fam.resolve(built).plan.tensor_maps is None
+
+
+def test_the_transposed_form_takes_64_columns_a_consumer_and_mends_to_prepared_where_it_cannot():
+    """B stored K x N: the consumers multiply C^T, 64 columns of the tile each, so BN must be a
+    multiple of 64 there (not where B is stored N x K); an nt config with 96 columns built for nn
+    goes back to the prepared form."""
+    fam = Family.load("wgmma_tf32")
+    params = dict(BM=128, BN=96, STAGES=4, GROUP_M=8, PRECISION="medium", ACC="tc", DIRECT=1, TRANS_B=1)
+    assert not fam.broken_rules(Config.make("wgmma_tf32", params))
+    assert fam.resolve(Config.make("wgmma_tf32", {**params, "BN": 128, "TRANS_B": 0})).env["CONSUMERS"] == 2
+    nn = fam.built_for(Config.make("wgmma_tf32", params), Problem(64, 64, 64, precision="medium"))
+    assert nn["DIRECT"] == 0 and nn["BN"] == 96 and not fam.broken_rules(nn)

@@ -22,7 +22,18 @@ import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 from cupy_backends.cuda.libs import nvrtc
 
-from ..launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, BoundedCache, GeometryCache, LaunchPlan
+from ..launch import (
+    BATCH_GRID_MAX,
+    FLOATS,
+    INTS,
+    LONGS,
+    POINTERS,
+    TENSOR_MAPS,
+    BoundedCache,
+    GeometryCache,
+    LaunchPlan,
+)
+from . import tensor_map
 
 _CUDA_ERRORS = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
@@ -184,11 +195,23 @@ class LoadedKernel:
                 values["B"] = values["B_PACKED"] = values["WS"] + v["pack_b_at"]
             if v.get("pack_c"):
                 values["C"] = values["C_PACKED"] = values["WS"] + v["pack_c_at"]
+        if self.plan.tensor_maps is not None:
+            ldb_k = geo.values["pitch_b"] if geo.values.get("pack_b") else ldb
+            values["TMAP_A"], values["TMAP_B"] = self._tensor_maps(M, N, K, values["A"], values["B"], lda, ldb_k)
         stream_ptr = (stream if stream is not None else cp.cuda.get_current_stream()).ptr
         with self._lock:  # the steps' argument slots are shared: fill and launch as one
             for step in steps:
                 if beta != 0 or not step.beta_only:
                     step.launch(values, stream_ptr, n)
+
+    def _tensor_maps(self, M: int, N: int, K: int, a: int, b: int, lda: int, ldb: int):
+        """The maps of A and B as the SGEMM kernel reads them; zeros unless both can have one
+        (the kernel tests the same pointers and pitches and copies the tiles itself then)."""
+        if not (tensor_map.mappable(a, lda) and tensor_map.mappable(b, ldb)):
+            return tensor_map.ZEROS, tensor_map.ZEROS
+        (ia, oa), (ib, ob) = self.plan.tensor_map_shapes(M, N, K)
+        box_a, box_b = self.plan.tensor_maps
+        return tensor_map.cached(a, ia, oa, lda, box_a), tensor_map.cached(b, ib, ob, ldb, box_b)
 
     def _prepare(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int):
         """(geometry, its launches as _Step) at one shape and pitches (remembered in _prepared:
@@ -263,6 +286,7 @@ _CTYPES = (
     | dict.fromkeys(FLOATS, ctypes.c_float)
     | dict.fromkeys(INTS, ctypes.c_int32)
     | dict.fromkeys(LONGS, ctypes.c_int64)
+    | dict.fromkeys(TENSOR_MAPS, tensor_map.TensorMap)
 )
 
 
@@ -272,7 +296,7 @@ class _Step:
     so the slots can be refilled for the next). Several microseconds less host time a launch
     than CuPy's Function call, which converts every argument each time."""
 
-    __slots__ = ("beta_only", "block", "fn", "grid", "params", "per_call", "slots", "smem")
+    __slots__ = ("beta_only", "block", "fn", "grid", "maps", "params", "per_call", "slots", "smem")
 
     def __init__(self, fn: int, grid: tuple[int, int, int], block: int, smem: int, names, ints, beta_only=False):
         self.fn, self.grid, self.block, self.smem, self.beta_only = fn, grid, block, smem, beta_only
@@ -280,13 +304,17 @@ class _Step:
         for slot, name in zip(self.slots, names, strict=True):
             if name in INTS:
                 slot.value = ints[name]
-        self.per_call = [(slot, name) for slot, name in zip(self.slots, names, strict=True) if name not in INTS]
+        per_call = [(slot, name) for slot, name in zip(self.slots, names, strict=True) if name not in INTS]
+        self.per_call = [(slot, name) for slot, name in per_call if name not in TENSOR_MAPS]
+        self.maps = [(slot, name) for slot, name in per_call if name in TENSOR_MAPS]  # copied in by bytes
         array = (ctypes.c_void_p * len(names))(*(ctypes.addressof(s) for s in self.slots))
         self.params = (array, ctypes.addressof(array))
 
     def launch(self, values: dict, stream_ptr: int, grid_z: int) -> None:
         for slot, name in self.per_call:
             slot.value = values[name]
+        for slot, name in self.maps:
+            ctypes.memmove(slot, values[name], ctypes.sizeof(slot))
         gx, gy, gz = self.grid
         driver.launchKernel(self.fn, gx, gy, grid_z or gz, self.block, 1, 1, self.smem, stream_ptr, self.params[1], 0)
 
