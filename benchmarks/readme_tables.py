@@ -66,6 +66,7 @@ def schedule(entry: dict, problem: Problem) -> str:
         tile = f"{p['BM']}x{p['BN']}" + (f"x{p['BK']}" if "BK" in p else "")
         acc = "summed on the tensor cores" if p.get("ACC") == "tc" else "FP32 sums"
         extra = [f"split-K {p['SPLITK']}"] if p.get("SPLITK", 1) > 1 else []
+        extra += ["operands read in place"] if p.get("DIRECT") else []
         return ", ".join([f"{family} {tile}", f"{p['STAGES']} stages", acc, *extra])
     if family != "warptile":
         return f"{family} " + " ".join(f"{k}={v}" for k, v in sorted(p.items()))
