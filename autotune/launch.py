@@ -36,8 +36,9 @@ The steps, in order; each runs when its condition is true and its grid is not em
   (the packed C back to C).
 Tensor maps: a family that declares `tensor_maps` (true for a config) gets two more arguments at
 the end of its SGEMM kernel's, TMAP_A and TMAP_B: CUtensorMap descriptors (128 bytes each, passed
-by value) of A and B as stored -- 2-D, float32, rows `lda` / `ldb` floats apart, the 128-byte
-swizzle, zeros past the matrix -- with the boxes the plan names (floats along a stored row, rows).
+by value) of A and B as stored -- 2-D, of type TF32 (the copy rounds each float to TF32), rows
+`lda` / `ldb` floats apart, the 128-byte swizzle, zeros past the matrix -- with the boxes the plan
+names (floats along a stored row, rows).
 A tensor map needs 16-byte aligned rows: where A, B, lda or ldb do not give them the launcher
 passes zeros, and the kernel, seeing the same pointers and pitches, must not use the maps.
 """
