@@ -89,8 +89,8 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
         FIELDS=[(f, f if f in names else "0") for f in _PLAN_FIELDS],
         SMEM_KERNELS=[s["kernel"] for s in steps if s["dynamic_smem"]],
         TENSOR_MAPS=plan.tensor_maps,
-        # (floats along a stored row, rows) of A and B as stored, over m, n, k
-        MAP_DIMS=(("m, k" if plan.layout[0] else "k, m"), ("k, n" if plan.layout[1] else "n, k")),
+        # (floats along a stored row, rows) of A and B as stored, in the launcher's m, n, k
+        MAP_DIMS=tuple(", ".join(dims) for dims in plan.tensor_map_shapes("m", "n", "k")),
     )
 
 

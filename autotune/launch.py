@@ -149,8 +149,9 @@ class LaunchPlan:
         ta, tb = self.layout
         return (M if ta else K), (K if tb else N), N
 
-    def tensor_map_shapes(self, M: int, N: int, K: int) -> tuple[tuple[int, int], tuple[int, int]]:
-        """(floats along a stored row, rows) of A and of B as stored: what their tensor maps cover."""
+    def tensor_map_shapes(self, M, N, K) -> tuple[tuple, tuple]:
+        """(floats along a stored row, rows) of A and of B as stored: what their tensor maps cover
+        (sizes, or the names of M, N and K in the exported launcher's C)."""
         ta, tb = self.layout
         return ((M, K) if ta else (K, M)), ((K, N) if tb else (N, K))
 

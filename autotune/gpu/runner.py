@@ -127,7 +127,7 @@ class LoadedKernel:
         # must not be larger.
         self.slots = int(per_sm) * cp.cuda.Device().attributes["MultiProcessorCount"]
         self.geometry = GeometryCache(plan, self.slots)  # geometry(M, N, K) -> Geometry
-        self._prepared = BoundedCache(self._prepare)  # (M, N, K, lda, ldb, ldc) -> (geometry, steps)
+        self._prepared = BoundedCache(self._prepare)  # (M, N, K, lda, ldb, ldc) -> (geometry, steps, ints)
         self._lock = threading.Lock()
         self._uid = next(_uids)
 
@@ -181,7 +181,7 @@ class LoadedKernel:
             self._launch(M, N, K, *at, alpha, beta, stream, lda, ldb, ldc, (n, sa, sb, sc))
 
     def _launch(self, M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc, batch=None) -> None:
-        geo, steps = self._prepared(M, N, K, lda, ldb, ldc)
+        geo, steps, ints = self._prepared(M, N, K, lda, ldb, ldc)
         pb, pc = _address(b), _address(c)
         values = {"A": _address(a), "B": pb, "B_IN": pb, "C": pc, "C_IN": pc, "alpha": alpha, "beta": beta}
         n = 0  # grid z as planned
@@ -196,8 +196,8 @@ class LoadedKernel:
             if v.get("pack_c"):
                 values["C"] = values["C_PACKED"] = values["WS"] + v["pack_c_at"]
         if self.plan.tensor_maps is not None:
-            ldb_k = geo.values["pitch_b"] if geo.values.get("pack_b") else ldb
-            values["TMAP_A"], values["TMAP_B"] = self._tensor_maps(M, N, K, values["A"], values["B"], lda, ldb_k)
+            maps = self._tensor_maps(M, N, K, values["A"], values["B"], lda, ints["ldb_k"])  # B as the kernel reads it
+            values["TMAP_A"], values["TMAP_B"] = maps
         stream_ptr = (stream if stream is not None else cp.cuda.get_current_stream()).ptr
         with self._lock:  # the steps' argument slots are shared: fill and launch as one
             for step in steps:
@@ -214,8 +214,8 @@ class LoadedKernel:
         return tensor_map.cached(a, ia, oa, lda, box_a), tensor_map.cached(b, ib, ob, ldb, box_b)
 
     def _prepare(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int):
-        """(geometry, its launches as _Step) at one shape and pitches (remembered in _prepared:
-        building them costs more host time than a launch at a small shape)."""
+        """(geometry, its launches as _Step, the integer arguments) at one shape and pitches
+        (remembered in _prepared: building them costs more host time than a launch at a small shape)."""
         geo = self.geometry(M, N, K)
         v = geo.values
         ints = dict(M=M, N=N, K=K, lda=lda, ldb=ldb, ldb_k=v["pitch_b"] if v.get("pack_b") else ldb, ldc=ldc)
@@ -225,7 +225,7 @@ class LoadedKernel:
         for step, grid in geo.launches:
             smem = geo.dynamic_smem if step.dynamic_smem else 0
             steps.append(_Step(self.fns[step.kernel].ptr, grid, step.block, smem, step.args, ints, step.beta_only))
-        return geo, steps
+        return geo, steps, ints
 
 
 @contextlib.contextmanager
