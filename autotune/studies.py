@@ -13,6 +13,7 @@ queue: every planned point is enqueued once and popped by exactly one worker.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import random
@@ -169,7 +170,7 @@ class Plan:
     budget: int
     storage_url: str
 
-    @property
+    @functools.cached_property
     def valid_by_name(self) -> dict[str, Config]:
         return {c.name: c for c in self.valid}
 

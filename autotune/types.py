@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import math
 import operator
 from collections.abc import Mapping
@@ -211,12 +212,13 @@ class Config:
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.params)
 
-    @property
+    @functools.cached_property
     def name(self) -> str:
         """Procedural name, as CUTLASS does: the cache key, results key and C identifier. The
         layout parameters are named only when set (a kernel for the nn layout keeps the name it
         had before layouts existed, which stored results, replay tables and studies use; so does
-        one for a single product, BATCHED 0)."""
+        one for a single product, BATCHED 0). Kept once made: a search looks up the names of
+        a whole space (600,000 points) several times."""
         shown = [f"{k}{v}" for k, v in self.params if not (k in PINNED_PARAMS and v == 0)]
         return "_".join([self.family, *shown])
 
