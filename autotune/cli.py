@@ -174,8 +174,8 @@ def _search_parser(sub) -> argparse.ArgumentParser:
         "--no-seeds",
         action="store_true",
         help="a cold search: leave out each family's seeds (configs measured on other GPUs, tried first by "
-        "default) and start from the sampler alone, as on a GPU nobody has tuned for; its studies are kept "
-        "apart from seeded ones",
+        "default), as on a GPU nobody has tuned for; TPE then starts from the configs a static cost model "
+        "ranks best (autotune/cost.py); its studies are kept apart from seeded ones",
     )
     return s
 

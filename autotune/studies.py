@@ -32,6 +32,7 @@ from optuna.storages import (
 )
 from optuna.trial import TrialState
 
+from . import cost
 from .space import Space
 from .types import Config, Problem, UserError
 
@@ -169,6 +170,9 @@ class Plan:
     seed: int
     budget: int
     storage_url: str
+    # With no seeds, the start-up the static cost model ranks best (cost.startup) instead of
+    # random draws; the neighbour phase then follows the model too. Empty where it does not apply.
+    startup: list[Config] = dataclasses.field(default_factory=list)
 
     @functools.cached_property
     def valid_by_name(self) -> dict[str, Config]:
@@ -213,6 +217,7 @@ def make_plan(
             what = f"{space.source}: seed {as_written.name} is not a valid point of the space"
             raise UserError(f"{what}: " + "; ".join(mistakes))
     space = dataclasses.replace(space, seeds=kept)
+    startup = cost.startup(fam, en.valid, problem, limits, TPE_STARTUP, seed) if sampler == "tpe" and not kept else []
     return Plan(
         space,
         problem,
@@ -222,18 +227,20 @@ def make_plan(
         seed,
         min(trials, len(en.valid)),
         storage,
+        startup,
     )
 
 
 def queue_plan(plan: Plan) -> None:
-    """Open (or resume) the study and queue the seeds not yet measured, and for grid the whole
-    plan (a seeded shuffle after the seeds, so a partial grid is an unbiased sample)."""
+    """Open (or resume) the study and queue the seeds (or with none, the model's start-up) not yet
+    measured, and for grid the whole plan (a seeded shuffle after the seeds, so a partial grid
+    is an unbiased sample)."""
     space = plan.space
     study = plan.open()
     measured = measured_configs(study)
     index_of = {c.name: i for i, c in enumerate(plan.valid)}
     queued = {t.user_attrs.get("config") for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
-    order = list(space.seeds)
+    order = list(space.seeds) + plan.startup
     if plan.sampler == "grid":
         rest = [c for c in plan.valid if c not in set(space.seeds)]
         random.Random(plan.seed).shuffle(rest)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import TrialState
 
+from . import cost
 from .evaluate import Evaluator
 from .space import Space
 from .studies import TPE_STARTUP, Heartbeat, Plan, make_storage, measured_configs, recover_stale
@@ -71,10 +72,16 @@ class Progress:
 
 
 def next_neighbour(
-    space: Space, valid_by_name: dict[str, Config], measured: dict, busy: set[str], rng: random.Random
+    space: Space,
+    valid_by_name: dict[str, Config],
+    measured: dict,
+    busy: set[str],
+    rng: random.Random,
+    rank: Callable[[Config], float] | None = None,
 ) -> Config | None:
     """An unmeasured valid config one step from one of the best three measured so far: one
-    parameter moved to the next value up or down its sorted list (the best first)."""
+    parameter moved to the next value up or down its sorted list (the best first). The steps
+    from a config are tried in random order, or with `rank` the highest-ranked first."""
     ranked = sorted(
         ((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE and v and n in valid_by_name),
         reverse=True,
@@ -87,10 +94,10 @@ def next_neighbour(
             i = order.index(cfg[p])
             steps += [(p, order[j]) for j in (i - 1, i + 1) if 0 <= j < len(order)]
         rng.shuffle(steps)
-        for p, v in steps:
-            near = Config.make(cfg.family, {**cfg.as_dict(), p: v})
-            if near.name in valid_by_name and near.name not in measured and near.name not in busy:
-                return near
+        near = [Config.make(cfg.family, {**cfg.as_dict(), p: v}) for p, v in steps]
+        near = [c for c in near if c.name in valid_by_name and c.name not in measured and c.name not in busy]
+        if near:
+            return max(near, key=rank) if rank else near[0]  # max keeps the first of equals
     return None
 
 
@@ -147,6 +154,12 @@ class TrialLoop:
         self.best = max((v for s, v in self.measured.values() if s == TrialState.COMPLETE and v), default=None)
         self.local_budget = round(LOCAL_SHARE * plan.budget)
         self.rng = random.Random(plan.seed)
+        # A plan started from the cost model climbs by it too: the best-estimated neighbour first.
+        self.rank = self._estimate if plan.startup else None
+
+    def _estimate(self, cfg: Config) -> float:
+        fam, problem = self.plan.space.family, self.plan.problem
+        return cost.estimate(fam.derive(cfg.as_dict()), problem, self.evaluator.limits)
 
     def run(self) -> dict[str, int]:
         """Ask, evaluate and tell until the budget, the deadline or the asks run out; returns
@@ -263,7 +276,7 @@ class TrialLoop:
         ):
             return
         near = next_neighbour(
-            self.plan.space, self.valid_by_name, self.measured, self.in_flight | self.others, self.rng
+            self.plan.space, self.valid_by_name, self.measured, self.in_flight | self.others, self.rng, self.rank
         )
         if near is not None:
             self.study.enqueue_trial(near.as_dict(), user_attrs={"config": near.name, "local": True})

@@ -105,7 +105,7 @@ def test_a_cold_search_tries_no_seed_and_shares_no_study_with_a_seeded_one(tmp_p
     ev = ReplayEvaluator(table, h100)
     cold = search_family(sp.without_seeds(), P, ev, gpu_slug="t", storage=storage, trials=6, seed=3)
     assert cold.study_name != warm.study_name and cold.evaluated == 6
-    assert not {s.name for s in sp.seeds} & set(ev.calls[:2])  # TPE's random start, not the seeds
+    assert not {s.name for s in sp.seeds} & set(ev.calls[:2])  # the cost model's start-up, not the seeds
     assert sp.without_seeds().for_problem(Problem(8, 8, 8, "nt")).cold
 
 
