@@ -1,0 +1,133 @@
+"""Cold searches (no seeds) against the best known config, as issue 18's goal states them.
+
+    python benchmarks/cold_search.py --shapes 4096,2048 --seeds 0,1,2,3,4 --family warptile \
+        --stored results/nvidia-h100-80gb-hbm3 --reference references.json --out cold/
+
+Each search is `autotune search --no-seeds --seed S` in its own process, with a fresh results
+folder and a fresh compile cache (a GPU nobody tuned for has neither), timed by the wall clock
+around the whole command: start-up, enumeration, compiles, trials and the final re-time. Then,
+per shape and in one process, every search's best config and the best known configs (the
+stored record's, and those of a `--reference` file: {shape name: [{"family": F, "params": {...}}]})
+are re-timed back to back by the same evaluator, with cuBLAS: a search's fraction is its
+config's re-timed GFLOP/s over the best re-timed reference's. Rows are written as they come.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autotune.evaluate import GPUEvaluator
+from autotune.types import Config, Problem
+
+
+def search(problem: Problem, seed: int, families: list[str], trials: int | None, work: Path) -> dict:
+    """One cold search in a subprocess: its wall time and each family's best (config, GFLOP/s)."""
+    results, cache = work / "results", work / "cache"
+    cmd = [sys.executable, "-m", "autotune", "search", "--m", str(problem.M), "--n", str(problem.N)]
+    cmd += ["--k", str(problem.K), "--no-seeds", "--seed", str(seed), "--results", str(results), "--quiet"]
+    cmd += ["--family", *families] if families else []
+    cmd += ["--trials", str(trials)] if trials else []
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, env={**os.environ, "AUTOTUNE_CACHE": str(cache)}, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    row = {"problem": problem.name, "seed": seed, "wall_s": wall, "rc": proc.returncode, "command": " ".join(cmd[1:])}
+    files = list(results.glob(f"*/{problem.name}.json"))
+    if proc.returncode or not files:
+        row["error"] = (proc.stderr or proc.stdout)[-2000:]
+        return row
+    record = json.loads(files[0].read_text())
+    row["best_family"] = record["best"]
+    row["families"] = {
+        f: {"config": e["config"]["params"], "gflops": e["gflops"], "ratio": e.get("ratio")}
+        | {"seconds": e["search"]["seconds"]}
+        for f, e in record["families"].items()
+        if e.get("status") == "ok"
+    }
+    return row
+
+
+def references(problem: Problem, path: Path | None, stored: Path | None) -> list[Config]:
+    out = []
+    record = stored / f"{problem.name}.json" if stored else None
+    if record is not None and record.is_file():
+        best = json.loads(record.read_text())
+        fam = best["best"]
+        out.append(Config.make(fam, best["families"][fam]["config"]["params"]))
+    if path is not None:
+        out += [Config.make(r["family"], r["params"]) for r in json.loads(path.read_text()).get(problem.name, [])]
+    return list(dict.fromkeys(out))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="4096,2048,8192x8192x1024")
+    ap.add_argument("--seeds", default="0,1,2,3,4")
+    ap.add_argument("--family", nargs="*", default=[], help="families to search (default: all, as `search`)")
+    ap.add_argument("--trials", type=int, help="per family (default: search's)")
+    ap.add_argument("--reference", type=Path, help='best known configs: {shape: [{"family": F, "params": {...}}]}')
+    ap.add_argument("--stored", type=Path, help="the results/<gpu> folder of the best stored records")
+    ap.add_argument("--rows", type=Path, help="no searches: re-time the searches of an earlier run's searches.jsonl")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows_path = args.out / "searches.jsonl"
+    summary = []
+    for text in args.shapes.split(","):
+        problem = Problem.parse(text)
+        rows = []
+        if args.rows:
+            rows = [r for r in map(json.loads, args.rows.read_text().splitlines()) if r["problem"] == problem.name]
+        for seed in [] if args.rows else (int(s) for s in args.seeds.split(",")):
+            row = search(problem, seed, args.family, args.trials, args.out / "work" / f"{problem.name}_s{seed}")
+            rows.append(row)
+            with rows_path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            best = row.get("families", {}).get(row.get("best_family"), {})
+            print(f"{problem.name} seed {seed}: {row['wall_s']:.0f} s, best {best.get('gflops', 0):.0f} GFLOP/s "
+                  f"({row.get('best_family')}) {row.get('error', '')[:200]}", flush=True)  # fmt: skip
+        found = [Config.make(f, e["config"]) for r in rows for f, e in r.get("families", {}).items()]
+        refs = references(problem, args.reference, args.stored)
+        ev = GPUEvaluator()
+        try:
+            # By name: a stored config may spell out layout parameters a search's leaves to their defaults.
+            unique = list({c.name: c for c in refs + found}.values())
+            measured = ev.evaluate(unique, problem, retime=True)
+            base = ev.baseline(problem)
+        finally:
+            ev.close()
+        by_name = {m.config.name: m.gflops if m.ok else 0.0 for m in measured}
+        known = max(by_name[c.name] for c in refs) if refs else float("nan")
+        for r in rows:
+            fams = r.get("families", {})
+            best = max((by_name[Config.make(f, e["config"]).name] for f, e in fams.items()), default=0.0)
+            r.update(retimed_gflops=best, fraction=best / known, x_cublas=best / base["gflops"])
+        doc = {
+            "problem": problem.name,
+            "cublas_gflops": base["gflops"],
+            "best_known_gflops": known,
+            "references": {c.name: by_name[c.name] for c in refs},
+            "searches": rows,
+        }
+        (args.out / f"cold_{problem.name}.json").write_text(json.dumps(doc, indent=1))
+        fr = [r["fraction"] for r in rows if "fraction" in r]
+        walls = [r["wall_s"] for r in rows]
+        line = (
+            f"{problem.name}: fraction of best known mean {sum(fr) / len(fr):.3f} min {min(fr):.3f} "
+            f"({' '.join(f'{x:.3f}' for x in fr)}); wall {min(walls):.0f}-{max(walls):.0f} s; best known "
+            f"{known:.0f} GFLOP/s = {known / base['gflops']:.3f}x cuBLAS"
+        )
+        summary.append(line)
+        print(line, flush=True)
+    (args.out / "summary.txt").write_text("\n".join(summary) + "\n")
+
+
+if __name__ == "__main__":
+    main()
