@@ -46,8 +46,8 @@ SPLIT_BALANCE = 21  # FLOPs per byte of memory bandwidth (H100: 67 TFLOP/s over 
 L2_FMA_PER_BYTE = 4  # FMAs an L2 byte feeds at full FFMA rate
 SPILL_MARGIN, SPILL_WIDTH = 18, 7  # registers spare at which half the configs spill, and the spread
 SCORED = 50_000  # points scored for the start-up (a seeded sample of larger spaces)
-# The layout of the model's own quantities: configs that agree on these differ only in what the
-# model cannot see (FMA order, group size, padding, ...), so the start-up takes one of each.
+# What the model reads of a config's tiling: configs that agree on these differ only in what it
+# cannot see (FMA order, group size, stages, padding, ...), so the start-up takes one of each.
 SHAPE_KEYS = ("BM", "BN", "BK", "THREADS", "ACC_M", "ACC_N", "MINB", "SPLITK", "SCHEDULE")
 
 
