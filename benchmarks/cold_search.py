@@ -63,7 +63,7 @@ def references(problem: Problem, path: Path | None, stored: Path | None) -> list
         out.append(Config.make(fam, best["families"][fam]["config"]["params"]))
     if path is not None:
         out += [Config.make(r["family"], r["params"]) for r in json.loads(path.read_text()).get(problem.name, [])]
-    return list(dict.fromkeys(out))
+    return out
 
 
 def main() -> None:
