@@ -9,7 +9,8 @@ The values, computed in order at each shape (upper-case ones are the family's ow
   scale_c     true: C is scaled by beta first (split-K adds into it)
   ws_bytes    the workspace argument's size in bytes (families that declare one)
   ws_zeroed   bytes at its start that are zero before the first launch
-  pack_b      true: B is first copied into the workspace at a 16-byte row pitch
+  pack_b      true: B is first copied into the workspace at a 16-byte row pitch (as K x N: the
+              family's _pack_b kernel may transpose B stored N x K, warptile's PACKB 2)
   pack_b_at   where in the workspace
   pitch_b     that pitch in floats (4 * cdiv(N, 4))
   pack_c      true: the kernels write a copy of C in the workspace at a 16-byte row pitch, copied

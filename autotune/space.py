@@ -24,6 +24,7 @@ import collections
 import dataclasses
 import hashlib
 import math
+import operator
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -38,7 +39,7 @@ from . import decl as _decl
 from . import yamlio
 from .launch import LaunchPlan, plan_for
 from .limits import DeviceLimits
-from .types import Config, Problem, UserError
+from .types import LAYOUT_PARAMS, Config, Problem, UserError
 
 # The folder holding templates/ and configs/: the installed package, when it carries them (a
 # wheel: pyproject.toml maps them into it), else the checkout beside the package (an editable
@@ -373,6 +374,19 @@ class Space:
     source: str = ""
     fallback: Config | None = None
     cold: bool = False  # the seeds were left out on purpose (search --no-seeds): a study of its own
+    # The layout parameters a seed's entry names, by seed (most name none): a seed written for a
+    # layout (B transposed into the workspace first, a rule of B stored N x K) is for it only.
+    seed_layouts: dict[Config, dict[str, Any]] = field(default_factory=dict)
+
+    def seed_layout(self, seed: Config) -> dict[str, Any]:
+        return self.seed_layouts.get(seed, {})
+
+    def seeds_for(self, problem: Problem) -> Space:
+        """This space with only the seeds meant for the problem's layout: a seed that names TRANS_A
+        or TRANS_B is for problems stored that way; the others are built for any layout."""
+        pinned = problem.pinned
+        keep = [s for s in self.seeds if all(pinned[p] == v for p, v in self.seed_layout(s).items())]
+        return self if len(keep) == len(self.seeds) else dataclasses.replace(self, seeds=keep)
 
     def without_seeds(self) -> Space:
         """This space searched cold: no seeds, as on a GPU nobody has measured configs on."""
@@ -421,17 +435,19 @@ class Space:
         if missing:
             raise UserError(f"{where}: space is missing parameter {missing[0]!r}")
         values = {p: values[p] for p in fam.params}  # declaration order drives pruning
-        seeds = []
+        seeds, seed_layouts = [], {}
         raw_seeds = data.get("seeds") or []
         if not isinstance(raw_seeds, list):
             raise UserError(f"{yamlio.where(where, data, 'seeds')}: 'seeds' must be a list of configs")
         for i, seed in enumerate(raw_seeds):
             at = f"{yamlio.where(where, seed)} seed #{i + 1}" if isinstance(seed, dict) else f"{where} seed #{i + 1}"
             seeds.append(_config(fam, seed, at))
+            if any(p in seed for p in LAYOUT_PARAMS):
+                seed_layouts[seeds[-1]] = {p: seeds[-1][p] for p in LAYOUT_PARAMS if p in seed}
         fallback = None
         if data.get("fallback") is not None:
             fallback = _config(fam, data["fallback"], f"{yamlio.where(where, data, 'fallback')} fallback")
-        return cls(fam, values, seeds, where, fallback)
+        return cls(fam, values, seeds, where, fallback, seed_layouts=seed_layouts)
 
     @property
     def size(self) -> int:
@@ -452,7 +468,8 @@ class Space:
             return None if c is None else self.family.built_for(c, problem)
 
         values = {p: ([fixed[p]] if p in fixed else v) for p, v in self.values.items()}
-        return Space(self.family, values, [pin(c) for c in self.seeds], self.source, pin(self.fallback), self.cold)
+        seeds = [pin(c) for c in self.seeds]
+        return Space(self.family, values, seeds, self.source, pin(self.fallback), self.cold, self.seed_layouts)
 
     def enumerate(self, limits: DeviceLimits) -> Enumeration:
         """All statically valid points, with how many points each rule removed.
@@ -485,6 +502,8 @@ class Space:
         # the values come from the space's lists, checked when it was loaded, and re-checking each
         # of the hundreds of thousands of points was most of the enumeration's time.
         names = sorted(order)
+        # One C call per point instead of a generator (a third of the time for warptile's space).
+        values_of = operator.itemgetter(*names) if len(names) > 1 else (lambda e: (e[names[0]],))
         last = len(order) - 1
 
         def walk(d: int) -> None:
@@ -497,7 +516,7 @@ class Space:
                 if failed is not None:
                     rejected[failed.label] += below[d]
                 elif d == last:
-                    valid.append(Config(fam.name, tuple((p, env[p]) for p in names)))
+                    valid.append(Config(fam.name, tuple(zip(names, values_of(env), strict=True))))
                 else:
                     walk(d + 1)
 

@@ -198,9 +198,10 @@ def make_plan(
     no storage is touched. A seed that breaks its template's rules or lies outside the value
     lists is a mistake in the space file (an error); one that is right as written but not here
     -- built for the problem's tier or layout it breaks a rule (a medium seed's tiles do not fit
-    high's shared memory), or it exceeds this device's limits -- is left out."""
-    written = space
-    space = space.for_problem(problem)
+    high's shared memory), or it exceeds this device's limits -- is left out, as is one written
+    for another layout (Space.seeds_for)."""
+    written = space.seeds_for(problem)
+    space = written.for_problem(problem)
     fam = space.family
     en = space.enumerate(limits)
     if not en.valid:
@@ -209,9 +210,14 @@ def make_plan(
     kept = []
     for seed_cfg, as_written in zip(space.seeds, written.seeds, strict=True):
         if seed_cfg.name in valid:
-            kept.append(seed_cfg)
+            if seed_cfg not in kept:  # a layout's own seed may be another's built for it
+                kept.append(seed_cfg)
             continue
-        outside = [f"{p}={v!r} not in the value list" for p, v in as_written.params if v not in written.values[p]]
+        outside = [
+            f"{p}={v!r} not in the value list"
+            for p, v in as_written.params
+            if v not in written.values[p] and p not in written.seed_layout(as_written)
+        ]
         mistakes = fam.broken_rules(as_written) + outside
         if mistakes:
             what = f"{space.source}: seed {as_written.name} is not a valid point of the space"

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sweep import SETS
 
+from autotune.api import built_for
 from autotune.evaluate import prepare
 from autotune.gpu.runner import Runner
 from autotune.limits import DeviceLimits
@@ -70,11 +71,14 @@ def main() -> int:
                 runner.setup(p.M, p.N, p.K, layout=p.layout, batch=p.batch, beta=p.beta)
                 if p.name not in cublas:
                     cublas[p.name] = runner.cublas()
-                (prep,) = prepare([cfg], p, limits, limits.arch, {})
-                row = {"record": tuned.name, "variant": label, "shape": p.name, "config": cfg.name}
-                if prep.spec is None:
-                    row["rejected"] = prep.measurement.message
-                    print(f"{tuned.name:>16} {label:>12} {p.name:>18}  rejected: {prep.measurement.message}")
+                # Built for the shape's layout and batch (an nn record timed at a _nt shape reads
+                # B stored N x K; a PACKB 2 variant keeps its pack there and loses it in nn).
+                here = built_for(cfg, p.layout, p.batch, p.precision)
+                row = {"record": tuned.name, "variant": label, "shape": p.name, "config": (here or cfg).name}
+                prep = prepare([here], p, limits, limits.arch, {})[0] if here is not None else None
+                if prep is None or prep.spec is None:
+                    row["rejected"] = prep.measurement.message if prep else f"no form of it for {p.name}"
+                    print(f"{tuned.name:>16} {label:>12} {p.name:>18}  rejected: {row['rejected']}")
                     rows.append(row)
                     continue
                 v = runner.verify(prep.spec)

@@ -130,33 +130,28 @@ def test_a_split_launch_counts_its_tail_kernel():
     assert (r.registers, r.spill_bytes) == (200, 2 * 356)  # the most registers, every spill
 
 
+def _sass(params, kernel=DEFAULT_KERNEL):
+    """One kernel's SASS instructions (addresses dropped) in a config's module, and the compile."""
+    import subprocess
+    import tempfile
+
+    c = compile_source(render(Family.load("warptile").resolve(params)), "sm_90", DEFAULT_KERNEL)
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(c.cubin)
+        f.flush()
+        out = subprocess.run(
+            [find_cuobjdump(), "--dump-sass", "--function", kernel, f.name], capture_output=True, text=True, check=True
+        ).stdout
+    return [line.split("/*")[1] + line.split("*/")[1] for line in out.splitlines() if line.strip().startswith("/*")], c
+
+
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 def test_split_launch_main_kernel_is_the_whole_tile_kernel():
     """The split launch's module holds the whole-tile kernel and the tail: its whole waves must
     run exactly the whole-tile config's code (the A/B of run 36 rests on it)."""
-    import subprocess
-    import tempfile
-
-    fam = Family.load("warptile")
     seed = {**Space.load("warptile").seeds[0].as_dict(), "LANES_N": 4}  # its tail needs 254 registers
-
-    def sass(schedule):
-        c = compile_source(render(fam.resolve({**seed, "SCHEDULE": schedule})), "sm_90", DEFAULT_KERNEL)
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(c.cubin)
-            f.flush()
-            out = subprocess.run(
-                [find_cuobjdump(), "--dump-sass", "--function", DEFAULT_KERNEL, f.name],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
-        return [
-            line.split("/*")[1] + line.split("*/")[1] for line in out.splitlines() if line.strip().startswith("/*")
-        ], c
-
-    whole, _ = sass("data_parallel")
-    split, c = sass("split_launch")
+    whole, _ = _sass({**seed, "SCHEDULE": "data_parallel"})
+    split, c = _sass({**seed, "SCHEDULE": "split_launch"})
     assert len(whole) > 1000 and split == whole
     tail = parse_resources(c.log.replace("'autotune_sgemm'", "'main'"), DEFAULT_KERNEL + "_tail")
     assert tail.spill_bytes == 0 and tail.registers <= 255
@@ -248,3 +243,20 @@ def test_fewcols_lane_rows_seeds_compile_in_both_layouts_without_spills():
     # The lanes-along-K kernel keeps its 16-column limit; the lane-a-row one needs float4 rows of B.
     assert fam.broken_rules(Config.make("fewcols", {**rows[0].as_dict(), "LANE_ROWS": 0, "NR": 32}))
     assert fam.broken_rules(Config.make("fewcols", {**rows[0].as_dict(), "NR": 2}))
+
+
+@pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+def test_b_transposed_into_the_workspace_runs_the_nn_kernel():
+    """PACKB 2 (B stored N x K copied transposed into the workspace first): the SGEMM kernel of an
+    nt config is the nn config's, instruction for instruction, and tt's is tn's; the pack kernel
+    is the transposing one (through shared memory), where nn's packs rows as they lie."""
+    for seed in [s for s in Space.load("warptile").seeds if s["PACKB"] == 2]:
+        for trans_a in (0, 1):
+            packed, c = _sass({**seed.as_dict(), "TRANS_A": trans_a})
+            in_place, _ = _sass({**seed.as_dict(), "TRANS_A": trans_a, "TRANS_B": 0, "PACKB": 1})
+            assert len(packed) > 1000 and packed == in_place, (seed.name, trans_a)
+            r = parse_resources(c.log, DEFAULT_KERNEL)
+            assert r.spill_bytes == 0 and r.registers <= 255
+            pack, _ = _sass({**seed.as_dict(), "TRANS_A": trans_a}, DEFAULT_KERNEL + "_pack_b")
+            rows, _ = _sass({**seed.as_dict(), "TRANS_B": 0, "PACKB": 1}, DEFAULT_KERNEL + "_pack_b")
+            assert any("STS" in i for i in pack) and not any("STS" in i for i in rows)

@@ -8,7 +8,7 @@ from helpers import ROOT, families
 from autotune.limits import DeviceLimits
 from autotune.render import render
 from autotune.space import Family, Space, known_families
-from autotune.types import Config, UserError
+from autotune.types import Config, Problem, UserError
 
 FAMILIES = families()
 
@@ -361,10 +361,36 @@ def test_yaml_tags_are_not_executed(tmp_path):
 
 
 def test_default_configs_are_valid_yaml_with_valid_seeds(h100):
+    """Seeds for any layout are points of the space as written; a seed that names its layout is a
+    point of the space but for that layout, and fits the H100."""
     for fam in FAMILIES:
         sp = Space.load(fam)
         valid = set(sp.enumerate(h100).valid)
-        assert sp.seeds and all(s in valid for s in sp.seeds), fam
+        assert sp.seeds, fam
+        for seed in sp.seeds:
+            layout = sp.seed_layout(seed)
+            if not layout:
+                assert seed in valid, (fam, seed.name)
+                continue
+            assert all(v in sp.values[p] or p in layout for p, v in seed.params), (fam, seed.name)
+            assert not sp.family.violations(seed, h100), (fam, seed.name)
+
+
+def test_a_seed_that_names_its_layout_is_tried_for_that_layout_only(h100):
+    """warptile's PACKB 2 seeds (B transposed into the workspace first) name TRANS_B = 1: they are
+    kept for nt and tt and left out of nn and tn, where PACKB 2 breaks a rule; the other seeds
+    are built for every layout."""
+    sp = Space.load("warptile")
+    named = [s for s in sp.seeds if sp.seed_layout(s)]
+    assert named and all(s["PACKB"] == 2 and s["TRANS_B"] == 1 for s in named)
+    for layout in ("nn", "nt", "tn", "tt"):
+        problem = Problem(4096, 4096, 4096, layout)
+        seeds = sp.seeds_for(problem).for_problem(problem).seeds
+        packed = [s for s in seeds if s["PACKB"] == 2]
+        assert len(packed) == (len(named) if layout[1] == "t" else 0), layout
+        assert len(seeds) == len(sp.seeds) - (0 if layout[1] == "t" else len(named)), layout
+        assert all(s["TRANS_A"] == (layout[0] == "t") and s["TRANS_B"] == (layout[1] == "t") for s in seeds)
+        assert all(not sp.family.broken_rules(s) for s in seeds), layout
 
 
 def test_the_small_tile_experiment_space_loads_and_its_seeds_are_valid(h100):

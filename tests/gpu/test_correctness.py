@@ -5,6 +5,7 @@ import random
 import pytest
 from helpers import AWKWARD_SHAPES, families, tier_of
 
+from autotune.api import built_for
 from autotune.space import Space
 from autotune.types import Config, Problem, Status
 
@@ -37,6 +38,10 @@ def _configs() -> list[Config]:
         {"SCHEDULE": "stream_k", "GROUP_M": 1, "BK": 8, "PAD_A": 0},
         {"PACKB": 0},
         {"PACKB": 0, "SCHEDULE": "stream_k"},  # B unpacked: 4-byte copies where N % 4 != 0
+        # B stored N x K transposed into the workspace first (run in the layouts that have it).
+        {"TRANS_B": 1, "PACKB": 2, "SCHEDULE": "stream_k", "BK": 8},
+        {"TRANS_B": 1, "PACKB": 2, "SCHEDULE": "split_persistent"},
+        {"TRANS_B": 1, "PACKB": 2, "SPLITK": 3, "MINB": 1},
         {"PAD_A": 0, "PAD_B": 4, "GROUP_M": 1},
         {"BK": 32, "LANES_N": 8},
         {"PREFETCH": 0},
@@ -57,7 +62,9 @@ CONFIGS = _configs()
 @pytest.mark.parametrize("shape", AWKWARD_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_all_families_correct(gpu_evaluator, shape):
     problem = Problem(*shape)
-    ms = gpu_evaluator.evaluate(CONFIGS, problem, verify_only=True)
+    # Built for nn: a config written for B stored N x K (PACKB 2) is its in-place form here.
+    configs = [c for c in dict.fromkeys(built_for(c, "nn") for c in CONFIGS) if c is not None]
+    ms = gpu_evaluator.evaluate(configs, problem, verify_only=True)
     ran = [m for m in ms if m.status is not Status.REJECTED]
     assert {m.config.family for m in ran} == set(FAMILIES)
     bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ran if m.status is not Status.OK]
