@@ -177,6 +177,16 @@ def _search_parser(sub) -> argparse.ArgumentParser:
         "default), as on a GPU nobody has tuned for; TPE then starts from the configs a static cost model "
         "ranks best (autotune/cost.py); its studies are kept apart from seeded ones",
     )
+    s.add_argument(
+        "--priors",
+        nargs="+",
+        metavar="GPU",
+        default=[],
+        help="also try first what was tuned on these GPUs (results folder names under --results, e.g. "
+        "nvidia-h100-80gb-hbm3, or paths to such folders): each family's stored configs at the 3 nearest "
+        "shapes, measured here like seeds (never taken as results); those that are not valid points here "
+        "are left out",
+    )
     return s
 
 

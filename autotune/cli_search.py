@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from pathlib import Path
 
 from .cli_dry_run import compile_log, config_from_name, dry_run_all, indent
 from .cli_inputs import ask_search, check_results_writable, load_spaces, meant_for, need_nvrtc, parse_problems, runs_on
@@ -15,6 +16,7 @@ from .types import Problem, UserError
 def cmd_search(args) -> int:
     problems = parse_problems(args)
     spaces = load_spaces(args)
+    prior_folders(args)  # an unknown GPU is an error before the GPU is touched
     if args.dry_run:
         return dry_run_all(args, spaces, problems)
     from .evaluate import build_evaluator, default_jobs
@@ -55,6 +57,35 @@ def suited(spaces: list[Space], problem: Problem, named: bool, limits) -> list[S
     return keep
 
 
+def with_priors(spaces: list[Space], problem: Problem, args) -> list[Space]:
+    """--priors: each family's configs stored for those GPUs at the shapes nearest this one."""
+    from .results import stored_priors
+
+    folders = prior_folders(args)
+    if not folders:
+        return spaces
+    out = []
+    for sp in spaces:
+        priors = [c for root, slug in folders for c in stored_priors(root, slug, sp.family.name, problem)]
+        print(f"{sp.family.name}: {len(priors)} priors from {', '.join(s for _, s in folders)}", flush=True)
+        out.append(sp.with_priors(priors))
+    return out
+
+
+def prior_folders(args) -> list[tuple[Path, str]]:
+    """--priors as (results root, GPU folder): a GPU's folder under --results, or a path to one."""
+    from .results import resolve_gpu
+
+    out = []
+    for g in getattr(args, "priors", []):
+        path = Path(g)
+        if path.is_dir() and any(path.glob("*.json")):
+            out.append((path.parent, path.name))
+        else:
+            out.append((Path(args.results), resolve_gpu(args.results, g)))
+    return out
+
+
 def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
     from .parallel import search_parallel
     from .results import save_search
@@ -62,7 +93,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
     from .studies import default_storage
     from .trials import Progress
 
-    spaces = suited(spaces, problem, named=bool(args.family), limits=ev.limits)
+    spaces = with_priors(suited(spaces, problem, named=bool(args.family), limits=ev.limits), problem, args)
     slug = ev.limits.slug
     storage = args.storage or default_storage(args.results, slug)
     t0 = time.monotonic()

@@ -280,6 +280,23 @@ def entry_config(entry: dict[str, Any]) -> Config:
     return Config.make(entry["config"]["family"], entry["config"]["params"])
 
 
+def stored_priors(root: Path | str, gpu_slug: str, family: str, problem: Problem, nearest: int = 3) -> list[Config]:
+    """`family`'s configs stored for a GPU (another one: priors for a search here) at the `nearest`
+    shapes to `problem` of its tier: those of its layout and batching first, then by distance in
+    log-space (sum over M, N, K of |log ratio|). Nearest first; each as stored (not yet built
+    for the problem)."""
+    found = []
+    for _path, rec in iter_records(root, gpu_slug):
+        shape = Problem(**rec["problem"])
+        entry = rec["families"].get(family)
+        if entry is None or entry.get("status") != "ok" or shape.precision != problem.precision:
+            continue
+        other_form = (shape.layout != problem.layout) + ((shape.batch > 1) != (problem.batch > 1))
+        pairs = ((shape.M, problem.M), (shape.N, problem.N), (shape.K, problem.K))
+        found.append((other_form, sum(abs(math.log(a / b)) for a, b in pairs), shape.name, entry_config(entry)))
+    return [cfg for *_, cfg in sorted(found, key=lambda f: f[:3])[:nearest]]
+
+
 def save_search(
     root: Path | str,
     limits,

@@ -377,6 +377,20 @@ class Space:
     # The layout parameters a seed's entry names, by seed (most name none): a seed written for a
     # layout (B transposed into the workspace first, a rule of B stored N x K) is for it only.
     seed_layouts: dict[Config, dict[str, Any]] = field(default_factory=dict)
+    # Configs measured on other GPUs (search --priors): tried after the seeds like them, but only
+    # where they are valid points here (another GPU's record may lie outside these value lists).
+    priors: list[Config] = field(default_factory=list)
+
+    def with_priors(self, priors: Iterable[Config]) -> Space:
+        """This space with priors, as the family resolves them (defaults of parameters a stored
+        config predates filled in); one the template cannot read is not a point here: left out."""
+        out = []
+        for cfg in priors:
+            try:
+                out.append(self.family.resolve(cfg).config)
+            except UserError:
+                continue
+        return dataclasses.replace(self, priors=list(dict.fromkeys(out)))
 
     def seed_layout(self, seed: Config) -> dict[str, Any]:
         return self.seed_layouts.get(seed, {})
@@ -468,8 +482,8 @@ class Space:
             return None if c is None else self.family.built_for(c, problem)
 
         values = {p: ([fixed[p]] if p in fixed else v) for p, v in self.values.items()}
-        seeds = [pin(c) for c in self.seeds]
-        return Space(self.family, values, seeds, self.source, pin(self.fallback), self.cold, self.seed_layouts)
+        seeds, priors = [pin(c) for c in self.seeds], [pin(c) for c in self.priors]
+        return Space(self.family, values, seeds, self.source, pin(self.fallback), self.cold, self.seed_layouts, priors)
 
     def enumerate(self, limits: DeviceLimits) -> Enumeration:
         """All statically valid points, with how many points each rule removed.

@@ -56,7 +56,10 @@ def study_name(gpu_slug: str, problem: Problem, space: Space, sampler: str) -> s
     # other code and are measured again (a resumed study would skip them).
     # A cold search (no seeds) is kept apart from seeded ones, which would hand it their trials.
     key = {"values": space.values, "sampler": sampler, "template": space.family.fingerprint}
-    blob = json.dumps(key | ({"cold": True} if space.cold else {}), sort_keys=True)
+    # So is one that starts from priors (configs measured on other GPUs).
+    key |= {"cold": True} if space.cold else {}
+    key |= {"priors": sorted(c.name for c in space.priors)} if space.priors else {}
+    blob = json.dumps(key, sort_keys=True)
     return f"{gpu_slug}/{problem.name}/{space.family.name}/{hashlib.sha1(blob.encode()).hexdigest()[:10]}"
 
 
@@ -222,8 +225,11 @@ def make_plan(
         if mistakes:
             what = f"{space.source}: seed {as_written.name} is not a valid point of the space"
             raise UserError(f"{what}: " + "; ".join(mistakes))
-    space = dataclasses.replace(space, seeds=kept)
+    # Priors are tried after the seeds, where they are valid here; with no seeds the model's
+    # start-up follows them (a few configs of other GPUs do not make a start-up).
+    priors = [c for c in space.priors if c.name in valid and c not in kept]
     startup = cost.startup(fam, en.valid, problem, limits, TPE_STARTUP, seed) if sampler == "tpe" and not kept else []
+    space = dataclasses.replace(space, seeds=kept + priors, priors=priors)
     return Plan(
         space,
         problem,
@@ -246,7 +252,7 @@ def queue_plan(plan: Plan) -> None:
     measured = measured_configs(study)
     index_of = {c.name: i for i, c in enumerate(plan.valid)}
     queued = {t.user_attrs.get("config") for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
-    order = list(space.seeds) + plan.startup
+    order = list(dict.fromkeys([*space.seeds, *plan.startup]))  # the model may rank a prior first too
     if plan.sampler == "grid":
         rest = [c for c in plan.valid if c not in set(space.seeds)]
         random.Random(plan.seed).shuffle(rest)

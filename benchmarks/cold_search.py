@@ -3,8 +3,10 @@
     python benchmarks/cold_search.py --shapes 4096,2048 --seeds 0,1,2,3,4 --family warptile \
         --stored results/nvidia-h100-80gb-hbm3 --reference references.json --out cold/
 
-Each search is `autotune search --no-seeds --seed S` in its own process, with a fresh results
-folder and a fresh compile cache (a GPU nobody tuned for has neither), timed by the wall clock
+Each search is `autotune search --no-seeds --seed S` (or with `--variant ARGS`, repeatable, those
+search arguments in place of `--no-seeds`: e.g. "" for the seeded search, "--no-seeds --priors
+results/nvidia-h100-80gb-hbm3" for another GPU's records as priors) in its own process, with a
+fresh results folder and a fresh compile cache (a GPU nobody tuned for has neither), timed by the wall clock
 around the whole command: start-up, enumeration, compiles, trials and the final re-time. Then,
 per shape and in one process, every search's best config and the best known configs (the
 stored record's, and those of a `--reference` file: {shape name: [{"family": F, "params": {...}}]})
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -28,17 +31,18 @@ from autotune.evaluate import GPUEvaluator
 from autotune.types import Config, Problem
 
 
-def search(problem: Problem, seed: int, families: list[str], trials: int | None, work: Path) -> dict:
-    """One cold search in a subprocess: its wall time and each family's best (config, GFLOP/s)."""
+def search(problem: Problem, seed: int, families: list[str], trials: int | None, work: Path, variant: str) -> dict:
+    """One search in a subprocess: its wall time and each family's best (config, GFLOP/s)."""
     results, cache = work / "results", work / "cache"
     cmd = [sys.executable, "-m", "autotune", "search", "--m", str(problem.M), "--n", str(problem.N)]
-    cmd += ["--k", str(problem.K), "--no-seeds", "--seed", str(seed), "--results", str(results), "--quiet"]
+    cmd += ["--k", str(problem.K), *shlex.split(variant), "--seed", str(seed), "--results", str(results), "--quiet"]
     cmd += ["--family", *families] if families else []
     cmd += ["--trials", str(trials)] if trials else []
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env={**os.environ, "AUTOTUNE_CACHE": str(cache)}, capture_output=True, text=True)
     wall = time.monotonic() - t0
-    row = {"problem": problem.name, "seed": seed, "wall_s": wall, "rc": proc.returncode, "command": " ".join(cmd[1:])}
+    row = {"problem": problem.name, "variant": variant, "seed": seed, "wall_s": wall, "rc": proc.returncode}
+    row["command"] = " ".join(cmd[1:])
     files = list(results.glob(f"*/{problem.name}.json"))
     if proc.returncode or not files:
         row["error"] = (proc.stderr or proc.stdout)[-2000:]
@@ -66,6 +70,21 @@ def references(problem: Problem, path: Path | None, stored: Path | None) -> list
     return out
 
 
+def summarise(problem: Problem, rows: list[dict], known: float, cublas: float) -> list[str]:
+    """A line per variant: the searches' fractions of the best known config and their wall times."""
+    out = []
+    for variant in dict.fromkeys(r.get("variant", "--no-seeds") for r in rows):
+        mine = [r for r in rows if r.get("variant", "--no-seeds") == variant]
+        fr = [r["fraction"] for r in mine if "fraction" in r]
+        walls = [r["wall_s"] for r in mine]
+        out.append(
+            f"{problem.name} [{variant}]: fraction of best known mean {sum(fr) / len(fr):.3f} min {min(fr):.3f} "
+            f"({' '.join(f'{x:.3f}' for x in fr)}); wall {min(walls):.0f}-{max(walls):.0f} s; best known "
+            f"{known:.0f} GFLOP/s = {known / cublas:.3f}x cuBLAS"
+        )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="4096,2048,8192x8192x1024")
@@ -75,6 +94,7 @@ def main() -> None:
     ap.add_argument("--reference", type=Path, help='best known configs: {shape: [{"family": F, "params": {...}}]}')
     ap.add_argument("--stored", type=Path, help="the results/<gpu> folder of the best stored records")
     ap.add_argument("--rows", type=Path, help="no searches: re-time the searches of an earlier run's searches.jsonl")
+    ap.add_argument("--variant", action="append", help='search arguments, not --no-seeds (repeatable; "": seeded)')
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -85,14 +105,18 @@ def main() -> None:
         rows = []
         if args.rows:
             rows = [r for r in map(json.loads, args.rows.read_text().splitlines()) if r["problem"] == problem.name]
-        for seed in [] if args.rows else (int(s) for s in args.seeds.split(",")):
-            row = search(problem, seed, args.family, args.trials, args.out / "work" / f"{problem.name}_s{seed}")
+        variants = args.variant if args.variant is not None else ["--no-seeds"]
+        runs = [] if args.rows else [(v, int(s)) for v in variants for s in args.seeds.split(",")]
+        for variant, seed in runs:
+            work = args.out / "work" / f"{problem.name}_v{variants.index(variant)}_s{seed}"
+            row = search(problem, seed, args.family, args.trials, work, variant)
             rows.append(row)
             with rows_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             best = row.get("families", {}).get(row.get("best_family"), {})
-            print(f"{problem.name} seed {seed}: {row['wall_s']:.0f} s, best {best.get('gflops', 0):.0f} GFLOP/s "
-                  f"({row.get('best_family')}) {row.get('error', '')[:200]}", flush=True)  # fmt: skip
+            print(f"{problem.name} [{variant}] seed {seed}: {row['wall_s']:.0f} s, best "
+                  f"{best.get('gflops', 0):.0f} GFLOP/s ({row.get('best_family')}) {row.get('error', '')[:200]}",
+                  flush=True)  # fmt: skip
         found = [Config.make(f, e["config"]) for r in rows for f, e in r.get("families", {}).items()]
         refs = references(problem, args.reference, args.stored)
         ev = GPUEvaluator()
@@ -117,15 +141,9 @@ def main() -> None:
             "searches": rows,
         }
         (args.out / f"cold_{problem.name}.json").write_text(json.dumps(doc, indent=1))
-        fr = [r["fraction"] for r in rows if "fraction" in r]
-        walls = [r["wall_s"] for r in rows]
-        line = (
-            f"{problem.name}: fraction of best known mean {sum(fr) / len(fr):.3f} min {min(fr):.3f} "
-            f"({' '.join(f'{x:.3f}' for x in fr)}); wall {min(walls):.0f}-{max(walls):.0f} s; best known "
-            f"{known:.0f} GFLOP/s = {known / base['gflops']:.3f}x cuBLAS"
-        )
-        summary.append(line)
-        print(line, flush=True)
+        for line in summarise(problem, rows, known, base["gflops"]):
+            summary.append(line)
+            print(line, flush=True)
     (args.out / "summary.txt").write_text("\n".join(summary) + "\n")
 
 
