@@ -149,7 +149,11 @@ def test_a_header_of_a_kernel_reading_both_operands_in_place_encodes_their_tenso
 
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
-@pytest.mark.parametrize("family, params", CASES + [("tiled", {"TILE": 16}), ("wgmma_tf32", WGMMA)])
+@pytest.mark.parametrize(
+    "family, params",
+    # The last: B stored N x K transposed into the workspace first (PACKB 2), at every shape.
+    CASES + [("tiled", {"TILE": 16}), ("wgmma_tf32", WGMMA), ("warptile", {**WARPTILE, "TRANS_B": 1, "PACKB": 2})],
+)
 def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
     """The header's launcher and the Python runner are rendered from one launch plan: at every
     shape both compute the same workspace, packing, and the same steps with the same grids."""

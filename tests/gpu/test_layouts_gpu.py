@@ -123,6 +123,23 @@ def test_example_program_checks_the_exported_header_against_cublas(tmp_path, h10
 
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+@pytest.mark.parametrize("layout", ["nt", "tt"])
+def test_example_program_checks_a_header_that_transposes_b_first(tmp_path, h100, layout):
+    """A PACKB 2 seed exported for B stored N x K: the header copies B transposed into its
+    workspace before the nn (or tn) kernel, and every entry point agrees with cuBLAS."""
+    from test_results import GPU, _entry
+
+    seed = next(s for s in Space.load("warptile").seeds if s["PACKB"] == 2)
+    cfg = built_for(seed, layout)
+    assert cfg["PACKB"] == 2
+    problem = Problem(1000, 1000, 1000, layout)
+    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100)})
+    export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
+    assert "_pack_b<<<" in (tmp_path / "tuned_sgemm.h").read_text()
+    run_example_program(tmp_path)
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 @pytest.mark.parametrize("schedule", ["split_launch", "split_persistent"])
 def test_example_program_checks_a_split_header_that_packs_c(tmp_path, h100, schedule):
     """A split schedule exported: at the example's shapes with a row length not a multiple of 4
