@@ -67,7 +67,8 @@ def with_priors(spaces: list[Space], problem: Problem, args) -> list[Space]:
     out = []
     for sp in spaces:
         priors = [c for root, slug in folders for c in stored_priors(root, slug, sp.family.name, problem)]
-        print(f"{sp.family.name}: {len(priors)} priors from {', '.join(s for _, s in folders)}", flush=True)
+        if not getattr(args, "quiet", False):
+            print(f"{sp.family.name}: {len(priors)} priors from {', '.join(s for _, s in folders)}", flush=True)
         out.append(sp.with_priors(priors))
     return out
 

@@ -482,8 +482,9 @@ class Space:
             return None if c is None else self.family.built_for(c, problem)
 
         values = {p: ([fixed[p]] if p in fixed else v) for p, v in self.values.items()}
-        seeds, priors = [pin(c) for c in self.seeds], [pin(c) for c in self.priors]
-        return Space(self.family, values, seeds, self.source, pin(self.fallback), self.cold, self.seed_layouts, priors)
+        seeds = [pin(c) for c in self.seeds]
+        args = (self.source, pin(self.fallback), self.cold, self.seed_layouts, self.priors)
+        return Space(self.family, values, seeds, *args)
 
     def enumerate(self, limits: DeviceLimits) -> Enumeration:
         """All statically valid points, with how many points each rule removed.

@@ -225,9 +225,11 @@ def make_plan(
         if mistakes:
             what = f"{space.source}: seed {as_written.name} is not a valid point of the space"
             raise UserError(f"{what}: " + "; ".join(mistakes))
-    # Priors are tried after the seeds, where they are valid here; with no seeds the model's
-    # start-up follows them (a few configs of other GPUs do not make a start-up).
-    priors = [c for c in space.priors if c.name in valid and c not in kept]
+    # Priors (built for this problem: a nearest record may be of another layout) are tried after
+    # the seeds, where they are valid here; with no seeds the model's start-up follows them (a
+    # few configs of other GPUs do not make a start-up).
+    priors = list(dict.fromkeys(fam.built_for(c, problem) for c in space.priors))
+    priors = [c for c in priors if c.name in valid and c not in kept]
     startup = cost.startup(fam, en.valid, problem, limits, TPE_STARTUP, seed) if sampler == "tpe" and not kept else []
     space = dataclasses.replace(space, seeds=kept + priors, priors=priors)
     return Plan(

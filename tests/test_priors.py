@@ -58,6 +58,10 @@ def test_priors_follow_the_seeds_where_they_are_valid_and_start_their_own_study(
     names = [t.user_attrs["config"] for t in cold.open().get_trials(deepcopy=False)]
     assert names[:2] == [c.name for c in cold.space.seeds]
     assert len(names) == len(set(names)) == len({*cold.space.seeds, *cold.startup})
+    # A prior stored for another layout is built for this one.
+    stored_nt = space.family.resolve({**A, "TRANS_B": 1}).config
+    nn = make_plan(space.with_priors([stored_nt]), problem, h100, **kw)
+    assert nn.space.priors == [pinned]
 
 
 def test_an_unknown_prior_gpu_is_one_clear_line_before_any_gpu_work(tmp_path):
