@@ -457,6 +457,9 @@ def matmul(
     results hold that layout), and a column-major `out` is written as C^T = op(B)^T op(A)^T.
     An operand with no contiguous axis (a slice with a step, a broadcast view) is copied. `out`
     must not overlap A or B (ValueError). A host array (NumPy, a CPU tensor) is a TypeError.
+    Some kernels copy an operand into their own workspace as their first step, where the search
+    found that faster than reading it in place (warptile's PACKB: B at a 16-byte row pitch when
+    N % 4 != 0, or B stored N x K transposed, as for X @ W.T); the caller's arrays are only read.
 
     More than two dimensions make a batch, as in cupy.matmul: the last two axes are the matrices,
     the others broadcast (a 2-D B with a 3-D A is one B for every matrix of A, read once, not
