@@ -4,6 +4,9 @@ or a static cost model is designed on (one shape) and judged on (the others), by
     python benchmarks/landscape.py --family warptile --shapes 4096,2048,8192x8192x1024 \
         --uniform 500 --plausible 500 --out landscape/
 
+`--config FILE` samples another space of the family (a space file as `autotune search --config`
+takes, its seeds included), e.g. a region the default space reaches only sparsely.
+
 The sample is drawn once from the valid space of the first shape (the spaces differ between
 shapes only in layout-pinned parameters, the same for every shape here): `--uniform` points
 uniformly; `--plausible` points uniformly among those with at least 64 outputs per thread, a
@@ -91,6 +94,7 @@ def sample(space, valid: list, limits, args) -> tuple[list, dict, list]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", default="warptile")
+    ap.add_argument("--config", type=Path, help="a space file (as search --config) in place of the family's own")
     ap.add_argument("--shapes", default="4096,2048,8192x8192x1024")
     ap.add_argument("--uniform", type=int, default=500)
     ap.add_argument("--plausible", type=int, default=500)
@@ -106,7 +110,7 @@ def main() -> None:
 
     shapes = [Problem.parse(s) for s in args.shapes.split(",")]
     ev = GPUEvaluator()
-    space = Space.load(args.family).for_problem(shapes[0])
+    space = Space.load(args.family, path=args.config).for_problem(shapes[0])
     valid = space.enumerate(ev.limits).valid
     configs, strata, good = sample(space, valid, ev.limits, args)
     print(f"{len(valid)} valid, {len(good)} plausible; sampled {len(configs)}", flush=True)
