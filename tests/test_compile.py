@@ -149,7 +149,7 @@ def _sass(params, kernel=DEFAULT_KERNEL):
 
 def _without_branch_targets(sass: list[str]) -> list[str]:
     """SASS lines with the code addresses that branches and reconvergence points name masked."""
-    target = re.compile(r"\b(BRA|BSSY|CALL\.REL(?:\.NOINC)?|BRX|JMP)(\S*\s+(?:B\d+,\s*)?)(`?\()?0x[0-9a-f]+")
+    target = re.compile(r"\b(BRA|BSSY|CALL\.REL(?:\.NOINC)?|BRX|JMP)(\S*\s+(?:B\d+,\s*)?)0x[0-9a-f]+")
     return [target.sub(r"\1\2ADDR", i) for i in sass]
 
 
