@@ -12,7 +12,8 @@ Each result is checked against float64 once. What the model predicted is not sto
 recomputed from the same results folder by whoever reads the file, for any version of the model.
 
 The "score" set is benchmarks/untuned.py's; the "fit" set is other shapes over the same regimes,
-so that the model's constants can be chosen on one and reported on the other.
+so that the model's constants can be chosen on one and reported on the other; "check" is a third,
+for a change of the model that was designed after looking at "score".
 """
 
 from __future__ import annotations
@@ -37,8 +38,22 @@ FIT_SHAPES = [
     "4096x5x4096", "8192x24x4096", "4096x100x4096", "8192x500x2048", "192x192x24576",
     "1024x1024x32768", "3000x3000x48", "4096x4096x512", "3000x1500x6000", "1500x3000x6000",
     "20x20x20", "600x700x800",
+    # Added with the check set (run 125): odd sizes, and row or column counts that no tile divides,
+    # the regimes where the first 20 gave the model no choice to get wrong.
+    "999", "1777", "385", "2500x1000x777", "8192x56x4096", "56x8192x4096", "4096x24x8192",
+    "3000x40x3000", "40x3000x3000", "5000x200x3000", "200x5000x3000", "4096x500x1024", "800x8000x2000",
+    "8000x800x2000", "1200x1200x12000", "333x333x33333", "2500x2500x100", "10x6000x6000",
+    "6000x10x6000", "3500x2500x1500",
 ]  # fmt: skip
-SETS = {"fit": FIT_SHAPES, "score": SCORE_SHAPES}
+# A third set, added after the model had been judged on "score" (issue 17, run 123): shapes none
+# of the model's design looked at, over the same regimes plus odd sizes and column or row counts
+# that no tile divides, to report a change of the model on.
+CHECK_SHAPES = [
+    "1234", "3001", "513", "72", "16", "7x5000x3000", "20x8192x4096", "96x8192x8192", "300x6000x2000",
+    "5000x7x3000", "6000x48x6000", "4096x300x2048", "2000x30x2000", "256x256x20000", "64x1000x50000",
+    "1536x1536x16", "6000x6000x64", "3000x5000x1000", "700x9000x1500", "4000x1000x8000",
+]  # fmt: skip
+SETS = {"fit": FIT_SHAPES, "score": SCORE_SHAPES, "check": CHECK_SHAPES}
 ROUNDS, WARMUP = 3, 2
 
 

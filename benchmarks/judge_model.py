@@ -3,7 +3,8 @@ benchmarks/candidates.py run, the config the model picks and its measured time a
 and the best measured candidate (the bound on any choice).
 
     python benchmarks/judge_model.py benchmarks/logs/run70-h100/candidates.json
-    python benchmarks/judge_model.py FILE --set SHARING=1 --set DISTANCE_WEIGHT=0.05   # the old model
+    python benchmarks/judge_model.py run124-h100/candidates.json run123-h100/candidates.json  # sets pooled
+    python benchmarks/judge_model.py FILE --set SHARING=0.75 --set LAUNCH_US=2   # other constants
     python benchmarks/judge_model.py FILE --grid          # the search its constants were chosen by
 
 The candidates are the ones the stored results give (`api._Table._candidates`) that the file
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autotune import api, model
 from autotune.types import Problem
 
-GRID = {"SHARING": (0.5, 0.75, 1.0), "DISTANCE_WEIGHT": (0.02, 0.05, 0.1, 0.2), "LAUNCH_US": (2.0, 4.0)}
+GRID = {"SHARING": (0.25, 0.5, 0.75, 1.0), "DISTANCE_WEIGHT": (0.1, 0.2, 0.3, 0.5, 0.8), "LAUNCH_US": (2.0, 4.0)}
 
 
 def judge(table, rows: list[dict], verbose: bool = False) -> tuple[float, float, float, float]:
@@ -49,15 +50,20 @@ def judge(table, rows: list[dict], verbose: bool = False) -> tuple[float, float,
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("file", type=Path, help="a benchmarks/candidates.py output")
+    ap.add_argument("files", type=Path, nargs="+", help="benchmarks/candidates.py outputs (their rows are pooled)")
     ap.add_argument("--results", default="results", help="results folder (default ./results)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a model constant")
     ap.add_argument("--grid", action="store_true", help="rank the constant sets of GRID on the fit shapes")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line a shape")
     args = ap.parse_args()
-    data = json.loads(args.file.read_text())
-    table = api._table_for(args.results, data["device"])
-    sets = {name: [r for r in data["rows"] if r["set"] == name] for name in ("fit", "score")}
+    datas = [json.loads(f.read_text()) for f in args.files]
+    if len({d["device"] for d in datas}) > 1:
+        sys.exit("the files were measured on different GPUs")
+    table = api._table_for(args.results, datas[0]["device"])
+    rows = [r for d in datas for r in d["rows"]]
+    sets = {name: got for name in ("fit", "score", "check") if (got := [r for r in rows if r["set"] == name])}
+    if "fit" not in sets:
+        sys.exit("no fit shapes in the files: the constants are chosen on those")
     for item in args.set:
         name, _, value = item.partition("=")
         if name not in GRID:
@@ -68,16 +74,18 @@ def main() -> int:
         for values in itertools.product(*GRID.values()):
             for name, v in zip(GRID, values, strict=True):
                 setattr(model, name, v)
-            ranked.append((judge(table, sets["fit"])[:2], values, judge(table, sets["score"])[:2]))
-        for (fg, fl), values, (sg, sl) in sorted(ranked, reverse=True)[:10]:
+            others = {n: judge(table, r)[:2] for n, r in sets.items() if n != "fit"}
+            ranked.append((judge(table, sets["fit"])[:2], values, others))
+        for (fg, fl), values, others in sorted(ranked, key=lambda x: (x[0], x[1]), reverse=True)[:10]:
             consts = " ".join(f"{n} {v:g}" for n, v in zip(GRID, values, strict=True))
-            print(f"fit {fg:.3f}x / lowest {fl:.2f}x  |  {consts}  |  score {sg:.3f}x / lowest {sl:.2f}x")
+            shown = "  ".join(f"{n} {g:.3f}x / lowest {lo:.2f}x" for n, (g, lo) in others.items())
+            print(f"fit {fg:.3f}x / lowest {fl:.2f}x  |  {consts}  |  {shown}")
         return 0
     print(" ".join(f"{n} {getattr(model, n):g}" for n in GRID))
-    for name, rows in sets.items():
-        g, lo, bg, blo = judge(table, rows, args.verbose)
+    for name, got in sets.items():
+        g, lo, bg, blo = judge(table, got, args.verbose)
         print(f"{name}: chosen {g:.3f}x cuBLAS (lowest {lo:.2f}x), best candidate {bg:.3f}x (lowest {blo:.2f}x), "
-              f"{len(rows)} shapes")  # fmt: skip
+              f"{len(got)} shapes")  # fmt: skip
     return 0
 
 
