@@ -21,15 +21,20 @@ of the layout) is a candidate, and its time at the new shape is predicted from i
   or the best FLOP rate any stored kernel of this GPU reached.
 - Launches: each launch of the sequence costs LAUNCH_US of GPU time on its own (a split launch's
   three kernels at a tiny shape).
-- Distance: the further from where it was measured, the less a prediction is trusted: each unit
-  of log-distance (M, N, K, batch) adds DISTANCE_WEIGHT to the predicted time, so between two
-  close predictions the nearer measurement wins.
+- Distance: the further the launch is from the one measured, the less a prediction is trusted:
+  each unit of log-distance in its grid (the SGEMM blocks) and in the depth of K each block sums
+  adds DISTANCE_WEIGHT to the predicted time, so between two close predictions the measurement of
+  the more alike launch wins. The distance is the launch's, not the shape's: the 32 x 128 split tile
+  measured at 200 x 3000 x 1000 runs 660 blocks 255 deep there and 660 blocks 206 deep at 777^3
+  (0.21 apart), so that measurement carries there almost as it is, though the shapes are 2.96
+  apart in log(M, N, K).
 
 SHARING, DISTANCE_WEIGHT and LAUNCH_US were chosen on the "fit" shapes of
-benchmarks/candidates.py (every stored config timed at 20 untuned shapes on an H100, run 70) for
-the best geometric mean of the chosen kernel against cuBLAS, and are reported on its other 20
-("score", benchmarks/untuned.py's); benchmarks/judge_model.py redoes that from the timings on the
-CPU, notes/performance.md has the figures.
+benchmarks/candidates.py (every stored config timed at shapes nobody tuned; 40 of them, odd sizes
+and row or column counts that no tile divides among them) for the best geometric mean of the
+chosen kernel against cuBLAS, and are reported on its "score" and "check" shapes;
+benchmarks/judge_model.py redoes that from the timings on the CPU, notes/performance.md has the
+figures.
 
 A prediction is a ranking aid, not a measurement: `autotune search` at the shape is the answer
 when it matters, and the choice is logged as "predicted for ..." in the kernel's source.
@@ -48,9 +53,9 @@ THREADS_PER_SM = 2048  # sm_80 and newer
 BLOCKS_PER_SM = 32
 REG_ALLOC_UNIT = 256  # registers are given to a warp in units of 256
 SMEM_RESERVED = 1024  # bytes the runtime keeps per block (sm_80 and newer)
-LAUNCH_US = 2.0  # GPU time of one launch of a sequence, whatever it does: an estimate
+LAUNCH_US = 4.0  # GPU time of one launch of a sequence, whatever it does: an estimate
 DISTANCE_WEIGHT = 0.2
-SHARING = 0.75
+SHARING = 0.5
 
 
 @dataclass(frozen=True)
@@ -90,9 +95,18 @@ def sm_load(blocks: int, per_sm: int, sms: int) -> float:
     return full * per_sm ** (1 - SHARING) + (rest ** (1 - SHARING) if rest else 0.0)
 
 
-def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> tuple[float, int]:
-    """(the busiest SM's load, sm_load times the padded FLOPs of one block, and the launches in
-    the sequence) at `problem`."""
+@dataclass(frozen=True)
+class Launch:
+    """A plan's launch at one problem, as the model sees it."""
+
+    load: float  # the busiest SM's load (sm_load) times the padded FLOPs of one block
+    launches: int  # launches in the sequence, helpers included
+    blocks: int  # blocks of the SGEMM kernels (a split launch's main kernel and tail)
+    depth: float  # the depth of K one block sums, on average
+
+
+def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Launch:
+    """The plan's launch at `problem` with `per_sm` of its blocks resident on each of `sms` SMs."""
     M, N, K = problem.M, problem.N, problem.K
     env = dict(plan.env)
     tm = int(env.get("BM", env.get("TILE", env.get("MR", 1))))
@@ -105,7 +119,13 @@ def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> tup
     padded = 2.0 * (-(-M // tm) * tm) * (-(-N // tn) * tn) * K * problem.batch
     per_block = padded / sum(sizes)
     launches = sum(1 for step, _ in geo.launches if not step.beta_only or problem.beta != 0)
-    return sum(sm_load(b, per_sm, sms) for b in sizes) * per_block, launches
+    load = sum(sm_load(b, per_sm, sms) for b in sizes) * per_block
+    return Launch(load, launches, sum(sizes), per_block / (2.0 * tm * tn))
+
+
+def apart(a: Launch, b: Launch) -> float:
+    """Log-distance between two launches: in blocks and in the depth of K a block sums."""
+    return abs(math.log(a.blocks / b.blocks)) + abs(math.log(a.depth / b.depth))
 
 
 @dataclass(frozen=True)
@@ -123,16 +143,17 @@ class Candidate:
 
     def predict_ms(self, problem: Problem, roof: Roof) -> float:
         per_sm = max(self.slots // self.sms, 1)
-        at_s, launches_s = busiest_sm(self.measured, self.problem, per_sm, self.sms)
-        at_p, launches_p = busiest_sm(self.plan, problem, per_sm, self.sms)
+        at_s = busiest_sm(self.measured, self.problem, per_sm, self.sms)
+        at_p = busiest_sm(self.plan, problem, per_sm, self.sms)
         launch_ms = LAUNCH_US * 1e-3
-        body_s = max(self.time_ms - launches_s * launch_ms, 0.1 * self.time_ms)
-        body = max(body_s * at_p / at_s, problem.bytes / roof.bytes_per_ms, problem.flops / roof.flops_per_ms)
-        return (body + launches_p * launch_ms) * (1 + DISTANCE_WEIGHT * distance(self.problem, problem))
+        body_s = max(self.time_ms - at_s.launches * launch_ms, 0.1 * self.time_ms)
+        body = max(body_s * at_p.load / at_s.load, problem.bytes / roof.bytes_per_ms, problem.flops / roof.flops_per_ms)
+        return (body + at_p.launches * launch_ms) * (1 + DISTANCE_WEIGHT * apart(at_s, at_p))
 
 
 def distance(a: Problem, b: Problem) -> float:
-    """Log-distance over M, N, K and the batch."""
+    """Log-distance over M, N, K and the batch: how near a tuned shape is (the nearest shape's
+    winner, which dispatch is compared with), not how far a prediction carries (`apart`)."""
     pairs = ((a.M, b.M), (a.N, b.N), (a.K, b.K), (a.batch, b.batch))
     return sum(abs(math.log(x / y)) for x, y in pairs)
 

@@ -46,12 +46,31 @@ def test_a_measurement_predicts_itself_and_waves_quantise():
     # Two blocks an SM take 2 ** (1 - SHARING) times one alone; a third waits for a slot.
     two, three = 2 ** (1 - model.SHARING), 2 ** (1 - model.SHARING) + 1
     assert (model.sm_load(264, 2, 132), model.sm_load(286, 2, 132)) == pytest.approx((two, three))
+    # Whole tiles, each 4096 deep: the launches are apart by their blocks alone.
+    launch_at, launch_more = (model.busiest_sm(plan, q, 2, 132) for q in (at, one_more))
+    assert (launch_at.blocks, launch_more.blocks) == (264, 286)
+    assert launch_at.depth == launch_more.depth == pytest.approx(4096)
+    assert model.apart(launch_at, launch_more) == pytest.approx(math.log(286 / 264))
     expected = (body * three / two + model.LAUNCH_US * 1e-3) * (
-        1 + model.DISTANCE_WEIGHT * model.distance(at, one_more)
+        1 + model.DISTANCE_WEIGHT * model.apart(launch_at, launch_more)
     )
     assert c.predict_ms(one_more, ROOF) == pytest.approx(expected)
     deeper = Problem(128 * 12, 128 * 22, 8192)  # the same tiles, twice the k-iterations
     assert c.predict_ms(deeper, ROOF) > 2 * body
+
+
+def test_a_measurement_carries_to_a_far_shape_with_the_same_launch():
+    """How far a prediction is trusted goes by the launch, not the shape: M and N swapped give the
+    same 432 tiles, each as deep, so the measurement is the prediction, though log(M, N, K) puts
+    the shapes 2.3 apart; a launch with more blocks or deeper blocks is further."""
+    plan = _warptile()
+    at, swapped = Problem(128 * 12, 128 * 36, 4096), Problem(128 * 36, 128 * 12, 4096)
+    c = model.Candidate(at, plan, plan, 2.0, model.slots(plan, 128, 50_000, H100), 132, None)
+    assert model.distance(at, swapped) > 2
+    assert c.predict_ms(swapped, model.Roof(math.inf, math.inf)) == pytest.approx(2.0)
+    launches = [model.busiest_sm(plan, q, 2, 132) for q in (at, swapped, Problem(128 * 12, 128 * 36, 8192))]
+    assert model.apart(launches[0], launches[1]) == 0
+    assert model.apart(launches[0], launches[2]) == pytest.approx(math.log(2))
 
 
 def test_no_prediction_beats_the_roofline():
@@ -128,7 +147,8 @@ def test_blocks_sharing_an_sm_share_its_issue_rate():
     no_roof = model.Roof(math.inf, math.inf)  # the time model alone
     body = 0.02 - model.LAUNCH_US * 1e-3
     alone = body + model.LAUNCH_US * 1e-3
-    assert c.predict_ms(crowded, no_roof) / (1 + model.DISTANCE_WEIGHT * model.distance(at, crowded)) == pytest.approx(
+    apart = model.apart(*(model.busiest_sm(plan, q, n_slots // 132, 132) for q in (at, crowded)))
+    assert c.predict_ms(crowded, no_roof) / (1 + model.DISTANCE_WEIGHT * apart) == pytest.approx(
         body * 8 ** (1 - model.SHARING) + model.LAUNCH_US * 1e-3
     )
     assert c.predict_ms(crowded, no_roof) > 1.5 * alone
@@ -139,8 +159,8 @@ def test_the_copy_of_c_in_counts_as_a_launch_only_with_beta():
     only when beta != 0 (with beta = 0 no kernel reads C), and the model counts what runs."""
     plan = _warptile(SCHEDULE="split_persistent", BN=256, WARPS_N=4, PACKB=1)
     p = Problem(300, 4097, 700)  # 51 tiles on 132 or more slots: all in the tail, C packed
-    _, at_zero = model.busiest_sm(plan, p, 1, 132)
-    _, at_three = model.busiest_sm(plan, p.with_beta(3.0), 1, 132)
+    at_zero = model.busiest_sm(plan, p, 1, 132).launches
+    at_three = model.busiest_sm(plan, p.with_beta(3.0), 1, 132).launches
     assert (at_zero, at_three) == (3, 4)  # packed B, the kernel, packed C back; then the copy in
     aligned = Problem(300, 4096, 700)
-    assert model.busiest_sm(plan, aligned.with_beta(3.0), 1, 132)[1] == 1
+    assert model.busiest_sm(plan, aligned.with_beta(3.0), 1, 132).launches == 1
