@@ -272,3 +272,25 @@ def test_b_transposed_into_the_workspace_runs_the_nn_kernel():
             pack, _ = _sass({**seed.as_dict(), "TRANS_A": trans_a}, DEFAULT_KERNEL + "_pack_b")
             rows, _ = _sass({**seed.as_dict(), "TRANS_B": 0, "PACKB": 1}, DEFAULT_KERNEL + "_pack_b")
             assert any("STS" in i for i in pack) and not any("STS" in i for i in rows)
+
+
+def test_fewrows_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100):
+    """fewrows with WK warps of a block along K: its seeds build for A stored M x K and K x M with
+    no spills and their sums' buffer inside the shared memory the rules allow; WK = 1 renders no
+    such buffer, and a block of WK x WARPS warps above 1024 threads is refused."""
+    fam = Family.load("fewrows")
+    deep = [c for c in Space.load("fewrows").seeds if dict(c.params).get("WK", 1) > 1]
+    assert {dict(c.params)["MR"] for c in deep} >= {1, 8, 16}
+    for cfg in deep:
+        for trans_a in (0, 1):
+            resolved = fam.resolve({**cfg.as_dict(), "TRANS_A": trans_a})
+            env = resolved.env
+            assert env["THREADS"] == 32 * env["WARPS"] * env["WK"] and env["KL"] == env["KT"] * env["WK"]
+            source = render(resolved)
+            assert f"red[{env['WK']}][{env['MR']}][{env['BN'] // 4}]" in source
+            res = compile_source(source, "sm_90", DEFAULT_KERNEL).resources
+            assert res.spill_bytes == 0 and res.smem_static_bytes <= env["SMEM_BYTES"] + 64, (cfg.name, trans_a, res)
+    flat = {**deep[0].as_dict(), "WK": 1}
+    assert "red[" not in render(fam.resolve(flat))
+    too_many = Config.make("fewrows", {**flat, "WARPS": 4, "WK": 16})
+    assert any("threads 2048" in v for v in fam.violations(too_many, h100))

@@ -70,3 +70,26 @@ def test_all_families_correct(gpu_evaluator, shape):
     bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ran if m.status is not Status.OK]
     assert not bad, "\n".join(bad)
     assert all(m.error < 1e-5 for m in ran), max(m.error for m in ran)
+
+
+@pytest.mark.parametrize("shape", [(1, 4097, 3001), (37, 1001, 777), (5, 33, 5000), (16, 4096, 4096), (3, 6, 2)])
+def test_fewrows_warps_along_k_correct(gpu_evaluator, shape):
+    """fewrows with WK warps of a block along K, their sums met in shared memory: several row
+    groups (M > MR), K not a whole number of chunks or steps, N % 4 != 0, A in either layout,
+    one chunk (no split) and several (atomics or the last block), against FP64."""
+    configs = [
+        Config.make(
+            "fewrows",
+            dict(MR=mr, WARPS=w, WK=wk, KT=kt, KCHUNK=kc, UNROLL=u, STREAM=1, REDUCE=red, TRANS_A=ta),
+        )
+        for mr, w, wk, kt, kc, u in ((1, 1, 16, 4, 4096, 8), (4, 2, 2, 8, 512, 2), (16, 1, 4, 4, 512, 4))
+        for red in ("atomic", "last_block")
+        for ta in (0, 1)
+    ]
+    for trans_a in (0, 1):
+        problem = Problem(*shape, layout="tn" if trans_a else "nn")
+        mine = [c for c in configs if c["TRANS_A"] == trans_a]
+        ms = gpu_evaluator.evaluate(mine, problem, verify_only=True)
+        bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
+        assert not bad and len(ms) == len(mine), "\n".join(bad)
+        assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Run 129: fewrows with warps along K (WK): GPU correctness (every family at the awkward shapes,
+# fewrows' random points now from the larger space; the WK path's own cases), then the few-rows
+# shapes searched with fewrows at sweep.py's budget, sampler seeds 0 / 1 / 2, each into its own copy
+# of results/ (seed 0's records come back).
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD AUTOTUNE_CACHE=/tmp/atcache PYTHONUNBUFFERED=1 CUPY_TF32=0
+L=$OUT/logs/run129-h100; mkdir -p $L; cp run129.sh $L/
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $L/gpu.txt
+timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 tests/gpu/test_correctness.py > $L/gpu_tests.txt 2>&1
+tail -3 $L/gpu_tests.txt
+SH=1x4096x4096,1x11008x4096,1x4096x11008,2x4096x4096,8x4096x4096,16x4096x4096,16x11008x4096,1x3000x1000
+for s in 0 1 2; do
+  rm -rf /tmp/res$s; cp -r results /tmp/res$s
+  extra=""; [ $s = 0 ] && extra="--copy-to $OUT/results"
+  timeout 170 python3 benchmarks/sweep.py --shapes $SH --family fewrows --trials 40 --seed $s --results /tmp/res$s $extra \
+    --out $L/sweep_fewrows_s$s.json > $L/sweep_fewrows_s$s.txt 2>&1
+  tail -14 $L/sweep_fewrows_s$s.txt
+done
+tar czf $OUT/logs.tar.gz -C $OUT logs $( [ -d $OUT/results ] && echo results )
