@@ -292,5 +292,10 @@ def test_fewrows_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100
             assert res.spill_bytes == 0 and res.smem_static_bytes <= env["SMEM_BYTES"] + 64, (cfg.name, trans_a, res)
     flat = {**deep[0].as_dict(), "WK": 1}
     assert "red[" not in render(fam.resolve(flat))
+    # A k-major (AK): As[k][r], read four rows at a time; only for whole groups of four rows.
+    k_major = [c for c in deep if dict(c.params).get("AK")]
+    env = fam.resolve(k_major[0]).env
+    assert f"As[{env['KCHUNK']}][{env['MR']}]" in render(fam.resolve(k_major[0]))
+    assert fam.broken_rules(Config.make("fewrows", {**k_major[0].as_dict(), "MR": 2}))
     too_many = Config.make("fewrows", {**flat, "WARPS": 4, "WK": 16})
     assert any("threads 2048" in v for v in fam.violations(too_many, h100))

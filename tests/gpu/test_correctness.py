@@ -73,16 +73,23 @@ def test_all_families_correct(gpu_evaluator, shape):
 
 
 @pytest.mark.parametrize("shape", [(1, 4097, 3001), (37, 1001, 777), (5, 33, 5000), (16, 4096, 4096), (3, 6, 2)])
-def test_fewrows_warps_along_k_correct(gpu_evaluator, shape):
-    """fewrows with WK warps of a block along K, their sums met in shared memory: several row
-    groups (M > MR), K not a whole number of chunks or steps, N % 4 != 0, A in either layout,
-    one chunk (no split) and several (atomics or the last block), against FP64."""
+def test_fewrows_warps_along_k_and_k_major_a_correct(gpu_evaluator, shape):
+    """fewrows with WK warps of a block along K, their sums met in shared memory, and A's chunk
+    k-major (AK): several row groups (M > MR), K not a whole number of chunks or steps, N % 4 != 0,
+    A in either layout, one chunk (no split) and several (atomics or the last block), against FP64."""
     configs = [
         Config.make(
             "fewrows",
-            dict(MR=mr, WARPS=w, WK=wk, KT=kt, KCHUNK=kc, UNROLL=u, STREAM=1, REDUCE=red, TRANS_A=ta),
+            dict(MR=mr, WARPS=w, WK=wk, KT=kt, KCHUNK=kc, UNROLL=u, AK=ak, STREAM=1, REDUCE=red, TRANS_A=ta),
         )
-        for mr, w, wk, kt, kc, u in ((1, 1, 16, 4, 4096, 8), (4, 2, 2, 8, 512, 2), (16, 1, 4, 4, 512, 4))
+        for mr, w, wk, kt, kc, u, ak in (
+            (1, 1, 16, 4, 4096, 8, 0),
+            (4, 2, 2, 8, 512, 2, 0),
+            (16, 1, 4, 4, 512, 4, 0),
+            (16, 1, 4, 4, 512, 4, 1),
+            (4, 2, 2, 8, 512, 2, 1),
+            (8, 2, 2, 4, 256, 2, 1),
+        )
         for red in ("atomic", "last_block")
         for ta in (0, 1)
     ]
