@@ -150,7 +150,9 @@ def _sass(params, kernel=DEFAULT_KERNEL):
 def _without_branch_targets(sass: list[str]) -> list[str]:
     """SASS lines with the code addresses that branches and reconvergence points name masked."""
     target = re.compile(r"\b(BRA|BSSY|CALL\.REL(?:\.NOINC)?|BRX|JMP)(\S*\s+(?:B\d+,\s*)?)0x[0-9a-f]+")
-    return [target.sub(r"\1\2ADDR", i) for i in sass]
+    # The target is also inside such an instruction's 64-bit encoding, printed beside it.
+    encoding = re.compile(r"0x[0-9a-f]{16}")
+    return [encoding.sub("ENC", target.sub(r"\1\2ADDR", i)) if target.search(i) else i for i in sass]
 
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
