@@ -10,6 +10,11 @@ rotated out of L2, CUDA events per launch after a spin kernel, the median) and c
 float64 first; cuBLAS is timed at each shape by the same runner (the faster of cupy.matmul and
 cuBLAS gemm, gemm alone with beta != 0). --set NAME=V (repeatable) adds a variant of each record
 with those parameters changed; the record's own parameters are always timed too.
+
+--repeat R times each row R more times, each time right after cuBLAS at that shape, and reports the
+median of those R ratios with their range: one timing's median moves by several per cent between
+calls where the GPU's clocks follow its power (tensor-core tiers at 4096^3), and alternating the
+two sides gives both the same conditions.
 """
 
 from __future__ import annotations
@@ -43,7 +48,20 @@ def _variants(cfg: Config, sets: list[str]) -> list[tuple[str, Config]]:
     return out
 
 
-def main() -> int:
+def _rounds(runner: Runner, spec, path: str, n: int) -> dict:
+    """n rounds of cuBLAS (`path`) then the kernel, timed alike: each round's times, and the
+    median of the rounds' ratios (printed with their range)."""
+    rounds = []
+    for _ in range(n):
+        c_ms = runner.time(path)["time_ms"]
+        rounds.append({"ms": runner.time(spec)["time_ms"], "cublas_ms": c_ms})
+    ratios = sorted(r["cublas_ms"] / r["ms"] for r in rounds)
+    median = statistics.median(ratios)
+    print(f"{'':>48}  {n} rounds: median {median:.3f}x, range {ratios[0]:.3f}-{ratios[-1]:.3f}x", flush=True)
+    return {"rounds": rounds, "x_cublas_median": median}
+
+
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--records", required=True, help="tuned shapes (comma list) or a set of sweep.py: " + ", ".join(SETS)
@@ -53,7 +71,15 @@ def main() -> int:
     ap.add_argument("--beta", type=float, default=0.0, help="beta of every timed launch (default 0)")
     ap.add_argument("--results", type=Path, default=Path("results"))
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
+    ap.add_argument("--repeat", type=int, default=0, metavar="R", help="R more rounds of cuBLAS then the kernel")
     args = ap.parse_args()
+    if args.repeat < 0:
+        ap.error("--repeat: a count >= 0")
+    return args
+
+
+def main() -> int:
+    args = _args()
 
     runner = Runner(0)
     info = dict(runner.info)
@@ -68,7 +94,7 @@ def main() -> int:
         for label, cfg in _variants(entry_config(entry), args.set):
             for shape in shapes:
                 p = shape.with_beta(args.beta)
-                runner.setup(p.M, p.N, p.K, layout=p.layout, batch=p.batch, beta=p.beta)
+                runner.setup(p.M, p.N, p.K, layout=p.layout, batch=p.batch, beta=p.beta, precision=p.precision)
                 if p.name not in cublas:
                     cublas[p.name] = runner.cublas()
                 # Built for the shape's layout and batch (an nn record timed at a _nt shape reads
@@ -92,7 +118,9 @@ def main() -> int:
                 ratio = f"{row['x_cublas']:.3f}x" if row["ms"] else "WRONG"
                 print(f"{tuned.name:>16} {label:>12} {p.name:>18}  {row['ms'] or 0:.4f} ms  cuBLAS "
                       f"{cb['time_ms']:.4f} ms ({cb['path']})  {ratio}  err {v['error']:.1e}", flush=True)  # fmt: skip
-    ok = [r["x_cublas"] for r in rows if r.get("x_cublas")]
+                if args.repeat and row["ms"]:
+                    row |= _rounds(runner, prep.spec, cb["path"], args.repeat)
+    ok = [r.get("x_cublas_median", r["x_cublas"]) for r in rows if r.get("x_cublas")]
     if ok:
         geo = statistics.geometric_mean(ok)
         print(f"geometric mean {geo:.3f}x cuBLAS over {len(ok)} rows, lowest {min(ok):.3f}x")

@@ -228,3 +228,40 @@ def test_medium_reading_both_operands_in_place_is_as_accurate_as_the_prepared_ke
         c = autotune.load(config=cfg)(a, b)
         errs.append(float(cp.abs(c - ref).max() / cp.abs(ref).max()))
     assert errs[1] < 2e-3 and errs[1] <= 1.5 * errs[0], errs
+
+
+# (N, floats of C's row pitch past N, floats of offset before C, beta): the nn DIRECT epilogue's
+# 8-byte stores after a shuffle (N, ldc and C's address all even) and its 4-byte ones (an odd
+# pitch, an odd address, an odd N), with beta 0 (C holds NaN: never read) and beta 3.
+EPILOGUE = [(136, 0, 0, 0.0), (130, 2, 2, 3.0), (130, 1, 0, 3.0), (130, 2, 1, 3.0), (129, 3, 0, 0.0), (136, 4, 0, 3.0)]
+
+
+@pytest.mark.parametrize("N, extra, offset, beta", EPILOGUE, ids=lambda v: str(v))
+def test_medium_nn_writes_c_at_every_pitch_and_alignment(N, extra, offset, beta):
+    """medium nn reading in place (consumers compute C^T = B^T A^T) writes alpha * A @ B + beta * C
+    at every pitch, address and tail of C, and not one float outside C's columns."""
+    import cupy as cp
+
+    import autotune
+
+    M, K = 200, 96
+    rng = cp.random.default_rng(7)
+    a = rng.standard_normal((M, K), dtype=cp.float32)
+    b = rng.standard_normal((K, N), dtype=cp.float32)
+    base = rng.standard_normal((M, offset + N + extra), dtype=cp.float32)
+    if beta == 0.0:
+        base[:, offset : offset + N] = cp.nan
+    before = base.copy()
+    c = base[:, offset : offset + N]
+    fam = Family.load("wgmma_tf32")
+    params = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="medium", ACC="tc", DIRECT=1)
+    cfg = fam.built_for(Config.make("wgmma_tf32", params), Problem(8, 8, 8, "nn", precision="medium"))
+    assert fam.derive(cfg.as_dict())["TRANSPOSED"] == 1
+    autotune.load(config=cfg)(a, b, out=c, alpha=0.5, beta=beta)
+    c0 = cp.nan_to_num(before[:, offset : offset + N].astype(cp.float64)) if beta else 0.0
+    ref = 0.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) + beta * c0
+    err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
+    assert err < 2e-3, err
+    assert bool((base[:, :offset] == before[:, :offset]).all()) and bool(
+        (base[:, offset + N :] == before[:, offset + N :]).all()
+    )
