@@ -56,6 +56,7 @@ from .expr import Expr
 
 HELPER_BLOCK = 256  # threads of a helper kernel (_scale_c, _pack_b, _prepare, _pack_c, _unpack_c, _scale_tiles)
 HELPER_GRID_MAX = 4096  # grid-stride helpers need no more blocks than this
+HELPER_ITEMS = 4  # elements a thread of _scale_c, _pack_b, _pack_c, _unpack_c takes a pass (AT_ITEMS)
 
 # Kernel arguments: device pointers, floats, and the integer launch values a kernel reads.
 # B and C: those the SGEMM kernel reads and writes (packed or not); _IN: the caller's.
@@ -299,16 +300,21 @@ def _steps(launch: Launch, block: int, batched: bool, tensor_maps: bool) -> list
     main_args += LONGS if batched else ()
     main_args += TENSOR_MAPS if tensor_maps else ()
     grid = f"min({HELPER_GRID_MAX}, cdiv({{}}, {HELPER_BLOCK}))"
-    rows = (f"min({HELPER_GRID_MAX}, M)", "1", "1")  # the copies of C: a block a row
+    # The copies' grid (at_each_element): a block per piece of HELPER_ITEMS * HELPER_BLOCK columns
+    # of a row, or of as many elements where rows are narrower than a block.
+    span, wide = HELPER_BLOCK * HELPER_ITEMS, HELPER_BLOCK
+    copies = f"min({HELPER_GRID_MAX}, {{0}} * cdiv({{1}}, {span}) if {{1}} >= {wide} else cdiv({{0}} * {{1}}, {span}))"
+    over_c = (copies.format("M", "N"), "1", "1")
     steps = []
     if launch.pack_c is not None:
         args = ("M", "N", "ldc", "pitch_c", "C_IN", "C_PACKED")
-        steps.append(Step("_pack_c", "pack_c", rows, HELPER_BLOCK, False, args, beta_only=True))
+        steps.append(Step("_pack_c", "pack_c", over_c, HELPER_BLOCK, False, args, beta_only=True))
     args = ("M", "N_k", "ldc_k", "beta", "C")
-    steps.append(Step("_scale_c", "scale_c", (grid.format("M * N"), "1", "1"), HELPER_BLOCK, False, args))
+    steps.append(Step("_scale_c", "scale_c", over_c, HELPER_BLOCK, False, args))
     if launch.pack_b is not None:
         args = ("K", "N", "ldb", "pitch_b", "B_IN", "B_PACKED")
-        steps.append(Step("_pack_b", "pack_b", (grid.format("K * pitch_b"), "1", "1"), HELPER_BLOCK, False, args))
+        # (PACKB 2's transposing _pack_b walks 32 x 32 tiles grid-stride: any grid serves it)
+        steps.append(Step("_pack_b", "pack_b", (copies.format("K", "pitch_b"), "1", "1"), HELPER_BLOCK, False, args))
     if launch.prepare is not None:
         args = ("M", "N_k", "K", "A", "lda", "B", "ldb_k", "WS")
         steps.append(Step("_prepare", "prepare", (grid.format("prepare"), "1", "1"), HELPER_BLOCK, False, args))
@@ -320,7 +326,7 @@ def _steps(launch: Launch, block: int, batched: bool, tensor_maps: bool) -> list
         steps.append(Step("_tail", "tail_tiles", ("tail_grid", "1", "1"), block, True, (*main_args, "tail_first")))
     if launch.pack_c is not None:
         args = ("M", "N", "pitch_c", "ldc", "C_PACKED", "C_IN")
-        steps.append(Step("_unpack_c", "pack_c", rows, HELPER_BLOCK, False, args))
+        steps.append(Step("_unpack_c", "pack_c", over_c, HELPER_BLOCK, False, args))
     return steps
 
 
