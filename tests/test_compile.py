@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from helpers import families
+from helpers import ROOT, families
 
 from autotune.evaluate import prepare
 from autotune.gpu.compile import CompileError, compile_source, parse_resources
@@ -132,12 +132,13 @@ def test_a_split_launch_counts_its_tail_kernel():
     assert (r.registers, r.spill_bytes) == (200, 2 * 356)  # the most registers, every spill
 
 
-def _sass(params, kernel=DEFAULT_KERNEL):
+def _sass(params, kernel=DEFAULT_KERNEL, family: Family | str = "warptile"):
     """One kernel's SASS instructions (addresses dropped) in a config's module, and the compile."""
     import subprocess
     import tempfile
 
-    c = compile_source(render(Family.load("warptile").resolve(params)), "sm_90", DEFAULT_KERNEL)
+    fam = Family.load(family) if isinstance(family, str) else family
+    c = compile_source(render(fam.resolve(params)), "sm_90", DEFAULT_KERNEL)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(c.cubin)
         f.flush()
@@ -301,3 +302,70 @@ def test_fewrows_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100
     assert fam.broken_rules(Config.make("fewrows", {**k_major[0].as_dict(), "MR": 2}))
     too_many = Config.make("fewrows", {**flat, "WARPS": 4, "WK": 16})
     assert any("threads 2048" in v for v in fam.violations(too_many, h100))
+
+
+def test_fewcols_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100):
+    """fewcols with WK warps of a block along K: its seeds build for B stored K x N and N x K with
+    no spills and the shared memory they declare (B's chunk, the warps' sums and the last block's
+    flag); WK = 1 renders no such buffer, a block above 1024 threads is refused, and lanes along K
+    take whole 128-float steps of a chunk per warp."""
+    fam = Family.load("fewcols")
+    deep = [c for c in Space.load("fewcols").seeds if c["WK"] > 1]
+    assert {c["NR"] for c in deep} >= {1, 8, 16} and {c["LANE_ROWS"] for c in deep} == {0, 1}
+    for cfg in deep:
+        for trans_b in (0, 1):
+            resolved = fam.resolve({**cfg.as_dict(), "TRANS_B": trans_b})
+            env = resolved.env
+            assert env["THREADS"] == 32 * env["WARPS"] * env["WK"] and not fam.violations(resolved, h100)
+            source = render(resolved)
+            assert "red[" in source and "__syncthreads();" in source
+            res = compile_source(source, "sm_90", DEFAULT_KERNEL).resources
+            assert res.spill_bytes == 0 and res.registers * env["THREADS"] <= h100.regs_per_block, (cfg.name, res)
+            assert res.smem_static_bytes == env["SMEM_BYTES"], (cfg.name, trans_b, res)
+    flat = {**deep[0].as_dict(), "WK": 1}
+    assert "red[" not in render(fam.resolve(flat))
+    too_many = Config.make("fewcols", {**flat, "WARPS": 8, "WK": 8})
+    assert any("threads 2048" in v for v in fam.violations(too_many, h100))
+    # Lanes along K: 4 warps along K, each a whole 128-float step of a chunk (512 floats, not 256).
+    point = dict(NR=4, RPW=2, WARPS=2, WK=4, UNROLL=2, STREAM=1)
+    assert fam.broken_rules(Config.make("fewcols", {**point, "KCHUNK": 256}))
+    assert not fam.broken_rules(Config.make("fewcols", {**point, "KCHUNK": 512}))
+
+
+# fewcols' template before its warps along K (WK): with WK = 1 the family builds that kernel.
+FEWCOLS_BEFORE_WK = "578abe9"
+
+
+@pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+def test_fewcols_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
+    """fewcols with WK = 1 is the kernel the family built before WK, instruction for instruction
+    (branch targets aside, as in the PACKB 2 comparison), for every seed in both layouts with both
+    reductions: what was measured before WK still describes it. Needs the checkout's history."""
+    import subprocess
+
+    try:
+        before = subprocess.run(
+            ["git", "show", f"{FEWCOLS_BEFORE_WK}:templates/fewcols.cu.j2"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip(f"needs git and commit {FEWCOLS_BEFORE_WK} of this checkout")
+    (tmp_path / "fewcols.cu.j2").write_text(before)
+    old, new = Family.load("fewcols", tmp_path), Family.load("fewcols")
+    assert "WK" not in old.params and new.params["WK"].default == 1
+    flat = [c for c in Space.load("fewcols").seeds if c["WK"] == 1]
+    assert len(flat) >= 8 and {c["LANE_ROWS"] for c in flat} == {0, 1}
+    for seed in flat:
+        for trans_b in (0, 1):
+            for reduce in ("atomic", "last_block"):
+                params = {k: v for k, v in seed.as_dict().items() if k != "WK"} | {"TRANS_B": trans_b, "REDUCE": reduce}
+                was, _ = _sass(params, family=old)
+                now, _ = _sass({**params, "WK": 1}, family=new)
+                assert len(now) > 1000 and _without_branch_targets(was) == _without_branch_targets(now), (
+                    seed.name,
+                    trans_b,
+                    reduce,
+                )

@@ -99,3 +99,35 @@ def test_fewrows_warps_along_k_and_k_major_a_correct(gpu_evaluator, shape):
         bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
         assert not bad and len(ms) == len(mine), "\n".join(bad)
         assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
+
+
+@pytest.mark.parametrize("shape", [(4097, 1, 3001), (1001, 3, 777), (333, 16, 5000), (130, 17, 4099), (6, 3, 2)])
+def test_fewcols_warps_along_k_correct(gpu_evaluator, shape):
+    """fewcols with WK warps of a block along K, their sums met in shared memory, in both lane
+    layouts (LANE_ROWS): M not a whole number of blocks' rows, N of 1-17 columns (several column
+    groups, N % 4 != 0), K not a whole number of chunks or steps (and K % 4 != 0: A's rows
+    unaligned, the scalar loads), B in either layout, one chunk (no split) and several (atomics
+    or the last block), against FP64."""
+    points = [
+        (1, 4, 2, 8, 4096, 2, 0),
+        (4, 2, 2, 4, 512, 1, 0),  # UNROLL 2 spills under TRANS_B + last_block: the filter rejects it
+        (16, 2, 1, 2, 256, 4, 0),
+        (16, 2, 2, 4, 256, 2, 1),
+        (8, 2, 2, 4, 512, 2, 1),
+        (8, 1, 1, 8, 256, 4, 1),
+    ]
+    for trans_b in (0, 1):
+        problem = Problem(*shape, layout="nt" if trans_b else "nn")
+        mine = [
+            Config.make(
+                "fewcols",
+                dict(NR=nr, RPW=rpw, WARPS=w, WK=wk, KCHUNK=kc, UNROLL=u, LANE_ROWS=lr, STREAM=1, REDUCE=red)
+                | {"TRANS_B": trans_b},
+            )
+            for nr, rpw, w, wk, kc, u, lr in points
+            for red in ("atomic", "last_block")
+        ]
+        ms = gpu_evaluator.evaluate(mine, problem, verify_only=True)
+        bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
+        assert not bad and len(ms) == len(mine), "\n".join(bad)
+        assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
