@@ -86,19 +86,11 @@ def test_fewrows_warps_along_k_and_k_major_a_correct(gpu_evaluator, shape):
         (8, 2, 2, 4, 256, 2, 1),
     ]
     for trans_a in (0, 1):
-        problem = Problem(*shape, layout="tn" if trans_a else "nn")
-        mine = [
-            Config.make(
-                "fewrows",
-                dict(MR=mr, WARPS=w, WK=wk, KT=kt, KCHUNK=kc, UNROLL=u, AK=ak, STREAM=1, REDUCE=red, TRANS_A=trans_a),
-            )
+        params = [
+            dict(MR=mr, WARPS=w, WK=wk, KT=kt, KCHUNK=kc, UNROLL=u, AK=ak, STREAM=1, TRANS_A=trans_a)
             for mr, w, wk, kt, kc, u, ak in points
-            for red in ("atomic", "last_block")
         ]
-        ms = gpu_evaluator.evaluate(mine, problem, verify_only=True)
-        bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
-        assert not bad and len(ms) == len(mine), "\n".join(bad)
-        assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
+        _each_reduction_right(gpu_evaluator, "fewrows", params, Problem(*shape, layout="tn" if trans_a else "nn"))
 
 
 @pytest.mark.parametrize("shape", [(4097, 1, 3001), (1001, 3, 777), (333, 16, 5000), (130, 17, 4099), (6, 3, 2)])
@@ -117,17 +109,17 @@ def test_fewcols_warps_along_k_correct(gpu_evaluator, shape):
         (8, 1, 1, 8, 256, 4, 1),
     ]
     for trans_b in (0, 1):
-        problem = Problem(*shape, layout="nt" if trans_b else "nn")
-        mine = [
-            Config.make(
-                "fewcols",
-                dict(NR=nr, RPW=rpw, WARPS=w, WK=wk, KCHUNK=kc, UNROLL=u, LANE_ROWS=lr, STREAM=1, REDUCE=red)
-                | {"TRANS_B": trans_b},
-            )
+        params = [
+            dict(NR=nr, RPW=rpw, WARPS=w, WK=wk, KCHUNK=kc, UNROLL=u, LANE_ROWS=lr, STREAM=1, TRANS_B=trans_b)
             for nr, rpw, w, wk, kc, u, lr in points
-            for red in ("atomic", "last_block")
         ]
-        ms = gpu_evaluator.evaluate(mine, problem, verify_only=True)
-        bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
-        assert not bad and len(ms) == len(mine), "\n".join(bad)
-        assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
+        _each_reduction_right(gpu_evaluator, "fewcols", params, Problem(*shape, layout="nt" if trans_b else "nn"))
+
+
+def _each_reduction_right(gpu_evaluator, family: str, params: list[dict], problem: Problem) -> None:
+    """Each of `params` with both reductions of a split K runs (none rejected) and matches FP64."""
+    mine = [Config.make(family, p | {"REDUCE": red}) for p in params for red in ("atomic", "last_block")]
+    ms = gpu_evaluator.evaluate(mine, problem, verify_only=True)
+    bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
+    assert not bad and len(ms) == len(mine), "\n".join(bad)
+    assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
