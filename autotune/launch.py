@@ -56,7 +56,7 @@ from .expr import Expr
 
 HELPER_BLOCK = 256  # threads of a helper kernel (_scale_c, _pack_b, _prepare, _pack_c, _unpack_c, _scale_tiles)
 HELPER_GRID_MAX = 4096  # grid-stride helpers need no more blocks than this
-HELPER_ITEMS = 4  # elements a thread of _scale_c, _pack_b, _pack_c, _unpack_c takes a pass (AT_ITEMS)
+HELPER_ITEMS = 4  # elements a thread of _scale_c, _pack_b, _pack_c, _unpack_c takes a pass (AT_ITEMS in _common)
 
 # Kernel arguments: device pointers, floats, and the integer launch values a kernel reads.
 # B and C: those the SGEMM kernel reads and writes (packed or not); _IN: the caller's.

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jinja2
 
+from .launch import HELPER_ITEMS
 from .space import TEMPLATE_DIR, Resolved
 from .types import UserError
 
@@ -17,7 +18,7 @@ DEFAULT_KERNEL = "autotune_sgemm"
 def environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environment:
     # StrictUndefined: a misspelled parameter fails here instead of rendering as "".
     # The built-in folder comes second, so templates from elsewhere can include _common.cuh.j2.
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader([str(template_dir), str(TEMPLATE_DIR)]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -25,6 +26,9 @@ def environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    # The helper copies' elements a thread a pass: launch.py sizes their grids by it.
+    env.globals["HELPER_ITEMS"] = HELPER_ITEMS
+    return env
 
 
 def template(template_dir: Path, name: str) -> jinja2.Template:
