@@ -1,0 +1,46 @@
+"""benchmarks/scaling.py's simulation: the costs it is given add up as a search spends them."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import scaling  # noqa: E402 - after the sys.path line that finds benchmarks/
+
+STARTUP = {"import_s": 1.0, "evaluator_s": 1.0, "cublas_s": 1.0, "plan_s": 10.0, "queue_s": 1.0}
+FREE_STORAGE = {"host_s_per_trial": [0.0], "server_cpu_s_per_trial": [0.0]}
+
+
+def run(workers, trials=128, compile_s=1.0, gpu_s=0.1, storage=FREE_STORAGE, plan_once=False, cores=16):
+    inputs = {"compile_s": [compile_s], "gpu_call_s": [gpu_s], "startup": [STARTUP]}
+    return scaling.simulate_one(workers, trials, inputs, storage, cores, 4, 0, plan_once)
+
+
+def test_one_worker_is_start_up_then_a_compile_bound_pipeline():
+    r = run(1)
+    assert r["start_up_s"] == 14.0  # imports, GPU worker, cuBLAS, plan, queue: once
+    # 8 trials in flight; a new one is asked once the GPU has run the last (as TrialLoop does),
+    # so each slot turns over in a compile plus a run: 1.1 s for 8 trials.
+    body = r["wall_s"] - r["start_up_s"] - scaling.FINAL_S
+    assert 128 * 1.1 / 8 <= body <= 128 * 1.1 / 8 + 1.2
+    assert 0.5 < r["gpu_busy"] < 0.8
+
+
+def test_workers_start_again_and_plan_again_unless_passed_the_plan():
+    assert run(2)["start_up_s"] == 14.0 + 12.0
+    assert run(2, plan_once=True)["start_up_s"] == 14.0 + 2.0
+
+
+def test_more_workers_never_slower_when_trials_abound_and_the_floor_is_the_start_up():
+    walls = [run(w, trials=1024)["wall_s"] for w in (1, 2, 4, 8, 16)]
+    assert all(a > b for a, b in zip(walls, walls[1:], strict=False))
+    few = run(64, trials=128)
+    assert few["wall_s"] < few["start_up_s"] + scaling.FINAL_S + 3  # two trials a worker: one round
+
+
+def test_a_slow_database_binds():
+    slow = {"host_s_per_trial": [0.0], "server_cpu_s_per_trial": [0.2]}
+    r = run(16, trials=256, storage=slow)
+    # 256 requests of 0.2 s on 4 server cores: at least 12.8 s, whatever the workers do.
+    assert r["wall_s"] - r["start_up_s"] - scaling.FINAL_S >= 256 * 0.2 / 4
+    assert r["db_busy"] > 0.9
