@@ -17,7 +17,8 @@ H100); the optimum is the best ever measured: every run's pick, the best configs
 timings, and the shipped seeds of that part, all re-timed in this process at the end. Kernel
 Tuner's CuPy backend passes a kernel's dynamic shared memory without raising CUDA's 48 KB
 default cap, which would fail every config of more (most of warptile's best ones): a shim sets
-`max_dynamic_shared_size_bytes` before each launch, as autotune's runner does.
+`max_dynamic_shared_size_bytes` before each launch, as autotune's runner does (and another lets
+the backend start on a GPU whose UUID holds a zero byte: patch_kernel_tuner).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -121,14 +123,21 @@ class OneLaunch:
         return self.geometry(params)[0].has_workspace
 
 
-def raise_smem_cap() -> None:
-    """Kernel Tuner's CuPy backend launches with the dynamic shared memory it is given but leaves
-    CUDA's default cap of 48 KB on the kernel: raise the cap to that size before each launch."""
-    from kernel_tuner.backends.cupy import CupyFunctions
+def patch_kernel_tuner() -> None:
+    """Two mends to Kernel Tuner's CuPy backend (1.5.0), neither touching what it tunes or times.
 
-    if getattr(CupyFunctions.run_kernel, "raises_smem_cap", False):
+    Its launches pass the dynamic shared memory size but leave CUDA's default cap of 48 KB on
+    the kernel: the cap is raised to that size before each launch, as autotune's runner does.
+    It labels the device with `uuid.UUID(bytes=props["uuid"])`, but CuPy returns the UUID as a
+    C string, cut at its first zero byte, so on a GPU whose UUID holds one the backend cannot
+    start: the label is padded back to 16 bytes."""
+    import uuid
+
+    import kernel_tuner.backends.cupy as kt_cupy
+
+    if getattr(kt_cupy.CupyFunctions.run_kernel, "raises_smem_cap", False):
         return
-    launch = CupyFunctions.run_kernel
+    launch = kt_cupy.CupyFunctions.run_kernel
 
     def run_kernel(self, func, gpu_args, threads, grid, stream=None):
         if self.smem_size > 48 * 1024:
@@ -136,7 +145,14 @@ def raise_smem_cap() -> None:
         return launch(self, func, gpu_args, threads, grid, stream)
 
     run_kernel.raises_smem_cap = True
-    CupyFunctions.run_kernel = run_kernel
+    kt_cupy.CupyFunctions.run_kernel = run_kernel
+
+    class PaddedUUID:
+        @staticmethod
+        def UUID(bytes):  # stands in for the uuid module's class
+            return uuid.UUID(bytes=bytes.ljust(16, b"\0")[:16])
+
+    kt_cupy.uuid = PaddedUUID
 
 
 def run_kernel_tuner(
@@ -144,7 +160,7 @@ def run_kernel_tuner(
 ):
     import kernel_tuner
 
-    raise_smem_cap()
+    patch_kernel_tuner()
     M, N, K = problem.M, problem.N, problem.K
     rng = np.random.default_rng(seed)
     A = rng.random((M, K), dtype=np.float32) * 2 - 1
@@ -394,6 +410,7 @@ def main() -> int:  # noqa: PLR0915 - one script in order: both tools, the same 
                 r = run_kernel_tuner(fam, space, ev.limits, problem, strategy, args.fevals, rep)
             except Exception as exc:  # noqa: BLE001 - report the strategy that broke, go on
                 print(f"kernel_tuner {strategy} rep {rep}: failed: {type(exc).__name__}: {exc}", flush=True)
+                traceback.print_exc()
                 continue
             r.update(tool="kernel_tuner", strategy=strategy, repeat=rep)
             runs.append(r)
