@@ -13,8 +13,9 @@ optimum, so the fraction of optimum does not depend on either tool's timer.
 vectorized: the 288-point space below (182 valid); the optimum is the best of a brute force.
 warptile: the part of configs/warptile.yaml that Kernel Tuner can launch -- one kernel and no
 workspace, so the data_parallel schedule without split-K (75,348 valid points at 4096^3 on the
-H100); the optimum is the best ever measured: every run's pick, the best configs by their own
-timings, and the shipped seeds of that part, all re-timed in this process at the end. Kernel
+H100); the optimum is the best ever measured: every run's pick and the shipped seeds of that
+part (with --optimum-from, an earlier run's re-timed configs too), all re-timed in this
+process at the end. Kernel
 Tuner's CuPy backend passes a kernel's dynamic shared memory without raising CUDA's 48 KB
 default cap, which would fail every config of more (most of warptile's best ones): a shim sets
 `max_dynamic_shared_size_bytes` before each launch, as autotune's runner does (and another lets
@@ -51,10 +52,10 @@ from autotune.types import Config, Problem
 SPACE = {"BM": [32, 64, 128, 256], "BN": [32, 64, 128, 256], "BK": [8, 16, 32], "TM": [4, 8, 16], "TN": [4, 8]}
 # warptile's values pinned to what one Kernel Tuner launch can run (see the docstring).
 WARPTILE_PINS = {"SCHEDULE": ["data_parallel"], "SPLITK": [1], "PACKB": [1]}
-# Kernel Tuner's strategies with the best fraction of the optimum by replay (vs_kernel_tuner_replay.py,
-# run 21's landscape), and its classic simulated annealing and random sample.
 # autotune's NVRTC options but ptxas's report (CuPy names the target itself).
 KT_OPTIONS = tuple(o for o in OPTIONS if not o.startswith("-Xptxas"))
+# Kernel Tuner's strategies with the best fraction of the optimum by replay (vs_kernel_tuner_replay.py,
+# run 21's landscape), and its classic simulated annealing and random sample.
 KT_STRATEGIES = ["hybrid_vndx", "diff_evo", "simulated_annealing", "random_sample"]
 
 
