@@ -321,7 +321,7 @@ def _list_parser(sub) -> None:
     ls.add_argument(
         "--count",
         action="store_true",
-        help="count the valid points of every space now (warptile's takes tens of seconds); the counts "
+        help="count the valid points of every space now (a few seconds for all); the counts "
         "are cached per template, space and limits, and shown from the cache otherwise",
     )
     ls.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
@@ -416,7 +416,7 @@ def cmd_list(args) -> int:
     if uncounted:
         print(
             f"? = not counted yet for {limits.name} ({', '.join(uncounted)}): 'autotune list --count' counts "
-            "them once (warptile's space takes tens of seconds), a dry run too"
+            "them once (a few seconds), a dry run too"
         )
     for slug in gpu_dirs(args.results):
         for _p, rec in iter_records(args.results, slug):

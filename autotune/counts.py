@@ -1,8 +1,8 @@
 """How many points of a space pass the static filter, remembered between runs.
 
 Counting enumerates and filters the whole space (10 million points for warptile's default
-space: tens of seconds), so `autotune list` takes counts from this cache and computes them only
-when asked (`--count`); a dry run, which enumerates anyway, stores what it counted. A count is
+space: 1-2 s), so `autotune list` takes counts from this cache and computes them only when asked
+(`--count`); a dry run, which enumerates anyway, stores what it counted. A count is
 keyed by the family's template text (its fingerprint), the space's value lists, the device
 limits and the code of the filter itself, so any of them changing makes it unknown again.
 """

@@ -219,8 +219,13 @@ class Config:
         had before layouts existed, which stored results, replay tables and studies use; so does
         one for a single product, BATCHED 0). Kept once made: a search looks up the names of
         a whole space (600,000 points) several times."""
-        shown = [f"{k}{v}" for k, v in self.params if not (k in PINNED_PARAMS and v == 0)]
-        return "_".join([self.family, *shown])
+        return self.family + "".join(name_piece(k, v) for k, v in self.params)
+
+
+def name_piece(key: str, value: int | str) -> str:
+    """A parameter's part of a config's name: "_BM128", or "" for a layout parameter at 0. The
+    enumeration builds the names of a whole space from these pieces at once."""
+    return "" if key in PINNED_PARAMS and value == 0 else f"_{key}{value}"
 
 
 def _param_value(family: str, name: str, value: Any) -> int | str:

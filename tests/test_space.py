@@ -1,3 +1,4 @@
+import collections
 import itertools
 import math
 import random
@@ -403,3 +404,60 @@ def test_the_small_tile_experiment_space_loads_and_its_seeds_are_valid(h100):
     assert {(32, 128), (128, 32)} <= tiles
     for seed in sp.seeds:
         assert not fam.violations(fam.resolve(seed).config, h100), seed.name
+
+
+def _walk(sp: Space, limits) -> tuple[list[Config], collections.Counter]:
+    """The enumeration as a depth-first walk, one point at a time: the reference for its order,
+    its points and the first rule blamed for each point removed."""
+    fam, order = sp.family, list(sp.values)
+    derived = [*fam.derived.items(), ("DYNAMIC_SMEM", fam.launch.dynamic_smem)]
+    params_of: dict[str, set[str]] = {p: {p} for p in order}
+    for name, ex in derived:
+        params_of[name] = set().union(*(params_of[n] for n in ex.names))
+    depth = {p: i for i, p in enumerate(order)}
+
+    def level(names):
+        return max((depth[p] for n in names for p in params_of[n]), default=0)
+
+    below = [math.prod(len(sp.values[p]) for p in order[i + 1 :]) for i in range(len(order))]
+    valid, rejected, env = [], collections.Counter(), {}
+
+    def walk(d):
+        for v in sp.values[order[d]]:
+            env[order[d]] = v
+            for name, ex in derived:
+                if level(ex.names) == d:
+                    env[name] = int(ex(env))
+            failed = next((c for c in fam.constraints if level(c.names) == d and not c.holds(env, limits)), None)
+            if failed is not None:
+                rejected[failed.label] += below[d]
+            elif d == len(order) - 1:
+                valid.append(Config.make(fam.name, {p: env[p] for p in order}))
+            else:
+                walk(d + 1)
+
+    walk(0)
+    return valid, rejected
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (1, 4096, 4096), (3000, 8, 77), (8192, 8192, 1024)])
+def test_enumeration_is_the_walk_in_its_order_with_the_same_blame(family, shape, h100):
+    sp = Space.load(family)
+    problem = Problem(*shape)
+    if family == "warptile":  # the whole space is 10^7 points: a walk of a slice (a rule at every level kept)
+        few = dict(BK=[8, 32], STAGES=[2, 4], PREFETCH=[0], SPLITK=[1, 4], MMA_ORDER=[0])
+        sp = Space(sp.family, dict(sp.values, **few), [], "slice")
+    if not sp.family.gaps(problem):  # a family of another precision tier: its space as written
+        sp = sp.for_problem(problem)
+    en = sp.enumerate(h100)
+    valid, rejected = _walk(sp, h100)
+    assert en.valid == valid and en.rejected == rejected
+    assert [c.name for c in en.valid] == [Config(c.family, c.params).name for c in valid]
+    assert sum(rejected.values()) == en.total - len(valid)
+
+
+def test_enumeration_of_a_space_with_no_valid_point_past_the_first_level(h100):
+    fam = Family.load("coarse2d")
+    sp = Space.from_dict(fam, {"space": {"BM": [256], "BN": [256], "BK": [64], "TM": [1, 2], "TN": [1]}}, "x.yaml")
+    assert _walk(sp, h100) == ([], sp.enumerate(h100).rejected)
