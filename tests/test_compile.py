@@ -369,3 +369,18 @@ def test_fewcols_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
                     trans_b,
                     reduce,
                 )
+
+
+@pytest.mark.parametrize("reduce", ["atomic", "last_block"])
+def test_fewrows_largest_shared_memory_point_compiles_to_what_it_declares(reduce, h100):
+    """The static filter admits fewrows points up to 48 KB of SMEM_BYTES; the largest of each
+    REDUCE must build with exactly that much static shared memory (last_block's flag included:
+    left out, 1,204 admitted points were refused by ptxas at 48 KB + 16 bytes)."""
+    fam = Family.load("fewrows")
+    sp = Space.load("fewrows").for_problem(Problem(8, 4096, 4096))
+    points = [c for c in sp.enumerate(h100).valid if c["REDUCE"] == reduce]
+    top = max(points, key=lambda c: fam.derive(c.as_dict())["SMEM_BYTES"])
+    resolved = fam.resolve(top)
+    assert resolved.env["SMEM_BYTES"] > 32 * 1024  # a large point, near the rule
+    res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
+    assert res.smem_static_bytes == resolved.env["SMEM_BYTES"], (top.name, res)
