@@ -97,16 +97,21 @@ def estimate(env: Mapping[str, Any], problem: Problem, limits: DeviceLimits) -> 
     return issue * occupancy * waves * padding * splitting * l2 * no_spill
 
 
+def applies(family, valid: Sequence[Config]) -> bool:
+    """Whether the model ranks this family's points (every point of a family derives the same names)."""
+    return bool(valid) and scorable(family.derive(valid[0].as_dict()))
+
+
 def startup(
     family, valid: Sequence[Config], problem: Problem, limits: DeviceLimits, count: int, seed: int
 ) -> list[Config]:
     """The `count` best-estimated configs of distinct tile shapes (SHAPE_KEYS), ties broken by a
     seeded shuffle; [] when the model does not apply to the family."""
+    if not applies(family, valid):
+        return []
     rng = random.Random(seed)
     pool = list(valid) if len(valid) <= SCORED else rng.sample(list(valid), SCORED)
     rng.shuffle(pool)
-    if not pool or not scorable(family.derive(pool[0].as_dict())):
-        return []
     scored = []
     for cfg in pool:
         env = family.derive(cfg.as_dict())

@@ -7,6 +7,7 @@ re-timed afterwards on one GPU, in this process.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import time
 from collections.abc import Sequence
 
@@ -17,29 +18,53 @@ from .studies import make_plan, queue_plan, recover_stale
 from .trials import Progress, run_trials
 from .types import Problem
 
+WORKER_SEED_STRIDE = 1_000_003  # process i samples with seed + i * this
+
+
+def portable(space: Space) -> tuple:
+    """What a spawned process needs to load the same space (a Space holds compiled expressions,
+    which do not pickle): the same values, seeds or none, and priors, so the same study name."""
+    return (space.family.name, space.source, space.cold, list(space.priors))
+
+
+def rebuilt(portable_space: tuple) -> Space:
+    family, source, cold, priors = portable_space
+    space = Space.load(family, source)
+    space = space.without_seeds() if cold else space
+    return space.with_priors(priors) if priors else space
+
 
 def run_search_process(
     index: int,
     evaluator_spec: dict,
-    families: list[tuple[str, str, bool]],
+    families: list[tuple],
     problem: Problem,
     plan_kwargs: dict,
+    queued,
     deadline_wall: float | None,
     batch: int,
 ) -> None:  # pragma: no cover - subprocess
     """The body of search process `index`: the trials of each family in turn on its own
-    evaluator (device index + the spec's device), the time left shared out over the families."""
+    evaluator (device index + the spec's device), the time left shared out over the families.
+    It starts its evaluator and makes its plans while the parent makes and queues the same plans,
+    and asks for trials once `queued` is set (a study whose seeds or start-up are not queued yet
+    would hand it TPE's draws instead)."""
     from .evaluate import build_evaluator
 
     ev = build_evaluator(evaluator_spec, index)
     try:
-        for i, (family, source, cold) in enumerate(families):
-            space = Space.load(family, source)
-            plan = make_plan(space.without_seeds() if cold else space, problem, ev.limits, **plan_kwargs)
+        # Each process its own sampler seed: with one seed, processes that start together draw
+        # the same configs at the same moments, and measure some twice.
+        kw = dict(plan_kwargs, seed=plan_kwargs["seed"] + WORKER_SEED_STRIDE * index)
+        plans = [make_plan(rebuilt(f), problem, ev.limits, queued_by_parent=True, **kw) for f in families]
+        while not queued.wait(1.0):
+            if mp.parent_process() is not None and not mp.parent_process().is_alive():
+                return
+        for i, plan in enumerate(plans):
             deadline = None
             if deadline_wall is not None:
                 left = deadline_wall - time.time()
-                deadline = time.monotonic() + max(0.0, left) / (len(families) - i)
+                deadline = time.monotonic() + max(0.0, left) / (len(plans) - i)
             run_trials(plan, ev, deadline=deadline, batch=batch, shared=True, recover=False)
     finally:
         ev.close()
@@ -64,24 +89,33 @@ def search_parallel(
     final_evaluator: Evaluator,
 ) -> list[FamilyResult]:
     """`workers` processes (process i on device i) share one study per family; Optuna's storage
-    coordinates them. The top configs are then re-timed by `final_evaluator` (one GPU)."""
-    import multiprocessing as mp
+    coordinates them. The top configs are then re-timed by `final_evaluator` (one GPU).
 
+    The processes start first: their imports, GPU workers and plans overlap the parent's plan."""
     t0 = time.monotonic()
-    kwargs = dict(gpu_slug=gpu_slug, storage=storage, trials=trials, sampler=sampler, seed=seed)
-    plans = [make_plan(sp, problem, limits, **kwargs) for sp in spaces]
-    for plan in plans:
-        queue_plan(plan)
-        recover_stale(plan.open(), wait=True)
     deadline_wall = time.time() + timeout_s if timeout_s is not None else None
+    kwargs = dict(gpu_slug=gpu_slug, storage=storage, trials=trials, sampler=sampler, seed=seed)
     ctx = mp.get_context("spawn")
-    fams = [(sp.family.name, sp.source, sp.cold) for sp in spaces]  # each process loads them again
+    queued = ctx.Event()
+    fams = [portable(sp) for sp in spaces]
     procs = [
-        ctx.Process(target=run_search_process, args=(i, evaluator_spec, fams, problem, kwargs, deadline_wall, batch))
+        ctx.Process(
+            target=run_search_process, args=(i, evaluator_spec, fams, problem, kwargs, queued, deadline_wall, batch)
+        )
         for i in range(workers)
     ]
     for p in procs:
         p.start()
+    try:
+        plans = [make_plan(sp, problem, limits, workers=workers, **kwargs) for sp in spaces]
+        for plan in plans:
+            queue_plan(plan)
+            recover_stale(plan.open(), wait=True)
+    except BaseException:
+        for p in procs:
+            p.terminate()
+        raise
+    queued.set()
     for p in procs:
         p.join()
     failed = [i for i, p in enumerate(procs) if p.exitcode != 0]

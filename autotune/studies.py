@@ -13,6 +13,7 @@ queue: every planned point is enqueued once and popped by exactly one worker.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import hashlib
 import json
@@ -38,6 +39,7 @@ from .types import Config, Problem, UserError
 
 SAMPLERS = ("tpe", "random", "grid")
 TPE_STARTUP = 10  # tpe: random trials before the model; asked at once, they need no results
+STARTUP_POLL_S = 0.25  # a worker waiting for the others' start-up looks again after this
 HEARTBEAT_S, GRACE_S = 2, 8  # a worker silent for GRACE_S has its trials failed and re-queued
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 # Heartbeats and the retry callback are marked experimental; they are what makes workers safe.
@@ -89,7 +91,7 @@ def make_storage(url: str):
         return cached
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
     try:
-        storage = RDBStorage(
+        storage = (_SQLiteStorage if url.startswith("sqlite:") else RDBStorage)(
             url,
             engine_kwargs=engine,
             heartbeat_interval=HEARTBEAT_S,
@@ -104,19 +106,80 @@ def make_storage(url: str):
     return storage
 
 
+_READING = threading.local()  # set while this thread runs one of Optuna's reads of trials
+
+
+class _SQLiteStorage(RDBStorage):
+    """Optuna's RDB storage, its reads of trials marked as reads (see _serialize_sqlite)."""
+
+    def _get_trials(self, *args, **kwargs):
+        return _as_read(super()._get_trials, *args, **kwargs)
+
+    def get_trial(self, trial_id):
+        return _as_read(super().get_trial, trial_id)
+
+
+def _as_read(method, *args, **kwargs):
+    _READING.on = True
+    try:
+        return method(*args, **kwargs)
+    finally:
+        _READING.on = False
+
+
 def _serialize_sqlite(engine) -> None:
     """SQLite has no SELECT ... FOR UPDATE, so two processes can both pop the same queued trial
     (WAITING -> RUNNING). Taking the write lock when each transaction begins makes Optuna's
-    read-then-update atomic across processes (SQLAlchemy's recipe for pysqlite)."""
+    read-then-update atomic across processes (SQLAlchemy's recipe for pysqlite). A read of the
+    trials takes no lock where the file has a write-ahead log: it reads a snapshot while one
+    process writes. With every transaction holding the lock, the reads (TPE reads the whole
+    study for every trial) of all the workers of a host ran one at a time, and two workers
+    were no faster than one."""
     from sqlalchemy import event
+
+    wal = []
 
     @event.listens_for(engine, "connect")
     def _no_implicit_transactions(dbapi_connection, _record):
         dbapi_connection.isolation_level = None
+        # Optuna commits once per parameter of a trial (21 for warptile) and per attribute; in
+        # the default journal each commit waits for the disk twice, which made most of a
+        # trial's host time. With a write-ahead log a commit is an append, synced at
+        # checkpoints: a study survives a killed process (not a power cut mid-checkpoint).
+        # Where the file system cannot hold a WAL (the pragma answers another mode), commits
+        # stay as they were.
+        if dbapi_connection.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() == "wal":
+            dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+            wal.append(True)
+
+    path = engine.url.database
+    lock_path = f"{path}.lock" if path and path != ":memory:" else None
 
     @event.listens_for(engine, "begin")
     def _begin_immediate(connection):
+        if wal and getattr(_READING, "on", False):
+            connection.exec_driver_sql("BEGIN")
+            return
+        # Writers queue on a lock of the operating system first: SQLite's own wait for a busy
+        # file polls with sleeps of 1 to 100 ms, and with a few dozen short writes a trial
+        # (each parameter, attribute and heartbeat) two workers lost more time asleep than
+        # they saved. The kernel hands this lock over at once. One file per connection:
+        # threads of a process (the heartbeats) exclude each other too.
+        if lock_path is not None:
+            info = connection.connection.info
+            if "lock" not in info:
+                info["lock"] = open(lock_path, "a+b")  # kept open: it lives as long as the connection
+            fcntl.flock(info["lock"].fileno(), fcntl.LOCK_EX)
+            info["locked"] = True
         connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    def _unlock(connection):
+        info = connection.connection.info
+        if info.pop("locked", False):
+            fcntl.flock(info["lock"].fileno(), fcntl.LOCK_UN)
+
+    event.listen(engine, "commit", _unlock)
+    event.listen(engine, "rollback", _unlock)
 
     engine.dispose()  # connections opened before the listeners are dropped
 
@@ -174,8 +237,10 @@ class Plan:
     budget: int
     storage_url: str
     # With no seeds, the start-up the static cost model ranks best (cost.startup) instead of
-    # random draws; the neighbour phase then follows the model too. Empty where it does not apply.
+    # random draws; the neighbour phase then follows the model too (`ranked`). Empty where it
+    # does not apply, and in a worker's plan (the parent queued it).
     startup: list[Config] = dataclasses.field(default_factory=list)
+    ranked: bool = False
 
     @functools.cached_property
     def valid_by_name(self) -> dict[str, Config]:
@@ -196,13 +261,17 @@ def make_plan(
     trials: int = 30,
     sampler: str = "tpe",
     seed: int = 0,
+    queued_by_parent: bool = False,
+    workers: int = 1,
 ) -> Plan:
     """Enumerate the space (its layout parameters fixed to the problem's) and name the study;
     no storage is touched. A seed that breaks its template's rules or lies outside the value
     lists is a mistake in the space file (an error); one that is right as written but not here
     -- built for the problem's tier or layout it breaks a rule (a medium seed's tiles do not fit
     high's shared memory), or it exceeds this device's limits -- is left out, as is one written
-    for another layout (Space.seeds_for)."""
+    for another layout (Space.seeds_for). `queued_by_parent`: a worker's plan, whose start-up
+    the parent ranks and queues (the worker needs only whether the model ranks this search).
+    `workers`: the processes that will share the study (a start-up of TPE_STARTUP each)."""
     written = space.seeds_for(problem)
     space = written.for_problem(problem)
     fam = space.family
@@ -230,7 +299,10 @@ def make_plan(
     # few configs of other GPUs do not make a start-up).
     priors = list(dict.fromkeys(fam.built_for(c, problem) for c in space.priors))
     priors = [c for c in priors if c.name in valid and c not in kept]
-    startup = cost.startup(fam, en.valid, problem, limits, TPE_STARTUP, seed) if sampler == "tpe" and not kept else []
+    ranked = sampler == "tpe" and not kept and cost.applies(fam, en.valid)
+    # With several workers, a start-up a worker: each one's first window is the model's picks.
+    count = TPE_STARTUP * workers
+    startup = cost.startup(fam, en.valid, problem, limits, count, seed) if ranked and not queued_by_parent else []
     space = dataclasses.replace(space, seeds=kept + priors, priors=priors)
     return Plan(
         space,
@@ -242,6 +314,7 @@ def make_plan(
         min(trials, len(en.valid)),
         storage,
         startup,
+        ranked,
     )
 
 
@@ -272,12 +345,15 @@ def plan_family(space: Space, problem: Problem, limits, **kwargs) -> Plan:
     return plan
 
 
-def measured_configs(study: optuna.Study) -> dict[str, tuple[TrialState, float | None]]:
-    """Config name -> (state, value) of every config measured in the study, by any worker."""
+def measured_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialState, float | None]]:
+    """Config name -> (state, value) of every config measured in the study, by any worker
+    (among `trials` where the caller has read them already)."""
     out = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+    if trials is None:
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+    for t in trials:
         cname = t.user_attrs.get("config")
-        if cname and t.user_attrs.get("evaluated"):
+        if cname and t.user_attrs.get("evaluated") and t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             out[cname] = (t.state, t.value)
     return out
 

@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 from . import cost
 from .evaluate import Evaluator
 from .space import Space
-from .studies import TPE_STARTUP, Heartbeat, Plan, make_storage, measured_configs, recover_stale
+from .studies import STARTUP_POLL_S, TPE_STARTUP, Heartbeat, Plan, make_storage, measured_configs, recover_stale
 from .types import Config, Measurement, Status
 
 LOCAL_SHARE = 0.4  # tpe: this share of the budget goes to neighbours of the best configs
@@ -155,7 +155,7 @@ class TrialLoop:
         self.local_budget = round(LOCAL_SHARE * plan.budget)
         self.rng = random.Random(plan.seed)
         # A plan started from the cost model climbs by it too: the best-estimated neighbour first.
-        self.rank = self._estimate if plan.startup else None
+        self.rank = self._estimate if plan.ranked else None
 
     def _estimate(self, cfg: Config) -> float:
         fam, problem = self.plan.space.family, self.plan.problem
@@ -168,7 +168,11 @@ class TrialLoop:
         try:
             self.refill()
             done = 0
-            while self.pending:
+            while self.pending or self.waiting_for_startup():
+                if not self.pending:  # the other workers are measuring TPE's start-up
+                    time.sleep(STARTUP_POLL_S)
+                    self.refill()
+                    continue
                 self.evaluate_next()
                 self.refill()
                 done += 1
@@ -212,6 +216,18 @@ class TrialLoop:
         if self.on_trial:
             self.on_trial(m)
 
+    def waiting_for_startup(self) -> bool:
+        """In a shared TPE study: whether other workers are measuring the start-up (fewer than
+        TPE_STARTUP configs measured, some in flight elsewhere) and the queue is empty. An ask
+        now would get a random draw of the whole value lists, most of them outside the valid
+        space: told at once, they crowded TPE's start-up with rejections, and two workers
+        asked twice as often as one for each config measured. So this one waits."""
+        if not (self.shared and self.plan.sampler == "tpe" and self.others) or not self.more():
+            return False
+        return len(self.measured) < TPE_STARTUP and not self.study.get_trials(
+            deepcopy=False, states=(TrialState.WAITING,)
+        )
+
     def more(self) -> bool:
         """Whether to ask more: budget, asks and deadline left, and (grid) queue not empty."""
         return (
@@ -234,7 +250,7 @@ class TrialLoop:
         out: list[tuple[optuna.Trial, Config]] = []
         self.refresh()
         while len(out) < min(n, self.remaining) and self.asks < self.max_asks:
-            if self.past_deadline():
+            if self.past_deadline() or self.waiting_for_startup():
                 break
             self.queue_neighbour()
             trial = self.study.ask()
@@ -247,20 +263,28 @@ class TrialLoop:
                 break
             cfg = self.suggest(trial)
             trial.set_user_attr("config", cfg.name)
+            # Once the config is named, not once a batch: other workers finish and take trials
+            # meanwhile (TPE's draws, the same neighbour), and one just measured or taken would
+            # run twice. Of two workers naming one config at once, the later sees the earlier.
+            self.refresh(asked=trial.number)
             if self.settle(trial, cfg):
                 continue
             self.in_flight.add(cfg.name)
             out.append((trial, cfg))
         return out
 
-    def refresh(self) -> None:
-        """In a shared study, take in what other workers have measured and have in flight."""
+    def refresh(self, asked: int | None = None) -> None:
+        """In a shared study, take in what other workers have measured and have in flight (not
+        counting trial `asked`, this worker's latest)."""
         if not self.shared:
             return
-        self.measured.update(measured_configs(self.study))
+        trials = self.study.get_trials(
+            deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+        )
+        self.measured.update(measured_configs(self.study, trials))
         self.others.clear()
         self.others.update(
-            t.user_attrs.get("config") for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            t.user_attrs.get("config") for t in trials if t.state == TrialState.RUNNING and t.number != asked
         )
         self.others.difference_update(self.in_flight)
         self.others.discard(None)
@@ -286,8 +310,14 @@ class TrialLoop:
         plan = self.plan
         if plan.sampler == "grid":
             return plan.valid[trial.suggest_int("index", 0, len(plan.valid) - 1)]
+        # A parameter of one value is not asked for: Optuna would store it (one commit each, six
+        # of warptile's 21 here) and TPE leaves it out of its model anyway.
         return Config.make(
-            plan.space.family.name, {p: trial.suggest_categorical(p, vals) for p, vals in plan.space.values.items()}
+            plan.space.family.name,
+            {
+                p: trial.suggest_categorical(p, vals) if len(vals) > 1 else vals[0]
+                for p, vals in plan.space.values.items()
+            },
         )
 
     def settle(self, trial: optuna.Trial, cfg: Config) -> bool:

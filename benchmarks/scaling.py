@@ -9,9 +9,9 @@
         --gpu-runs benchmarks/logs/run142-h100 benchmarks/logs/run143-h100 --trials 128 \\
         --workers 1,2,4,8,16,32,64
 
-What a worker does is `autotune search --workers W` as parallel.py runs it: the parent enumerates
-the space and queues the plan, then each worker process starts (imports, its GPU worker,
-enumerates the space again), then asks, compiles and measures with 8 trials in flight: a
+What a worker does is `autotune search --workers W` as parallel.py runs it: the worker processes
+start (imports, their GPU workers, their plans: the enumeration) while the parent enumerates the
+space and queues the plan; then each asks, compiles and measures with 8 trials in flight: a
 trial's compile on one of the worker's CPU cores (16 a GPU on the lent hosts), its run on the
 worker's GPU, Optuna's ask and tell on the worker's main thread and the database server.
 The costs are drawn from measurements, not assumed:
@@ -121,7 +121,7 @@ def measure(args) -> None:
         server.append(_server_cpu_s())
 
     start, server0 = time.perf_counter(), _server_cpu_s()
-    run_trials(plan, ev, on_trial=on_trial)
+    run_trials(plan, ev, on_trial=on_trial, shared=True, recover=False)  # as each of --workers W runs
     host = [b - a for a, b in zip([start, *stamps], stamps, strict=False)]
     db = [b - a for a, b in zip([server0, *server], server, strict=False)]
     out = {
@@ -155,9 +155,11 @@ def _per_n(values: list[float], n: int) -> float:
     return statistics.mean(window)
 
 
-def load_gpu_inputs(folders: list[Path]) -> dict:
+def load_gpu_inputs(folders: list[Path], startup_from: list[Path] | None = None) -> dict:
+    """Compile and GPU-call seconds from the folders' vs_kernel_tuner.py JSON; start-up phases
+    from their startup.txt, or only from `startup_from`'s (a later code's start-up)."""
     compile_s, gpu_s, startup = [], [], []
-    for folder in folders:
+    for folder in dict.fromkeys([*folders, *(startup_from or [])]):
         for path in folder.glob("*.json"):
             doc = json.loads(path.read_text())
             for run in doc.get("runs", []):
@@ -165,7 +167,7 @@ def load_gpu_inputs(folders: list[Path]) -> dict:
                     compile_s += run["each"]["compile_s"]
                     gpu_s += run["each"]["gpu_call_s"]
         st = folder / "startup.txt"
-        if st.is_file():
+        if st.is_file() and (not startup_from or folder in startup_from):
             for line in st.read_text().splitlines():
                 got = dict(re.findall(r"(\w+_s) ([\d.]+)", line))
                 if {"import_s", "evaluator_s", "cublas_s", "plan_s", "queue_s"} <= got.keys():
@@ -183,17 +185,20 @@ def simulate_one(
     cores: int,
     db_cores: int,
     seed: int,
-    plan_once: bool = False,
 ) -> dict:
     """One search of `trials` trials over `workers` workers; times in seconds from the command's start."""
     rng = random.Random(seed)
     phase = {k: statistics.mean(s[k] for s in inputs["startup"]) for k in inputs["startup"][0]}
-    # The command: imports, its GPU worker, cuBLAS's time, the plan (enumeration and the
-    # model's start-up) and its queue. With several workers each spawned process then starts
-    # too: imports, its own GPU worker, the plan again (unless the parent's plan is passed on).
-    t_first = phase["import_s"] + phase["evaluator_s"] + phase.get("cublas_s", 0.0) + phase["plan_s"] + phase["queue_s"]
+    # The command: imports, its GPU worker, cuBLAS's time, then the plan (enumeration and the
+    # model's start-up) and its queue. With several workers the processes are spawned before
+    # the plan and start meanwhile: imports, their own GPU worker and plan (the enumeration, no
+    # model start-up to rank); they ask once the parent has queued. (Logs from before that
+    # worker plan was measured apart give the whole plan for it.)
+    parent = phase["import_s"] + phase["evaluator_s"] + phase.get("cublas_s", 0.0)
+    t_first = parent + phase["plan_s"] + phase["queue_s"]
     if workers > 1:
-        t_first += phase["import_s"] + phase["evaluator_s"] + (0.0 if plan_once else phase["plan_s"])
+        worker = phase["import_s"] + phase["evaluator_s"] + phase.get("worker_plan_s", phase["plan_s"])
+        t_first = parent + max(phase["plan_s"] + phase["queue_s"], worker)
     host, server = storage["host_s_per_trial"], storage["server_cpu_s_per_trial"]
     db_free = [0.0] * db_cores
     busy = {"gpu": 0.0, "compile": 0.0, "db": 0.0}
@@ -247,14 +252,11 @@ def simulate_one(
 
 
 def simulate(args) -> None:
-    inputs = load_gpu_inputs(args.gpu_runs)
+    inputs = load_gpu_inputs(args.gpu_runs, args.startup_from)
     storage = json.loads(Path(args.storage_costs).read_text())
     rows = []
     for w in [int(x) for x in args.workers.split(",")]:
-        runs = [
-            simulate_one(w, args.trials, inputs, storage, args.cores, args.db_cores, s, args.plan_once)
-            for s in range(5)
-        ]
+        runs = [simulate_one(w, args.trials, inputs, storage, args.cores, args.db_cores, s) for s in range(5)]
         row = {k: statistics.mean(r[k] for r in runs) for k in runs[0]}
         rows.append(row)
     base = rows[0]["wall_s"] * rows[0]["workers"] if rows[0]["workers"] == 1 else None
@@ -277,7 +279,7 @@ def simulate(args) -> None:
         )
     last = rows[-1]
     shares = {
-        "the start-up (parent's plan, then each worker's)": last["start_up_s"] / last["wall_s"],
+        "the start-up (imports, GPU workers, the plans)": last["start_up_s"] / last["wall_s"],
         "the database server": last["db_busy"],
         "the compile cores": last["compile_busy"],
         "the GPUs": last["gpu_busy"],
@@ -303,15 +305,13 @@ def main() -> int:
     s = sub.add_parser("simulate", help="project wall time over worker counts")
     s.add_argument("--storage-costs", required=True, help="a `measure` output")
     s.add_argument("--gpu-runs", type=Path, nargs="+", required=True, help="device log folders (see the docstring)")
+    s.add_argument(
+        "--startup-from", type=Path, nargs="+", help="take the start-up phases from these folders' startup.txt only"
+    )
     s.add_argument("--trials", type=int, default=128)
     s.add_argument("--workers", default="1,2,4,8,16,32,64")
     s.add_argument("--cores", type=int, default=16, help="CPU cores a worker (GPU) has for compiles")
     s.add_argument("--db-cores", type=int, default=4, help="cores of the database server")
-    s.add_argument(
-        "--plan-once",
-        action="store_true",
-        help="what if: the worker processes take the parent's plan instead of enumerating the space again",
-    )
     s.add_argument("--out")
     args = ap.parse_args()
     measure(args) if args.cmd == "measure" else simulate(args)

@@ -67,3 +67,27 @@ def test_priors_follow_the_seeds_where_they_are_valid_and_start_their_own_study(
 def test_an_unknown_prior_gpu_is_one_clear_line_before_any_gpu_work(tmp_path):
     r = run("search", "--size", "64", "--priors", "no-such-gpu", "--results", str(tmp_path), "--dry-run")
     assert "no-such-gpu" in _one_clear_line(r)
+
+
+def test_a_worker_process_plans_the_parents_study_seeded_cold_or_with_priors(h100):
+    """search --workers: each process loads the space again (a Space does not pickle); with the
+    priors lost it would name another study and measure beside the one the parent queued."""
+    import pickle
+
+    from autotune.parallel import portable, rebuilt
+
+    base = Space.load("warptile")
+    problem = Problem(2048, 2048, 2048)
+    kw = dict(gpu_slug="h100", storage="memory:w", trials=30)
+    priors = [Config.make("vectorized", A)]
+    vec = Space.load("vectorized").with_priors(priors)
+    for sp in (base, base.without_seeds(), vec, vec.without_seeds()):
+        parent = make_plan(sp, problem, h100, **kw)
+        worker = make_plan(
+            rebuilt(pickle.loads(pickle.dumps(portable(sp)))), problem, h100, queued_by_parent=True, **kw
+        )
+        assert worker.name == parent.name and worker.ranked == parent.ranked
+        assert worker.space.seeds == parent.space.seeds and worker.startup == []
+    cold = make_plan(base.without_seeds(), problem, h100, **kw)
+    assert cold.ranked and len(cold.startup) == 10  # the parent ranks and queues the model's start-up
+    assert not make_plan(vec, problem, h100, **kw).ranked  # seeded: TPE's own order

@@ -11,9 +11,9 @@ STARTUP = {"import_s": 1.0, "evaluator_s": 1.0, "cublas_s": 1.0, "plan_s": 10.0,
 FREE_STORAGE = {"host_s_per_trial": [0.0], "server_cpu_s_per_trial": [0.0]}
 
 
-def run(workers, trials=128, compile_s=1.0, gpu_s=0.1, storage=FREE_STORAGE, plan_once=False, cores=16):
-    inputs = {"compile_s": [compile_s], "gpu_call_s": [gpu_s], "startup": [STARTUP]}
-    return scaling.simulate_one(workers, trials, inputs, storage, cores, 4, 0, plan_once)
+def run(workers, trials=128, compile_s=1.0, gpu_s=0.1, storage=FREE_STORAGE, cores=16, startup=STARTUP):
+    inputs = {"compile_s": [compile_s], "gpu_call_s": [gpu_s], "startup": [startup]}
+    return scaling.simulate_one(workers, trials, inputs, storage, cores, 4, 0)
 
 
 def test_one_worker_is_start_up_then_a_compile_bound_pipeline():
@@ -26,9 +26,11 @@ def test_one_worker_is_start_up_then_a_compile_bound_pipeline():
     assert 0.5 < r["gpu_busy"] < 0.8
 
 
-def test_workers_start_again_and_plan_again_unless_passed_the_plan():
-    assert run(2)["start_up_s"] == 14.0 + 12.0
-    assert run(2, plan_once=True)["start_up_s"] == 14.0 + 2.0
+def test_workers_start_while_the_parent_plans_and_the_slower_of_the_two_binds():
+    # parent: 3 s, then plan + queue 11 s; a worker: imports, GPU worker, its plan (the whole
+    # plan where a log has no worker plan of its own): 12 s, so it is the one waited for.
+    assert run(2)["start_up_s"] == 3.0 + 12.0
+    assert run(2, startup=dict(STARTUP, worker_plan_s=4.0))["start_up_s"] == 3.0 + 11.0
 
 
 def test_more_workers_never_slower_when_trials_abound_and_the_floor_is_the_start_up():

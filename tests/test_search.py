@@ -397,3 +397,77 @@ def test_the_search_and_the_gpu_workers_parent_side_import_no_cupy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_value_list_of_one_is_not_asked_for(tmp_path, h100):
+    """Optuna stores every suggested parameter (a commit each); one with a single value tells TPE
+    nothing, so the trial loop fills it in without asking."""
+    import optuna
+
+    sp = Space.load("coarse2d").without_seeds().for_problem(P)
+    _, table = _table(sp, h100)
+    url = default_storage(tmp_path, "t")
+    r = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=url, trials=12, retime_top=0)
+    single = {p for p, v in sp.values.items() if len(v) == 1}
+    assert single  # the layout parameters, pinned to the problem's
+    trials = optuna.load_study(study_name=r.study_name, storage=url).get_trials()
+    asked = [t for t in trials if not t.user_attrs.get("planned")]
+    assert asked and all(set(t.params) == set(sp.values) - single for t in asked)
+    assert r.evaluated == 12 and r.best is None  # retime_top=0: nothing re-timed
+
+
+def test_a_worker_waits_for_the_start_up_the_others_measure(tmp_path, h100):
+    """In a shared TPE study with the queue taken by another worker and fewer than TPE_STARTUP
+    configs measured, an ask would be a random draw (mostly outside the valid space): the worker
+    waits until the start-up is measured. Alone, it does not wait."""
+    from optuna.trial import TrialState
+
+    from autotune.studies import TPE_STARTUP, plan_family
+    from autotune.trials import TrialLoop
+
+    sp = Space.load("coarse2d").without_seeds()
+    valid, table = _table(sp, h100)
+    url = default_storage(tmp_path, "t")
+    plan = plan_family(sp, P, h100, gpu_slug="t", storage=url, trials=40)
+    study = plan.open()
+    loop = TrialLoop(plan, ReplayEvaluator(table, h100), shared=True, recover=False)
+    lone = TrialLoop(plan, ReplayEvaluator(table, h100), shared=True, recover=False)
+    for c in valid[:TPE_STARTUP]:
+        study.enqueue_trial(c.as_dict(), user_attrs={"config": c.name})
+    lone.refresh()
+    assert not lone.waiting_for_startup()  # nobody else has a trial in flight
+    other = []
+    while study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        other.append(study.ask())  # another worker takes the whole queue
+    loop.refresh()
+    assert loop.waiting_for_startup() and loop.ask_batch(8) == []
+    for t in other:
+        t.set_user_attr("evaluated", True)
+        study.tell(t, 1000.0)
+    loop.refresh()
+    assert not loop.waiting_for_startup()
+
+
+def test_a_shared_sqlite_study_is_read_while_another_process_writes(tmp_path, h100):
+    """Write-ahead log: a read of the trials takes no lock, so the workers of one host read the
+    study (TPE does for every trial) while one of them writes."""
+    import sqlite3
+    import threading
+
+    from autotune.studies import make_storage
+
+    sp = Space.load("coarse2d")
+    _, table = _table(sp, h100)
+    url = default_storage(tmp_path, "t")
+    r = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=url, trials=4, retime_top=0)
+    study_id = make_storage(url).get_study_id_from_name(r.study_name)
+    path = url.removeprefix("sqlite:///")
+    writer = sqlite3.connect(path, isolation_level=None)
+    assert writer.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    got = []
+    reader = threading.Thread(target=lambda: got.append(len(make_storage(url).get_all_trials(study_id))), daemon=True)
+    reader.start()
+    reader.join(10)
+    writer.execute("ROLLBACK")
+    assert got and got[0] >= r.evaluated
