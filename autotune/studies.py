@@ -24,6 +24,7 @@ import warnings
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.storages import (
@@ -170,16 +171,27 @@ def _serialize_sqlite(engine) -> None:
             if "lock" not in info:
                 info["lock"] = open(lock_path, "a+b")  # kept open: it lives as long as the connection
             fcntl.flock(info["lock"].fileno(), fcntl.LOCK_EX)
-            info["locked"] = True
+            held[id(connection.connection)] = info["lock"]  # the pool's proxy, as do_commit gets it
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
-    def _unlock(connection):
-        info = connection.connection.info
-        if info.pop("locked", False):
-            fcntl.flock(info["lock"].fileno(), fcntl.LOCK_UN)
+    # Let go once SQLite has let go: after the COMMIT or ROLLBACK itself (SQLAlchemy's events of
+    # those names come before it, when the next writer would still find the file busy).
+    held: dict[int, Any] = {}
+    dialect = engine.dialect
 
-    event.listen(engine, "commit", _unlock)
-    event.listen(engine, "rollback", _unlock)
+    def _after(end):
+        def wrapped(proxied_connection):
+            try:
+                end(proxied_connection)
+            finally:
+                lock = held.pop(id(proxied_connection), None)
+                if lock is not None:
+                    fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+        return wrapped
+
+    dialect.do_commit = _after(dialect.do_commit)
+    dialect.do_rollback = _after(dialect.do_rollback)
 
     engine.dispose()  # connections opened before the listeners are dropped
 

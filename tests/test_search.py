@@ -450,7 +450,8 @@ def test_a_worker_waits_for_the_start_up_the_others_measure(tmp_path, h100):
 
 def test_a_shared_sqlite_study_is_read_while_another_process_writes(tmp_path, h100):
     """Write-ahead log: a read of the trials takes no lock, so the workers of one host read the
-    study (TPE does for every trial) while one of them writes."""
+    study (TPE does for every trial) while one of them writes; and each write lets go of the
+    writers' lock."""
     import sqlite3
     import threading
 
@@ -471,3 +472,8 @@ def test_a_shared_sqlite_study_is_read_while_another_process_writes(tmp_path, h1
     reader.join(10)
     writer.execute("ROLLBACK")
     assert got and got[0] >= r.evaluated
+    # Writers queue on an OS lock beside the file; after the search none may still hold it.
+    import fcntl
+
+    with open(path + ".lock", "a+b") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises where it is held
