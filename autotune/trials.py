@@ -148,6 +148,7 @@ class TrialLoop:
         self.max_asks = max(50 * plan.budget, 500)
         self.asks = 0
         self.in_flight: set[str] = set()
+        self.host_s = 0.0  # asks and tells since the last evaluation
         self.others: set[str] = set()
         self.pending: list[tuple[optuna.Trial, Config]] = []
         self.exhausted = False
@@ -174,7 +175,9 @@ class TrialLoop:
                     self.refill()
                     continue
                 self.evaluate_next()
+                t = time.monotonic()
                 self.refill()
+                self.host_s += time.monotonic() - t
                 done += 1
                 if self.progress.tty or done % self.batch == 0 or not self.pending:
                     self.progress.update(
@@ -206,13 +209,21 @@ class TrialLoop:
         """Evaluate the pending trial the evaluator has ready first, and tell its outcome."""
         problem = self.plan.problem
         trial, cfg = self.pending.pop(self.evaluator.first_ready([c for _, c in self.pending], problem))
+        t0 = time.monotonic()
         (m,) = self.evaluator.evaluate([cfg], problem)
+        t1 = time.monotonic()
         self.in_flight.discard(cfg.name)
         trial.set_user_attr("worker", self.worker)
         trial.set_user_attr("status", m.status.value)
         trial.set_user_attr("measurement", _measurement_attrs(m))
+        # Where this worker's time went (a search over several GPUs is read from these): the
+        # evaluation (waiting for its compile, then the GPU), and the host's asks and tells
+        # since the last one, all on this loop's thread.
+        timing = {"at_s": t0 - self.started, "evaluate_s": t1 - t0, "host_s": self.host_s}
+        trial.set_user_attr("timing", {k: round(v, 3) for k, v in timing.items()})
         trial.set_user_attr("evaluated", True)  # last: "evaluated" implies a measurement
         self.record(trial, cfg, m)
+        self.host_s = time.monotonic() - t1
         if self.on_trial:
             self.on_trial(m)
 

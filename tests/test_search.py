@@ -477,3 +477,22 @@ def test_a_shared_sqlite_study_is_read_while_another_process_writes(tmp_path, h1
 
     with open(path + ".lock", "a+b") as lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises where it is held
+
+
+def test_each_measured_trial_says_where_its_worker_spent_the_time(tmp_path, h100):
+    """A trial's "timing": when its evaluation began in its worker's loop, how long it took
+    (the compile's wait and the GPU; here the replay's delay), and the host's asks and tells
+    since the previous one."""
+    import optuna
+
+    sp = Space.load("coarse2d")
+    _, table = _table(sp, h100)
+    url = default_storage(tmp_path, "t")
+    ev = ReplayEvaluator(table, h100, delay_s=0.02)
+    r = search_family(sp, P, ev, gpu_slug="t", storage=url, trials=6, sampler="random", retime_top=0)
+    runs = [
+        t for t in optuna.load_study(study_name=r.study_name, storage=url).get_trials() if t.user_attrs.get("evaluated")
+    ]
+    timing = [t.user_attrs["timing"] for t in sorted(runs, key=lambda t: t.user_attrs["timing"]["at_s"])]
+    assert len(timing) == 6 and all(x["evaluate_s"] >= 0.02 and x["host_s"] >= 0 for x in timing)
+    assert all(b["at_s"] >= a["at_s"] + a["evaluate_s"] for a, b in zip(timing, timing[1:], strict=False))
