@@ -519,26 +519,43 @@ class Space:
             rules_at[level(c.names)].append(c)
         below = [math.prod(len(self.values[p]) for p in order[i + 1 :]) for i in range(len(order))]
         rejected: collections.Counter = collections.Counter()
-        cols = _Columns()
-        for d, pname in enumerate(order):
-            cols.extend(pname, self.values[pname])
-            for dname, ex in derived_at[d]:
-                cols.derive(dname, ex.names, lambda env, ex=ex: int(ex(env)))
-            alive = None
-            for rule in rules_at[d]:
-                ok = cols.test(rule.names, lambda env, rule=rule: rule.holds(env, limits), alive)
-                failed = int(np.count_nonzero(~ok if alive is None else alive & ~ok))
-                if failed:
-                    rejected[rule.label] += failed * below[d]
-                alive = ok if alive is None else alive & ok
-            if alive is not None:
-                cols.keep(alive)
+        done: list[_Columns] = []
+
+        def descend(cols: _Columns, first: int) -> None:
+            for d in range(first, len(order)):
+                pname = order[d]
+                if cols.rows > 1 and cols.rows * len(self.values[pname]) > CHUNK_ROWS:
+                    # Bounded memory: the rows so far in slices, each taken down the rest of
+                    # the levels in turn (the order stays the walk's).
+                    step = max(1, CHUNK_ROWS // len(self.values[pname]))
+                    for start in range(0, cols.rows, step):
+                        descend(cols.slice(start, start + step), d)
+                    return
+                cols.extend(pname, self.values[pname])
+                for dname, ex in derived_at[d]:
+                    cols.derive(dname, ex.names, lambda env, ex=ex: int(ex(env)))
+                alive = None
+                for rule in rules_at[d]:
+                    ok = cols.test(rule.names, lambda env, rule=rule: rule.holds(env, limits), alive)
+                    failed = int(np.count_nonzero(~ok if alive is None else alive & ~ok))
+                    if failed:
+                        rejected[rule.label] += failed * below[d]
+                    alive = ok if alive is None else alive & ok
+                if alive is not None:
+                    cols.keep(alive)
+            done.append(cols)
+
+        descend(_Columns(), 0)
         with _no_gc():
-            return Enumeration(cols.configs(fam.name, sorted(order)), self.size, rejected)
+            valid = [c for cols in done for c in cols.configs(fam.name, sorted(order))]
+        return Enumeration(valid, self.size, rejected)
 
     def describe_empty(self, en: Enumeration) -> str:
         reasons = "; ".join(f"{label!r} removed {n}" for label, n in en.top_reasons())
         return f"family {self.family.name}: no valid point among {en.total} ({self.source}); {reasons}"
+
+
+CHUNK_ROWS = 4_000_000  # rows of an enumeration's level at most (warptile's largest: 2.4 million)
 
 
 @contextlib.contextmanager
@@ -572,6 +589,13 @@ class _Columns:
         self.codes[name] = np.tile(np.arange(k, dtype=np.int32), self.rows)
         self.values[name] = list(values)
         self.rows *= k
+
+    def slice(self, start: int, stop: int) -> _Columns:
+        out = _Columns()
+        out.codes = {n: c[start:stop] for n, c in self.codes.items()}
+        out.values = dict(self.values)
+        out.rows = len(range(start, min(stop, self.rows)))
+        return out
 
     def keep(self, mask: np.ndarray) -> None:
         for n in self.codes:
