@@ -9,6 +9,7 @@ outcome. The last LOCAL_SHARE of a TPE budget goes to neighbours of the best con
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import sys
@@ -220,7 +221,7 @@ class TrialLoop:
         # evaluation (waiting for its compile, then the GPU), and the host's asks and tells
         # since the last one, all on this loop's thread.
         timing = {"at_s": t0 - self.started, "evaluate_s": t1 - t0, "host_s": self.host_s}
-        trial.set_user_attr("timing", {k: round(v, 3) for k, v in timing.items()})
+        trial.set_user_attr("timing", {"pid": os.getpid(), **{k: round(v, 3) for k, v in timing.items()}})
         trial.set_user_attr("evaluated", True)  # last: "evaluated" implies a measurement
         self.record(trial, cfg, m)
         self.host_s = time.monotonic() - t1

@@ -8,6 +8,9 @@
     python benchmarks/scaling.py simulate --storage-costs storage_pg.json \\
         --gpu-runs benchmarks/logs/run142-h100 benchmarks/logs/run143-h100 --trials 128 \\
         --workers 1,2,4,8,16,32,64
+    # 3. a real search's study, afterwards: each worker's evaluations (compile wait and GPU),
+    #    host seconds (asks and tells) and the rest, from the trials' `timing`
+    python benchmarks/scaling.py timeline sqlite:///results/<gpu>/optuna.db
 
 What a worker does is `autotune search --workers W` as parallel.py runs it: the worker processes
 start (imports, their GPU workers, their plans: the enumeration) while the parent enumerates the
@@ -292,6 +295,51 @@ def simulate(args) -> None:
         )
 
 
+# ---- timeline: where each worker of a real search spent its time -------------------------------
+
+
+def timeline(storage: str) -> list[dict]:
+    """Per study and worker of a search's storage: the measured trials' `timing` (trials.py) summed,
+    and the rest of the worker's span (waiting for the others' start-up, or idle)."""
+    import optuna
+
+    out = []
+    for name in optuna.get_all_study_names(storage):
+        trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+        by_worker: dict[str, list[dict]] = {}
+        for t in trials:
+            if t.user_attrs.get("evaluated") and "timing" in t.user_attrs:
+                timing = t.user_attrs["timing"]  # at_s counts from its own process's loop start
+                key = f"{t.user_attrs.get('worker', '?')} pid {timing.get('pid', '?')}"
+                by_worker.setdefault(key, []).append(timing)
+        for worker, ts in sorted(by_worker.items()):
+            span = max(x["at_s"] + x["evaluate_s"] for x in ts) - min(x["at_s"] for x in ts)
+            evaluate, host = sum(x["evaluate_s"] for x in ts), sum(x["host_s"] for x in ts)
+            out.append(
+                {
+                    "study": name,
+                    "worker": worker,
+                    "trials": len(ts),
+                    "span_s": span,
+                    "evaluate_s": evaluate,
+                    "host_s": host,
+                    "rest_s": max(0.0, span - evaluate - host),
+                }
+            )
+    return out
+
+
+def print_timeline(args) -> None:
+    print("| study | worker | trials | first to last evaluation s | evaluations s | host s | rest s |")
+    print("|---|---|---|---|---|---|---|")
+    for url in args.storage:
+        for r in timeline(url):
+            print(
+                f"| {r['study']} | {r['worker']} | {r['trials']} | {r['span_s']:.1f} | {r['evaluate_s']:.1f} | "
+                f"{r['host_s']:.1f} | {r['rest_s']:.1f} |"
+            )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -313,8 +361,10 @@ def main() -> int:
     s.add_argument("--cores", type=int, default=16, help="CPU cores a worker (GPU) has for compiles")
     s.add_argument("--db-cores", type=int, default=4, help="cores of the database server")
     s.add_argument("--out")
+    t = sub.add_parser("timeline", help="where each worker of a search spent its time, from its study")
+    t.add_argument("storage", nargs="+", help="Optuna storage URLs (sqlite:///results/<gpu>/optuna.db)")
     args = ap.parse_args()
-    measure(args) if args.cmd == "measure" else simulate(args)
+    {"measure": measure, "simulate": simulate, "timeline": print_timeline}[args.cmd](args)
     return 0
 
 

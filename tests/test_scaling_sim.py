@@ -46,3 +46,26 @@ def test_a_slow_database_binds():
     # 256 requests of 0.2 s on 4 server cores: at least 12.8 s, whatever the workers do.
     assert r["wall_s"] - r["start_up_s"] - scaling.FINAL_S >= 256 * 0.2 / 4
     assert r["db_busy"] > 0.9
+
+
+def test_timeline_sums_each_workers_trials_from_the_study(tmp_path, h100):
+    """`scaling.py timeline` reads a real search's study: per worker (process), its measured
+    trials, the evaluations' seconds (here the replay's delay) and the host's."""
+    import random
+
+    from autotune.replay import ReplayEvaluator
+    from autotune.search import search_family
+    from autotune.space import Space
+    from autotune.studies import default_storage
+    from autotune.types import Problem
+
+    sp = Space.load("coarse2d")
+    valid = sp.enumerate(h100).valid
+    rng = random.Random(0)
+    table = {c.name: rng.uniform(1000, 20000) for c in valid}
+    url = default_storage(tmp_path, "t")
+    ev = ReplayEvaluator(table, h100, delay_s=0.02)
+    search_family(sp, Problem(512, 512, 512), ev, gpu_slug="t", storage=url, trials=8, sampler="random", retime_top=0)
+    (row,) = scaling.timeline(url)
+    assert row["trials"] == 8 and 8 * 0.02 <= row["evaluate_s"] <= row["span_s"] + 1e-6
+    assert row["host_s"] >= 0 and row["worker"].endswith(f"pid {__import__('os').getpid()}")
