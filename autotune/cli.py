@@ -221,6 +221,13 @@ def _search_run_args(s: argparse.ArgumentParser) -> None:
         "hosts share a study through --storage postgresql://...",
     )
     s.add_argument(
+        "--window",
+        type=_positive_int,
+        default=8,
+        help="trials in flight a worker (default 8): compiled in parallel while the GPU runs the "
+        "first ready; a wider window keeps more compile cores busy, and TPE asks with fewer results",
+    )
+    s.add_argument(
         "--candidate-timeout",
         type=_nonneg_float,
         default=30.0,

@@ -114,6 +114,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
         seed=args.seed,
         timeout_s=args.timeout,
         progress=progress,
+        batch=args.window,
     )
     if args.workers > 1:
         results = search_parallel(spaces, problem, spec, args.workers, ev.limits, final_evaluator=ev, **common)

@@ -496,3 +496,24 @@ def test_each_measured_trial_says_where_its_worker_spent_the_time(tmp_path, h100
     timing = [t.user_attrs["timing"] for t in sorted(runs, key=lambda t: t.user_attrs["timing"]["at_s"])]
     assert len(timing) == 6 and all(x["evaluate_s"] >= 0.02 and x["host_s"] >= 0 for x in timing)
     assert all(b["at_s"] >= a["at_s"] + a["evaluate_s"] for a, b in zip(timing, timing[1:], strict=False))
+
+
+def test_search_window_sets_the_trials_in_flight_a_worker(tmp_path, h100, monkeypatch):
+    """`search --window N`: the trial loop keeps N trials in flight (the default 8)."""
+    import json
+
+    import autotune.search as search_module
+    from autotune import cli
+
+    sp = Space.load("coarse2d")
+    _, table = _table(sp, h100)
+    replay = tmp_path / "table.json"
+    replay.write_text(json.dumps({"table": {k: v for k, v in table.items() if not isinstance(v, Status)}}))
+    seen = []
+    real = search_module.run_trials
+    monkeypatch.setattr(search_module, "run_trials", lambda *a, **k: seen.append(k["batch"]) or real(*a, **k))
+    common = ["search", "--size", "512", "--family", "coarse2d", "--trials", "4", "--replay", str(replay)]
+    common += ["--results", str(tmp_path / "r"), "--yes", "--quiet"]
+    assert cli.main([*common, "--window", "3"]) == 0
+    assert cli.main([*common, "--sampler", "random"]) == 0
+    assert seen == [3, 8]
