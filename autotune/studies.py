@@ -172,7 +172,13 @@ def _serialize_sqlite(engine) -> None:
                 info["lock"] = open(lock_path, "a+b")  # kept open: it lives as long as the connection
             fcntl.flock(info["lock"].fileno(), fcntl.LOCK_EX)
             held[id(connection.connection)] = info["lock"]  # the pool's proxy, as do_commit gets it
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:  # no transaction, so no COMMIT or ROLLBACK will let go of the lock
+            lock = held.pop(id(connection.connection), None)
+            if lock is not None:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            raise
 
     # Let go once SQLite has let go: after the COMMIT or ROLLBACK itself (SQLAlchemy's events of
     # those names come before it, when the next writer would still find the file busy).
