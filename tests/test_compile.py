@@ -384,3 +384,42 @@ def test_fewrows_largest_shared_memory_point_compiles_to_what_it_declares(reduce
     assert resolved.env["SMEM_BYTES"] > 32 * 1024  # a large point, near the rule
     res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
     assert res.smem_static_bytes == resolved.env["SMEM_BYTES"], (top.name, res)
+
+
+FEWROWS_BEFORE_WK = "84e737c"  # fewrows' template before warps along K (7447bef) and AK (cf116fc)
+
+
+def test_fewrows_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
+    """fewrows with WK = 1 (and A's chunk row-major, AK = 0) is the kernel the family built before
+    WK, instruction for instruction (branch targets aside), for its one-warp-along-K seeds in both
+    layouts with both reductions: what was measured before WK still describes it. Needs the
+    checkout's history."""
+    import subprocess
+
+    try:
+        before = subprocess.run(
+            ["git", "show", f"{FEWROWS_BEFORE_WK}:templates/fewrows.cu.j2"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip(f"needs git and commit {FEWROWS_BEFORE_WK} of this checkout")
+    (tmp_path / "fewrows.cu.j2").write_text(before)
+    old, new = Family.load("fewrows", tmp_path), Family.load("fewrows")
+    assert "WK" not in old.params and "AK" not in old.params and new.params["WK"].default == 1
+    flat = [c for c in Space.load("fewrows").seeds if c["WK"] == 1 and c["AK"] == 0]
+    assert len(flat) >= 6 and {c["MR"] for c in flat} >= {1, 2, 4, 8, 16}
+    for seed in flat:
+        for trans_a in (0, 1):
+            for reduce in ("atomic", "last_block"):
+                params = {k: v for k, v in seed.as_dict().items() if k not in ("WK", "AK")}
+                params |= {"TRANS_A": trans_a, "REDUCE": reduce}
+                was, _ = _sass(params, family=old)
+                now, _ = _sass({**params, "WK": 1, "AK": 0}, family=new)
+                assert len(now) > 300 and _without_branch_targets(was) == _without_branch_targets(now), (
+                    seed.name,
+                    trans_a,
+                    reduce,
+                )
