@@ -155,6 +155,7 @@ def _serialize_sqlite(engine) -> None:
 
     path = engine.url.database
     lock_path = f"{path}.lock" if path and path != ":memory:" else None
+    no_os_lock: list[bool] = []
 
     @event.listens_for(engine, "begin")
     def _begin_immediate(connection):
@@ -166,12 +167,16 @@ def _serialize_sqlite(engine) -> None:
         # (each parameter, attribute and heartbeat) two workers lost more time asleep than
         # they saved. The kernel hands this lock over at once. One file per connection:
         # threads of a process (the heartbeats) exclude each other too.
-        if lock_path is not None:
+        if lock_path is not None and not no_os_lock:
             info = connection.connection.info
-            if "lock" not in info:
-                info["lock"] = open(lock_path, "a+b")  # kept open: it lives as long as the connection
-            fcntl.flock(info["lock"].fileno(), fcntl.LOCK_EX)
-            held[id(connection.connection)] = info["lock"]  # the pool's proxy, as do_commit gets it
+            try:
+                if "lock" not in info:
+                    info["lock"] = open(lock_path, "a+b")  # kept open: it lives as long as the connection
+                fcntl.flock(info["lock"].fileno(), fcntl.LOCK_EX)
+            except OSError:  # a folder that cannot hold it, or a file system without flock
+                no_os_lock.append(True)  # SQLite's own wait alone, as before
+            else:
+                held[id(connection.connection)] = info["lock"]  # the pool's proxy, as do_commit gets it
         try:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         except BaseException:  # no transaction, so no COMMIT or ROLLBACK will let go of the lock

@@ -517,3 +517,19 @@ def test_search_window_sets_the_trials_in_flight_a_worker(tmp_path, h100, monkey
     assert cli.main([*common, "--window", "3"]) == 0
     assert cli.main([*common, "--sampler", "random"]) == 0
     assert seen == [3, 8]
+
+
+def test_a_file_system_without_flock_keeps_sqlite_s_own_wait(tmp_path, h100, monkeypatch):
+    """Where the OS lock cannot be taken (a network file system without flock), writes go on
+    under SQLite's own locking, as before the OS lock existed."""
+    from autotune import studies
+
+    def no_flock(*_args):
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(studies.fcntl, "flock", no_flock)
+    sp = Space.load("coarse2d")
+    _, table = _table(sp, h100)
+    url = default_storage(tmp_path, "t")
+    r = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=url, trials=5, retime_top=0)
+    assert r.evaluated == 5
