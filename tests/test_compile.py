@@ -333,6 +333,20 @@ def test_fewcols_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100
 
 
 # fewcols' template before its warps along K (WK): with WK = 1 the family builds that kernel.
+def _family_at(commit: str, family: str, folder) -> Family:
+    """A family as its template was at `commit` of this checkout (skips without git or history)."""
+    import subprocess
+
+    try:
+        before = subprocess.run(
+            ["git", "show", f"{commit}:templates/{family}.cu.j2"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip(f"needs git and commit {commit} of this checkout")
+    (folder / f"{family}.cu.j2").write_text(before)
+    return Family.load(family, folder)
+
+
 FEWCOLS_BEFORE_WK = "578abe9"
 
 
@@ -341,20 +355,7 @@ def test_fewcols_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
     """fewcols with WK = 1 is the kernel the family built before WK, instruction for instruction
     (branch targets aside, as in the PACKB 2 comparison), for every seed in both layouts with both
     reductions: what was measured before WK still describes it. Needs the checkout's history."""
-    import subprocess
-
-    try:
-        before = subprocess.run(
-            ["git", "show", f"{FEWCOLS_BEFORE_WK}:templates/fewcols.cu.j2"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip(f"needs git and commit {FEWCOLS_BEFORE_WK} of this checkout")
-    (tmp_path / "fewcols.cu.j2").write_text(before)
-    old, new = Family.load("fewcols", tmp_path), Family.load("fewcols")
+    old, new = _family_at(FEWCOLS_BEFORE_WK, "fewcols", tmp_path), Family.load("fewcols")
     assert "WK" not in old.params and new.params["WK"].default == 1
     flat = [c for c in Space.load("fewcols").seeds if c["WK"] == 1]
     assert len(flat) >= 8 and {c["LANE_ROWS"] for c in flat} == {0, 1}
@@ -394,20 +395,7 @@ def test_fewrows_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
     WK, instruction for instruction (branch targets aside), for its one-warp-along-K seeds in both
     layouts with both reductions: what was measured before WK still describes it. Needs the
     checkout's history."""
-    import subprocess
-
-    try:
-        before = subprocess.run(
-            ["git", "show", f"{FEWROWS_BEFORE_WK}:templates/fewrows.cu.j2"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        pytest.skip(f"needs git and commit {FEWROWS_BEFORE_WK} of this checkout")
-    (tmp_path / "fewrows.cu.j2").write_text(before)
-    old, new = Family.load("fewrows", tmp_path), Family.load("fewrows")
+    old, new = _family_at(FEWROWS_BEFORE_WK, "fewrows", tmp_path), Family.load("fewrows")
     assert "WK" not in old.params and "AK" not in old.params and new.params["WK"].default == 1
     flat = [c for c in Space.load("fewrows").seeds if c["WK"] == 1 and c["AK"] == 0]
     assert len(flat) >= 6 and {c["MR"] for c in flat} >= {1, 2, 4, 8, 16}
