@@ -180,9 +180,7 @@ def _serialize_sqlite(engine) -> None:
         try:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         except BaseException:  # no transaction, so no COMMIT or ROLLBACK will let go of the lock
-            lock = held.pop(id(connection.connection), None)
-            if lock is not None:
-                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            _let_go(connection.connection)
             raise
 
     # Let go once SQLite has let go: after the COMMIT or ROLLBACK itself (SQLAlchemy's events of
@@ -190,14 +188,17 @@ def _serialize_sqlite(engine) -> None:
     held: dict[int, Any] = {}
     dialect = engine.dialect
 
+    def _let_go(proxied_connection) -> None:
+        lock = held.pop(id(proxied_connection), None)
+        if lock is not None:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
     def _after(end):
         def wrapped(proxied_connection):
             try:
                 end(proxied_connection)
             finally:
-                lock = held.pop(id(proxied_connection), None)
-                if lock is not None:
-                    fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+                _let_go(proxied_connection)
 
         return wrapped
 
