@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .cli_dry_run import compile_log, config_from_name, dry_run_all, indent
@@ -88,17 +89,35 @@ def prior_folders(args) -> list[tuple[Path, str]]:
 
 
 def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
-    from .parallel import search_parallel
+    from .parallel import SearchProcesses
     from .results import save_search
-    from .search import search
+    from .search import plan_ahead, search
     from .studies import default_storage
     from .trials import Progress
 
     spaces = with_priors(suited(spaces, problem, named=bool(args.family), limits=ev.limits), problem, args)
     slug = ev.limits.slug
     storage = args.storage or default_storage(args.results, slug)
+    plan_kw = dict(gpu_slug=slug, storage=storage, trials=args.trials, sampler=args.sampler, seed=args.seed)
     t0 = time.monotonic()
-    base = ev.baseline(problem)
+    # cuBLAS is timed on its own thread (it waits on the GPU worker) while this one makes the
+    # first plan and starts its first compiles, or starts the search processes: their start-up
+    # and the baseline overlap. The processes ask for trials only once the baseline is done.
+    procs = first = None
+    with ThreadPoolExecutor(1, thread_name_prefix="cublas") as bg:
+        timing = bg.submit(ev.baseline, problem)
+        try:
+            if args.workers > 1:
+                procs = SearchProcesses(
+                    spaces, problem, spec, args.workers, ev.limits, timeout_s=args.timeout, batch=args.window, **plan_kw
+                )
+            elif spaces:
+                first = plan_ahead(spaces[0], problem, ev, batch=args.window, **plan_kw)
+            base = timing.result()
+        except BaseException:
+            if procs is not None:
+                procs.stop()
+            raise
     print(
         f"{ev.limits.name}: {problem.name}, cuBLAS {base['gflops']:.0f} GFLOP/s "
         f"(strict FP32, same process), {len(spaces)} families, {args.trials} trials each"
@@ -106,20 +125,19 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
         flush=True,
     )
     progress = Progress(enabled=not args.quiet, cublas_gflops=base["gflops"])
-    common = dict(
-        gpu_slug=slug,
-        storage=storage,
-        trials=args.trials,
-        sampler=args.sampler,
-        seed=args.seed,
-        timeout_s=args.timeout,
-        progress=progress,
-        batch=args.window,
-    )
-    if args.workers > 1:
-        results = search_parallel(spaces, problem, spec, args.workers, ev.limits, final_evaluator=ev, **common)
+    if procs is not None:
+        results = procs.run(ev, progress=progress)
     else:
-        results = search(spaces, problem, ev, **common)
+        results = search(
+            spaces,
+            problem,
+            ev,
+            timeout_s=args.timeout,
+            first_plan=first,
+            progress=progress,
+            batch=args.window,
+            **plan_kw,
+        )
     elapsed = time.monotonic() - t0
     command = "autotune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
     path, changed, entries = save_search(

@@ -169,6 +169,10 @@ class GPUEvaluator:
         self.prefetch(configs, problem)
         return [copy.copy(self._prepared.pop((c.name, problem)).result()[0]) for c in configs]
 
+    def setup(self, problem: Problem) -> None:
+        """Make the problem's inputs and reference on the GPU now (else the first call does)."""
+        self._ensure(problem)
+
     def _ensure(self, problem: Problem) -> None:
         if problem != self._problem:
             self.setup_info = self.worker.setup(

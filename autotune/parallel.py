@@ -70,57 +70,74 @@ def run_search_process(
         ev.close()
 
 
-def search_parallel(
-    spaces: Sequence[Space],
-    problem: Problem,
-    evaluator_spec: dict,
-    workers: int,
-    limits,
-    *,
-    gpu_slug: str,
-    storage: str,
-    trials: int = 30,
-    sampler: str = "tpe",
-    seed: int = 0,
-    timeout_s: float | None = None,
-    batch: int = 8,
-    retime_top: int = 3,
-    progress: Progress | None = None,
-    final_evaluator: Evaluator,
-) -> list[FamilyResult]:
-    """`workers` processes (process i on device i) share one study per family; Optuna's storage
-    coordinates them. The top configs are then re-timed by `final_evaluator` (one GPU).
+class SearchProcesses:
+    """`workers` processes (process i on device i) sharing one study per family; Optuna's storage
+    coordinates them. Made in two steps so that the start-up overlaps the parent's cuBLAS
+    baseline: the constructor starts the processes (their imports, GPU workers and plans) and
+    makes and queues the parent's plans; `run` lets the processes ask for trials, waits for
+    them and re-times the top configs on `final_evaluator` (one GPU)."""
 
-    The processes start first: their imports, GPU workers and plans overlap the parent's plan."""
-    t0 = time.monotonic()
-    deadline_wall = time.time() + timeout_s if timeout_s is not None else None
-    kwargs = dict(gpu_slug=gpu_slug, storage=storage, trials=trials, sampler=sampler, seed=seed)
-    ctx = mp.get_context("spawn")
-    queued = ctx.Event()
-    fams = [portable(sp) for sp in spaces]
-    procs = [
-        ctx.Process(
-            target=run_search_process, args=(i, evaluator_spec, fams, problem, kwargs, queued, deadline_wall, batch)
-        )
-        for i in range(workers)
-    ]
-    for p in procs:
-        p.start()
-    try:
-        plans = [make_plan(sp, problem, limits, workers=workers, **kwargs) for sp in spaces]
-        for plan in plans:
-            queue_plan(plan)
-            recover_stale(plan.open(), wait=True)
-    except BaseException:
-        for p in procs:
-            p.terminate()
-        raise
-    queued.set()
-    for p in procs:
-        p.join()
-    failed = [i for i, p in enumerate(procs) if p.exitcode != 0]
-    if failed and progress:
-        progress.stream.write(f"worker(s) {failed} exited with an error; their trials were re-queued\n")
-    return [
-        finish_family(plan, final_evaluator, retime_top=retime_top, started=t0, progress=progress) for plan in plans
-    ]
+    def __init__(
+        self,
+        spaces: Sequence[Space],
+        problem: Problem,
+        evaluator_spec: dict,
+        workers: int,
+        limits,
+        *,
+        gpu_slug: str,
+        storage: str,
+        trials: int = 30,
+        sampler: str = "tpe",
+        seed: int = 0,
+        timeout_s: float | None = None,
+        batch: int = 8,
+    ):
+        self.t0 = time.monotonic()
+        deadline_wall = time.time() + timeout_s if timeout_s is not None else None
+        kwargs = dict(gpu_slug=gpu_slug, storage=storage, trials=trials, sampler=sampler, seed=seed, window=batch)
+        ctx = mp.get_context("spawn")
+        # Set once the plans are queued and the parent's GPU is free: process 0 shares device 0
+        # with the parent, whose cuBLAS baseline is timed meanwhile.
+        self.queued = ctx.Event()
+        fams = [portable(sp) for sp in spaces]
+        self.procs = [
+            ctx.Process(
+                target=run_search_process,
+                args=(i, evaluator_spec, fams, problem, kwargs, self.queued, deadline_wall, batch),
+            )
+            for i in range(workers)
+        ]
+        for p in self.procs:
+            p.start()
+        try:
+            self.plans = [make_plan(sp, problem, limits, workers=workers, **kwargs) for sp in spaces]
+            for plan in self.plans:
+                queue_plan(plan)
+                recover_stale(plan.open(), wait=True)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+
+    def run(
+        self, final_evaluator: Evaluator, retime_top: int = 3, progress: Progress | None = None
+    ) -> list[FamilyResult]:
+        self.queued.set()
+        try:
+            for p in self.procs:
+                p.join()
+        except BaseException:
+            self.stop()
+            raise
+        failed = [i for i, p in enumerate(self.procs) if p.exitcode != 0]
+        if failed and progress:
+            progress.stream.write(f"worker(s) {failed} exited with an error; their trials were re-queued\n")
+        return [
+            finish_family(plan, final_evaluator, retime_top=retime_top, started=self.t0, progress=progress)
+            for plan in self.plans
+        ]

@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from .evaluate import Evaluator
 from .space import Space
-from .studies import Plan, measured_configs, plan_family
+from .studies import Plan, measured_configs, next_queued, plan_family
 from .trials import Progress, run_trials
 from .types import Measurement, Problem, Status
 
@@ -104,21 +104,67 @@ def search_family(
     retime_top: int = 3,
     progress: Progress | None = None,
     on_trial: Callable[[Measurement], None] | None = None,
+    plan: Plan | None = None,
 ) -> FamilyResult:
     """Search one family's space for `problem` in this process; `trials` counts distinct
-    configs measured in the study."""
+    configs measured in the study. `plan`: made beforehand by plan_ahead with the same settings."""
     t0 = time.monotonic()
-    plan = plan_family(
-        space, problem, evaluator.limits, gpu_slug=gpu_slug, storage=storage, trials=trials, sampler=sampler, seed=seed
-    )
+    if plan is None:
+        plan = plan_family(
+            space,
+            problem,
+            evaluator.limits,
+            gpu_slug=gpu_slug,
+            storage=storage,
+            trials=trials,
+            sampler=sampler,
+            seed=seed,
+            window=batch,
+        )
     counts = run_trials(plan, evaluator, deadline=deadline, batch=batch, progress=progress, on_trial=on_trial)
     return finish_family(plan, evaluator, retime_top=retime_top, counts=counts, started=t0, progress=progress)
 
 
+def plan_ahead(
+    space: Space,
+    problem: Problem,
+    evaluator: Evaluator,
+    *,
+    gpu_slug: str,
+    storage: str,
+    trials: int = 30,
+    sampler: str = "tpe",
+    seed: int = 0,
+    batch: int = 8,
+) -> Plan:
+    """A family's plan, queued, with its first window handed to the evaluator to compile: the
+    start of search_family, made while the GPU is busy elsewhere (the cuBLAS baseline)."""
+    plan = plan_family(
+        space,
+        problem,
+        evaluator.limits,
+        gpu_slug=gpu_slug,
+        storage=storage,
+        trials=trials,
+        sampler=sampler,
+        seed=seed,
+        window=batch,
+    )
+    evaluator.prefetch(next_queued(plan, batch), problem)
+    return plan
+
+
 def search(
-    spaces: Sequence[Space], problem: Problem, evaluator: Evaluator, *, timeout_s: float | None = None, **kwargs
+    spaces: Sequence[Space],
+    problem: Problem,
+    evaluator: Evaluator,
+    *,
+    timeout_s: float | None = None,
+    first_plan: Plan | None = None,
+    **kwargs,
 ) -> list[FamilyResult]:
-    """Search each family in turn; a global `timeout_s` is shared out over the families left."""
+    """Search each family in turn; a global `timeout_s` is shared out over the families left.
+    `first_plan`: the first family's, made beforehand (plan_ahead)."""
     start = time.monotonic()
     out = []
     for i, space in enumerate(spaces):
@@ -126,5 +172,6 @@ def search(
         if timeout_s is not None:
             left = timeout_s - (time.monotonic() - start)
             deadline = time.monotonic() + max(0.0, left) / (len(spaces) - i)
-        out.append(search_family(space, problem, evaluator, deadline=deadline, **kwargs))
+        plan = first_plan if i == 0 else None
+        out.append(search_family(space, problem, evaluator, deadline=deadline, plan=plan, **kwargs))
     return out

@@ -287,6 +287,7 @@ def make_plan(
     seed: int = 0,
     queued_by_parent: bool = False,
     workers: int = 1,
+    window: int = TPE_STARTUP,
 ) -> Plan:
     """Enumerate the space (its layout parameters fixed to the problem's) and name the study;
     no storage is touched. A seed that breaks its template's rules or lies outside the value
@@ -295,7 +296,9 @@ def make_plan(
     high's shared memory), or it exceeds this device's limits -- is left out, as is one written
     for another layout (Space.seeds_for). `queued_by_parent`: a worker's plan, whose start-up
     the parent ranks and queues (the worker needs only whether the model ranks this search).
-    `workers`: the processes that will share the study (a start-up of TPE_STARTUP each)."""
+    `workers`: the processes that will share the study, `window`: the trials each has in flight
+    (a start-up of max(TPE_STARTUP, window) each: a first window wider than TPE's start-up would
+    otherwise be filled by TPE's random draws, most of them outside the valid space)."""
     written = space.seeds_for(problem)
     space = written.for_problem(problem)
     fam = space.family
@@ -325,7 +328,7 @@ def make_plan(
     priors = [c for c in priors if c.name in valid and c not in kept]
     ranked = sampler == "tpe" and not kept and cost.applies(fam, en.valid)
     # With several workers, a start-up a worker: each one's first window is the model's picks.
-    count = TPE_STARTUP * workers
+    count = max(TPE_STARTUP, window) * workers
     startup = cost.startup(fam, en.valid, problem, limits, count, seed) if ranked and not queued_by_parent else []
     space = dataclasses.replace(space, seeds=kept + priors, priors=priors)
     return Plan(
@@ -367,6 +370,14 @@ def plan_family(space: Space, problem: Problem, limits, **kwargs) -> Plan:
     plan = make_plan(space, problem, limits, **kwargs)
     queue_plan(plan)
     return plan
+
+
+def next_queued(plan: Plan, n: int) -> list[Config]:
+    """The configs of the first `n` trials waiting in the plan's study: what the next asks get."""
+    waiting = plan.open().get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    names = [t.user_attrs.get("config") for t in sorted(waiting, key=lambda t: t.number)]
+    by_name = plan.valid_by_name
+    return [by_name[c] for c in names if c in by_name][:n]
 
 
 def measured_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialState, float | None]]:

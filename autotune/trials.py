@@ -169,6 +169,11 @@ class TrialLoop:
         self.heart = Heartbeat(make_storage(self.plan.storage_url))
         try:
             self.refill()
+            # The problem's inputs onto the GPU while the first window compiles (a worker of a
+            # search over several GPUs has done no baseline that made them).
+            setup = getattr(self.evaluator, "setup", None)
+            if setup is not None:
+                setup(self.plan.problem)
             done = 0
             while self.pending or self.waiting_for_startup():
                 if not self.pending:  # the other workers are measuring TPE's start-up
@@ -204,7 +209,6 @@ class TrialLoop:
             if not got:
                 return
             self.pending.extend(got)
-            self.evaluator.prefetch([c for _, c in got], self.plan.problem)
 
     def evaluate_next(self) -> None:
         """Evaluate the pending trial the evaluator has ready first, and tell its outcome."""
@@ -283,6 +287,9 @@ class TrialLoop:
                 continue
             self.in_flight.add(cfg.name)
             out.append((trial, cfg))
+            # Its compile starts now, not once the batch is asked: a window's asks take a
+            # second or more, the first compile of a search waited for all of them.
+            self.evaluator.prefetch([cfg], self.plan.problem)
         return out
 
     def refresh(self, asked: int | None = None) -> None:

@@ -249,3 +249,30 @@ def test_export_layouts_bad_input(tmp_path):
     ]:
         line = _one_clear_line(run("export", "--size", "64", *args, "--results", str(tmp_path), cwd=tmp_path))
         assert msg in line, line
+
+
+def test_search_times_cublas_while_it_makes_the_first_plan(tmp_path, monkeypatch):
+    """The baseline runs on its own thread while the first plan is made and its first window
+    handed to the evaluator: here the baseline waits for that hand-over, which a search that
+    timed cuBLAS first would never reach."""
+    import threading
+
+    from autotune import cli, replay
+
+    h100 = load_profile("h100")
+    table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse1d").enumerate(h100).valid)}
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
+    handed = threading.Event()
+    plain = replay.ReplayEvaluator.baseline
+
+    def baseline(self, problem):
+        assert handed.wait(60), "cuBLAS was timed before the plan was made"
+        return plain(self, problem)
+
+    monkeypatch.setattr(replay.ReplayEvaluator, "baseline", baseline)
+    monkeypatch.setattr(replay.ReplayEvaluator, "prefetch", lambda self, configs, problem: handed.set())
+    args = ["search", "--size", "512", "--family", "coarse1d", "--trials", "6", "--replay", str(path)]
+    assert cli.main([*args, "--results", str(tmp_path / "r"), "--quiet", "--yes"]) == 0
+    stored = json.loads(next((tmp_path / "r").glob("*/512x512x512.json")).read_text())
+    assert stored["families"]["coarse1d"]["gflops"] > 1000

@@ -86,6 +86,24 @@ def test_a_search_without_seeds_starts_from_the_model_and_a_seeded_one_does_not(
     assert random_plan.startup == []  # only TPE's start-up is the model's
 
 
+def test_a_window_wider_than_tpes_start_up_is_filled_from_the_model(tmp_path, h100):
+    """--window 16: the first window's 16 trials are the model's picks, not 10 of them and six of
+    TPE's random draws (nearly all outside the valid space: each a rejection's asks and tells)."""
+    sp = Space.load("coarse2d").without_seeds()
+    kwargs = dict(gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=40, seed=2)
+    assert len(make_plan(sp, SQUARE, h100, window=4, **kwargs).startup) == TPE_STARTUP
+    plan = make_plan(sp, SQUARE, h100, window=16, **kwargs)
+    assert len(plan.startup) == 16
+    assert len(make_plan(sp, SQUARE, h100, window=16, workers=2, **kwargs).startup) == 32
+    valid = sp.enumerate(h100).valid
+    ev = ReplayEvaluator({c.name: random.Random(c.name).uniform(1000, 20000) for c in valid}, h100)
+    search_family(sp, SQUARE, ev, batch=16, **kwargs)
+    assert ev.calls[:16] == [c.name for c in plan.startup]
+    study = optuna.load_study(study_name=plan.name, storage=kwargs["storage"])
+    first = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)[:16]
+    assert all(t.user_attrs.get("planned") for t in first)  # none of them TPE's draws
+
+
 def test_neighbours_follow_the_rank_when_given(h100):
     sp = Space.load("coarse2d")
     valid = sp.enumerate(h100).valid

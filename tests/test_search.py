@@ -207,15 +207,47 @@ def test_tpe_asks_its_random_start_at_once_then_keeps_a_window(tmp_path, h100):
 
     class Recording(ReplayEvaluator):
         def prefetch(self, configs, problem):
-            self.sizes = getattr(self, "sizes", []) + [len(configs)]
+            self.events.append(("prefetch", len(configs)))
+
+        def first_ready(self, configs, problem):
+            self.events.append(("ready", len(configs)))
+            return 0
 
     sp = Space.load("coarse2d")
     sp.seeds = []
     valid, table = _table(sp, h100, 3)
     ev = Recording(table, h100)
+    ev.events = []
     search_family(sp, P, ev, gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=20, batch=3)
-    assert ev.sizes[0] == S.TPE_STARTUP  # the start-up trials need no results: all asked at once
-    assert max(ev.sizes[1:]) == 1  # then one new trial for each one finished (3 in flight)
+    first = ev.events.index(("ready", S.TPE_STARTUP))
+    # The start-up trials need no results: all asked, each handed to compile as it is asked,
+    # before the first evaluation; then the window stays at 3 once the start-up is measured.
+    assert ev.events[:first] == [("prefetch", 1)] * S.TPE_STARTUP
+    assert {e for e in ev.events if e[0] == "prefetch"} == {("prefetch", 1)}
+    ready = [n for kind, n in ev.events if kind == "ready"]
+    assert ready[0] == S.TPE_STARTUP and ready[-8:-3] == [3] * 5
+
+
+def test_plan_ahead_compiles_the_first_window_the_search_then_asks(tmp_path, h100):
+    """plan_ahead (made while cuBLAS is timed) hands the evaluator the configs the first asks
+    will get; the search then runs on that plan."""
+    from autotune.search import plan_ahead, search
+
+    class Recording(ReplayEvaluator):
+        def prefetch(self, configs, problem):
+            self.prefetched.extend(c.name for c in configs)
+
+    sp = Space.load("coarse2d").without_seeds()  # queued: the model's start-up
+    valid, table = _table(sp, h100, 5)
+    ev = Recording(table, h100)
+    ev.prefetched = []
+    kwargs = dict(gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=12, seed=1, batch=4)
+    plan = plan_ahead(sp, P, ev, **kwargs)
+    ahead = list(ev.prefetched)
+    assert len(ahead) == 4 and ahead == [c.name for c in plan.startup[:4]]
+    (r,) = search([sp], P, ev, first_plan=plan, retime_top=0, **kwargs)
+    assert ev.prefetched[4:8] == ahead  # the loop's first asks: the same four, compiled already
+    assert r.study_name == plan.name and r.evaluated == 12
 
 
 def test_the_search_runs_whichever_candidate_is_ready_first(tmp_path, h100):
@@ -533,3 +565,28 @@ def test_a_file_system_without_flock_keeps_sqlite_s_own_wait(tmp_path, h100, mon
     url = default_storage(tmp_path, "t")
     r = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=url, trials=5, retime_top=0)
     assert r.evaluated == 5
+
+
+def test_the_loop_sets_up_the_problem_while_its_first_window_compiles(tmp_path, h100):
+    """A worker process has timed no baseline: its evaluator's inputs are made (setup) after the
+    first window is handed to compile, before the first evaluation waits for one."""
+
+    class Recording(ReplayEvaluator):
+        def prefetch(self, configs, problem):
+            self.events.append("prefetch")
+
+        def setup(self, problem):
+            self.events.append("setup")
+
+        def evaluate(self, configs, problem, retime=False):
+            self.events.append("evaluate")
+            return super().evaluate(configs, problem, retime)
+
+    sp = Space.load("coarse2d")
+    valid, table = _table(sp, h100, 6)
+    ev = Recording(table, h100)
+    ev.events = []
+    search_family(sp, P, ev, gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=8, retime_top=0)
+    first_eval = ev.events.index("evaluate")
+    assert ev.events.count("setup") == 1 and "prefetch" in ev.events[: ev.events.index("setup")]
+    assert ev.events.index("setup") < first_eval
