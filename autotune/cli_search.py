@@ -20,8 +20,9 @@ def cmd_search(args) -> int:
     prior_folders(args)  # an unknown GPU is an error before the GPU is touched
     if args.dry_run:
         return dry_run_all(args, spaces, problems)
-    from .evaluate import build_evaluator, default_jobs
+    from .evaluate import build_evaluator, default_jobs, default_window
 
+    args.window = args.window or default_window(args.jobs or default_jobs())
     if not args.yes:
         ask_search(args, spaces, problems, args.jobs or default_jobs())
     if args.replay:

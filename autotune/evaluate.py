@@ -250,6 +250,13 @@ def default_jobs() -> int:
     return max(1, min(16, os.cpu_count() or 1))
 
 
+def default_window(jobs: int) -> int:
+    """Trials a search worker keeps in flight: one a compile thread, since compiles, not the GPU,
+    set a search's pace (a warptile compile takes seconds, its run a tenth of one), and at least
+    8, so that on a machine of few cores compiled candidates still queue for the GPU."""
+    return max(8, jobs)
+
+
 def build_evaluator(spec: dict, index: int = 0):
     """The evaluator a (worker) process uses: spec["kind"] is "gpu" (device index+offset) or "replay"."""
     if spec["kind"] == "replay":

@@ -276,3 +276,20 @@ def test_search_times_cublas_while_it_makes_the_first_plan(tmp_path, monkeypatch
     assert cli.main([*args, "--results", str(tmp_path / "r"), "--quiet", "--yes"]) == 0
     stored = json.loads(next((tmp_path / "r").glob("*/512x512x512.json")).read_text())
     assert stored["families"]["coarse1d"]["gflops"] > 1000
+
+
+@pytest.mark.parametrize(("extra", "window"), [(["--jobs", "12"], 12), (["--jobs", "2"], 8), (["--window", "5"], 5)])
+def test_a_search_keeps_a_trial_in_flight_for_each_compile_thread(tmp_path, monkeypatch, extra, window):
+    """--window's default is --jobs (at least 8): every compile thread has a candidate."""
+    from autotune import cli, search
+
+    h100 = load_profile("h100")
+    table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse1d").enumerate(h100).valid)}
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
+    seen = []
+    plain = search.plan_ahead
+    monkeypatch.setattr(search, "plan_ahead", lambda *a, **kw: seen.append(kw["batch"]) or plain(*a, **kw))
+    args = ["search", "--size", "512", "--family", "coarse1d", "--trials", "4", "--replay", str(path), *extra]
+    assert cli.main([*args, "--results", str(tmp_path / "r"), "--quiet", "--yes"]) == 0
+    assert seen == [window]
