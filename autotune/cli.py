@@ -223,9 +223,9 @@ def _search_run_args(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--window",
         type=_positive_int,
-        help="trials in flight a worker (default: the parallel compiles, --jobs, at least 8): compiled "
-        "in parallel while the GPU runs the first ready; a wider window keeps more compile cores "
-        "busy, and TPE asks with fewer results",
+        help="trials in flight a worker (default: --jobs, at most an eighth of --trials, at least 8): "
+        "compiled in parallel while the GPU runs the first ready; a wider window keeps more compile "
+        "cores busy, and TPE asks with fewer results",
     )
     s.add_argument(
         "--candidate-timeout",

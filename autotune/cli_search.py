@@ -22,7 +22,7 @@ def cmd_search(args) -> int:
         return dry_run_all(args, spaces, problems)
     from .evaluate import build_evaluator, default_jobs, default_window
 
-    args.window = args.window or default_window(args.jobs or default_jobs())
+    args.window = args.window or default_window(args.jobs or default_jobs(), args.trials)
     if not args.yes:
         ask_search(args, spaces, problems, args.jobs or default_jobs())
     if args.replay:

@@ -278,9 +278,22 @@ def test_search_times_cublas_while_it_makes_the_first_plan(tmp_path, monkeypatch
     assert stored["families"]["coarse1d"]["gflops"] > 1000
 
 
-@pytest.mark.parametrize(("extra", "window"), [(["--jobs", "12"], 12), (["--jobs", "2"], 8), (["--window", "5"], 5)])
+def test_the_default_window_is_a_trial_a_compile_thread_within_an_eighth_of_the_budget():
+    from autotune.evaluate import default_window
+
+    assert [default_window(j, t) for j, t in ((12, 128), (16, 100), (16, 30), (2, 128), (16, 1000))] == [
+        12,
+        12,
+        8,
+        8,
+        16,
+    ]
+
+
+@pytest.mark.parametrize(("extra", "window"), [(["--jobs", "9", "--trials", "72"], 9), (["--window", "5"], 5)])
 def test_a_search_keeps_a_trial_in_flight_for_each_compile_thread(tmp_path, monkeypatch, extra, window):
-    """--window's default is --jobs (at least 8): every compile thread has a candidate."""
+    """--window's default: a trial a compile thread (--jobs), at most an eighth of the budget
+    (each in flight is a result TPE's next ask lacks), at least 8."""
     from autotune import cli, search
 
     h100 = load_profile("h100")
@@ -290,6 +303,6 @@ def test_a_search_keeps_a_trial_in_flight_for_each_compile_thread(tmp_path, monk
     seen = []
     plain = search.plan_ahead
     monkeypatch.setattr(search, "plan_ahead", lambda *a, **kw: seen.append(kw["batch"]) or plain(*a, **kw))
-    args = ["search", "--size", "512", "--family", "coarse1d", "--trials", "4", "--replay", str(path), *extra]
+    args = ["search", "--size", "512", "--family", "coarse1d", "--replay", str(path), *extra]
     assert cli.main([*args, "--results", str(tmp_path / "r"), "--quiet", "--yes"]) == 0
     assert seen == [window]
