@@ -110,16 +110,16 @@ def search_family(
     configs measured in the study. `plan`: made beforehand by plan_ahead with the same settings."""
     t0 = time.monotonic()
     if plan is None:
-        plan = plan_family(
+        plan = plan_ahead(
             space,
             problem,
-            evaluator.limits,
+            evaluator,
             gpu_slug=gpu_slug,
             storage=storage,
             trials=trials,
             sampler=sampler,
             seed=seed,
-            window=batch,
+            batch=batch,
         )
     counts = run_trials(plan, evaluator, deadline=deadline, batch=batch, progress=progress, on_trial=on_trial)
     return finish_family(plan, evaluator, retime_top=retime_top, counts=counts, started=t0, progress=progress)

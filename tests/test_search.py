@@ -220,10 +220,11 @@ def test_tpe_asks_its_random_start_at_once_then_keeps_a_window(tmp_path, h100):
     ev.events = []
     search_family(sp, P, ev, gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=20, batch=3)
     first = ev.events.index(("ready", S.TPE_STARTUP))
-    # The start-up trials need no results: all asked, each handed to compile as it is asked,
+    # The plan's first window (3) is handed to compile before the loop starts (plan_ahead); then
+    # the start-up trials need no results: all asked, each handed to compile as it is asked,
     # before the first evaluation; then the window stays at 3 once the start-up is measured.
-    assert ev.events[:first] == [("prefetch", 1)] * S.TPE_STARTUP
-    assert {e for e in ev.events if e[0] == "prefetch"} == {("prefetch", 1)}
+    assert ev.events[:first] == [("prefetch", 3)] + [("prefetch", 1)] * S.TPE_STARTUP
+    assert {e for e in ev.events[1:] if e[0] == "prefetch"} == {("prefetch", 1)}
     ready = [n for kind, n in ev.events if kind == "ready"]
     assert ready[0] == S.TPE_STARTUP and ready[-8:-3] == [3] * 5
 
