@@ -51,7 +51,7 @@ def search(problem: Problem, seed: int, families: list[str], trials: int | None,
     row["best_family"] = record["best"]
     row["families"] = {
         f: {"config": e["config"]["params"], "gflops": e["gflops"], "ratio": e.get("ratio")}
-        | {"seconds": e["search"]["seconds"]}
+        | {"seconds": e["search"]["seconds"], "evaluated": e["search"].get("evaluated")}
         for f, e in record["families"].items()
         if e.get("status") == "ok"
     }
@@ -114,8 +114,8 @@ def main() -> None:
             with rows_path.open("a") as f:
                 f.write(json.dumps(row) + "\n")
             best = row.get("families", {}).get(row.get("best_family"), {})
-            print(f"{problem.name} [{variant}] seed {seed}: {row['wall_s']:.0f} s, best "
-                  f"{best.get('gflops', 0):.0f} GFLOP/s ({row.get('best_family')}) {row.get('error', '')[:200]}",
+            print(f"{problem.name} [{variant}] seed {seed}: {row['wall_s']:.0f} s, {best.get('evaluated')} measured, "
+                  f"best {best.get('gflops', 0):.0f} GFLOP/s ({row.get('best_family')}) {row.get('error', '')[:200]}",
                   flush=True)  # fmt: skip
         found = [Config.make(f, e["config"]) for r in rows for f, e in r.get("families", {}).items()]
         refs = references(problem, args.reference, args.stored)
