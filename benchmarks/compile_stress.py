@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 TINY = 'extern "C" __global__ void %s(float* x) { x[threadIdx.x] = sinf(x[threadIdx.x]) * 2.0f; }\n'
 
 
-def _sources(kind: str, n: int, tag: str) -> list[tuple[str, str]]:
+def sources(kind: str, n: int, tag: str) -> list[tuple[str, str]]:
     # A unique line per source: NVRTC and autotune's cache never serve a compile here.
     if kind == "tiny":
         return [(TINY % "stress_kernel" + f"// {tag} {i}\n", "stress_kernel") for i in range(n)]
@@ -45,7 +45,7 @@ def child(args) -> None:
 
     from autotune.gpu.compile import CompileError, compile_many
 
-    jobs = _sources(args.source, args.batch, f"{os.getpid()}-{time.time_ns()}")
+    jobs = sources(args.source, args.batch, f"{os.getpid()}-{time.time_ns()}")
     t0 = time.perf_counter()
     out = compile_many(jobs, args.arch, workers=args.threads, use_cache=False)
     errors = [str(r) for r in out if isinstance(r, CompileError)]

@@ -24,15 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-def sources(family: str, n: int, tag: str) -> list[tuple[str, str]]:
-    from autotune.render import DEFAULT_KERNEL, render
-    from autotune.space import Family, Space
-
-    fam = Family.load(family)
-    seeds = Space.load(fam).seeds
-    # A unique line per source: neither NVRTC's cache nor autotune's serves a compile here.
-    return [(render(fam.resolve(seeds[i % len(seeds)])) + f"\n// {tag} {i}\n", DEFAULT_KERNEL) for i in range(n)]
+from compile_stress import sources  # beside this script: a family's seeds, each made unique
 
 
 def child(jobs, arch: str, threads: int, start, out) -> None:  # pragma: no cover - subprocess
