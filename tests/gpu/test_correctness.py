@@ -18,7 +18,7 @@ FAMILIES = [f for f in families() if tier_of(f) == "highest"]
 
 def _configs() -> list[Config]:
     """Each family's seeds plus a few random valid points (fixed seed), and warptile's
-    split-K, pipeline-depth and padding variants."""
+    split-K, pipeline-depth, padding, schedule and 16-row tile variants."""
     from autotune.limits import load_profile
 
     lim = load_profile("h100")
@@ -50,6 +50,18 @@ def _configs() -> list[Config]:
             {"SCHEDULE": s, **v}
             for s in ("split_launch", "split_persistent", "split_fused")
             for v in ({}, {"PACKB": 0}, {"GROUP_M": 1, "BK": 8})
+        ),
+        # 16-row tiles (one warp row of 16: 4 lanes x 4 rows) in every schedule.
+        *(
+            {"BM": 16, "BN": 64, "WARPS_M": 1, "WARPS_N": 2, "TM": 4, "LANES_N": 8, "SCHEDULE": s, **v}
+            for s, v in (
+                ("data_parallel", {"SPLITK": 3, "MINB": 4}),
+                ("data_parallel", {"SPLITK": 2, "PACKB": 0}),
+                ("stream_k", {"BK": 8}),
+                ("split_launch", {}),
+                ("split_persistent", {}),
+                ("split_fused", {}),
+            )
         ),
     ):
         out.append(Config.make("warptile", {**base, **variant}))
