@@ -307,8 +307,9 @@ def test_fewrows_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100
 def test_fewcols_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100):
     """fewcols with WK warps of a block along K: its seeds build for B stored K x N and N x K with
     no spills and the shared memory they declare (B's chunk, the warps' sums and the last block's
-    flag); WK = 1 renders no such buffer, a block above 1024 threads is refused, and lanes along K
-    take whole 128-float steps of a chunk per warp."""
+    flag; with A_STAGES the ring of A too, as dynamic shared memory); WK = 1 renders no such
+    buffer, a block above 1024 threads is refused, and lanes along K take whole 128-float steps of
+    a chunk per warp."""
     fam = Family.load("fewcols")
     deep = [c for c in Space.load("fewcols").seeds if c["WK"] > 1]
     assert {c["NR"] for c in deep} >= {1, 8, 16} and {c["LANE_ROWS"] for c in deep} == {0, 1}
@@ -321,7 +322,11 @@ def test_fewcols_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100
             assert "red[" in source and "__syncthreads();" in source
             res = compile_source(source, "sm_90", DEFAULT_KERNEL).resources
             assert res.spill_bytes == 0 and res.registers * env["THREADS"] <= h100.regs_per_block, (cfg.name, res)
-            assert res.smem_static_bytes == env["SMEM_BYTES"], (cfg.name, trans_b, res)
+            if env["A_STAGES"]:  # all of it dynamic, as the launch asks; only last_block's flag is static
+                static = 16 if env["REDUCE"] == "last_block" else 0
+                assert res.smem_static_bytes == static and resolved.plan.dynamic_smem == env["SMEM_BYTES"], cfg.name
+            else:
+                assert res.smem_static_bytes == env["SMEM_BYTES"], (cfg.name, trans_b, res)
     flat = {**deep[0].as_dict(), "WK": 1}
     assert "red[" not in render(fam.resolve(flat))
     too_many = Config.make("fewcols", {**flat, "WARPS": 8, "WK": 8})
@@ -362,9 +367,15 @@ def test_fewcols_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
     for seed in flat:
         for trans_b in (0, 1):
             for reduce in ("atomic", "last_block"):
-                params = {k: v for k, v in seed.as_dict().items() if k != "WK"} | {"TRANS_B": trans_b, "REDUCE": reduce}
+                # Parameters added since (WK, A_STAGES) at their defaults: the kernel of before.
+                later = {k: v for k, v in seed.as_dict().items() if k not in old.params}
+                assert later == {k: new.params[k].default for k in later}, seed.name
+                params = {k: v for k, v in seed.as_dict().items() if k in old.params} | {
+                    "TRANS_B": trans_b,
+                    "REDUCE": reduce,
+                }
                 was, _ = _sass(params, family=old)
-                now, _ = _sass({**params, "WK": 1}, family=new)
+                now, _ = _sass({**params, **later}, family=new)
                 assert len(now) > 1000 and _without_branch_targets(was) == _without_branch_targets(now), (
                     seed.name,
                     trans_b,

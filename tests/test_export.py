@@ -71,6 +71,28 @@ def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, pa
     assert r.returncode == 0, r.stderr
 
 
+# fewcols with A's rows staged through shared memory: all of its shared memory dynamic, over 48 KB.
+FEWCOLS_STAGED = dict(NR=16, RPW=2, WARPS=2, WK=4, KCHUNK=512, UNROLL=1, LANE_ROWS=1, A_STAGES=3, STREAM=1)
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+def test_a_fewcols_header_with_staged_a_opts_in_to_its_shared_memory(tmp_path, h100):
+    """The header of a fewcols config whose shared memory is dynamic (A_STAGES) asks for the
+    amount the runner does, opts in above 48 KB and builds."""
+    P = Problem(4096, 16, 4096)
+    update_record(tmp_path, GPU, P, {"fewcols": _entry("fewcols", FEWCOLS_STAGED, 14000.0, h100)})
+    out, _ = export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h")
+    text = out.read_text()
+    smem = Family.load("fewcols").resolve(FEWCOLS_STAGED).plan.dynamic_smem
+    assert smem > 48 * 1024 and f"autotune_dynamic_smem_bytes = {smem} " in text
+    assert "cudaFuncAttributeMaxDynamicSharedMemorySize" in text
+    (tmp_path / "main.cu").write_text(HARNESS)
+    r = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+
+
 # The launch plan the header computes, printed by a host program: no GPU is needed for that part.
 PLAN_HARNESS = r"""#include <cstdio>
 #include "tuned.h"
@@ -152,7 +174,9 @@ def test_a_header_of_a_kernel_reading_both_operands_in_place_encodes_their_tenso
 @pytest.mark.parametrize(
     "family, params",
     # The last: B stored N x K transposed into the workspace first (PACKB 2), at every shape.
-    CASES + [("tiled", {"TILE": 16}), ("wgmma_tf32", WGMMA), ("warptile", {**WARPTILE, "TRANS_B": 1, "PACKB": 2})],
+    CASES
+    + [("tiled", {"TILE": 16}), ("wgmma_tf32", WGMMA), ("warptile", {**WARPTILE, "TRANS_B": 1, "PACKB": 2})]
+    + [("fewcols", FEWCOLS_STAGED)],
 )
 def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
     """The header's launcher and the Python runner are rendered from one launch plan: at every

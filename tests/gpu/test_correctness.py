@@ -128,6 +128,25 @@ def test_fewcols_warps_along_k_correct(gpu_evaluator, shape):
         _each_reduction_right(gpu_evaluator, "fewcols", params, Problem(*shape, layout="nt" if trans_b else "nn"))
 
 
+@pytest.mark.parametrize(
+    "shape", [(4097, 16, 3001), (1001, 3, 777), (333, 16, 5000), (130, 17, 4099), (6, 3, 2), (4096, 32, 4096)]
+)
+def test_fewcols_staged_a_correct(gpu_evaluator, shape):
+    """fewcols with A's rows through a ring of shared memory (A_STAGES, cp.async): M not a whole
+    number of blocks (rows past M zero-filled), K not a whole number of chunks or of stages (k past
+    the chunk zero-filled), K % 8 != 0 (such a chunk takes the unstaged loads), N of 3-32 columns
+    (N % 4 != 0 too), B in either layout, both reductions, against FP64."""
+    points = [(16, 2, 2, 4, 512, 1, 3), (32, 1, 2, 4, 256, 1, 4), (4, 4, 1, 2, 1024, 1, 3), (8, 2, 4, 2, 256, 1, 3)]
+    for trans_b in (0, 1):
+        params = [
+            dict(
+                NR=nr, RPW=rpw, WARPS=w, WK=wk, KCHUNK=kc, UNROLL=u, LANE_ROWS=1, A_STAGES=st, STREAM=1, TRANS_B=trans_b
+            )
+            for nr, rpw, w, wk, kc, u, st in points
+        ]
+        _each_reduction_right(gpu_evaluator, "fewcols", params, Problem(*shape, layout="nt" if trans_b else "nn"))
+
+
 def _each_reduction_right(gpu_evaluator, family: str, params: list[dict], problem: Problem) -> None:
     """Each of `params` with both reductions of a split K runs (none rejected) and matches FP64."""
     mine = [Config.make(family, p | {"REDUCE": red}) for p in params for red in ("atomic", "last_block")]
