@@ -173,7 +173,8 @@ def test_a_header_of_a_kernel_reading_both_operands_in_place_encodes_their_tenso
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 @pytest.mark.parametrize(
     "family, params",
-    # The last: B stored N x K transposed into the workspace first (PACKB 2), at every shape.
+    # Then B stored N x K transposed into the workspace first (PACKB 2), and fewcols with all of
+    # its shared memory dynamic (A_STAGES), at every shape.
     CASES
     + [("tiled", {"TILE": 16}), ("wgmma_tf32", WGMMA), ("warptile", {**WARPTILE, "TRANS_B": 1, "PACKB": 2})]
     + [("fewcols", FEWCOLS_STAGED)],
