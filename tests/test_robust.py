@@ -62,7 +62,9 @@ def _trials(results):
 def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
     path, table = replay
     cmd = _cmd(tmp_path, path, "--trials", "40")
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "first_run.log"
+    with log.open("wb") as out:  # kept, so that a run that ends before it is killed says why
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     db = tmp_path / SLUG / "optuna.db"
     # Kill it in the middle of its work, trials in flight. The wait is long because on a loaded
     # machine (CI beside other jobs) the process takes most of a minute to import, compile and
@@ -75,9 +77,14 @@ def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
                 done = sum(1 for t in _trials(tmp_path) if t.user_attrs.get("evaluated"))
             except Exception:  # noqa: BLE001 - the study may not exist yet
                 continue
+    ended = proc.poll()
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert done >= 10, f"the search had measured {done} trials when it was killed (240 s, or it ended first)"
+    assert done >= 10, (
+        f"the search had measured {done} trials when it was killed (240 s)"
+        if ended is None
+        else f"the search ended first (exit {ended}) after {done} trials: {log.read_text()[-2000:]}"
+    )
     before = _trials(tmp_path)
     assert any(t.state == optuna.trial.TrialState.RUNNING for t in before)  # it died with work in flight
     done_before = {t.user_attrs["config"] for t in before if t.user_attrs.get("evaluated")}
