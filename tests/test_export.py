@@ -41,6 +41,15 @@ CASES = [("vectorized", dict(BM=128, BN=128, BK=16, TM=8, TN=8)), ("warptile", W
 ]
 
 
+def _builds_for_sm90(tmp_path):
+    """The harness built with nvcc for sm_90 against the tuned.h exported into tmp_path."""
+    (tmp_path / "main.cu").write_text(HARNESS)
+    r = subprocess.run(
+        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+
+
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 @pytest.mark.parametrize("family, params", CASES)
 def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, params):
@@ -64,11 +73,7 @@ def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, pa
     # (copied in only when beta != 0, back at the end).
     split = params.get("SCHEDULE", "").startswith("split_")
     assert ("_pack_c<<<" in text and "_unpack_c<<<" in text and "&& beta != 0.0f)" in text) == split
-    (tmp_path / "main.cu").write_text(HARNESS)
-    r = subprocess.run(
-        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")], capture_output=True, text=True
-    )
-    assert r.returncode == 0, r.stderr
+    _builds_for_sm90(tmp_path)
 
 
 # fewcols with A's rows staged through shared memory: all of its shared memory dynamic, over 48 KB.
@@ -86,11 +91,7 @@ def test_a_fewcols_header_with_staged_a_opts_in_to_its_shared_memory(tmp_path, h
     smem = Family.load("fewcols").resolve(FEWCOLS_STAGED).plan.dynamic_smem
     assert smem > 48 * 1024 and f"autotune_dynamic_smem_bytes = {smem} " in text
     assert "cudaFuncAttributeMaxDynamicSharedMemorySize" in text
-    (tmp_path / "main.cu").write_text(HARNESS)
-    r = subprocess.run(
-        ["nvcc", "-arch=sm_90", "-o", str(tmp_path / "main"), str(tmp_path / "main.cu")], capture_output=True, text=True
-    )
-    assert r.returncode == 0, r.stderr
+    _builds_for_sm90(tmp_path)
 
 
 # The launch plan the header computes, printed by a host program: no GPU is needed for that part.

@@ -512,7 +512,8 @@ class Runner:
         """Median of per-launch CUDA-event times of a kernel (`spec`), or of cuBLAS: "matmul"
         (cupy.matmul on the operands' views; beta = 0 only) or "gemm" (cupy.cublas.gemm, for a
         batch cublasSgemmStridedBatched, with the transposes named: no copy whatever the
-        layout), each launch with alpha 1 and setup's beta."""
+        layout), each launch with alpha 1 and setup's beta; or of any `launch(a, b, c, alpha,
+        beta)` given as a callable (benchmarks/launch_floor.py: kernels that do nothing)."""
         beta = self.problem[6]
         if spec == "matmul":
             if beta != 0:
@@ -525,6 +526,8 @@ class Runner:
                 return self.time("gemm", target_s, min_reps, max_reps)
         elif spec == "gemm":
             launch = self._gemm_launcher()
+        elif callable(spec):
+            launch = spec
         else:
             launch = self._launcher(spec)
         sets = self.sets
