@@ -195,10 +195,16 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--trials",
         type=_positive_int,
-        default=30,
-        help="distinct configs to measure per family (default 30; a resumed study counts earlier ones)",
+        help="distinct configs to measure per family (default 30, or with --timeout as many as its time "
+        "allows; a resumed study counts earlier ones)",
     )
-    s.add_argument("--timeout", type=_nonneg_float, metavar="SEC", help="wall-time budget for the whole search")
+    s.add_argument(
+        "--timeout",
+        type=_nonneg_float,
+        metavar="SEC",
+        help="wall-time budget for the whole search, shared out over its families; the last 40%% of a "
+        "family's time (or trials, whichever comes first) goes to neighbours of its best configs",
+    )
     s.add_argument("--sampler", choices=["tpe", "random", "grid"], default="tpe", help="Optuna sampler (default tpe)")
     s.add_argument("--seed", type=int, default=0, help="sampler and input seed (default 0)")
     s.add_argument("--storage", metavar="URL", help="Optuna storage (default sqlite:///results/<gpu>/optuna.db)")

@@ -111,6 +111,17 @@ TRIAL_S = 0.4
 LAUNCHES_PER_TRIAL = 8
 FLOP_PER_S = 50e12
 ASK_ABOVE_S = 30 * 60
+DEFAULT_TRIALS = 30
+# --timeout without --trials: the time is the budget. make_plan caps a budget at the family's
+# valid points, so a small space is measured whole and stops before its time.
+UNBOUNDED_TRIALS = 10**9
+
+
+def trials_of(args) -> int:
+    """A search's trials a family: --trials, or with --timeout alone as many as the time allows."""
+    if args.trials is not None:
+        return args.trials
+    return UNBOUNDED_TRIALS if args.timeout is not None else DEFAULT_TRIALS
 
 
 def duration(seconds: float) -> str:
@@ -175,7 +186,8 @@ def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) ->
     are not known yet: a family counts min(trials, its cached valid points or its space size))."""
     limits = profile_for_arch(args.arch)
     per_shape = [(p, meant_for(spaces, p, bool(args.family))) for p in problems]
-    budget = {sp.family.name: min(args.trials, cached_valid(sp, limits) or sp.size) for sp in spaces}
+    most = trials_of(args)
+    budget = {sp.family.name: min(most, cached_valid(sp, limits) or sp.size) for sp in spaces}
     trials = sum(budget[sp.family.name] for _, sps in per_shape for sp in sps)
     seconds = (
         sum(
@@ -190,8 +202,9 @@ def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) ->
         seconds = min(seconds, args.timeout)
     if seconds <= ASK_ABOVE_S:
         return
+    each = "as many trials as its time allows" if most == UNBOUNDED_TRIALS else f"up to {most:,} trials"
     raise UserError(
-        f"this search measures up to {trials:,} configs ({families} families, up to {args.trials:,} trials "
+        f"this search measures up to {trials:,} configs ({families} families, {each} "
         f"each, {len(problems)} shape(s)): about {duration(seconds)} (estimated at {TRIAL_S:g} s a trial, as the "
         f"default 4096^3 search took on an H200, plus {LAUNCHES_PER_TRIAL} launches at 50 TFLOP/s, or "
         f"{COMPILE_CPU_S:g} s of CPU per compile over {jobs} threads when longer); lower --trials, bound it "

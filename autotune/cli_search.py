@@ -9,12 +9,24 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .cli_dry_run import compile_log, config_from_name, dry_run_all, indent
-from .cli_inputs import ask_search, check_results_writable, load_spaces, meant_for, need_nvrtc, parse_problems, runs_on
+from .cli_inputs import (
+    ask_search,
+    check_results_writable,
+    load_spaces,
+    meant_for,
+    need_nvrtc,
+    parse_problems,
+    runs_on,
+    trials_of,
+)
 from .space import Space
 from .types import Problem, UserError
 
 
 def cmd_search(args) -> int:
+    # --timeout alone: the clock is the budget (its record says trials null).
+    args.timed_only = args.trials is None and args.timeout is not None
+    args.trials = trials_of(args)
     problems = parse_problems(args)
     spaces = load_spaces(args)
     prior_folders(args)  # an unknown GPU is an error before the GPU is touched
@@ -121,7 +133,8 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
             raise
     print(
         f"{ev.limits.name}: {problem.name}, cuBLAS {base['gflops']:.0f} GFLOP/s "
-        f"(strict FP32, same process), {len(spaces)} families, {args.trials} trials each"
+        f"(strict FP32, same process), {len(spaces)} families, "
+        + (f"until {args.timeout:g} s" if args.timed_only else f"{args.trials} trials each")
         + (f", {args.workers} workers" if args.workers > 1 else ""),
         flush=True,
     )
@@ -150,7 +163,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
         command=command,
         sampler=args.sampler,
         seed=args.seed,
-        trials=args.trials,
+        trials=None if args.timed_only else args.trials,
         storage=storage,
     )
     print(summary(results, base, elapsed))

@@ -94,6 +94,7 @@ class SearchProcesses:
         batch: int = 8,
     ):
         self.t0 = time.monotonic()
+        self.deadline = self.t0 + timeout_s if timeout_s is not None else None
         deadline_wall = time.time() + timeout_s if timeout_s is not None else None
         kwargs = dict(gpu_slug=gpu_slug, storage=storage, trials=trials, sampler=sampler, seed=seed, window=batch)
         ctx = mp.get_context("spawn")
@@ -138,6 +139,8 @@ class SearchProcesses:
         if failed and progress:
             progress.stream.write(f"worker(s) {failed} exited with an error; their trials were re-queued\n")
         return [
-            finish_family(plan, final_evaluator, retime_top=retime_top, started=self.t0, progress=progress)
+            finish_family(
+                plan, final_evaluator, retime_top=retime_top, started=self.t0, progress=progress, deadline=self.deadline
+            )
             for plan in self.plans
         ]

@@ -307,7 +307,7 @@ def save_search(
     command: str,
     sampler: str,
     seed: int,
-    trials: int,
+    trials: int | None,
     storage: str,
 ) -> tuple[Path | None, list[str], dict]:
     """Record the best of each searched family (search.FamilyResult) in the shape's file."""

@@ -42,6 +42,7 @@ def finish_family(
     counts: dict | None = None,
     started: float | None = None,
     progress: Progress | None = None,
+    deadline: float | None = None,
 ) -> FamilyResult:
     """Re-time the top few (from every session and worker of the study), then cuBLAS."""
     started = started if started is not None else time.monotonic()
@@ -74,6 +75,7 @@ def finish_family(
             counts,
             started,
             final=True,
+            deadline=deadline,
         )
     return FamilyResult(
         plan.space.family.name,
@@ -122,7 +124,9 @@ def search_family(
             batch=batch,
         )
     counts = run_trials(plan, evaluator, deadline=deadline, batch=batch, progress=progress, on_trial=on_trial)
-    return finish_family(plan, evaluator, retime_top=retime_top, counts=counts, started=t0, progress=progress)
+    return finish_family(
+        plan, evaluator, retime_top=retime_top, counts=counts, started=t0, progress=progress, deadline=deadline
+    )
 
 
 def plan_ahead(

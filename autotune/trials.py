@@ -4,7 +4,8 @@ Statically invalid proposals are told to Optuna as PRUNED without compiling or l
 failures (compile, fault, hang, wrong result) are PRUNED too, with their status and reason in
 the trial's user attributes; only verified measurements are COMPLETE. A config already measured
 (or in flight here or at another worker) is never measured again: its trial is told the known
-outcome. The last LOCAL_SHARE of a TPE budget goes to neighbours of the best configs.
+outcome. The last LOCAL_SHARE of a TPE budget goes to neighbours of the best configs: of its
+trials, or of its time where a deadline comes first.
 """
 
 from __future__ import annotations
@@ -22,10 +23,19 @@ from optuna.trial import TrialState
 from . import cost
 from .evaluate import Evaluator
 from .space import Space
-from .studies import STARTUP_POLL_S, TPE_STARTUP, Heartbeat, Plan, make_storage, measured_configs, recover_stale
+from .studies import (
+    STARTUP_POLL_S,
+    TPE_STARTUP,
+    Heartbeat,
+    Plan,
+    make_storage,
+    measured_configs,
+    queue_plan,
+    recover_stale,
+)
 from .types import Config, Measurement, Status
 
-LOCAL_SHARE = 0.4  # tpe: this share of the budget goes to neighbours of the best configs
+LOCAL_SHARE = 0.4  # tpe: this share of the budget (trials or time) goes to neighbours of the best configs
 
 
 class Progress:
@@ -48,21 +58,33 @@ class Progress:
         counts: dict,
         started: float,
         final: bool = False,
+        deadline: float | None = None,
     ) -> None:
+        """`deadline`: where the clock rather than the budget ends the search (a search bounded by
+        --timeout alone has the whole valid space as its budget), the bar and ETA follow the
+        time left and the count stands alone."""
         if not self.enabled:
             return
         cublas = cublas or self.cublas_gflops
-        elapsed = time.monotonic() - started
+        now = time.monotonic()
+        elapsed = now - started
         eta = elapsed / done * (budget - done) if done and not final else 0.0
+        left = max(0.0, deadline - now) if deadline is not None else None
+        timed = left is not None and done < budget and (final or not done or eta > left)
+        share = min(done, budget) / budget if budget else 1.0
+        if timed:
+            eta = 0.0 if final else left
+            share = 1.0 if final else elapsed / max(elapsed + left, 1e-9)
         width = 20
-        filled = int(width * min(done, budget) / budget) if budget else width
+        filled = int(width * share)
         bar = "#" * filled + "." * (width - filled)
+        count = f"{done:3d}" if timed else f"{done:3d}/{budget}"
         best_s = f"{best:7.0f} GFLOP/s" if best else "      - GFLOP/s"
         ratio = f" {best / cublas:4.2f}x cuBLAS" if best and cublas else ""
         rejected = counts.get(Status.REJECTED.value, 0)
         failed = sum(v for k, v in counts.items() if k not in (Status.OK.value, Status.REJECTED.value))
         line = (
-            f"[{family:>10}] [{bar}] {done:3d}/{budget}  best {best_s}{ratio}  rejected {rejected} "
+            f"[{family:>10}] [{bar}] {count}  best {best_s}{ratio}  rejected {rejected} "
             f"failed {failed}  {elapsed:5.1f}s  eta {eta:4.0f}s"
         )
         if self.tty and not final:
@@ -194,6 +216,7 @@ class TrialLoop:
                         None,
                         self.counts,
                         self.started,
+                        deadline=self.deadline,
                     )
         finally:
             self.heart.close()
@@ -274,7 +297,9 @@ class TrialLoop:
             self.asks += 1
             if self.plan.sampler == "grid" and not trial.user_attrs.get("planned"):
                 trial.set_user_attr("status", "unplanned")
-                self.tell(trial, state=TrialState.PRUNED)  # the queue is empty: the plan is all taken
+                self.tell(trial, state=TrialState.PRUNED)  # the queue is empty: its next chunk, if any
+                if queue_plan(self.plan):
+                    continue
                 self.exhausted = True
                 break
             cfg = self.suggest(trial)
@@ -308,13 +333,23 @@ class TrialLoop:
         self.others.difference_update(self.in_flight)
         self.others.discard(None)
 
+    def local_phase(self) -> bool:
+        """Whether TPE's last share of the budget has come: of its trials, or of its time to the
+        deadline (a search given 300 s and no trial count, or more trials than its time allows,
+        would otherwise never reach its neighbours)."""
+        if self.remaining <= self.local_budget:
+            return True
+        if self.deadline is None:
+            return False
+        return time.monotonic() >= self.deadline - LOCAL_SHARE * (self.deadline - self.started)
+
     def queue_neighbour(self) -> None:
         """TPE's last share of the budget: queue an unmeasured neighbour of the best configs.
         Only into an empty queue, so that the next ask pops this neighbour and not a re-queued
         trial, which would leave the neighbour waiting after the search."""
         if (
             self.plan.sampler != "tpe"
-            or self.remaining > self.local_budget
+            or not self.local_phase()
             or self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         ):
             return

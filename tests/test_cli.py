@@ -306,3 +306,22 @@ def test_a_search_keeps_a_trial_in_flight_for_each_compile_thread(tmp_path, monk
     args = ["search", "--size", "512", "--family", "coarse1d", "--replay", str(path), *extra]
     assert cli.main([*args, "--results", str(tmp_path / "r"), "--quiet", "--yes"]) == 0
     assert seen == [window]
+
+
+def test_a_timeout_alone_makes_the_time_the_budget(tmp_path):
+    """`search --timeout SEC` without --trials measures as many configs as the time allows (it
+    stopped at the default 30 before), and its record says the trials were not bounded."""
+    h100 = load_profile("h100")
+    table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse2d").enumerate(h100).valid)}
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"table": table, "cublas_gflops": 20000, "delay_s": 0.01}))
+    results = tmp_path / "r"
+    args = ["search", "--size", "512", "--family", "coarse2d", "--replay", str(path), "--timeout", "4"]
+    r = run(*args, "--results", str(results))
+    assert r.returncode == 0, r.stderr
+    assert "1 families, until 4 s" in r.stdout
+    # The progress lines count trials alone and follow the clock, not a budget of the whole space.
+    assert f"/{len(table)}" not in r.stderr and "coarse2d" in r.stderr
+    search = json.loads(next(results.glob("*/512x512x512.json")).read_text())["families"]["coarse2d"]["search"]
+    assert search["trials"] is None and 30 < search["evaluated"] < len(table)
+    assert search["seconds"] < 4 + 10

@@ -184,6 +184,55 @@ def test_tpe_spends_its_last_share_on_neighbours_of_the_best(tmp_path, h100):
     assert len(set(ev.calls)) == len(ev.calls) == 30
 
 
+def test_a_deadline_gives_its_last_share_of_time_to_neighbours(tmp_path, h100):
+    """More trials than the time allows (or --timeout alone): the neighbour phase comes with the
+    last LOCAL_SHARE of the time, not only of the trials, which such a search never reaches."""
+    import time
+
+    import optuna
+
+    sp = Space.load("coarse2d")
+    sp.seeds = []
+    _, table = _table(sp, h100, 2)
+    ev = ReplayEvaluator(table, h100, delay_s=0.03)
+    url = default_storage(tmp_path, "t")
+    deadline = time.monotonic() + 6.0
+    r = search_family(sp, P, ev, gpu_slug="t", storage=url, trials=3000, deadline=deadline, retime_top=0)
+    assert r.evaluated < 0.6 * 3000  # the trial count never came near its own neighbour phase
+    trials = optuna.load_study(study_name=r.study_name, storage=url).get_trials()
+    done = [t for t in trials if t.user_attrs.get("evaluated")]
+    local = [t for t in done if t.user_attrs.get("local")]
+    assert len(local) >= 10
+    # They come late: none in the first half of the loop's time, and most of the last 30%.
+    span = max(t.user_attrs["timing"]["at_s"] for t in done)
+    assert min(t.user_attrs["timing"]["at_s"] for t in local) >= 0.5 * span
+    late = [t for t in done if t.user_attrs["timing"]["at_s"] >= 0.7 * span]
+    assert len([t for t in late if t.user_attrs.get("local")]) >= 0.5 * len(late)  # a window asked earlier
+
+
+def test_a_grid_larger_than_its_queue_chunk_is_measured_whole_once(tmp_path, h100, monkeypatch):
+    """A grid's points are queued a chunk at a time (a whole large space up front took most of
+    an hour of database writes); a worker whose queue runs dry queues the next."""
+    from autotune import studies
+
+    monkeypatch.setattr(studies, "GRID_CHUNK", 7)
+    sp = Space.load("coarse1d")
+    valid, table = _table(sp, h100)
+    assert len(valid) > 3 * 7
+    ev = ReplayEvaluator(table, h100)
+    url = default_storage(tmp_path, "t")
+    r = search_family(sp, P, ev, gpu_slug="t", storage=url, trials=len(valid), sampler="grid", batch=4)
+    assert sorted(ev.calls[: len(valid)]) == sorted(c.name for c in valid)  # each point once
+    assert r.evaluated == len(valid)
+    # A budget short of the space stops at the budget, across chunks, and a resume goes on
+    # from where it stopped.
+    url2 = default_storage(tmp_path / "b", "t")
+    ev2 = ReplayEvaluator(table, h100)
+    search_family(sp, P, ev2, gpu_slug="t", storage=url2, trials=17, sampler="grid", batch=4, retime_top=0)
+    search_family(sp, P, ev2, gpu_slug="t", storage=url2, trials=30, sampler="grid", batch=4, retime_top=0)
+    assert len(ev2.calls) == len(set(ev2.calls)) == 30
+
+
 def test_random_search_has_no_neighbour_phase(tmp_path, h100):
     import optuna
 
