@@ -478,3 +478,24 @@ def test_enumeration_in_slices_of_a_few_rows_is_the_same(family, h100, monkeypat
     sliced = sp.enumerate(h100)
     assert sliced.valid == whole.valid and sliced.rejected == whole.rejected and len(whole.valid) > 100
     assert [c.name for c in sliced.valid] == [Config(c.family, c.params).name for c in whole.valid]
+
+
+def test_the_readmes_family_table_lists_every_family_with_its_valid_space(h100, monkeypatch, tmp_path):
+    """README's Families table: a row for each family, its last column the space's size and the
+    points that pass the static filter under sm_90's limits, as `autotune list --count` prints."""
+    import re
+
+    from autotune.counts import count_valid
+    from autotune.limits import profile_for_arch
+
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path))  # counted now, not read from a cache
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        m = re.match(r"\| `(\w+)` \|.*\| ([\d,]+) of ([\d,]+) \|$", line)
+        if m:
+            rows[m.group(1)] = (int(m.group(2).replace(",", "")), int(m.group(3).replace(",", "")))
+    assert sorted(rows) == sorted(FAMILIES)
+    limits = profile_for_arch(None)
+    for name, (valid, size) in rows.items():
+        sp = Space.load(name)
+        assert (valid, size) == (count_valid(sp, limits), sp.size), name
