@@ -34,10 +34,12 @@ def _limits(entry: dict) -> DeviceLimits:
 
 def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> list[CheckRow]:
     """No GPU: each stored config renders, passes the filter, and compiles with the recorded
-    registers and shared memory (a difference is a failure under the recorded NVRTC version,
-    a warning under another, since register allocation changes between compilers)."""
+    registers and shared memory. A difference is a failure where the source changed since the
+    record (its `source` hash), or where the record names no source and the same NVRTC version;
+    a warning where the source is the one measured (only the compiler can differ: builds of one
+    NVRTC version allocate registers differently) or, without a hash, the NVRTC version differs."""
     from .gpu.compile import compile_source, nvrtc_version
-    from .render import DEFAULT_KERNEL, render
+    from .render import DEFAULT_KERNEL, render, source_digest
 
     rows, families = [], {}
     here = nvrtc_version()
@@ -74,8 +76,15 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
                 )
                 diffs = _resource_diffs(entry, got)
             recorded = (entry.get("versions") or {}).get("nvrtc")
+            source = entry.get("source")
+            same_source = source is not None and source == source_digest(resolved)
             if not diffs:
                 rows.append(_with(base, "pass", f"{got['registers']} registers, {got['smem_bytes']} B smem"))
+            elif same_source:
+                why = f"the source measured; NVRTC {here} here, {recorded} recorded"
+                rows.append(_with(base, "warn", f"{'; '.join(diffs)} ({why})"))
+            elif source is not None:
+                rows.append(_with(base, "fail", f"{'; '.join(diffs)} (the source changed since the record)"))
             elif recorded and recorded != here:
                 rows.append(_with(base, "warn", f"{'; '.join(diffs)} (NVRTC {here} here, {recorded} recorded)"))
             else:

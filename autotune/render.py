@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
 from pathlib import Path
 
@@ -67,3 +68,10 @@ def _template_line(exc: BaseException) -> str | None:
             where = f"{name}:{tb.tb_lineno}"
         tb = tb.tb_next
     return where
+
+
+def source_digest(resolved: Resolved) -> str:
+    """A short hash of the config's CUDA source: a record keeps it, so that `check --static` can
+    tell a compiler that allocates registers differently (the same source) from a template that
+    changed since the record was measured."""
+    return hashlib.sha256(render(resolved).encode()).hexdigest()[:16]

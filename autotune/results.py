@@ -166,9 +166,11 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
     if m.status is not Status.OK or m.gflops is None:
         raise ValueError("only verified measurements are recorded")
     entry = m.to_dict()
-    contract = entry.pop("extra", {}).get("contract")
-    if contract:  # a tensor-core tier's errors on each kind of input, against its limits
-        entry["contract"] = contract
+    extra = entry.pop("extra", {})
+    if extra.get("contract"):  # a tensor-core tier's errors on each kind of input, against its limits
+        entry["contract"] = extra["contract"]
+    if extra.get("source"):  # the hash of the CUDA source measured (render.source_digest)
+        entry["source"] = extra["source"]
     entry.update(
         cublas={k: cublas[k] for k in ("time_ms", "time_iqr_ms", "gflops", "error", "path", "paths") if k in cublas},
         ratio=m.gflops / cublas["gflops"],

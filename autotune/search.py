@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from optuna.trial import TrialState
 
 from .evaluate import Evaluator
+from .render import source_digest
 from .space import Space
 from .studies import Plan, measured_configs, next_queued, plan_family
 from .trials import Progress, run_trials
@@ -64,6 +65,7 @@ def finish_family(
     if best is not None and cublas:
         best.extra["cublas"] = cublas
         best.extra["ratio"] = best.gflops / cublas["gflops"]
+        best.extra["source"] = source_digest(plan.space.family.resolve(best.config))
     counts = counts or {}
     if progress:
         progress.update(

@@ -47,6 +47,33 @@ def test_static_check_fails_when_resources_change(one_record):
     assert rows["vectorized"].status == "pass"
 
 
+def test_a_record_of_the_same_source_tells_a_compiler_difference_from_a_template_change(one_record):
+    """A record that names the hash of the source it measured: a register difference on the
+    same source is the compiler's (builds of one NVRTC version differ), a warning; on another
+    source the template changed since, a failure, whatever the NVRTC version."""
+    from autotune.render import source_digest
+    from autotune.results import entry_config
+    from autotune.space import Family
+
+    root, path = one_record
+    entry = json.loads(path.read_text())["families"]["warptile"]
+    digest = source_digest(Family.load("warptile").resolve(entry_config(entry)))
+    assert len(digest) == 16 and digest != source_digest(Family.load("vectorized").resolve(
+        entry_config(json.loads(path.read_text())["families"]["vectorized"])))  # fmt: skip
+
+    _edit(path, lambda d: d["families"]["warptile"].update(registers=12, source=digest))
+    (row,) = [r for r in check_static(root, SLUG) if r.family == "warptile"]
+    assert row.status == "warn" and "registers 12 ->" in row.detail and "the source measured" in row.detail
+
+    _edit(path, lambda d: d["families"]["warptile"].update(source="0" * 16))
+    (row,) = [r for r in check_static(root, SLUG) if r.family == "warptile"]
+    assert row.status == "fail" and "the source changed since the record" in row.detail
+    # Even where the record names another NVRTC version (without a hash, a warning).
+    _edit(path, lambda d: d["families"]["warptile"]["versions"].update(nvrtc="12.4"))
+    (row,) = [r for r in check_static(root, SLUG) if r.family == "warptile"]
+    assert row.status == "fail"
+
+
 def test_static_check_fails_when_a_config_breaks_a_rule(one_record):
     root, path = one_record
     _edit(path, lambda d: d["families"]["coarse2d"]["config"]["params"].update(TM=3))

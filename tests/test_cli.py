@@ -322,6 +322,12 @@ def test_a_timeout_alone_makes_the_time_the_budget(tmp_path):
     assert "1 families, until 4 s" in r.stdout
     # The progress lines count trials alone and follow the clock, not a budget of the whole space.
     assert f"/{len(table)}" not in r.stderr and "coarse2d" in r.stderr
-    search = json.loads(next(results.glob("*/512x512x512.json")).read_text())["families"]["coarse2d"]["search"]
+    entry = json.loads(next(results.glob("*/512x512x512.json")).read_text())["families"]["coarse2d"]
+    search = entry["search"]
     assert search["trials"] is None and 30 < search["evaluated"] < len(table)
     assert search["seconds"] < 4 + 10
+    # The record names the source it measured (check --static tells compiler from template by it).
+    from autotune.render import source_digest
+    from autotune.results import entry_config
+
+    assert entry["source"] == source_digest(Space.load("coarse2d").family.resolve(entry_config(entry)))
