@@ -77,7 +77,7 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
                 diffs = _resource_diffs(entry, got)
             recorded = (entry.get("versions") or {}).get("nvrtc")
             source = entry.get("source")
-            same_source = source is not None and source == source_digest(resolved)
+            same_source = bool(diffs) and source is not None and source == source_digest(resolved)
             if not diffs:
                 rows.append(_with(base, "pass", f"{got['registers']} registers, {got['smem_bytes']} B smem"))
             elif same_source:
