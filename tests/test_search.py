@@ -233,6 +233,28 @@ def test_a_grid_larger_than_its_queue_chunk_is_measured_whole_once(tmp_path, h10
     assert len(ev2.calls) == len(set(ev2.calls)) == 30
 
 
+def test_a_worker_with_its_own_seed_queues_no_grid_point_past_the_budget(tmp_path, h100, monkeypatch):
+    """Worker processes sample with seeds of their own (parallel.WORKER_SEED_STRIDE); the grid's
+    order is the study's, so a worker whose queue runs dry finds the budget all queued (three
+    workers once measured 61 points of a 60-point grid)."""
+    from autotune import studies
+    from autotune.parallel import WORKER_SEED_STRIDE
+
+    monkeypatch.setattr(studies, "GRID_CHUNK", 25)
+    sp = Space.load("coarse1d")
+    kw = dict(gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=60, sampler="grid")
+    parent = studies.make_plan(sp, P, h100, seed=0, **kw)
+    assert studies.queue_plan(parent) == 25
+    worker = studies.make_plan(sp, P, h100, seed=WORKER_SEED_STRIDE, queued_by_parent=True, **kw)
+    assert studies.queue_plan(worker) == 25 and studies.queue_plan(worker) == 10 and studies.queue_plan(worker) == 0
+    planned = [t.user_attrs["config"] for t in parent.open().get_trials() if t.user_attrs.get("planned")]
+    # The same 60 points as one process alone would have queued.
+    alone = studies.make_plan(sp, P, h100, seed=0, **{**kw, "storage": default_storage(tmp_path / "b", "t")})
+    while studies.queue_plan(alone):
+        pass
+    assert planned == [t.user_attrs["config"] for t in alone.open().get_trials() if t.user_attrs.get("planned")]
+
+
 def test_random_search_has_no_neighbour_phase(tmp_path, h100):
     import optuna
 
