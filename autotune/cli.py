@@ -202,7 +202,8 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
         "--timeout",
         type=_nonneg_float,
         metavar="SEC",
-        help="wall-time budget for the whole search, shared out over its families; the last 40%% of a "
+        help="wall-time budget for each shape's search (each of --sizes gets it), shared out over its "
+        "families; the last 40%% of a "
         "family's time (or trials, whichever comes first) goes to neighbours of its best configs",
     )
     s.add_argument("--sampler", choices=["tpe", "random", "grid"], default="tpe", help="Optuna sampler (default tpe)")

@@ -198,8 +198,8 @@ def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) ->
         / args.workers
     )
     families = len({sp.family.name for _, sps in per_shape for sp in sps})
-    if args.timeout is not None:
-        seconds = min(seconds, args.timeout)
+    if args.timeout is not None:  # each shape's search gets the whole timeout
+        seconds = min(seconds, args.timeout * len(problems))
     if seconds <= ASK_ABOVE_S:
         return
     each = "as many trials as its time allows" if most == UNBOUNDED_TRIALS else f"up to {most:,} trials"

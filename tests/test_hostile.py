@@ -254,6 +254,9 @@ def test_a_search_estimate_counts_the_space_and_the_timeout(tmp_path, monkeypatc
         cli_inputs.ask_search(args, [*spaces, Space.load("fewrows")], [Problem(4096, 4096, 4096)], 1)
     args.timeout = 600
     cli_inputs.ask_search(args, spaces, [Problem(4096, 4096, 4096)], 1)  # bounded by --timeout: no question
+    # Each shape's search gets the whole timeout: four shapes of 600 s are 40 minutes.
+    with pytest.raises(UserError, match=r"4 shape\(s\)\): about 40 min"):
+        cli_inputs.ask_search(args, spaces, [Problem(4096, 4096, 4096 + i) for i in range(4)], 1)
     default = cli.build_parser().parse_args(["search", "--size", "4096"])
     cli_inputs.ask_search(
         default,
