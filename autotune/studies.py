@@ -363,12 +363,15 @@ def queue_plan(plan: Plan) -> int:
     if plan.sampler == "grid":
         # Every point queued before, in any state, is not queued again.
         queued = {t.user_attrs.get("config") for t in study.get_trials(deepcopy=False) if t.user_attrs.get("planned")}
-        rest = [c for c in plan.valid if c not in set(space.seeds)]
+        seeds = set(space.seeds)
+        rest = [c for c in plan.valid if c not in seeds]
         # One order for the study, whoever queues the next chunk: each worker process samples
         # with a seed of its own, and its own shuffle would queue points past the budget.
-        if "grid_order_seed" not in study.user_attrs:
-            study.set_user_attr("grid_order_seed", plan.seed)
-        random.Random(study.user_attrs["grid_order_seed"]).shuffle(rest)
+        order_seed = study.user_attrs.get("grid_order_seed")
+        if order_seed is None:
+            order_seed = plan.seed
+            study.set_user_attr("grid_order_seed", order_seed)
+        random.Random(order_seed).shuffle(rest)
         order = [c for c in (order + rest)[: plan.budget] if c.name not in queued][:GRID_CHUNK]
     else:
         queued = {t.user_attrs.get("config") for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
