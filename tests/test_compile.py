@@ -354,6 +354,67 @@ def test_fewcols_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100
     assert not fam.broken_rules(Config.make("fewcols", {**point, "KCHUNK": 512}))
 
 
+def test_fewcols_b_through_the_ring_frees_the_chunk_from_shared_memory(h100):
+    """fewcols with B's rows through A's ring (B_RING): the seeds and the GPU test's points build in
+    both layouts with no spills; the shared memory they declare is the launch's (all dynamic) and
+    does not grow with KCHUNK, so a chunk of 16384 fits where without B_RING it does not; and
+    B_RING needs A's ring."""
+    fam = Family.load("fewcols")
+    seeds = [c.as_dict() for c in Space.load("fewcols").seeds if c["B_RING"]]
+    assert {c["NR"] for c in seeds} >= {8, 16, 32} and max(c["KCHUNK"] for c in seeds) == 16384
+    points = [
+        (16, 1, 2, 4, 16384, 1, 3),
+        (16, 1, 1, 8, 8192, 2, 4),
+        (8, 1, 2, 4, 1024, 1, 4),
+        (32, 2, 1, 4, 4096, 1, 2),
+    ]
+    points += [(4, 2, 2, 2, 256, 2, 3)]
+    keys = ("NR", "RPW", "WARPS", "WK", "KCHUNK", "UNROLL", "A_STAGES")
+    base = dict(LANE_ROWS=1, B_RING=1, STREAM=1)
+    for params in seeds + [base | dict(zip(keys, p, strict=True)) for p in points]:
+        for trans_b, reduce in ((0, "atomic"), (1, "last_block")):
+            resolved = fam.resolve({**params, "TRANS_B": trans_b, "REDUCE": reduce})
+            assert not fam.violations(resolved, h100), resolved.config.name
+            res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
+            assert res.spill_bytes == 0, (resolved.config.name, res)
+            assert resolved.plan.dynamic_smem == resolved.env["SMEM_BYTES"]
+            assert res.smem_static_bytes == (16 if reduce == "last_block" else 0)
+    deep = {**seeds[0], "KCHUNK": 16384}
+    assert fam.resolve(deep).env["SMEM_BYTES"] == fam.resolve({**deep, "KCHUNK": 256}).env["SMEM_BYTES"]
+    assert any("smem_bytes" in v for v in fam.violations(fam.resolve({**deep, "B_RING": 0}), h100))
+    assert fam.broken_rules(Config.make("fewcols", {**deep, "A_STAGES": 0}))
+
+
+FEWCOLS_BEFORE_B_RING = "d0e22c0"
+
+
+def test_fewcols_without_b_through_the_ring_renders_the_source_of_before(tmp_path):
+    """B_RING = 0 renders, character for character, the source the template gave before B_RING
+    (so records measured before it keep their source hash), for the seeds, the stored configs and
+    random valid points of the space of before."""
+    import json
+    import random
+
+    old, new = _family_at(FEWCOLS_BEFORE_B_RING, "fewcols", tmp_path), Family.load("fewcols")
+    configs = [c.as_dict() for c in Space.load("fewcols").seeds if not c["B_RING"]]
+    for path in sorted((ROOT / "tests" / "data").rglob("*.json")) + sorted((ROOT / "results").rglob("*.json")):
+        entry = json.loads(path.read_text()).get("families", {}).get("fewcols")
+        if isinstance(entry, dict) and "config" in entry:
+            configs.append(entry["config"]["params"])
+    values = dict(Space.load("fewcols").values)
+    values["KCHUNK"] = [k for k in values["KCHUNK"] if k <= 4096]
+    rng, drawn = random.Random(3), 0
+    while drawn < 150:
+        point = {name: rng.choice(vals) for name, vals in values.items() if name != "B_RING"}
+        point["TRANS_B"] = rng.choice([0, 1])
+        if not old.broken_rules(Config.make("fewcols", point)):
+            configs.append(point)
+            drawn += 1
+    for params in configs:
+        before = {k: v for k, v in params.items() if k != "B_RING"}
+        assert render(new.resolve({**before, "B_RING": 0})) == render(old.resolve(before)), params
+
+
 # fewcols' template before its warps along K (WK): with WK = 1 the family builds that kernel.
 def _family_at(commit: str, family: str, folder) -> Family:
     """A family as its template was at `commit` of this checkout (skips without git or history)."""

@@ -147,6 +147,30 @@ def test_fewcols_staged_a_correct(gpu_evaluator, shape):
         _each_reduction_right(gpu_evaluator, "fewcols", params, Problem(*shape, layout="nt" if trans_b else "nn"))
 
 
+@pytest.mark.parametrize(
+    "shape", [(4097, 16, 3001), (1001, 3, 777), (333, 16, 5000), (130, 17, 4099), (6, 3, 2), (4096, 32, 4096)]
+)
+def test_fewcols_b_through_the_ring_correct(gpu_evaluator, shape):
+    """fewcols with B's rows through A's ring (B_RING): a chunk of all of K (one launch) and
+    several (both reductions), M not a whole number of blocks, K not a whole number of stages,
+    K % 4 != 0 (A copied 4 bytes at a time), N % 4 != 0 and B stored N x K (B copied 4 bytes at a
+    time), N of 3-32 columns against blocks of 4-32, against FP64."""
+    points = [
+        (16, 1, 2, 4, 16384, 1, 3),
+        (16, 1, 1, 8, 8192, 2, 4),
+        (8, 1, 2, 4, 1024, 1, 4),
+        (32, 2, 1, 4, 4096, 1, 2),
+        (4, 2, 2, 2, 256, 2, 3),
+    ]
+    for trans_b in (0, 1):
+        params = [
+            dict(NR=nr, RPW=rpw, WARPS=w, WK=wk, KCHUNK=kc, UNROLL=u, LANE_ROWS=1, A_STAGES=st, B_RING=1, STREAM=1)
+            | dict(TRANS_B=trans_b)
+            for nr, rpw, w, wk, kc, u, st in points
+        ]
+        _each_reduction_right(gpu_evaluator, "fewcols", params, Problem(*shape, layout="nt" if trans_b else "nn"))
+
+
 def _each_reduction_right(gpu_evaluator, family: str, params: list[dict], problem: Problem) -> None:
     """Each of `params` with both reductions of a split K runs (none rejected) and matches FP64."""
     mine = [Config.make(family, p | {"REDUCE": red}) for p in params for red in ("atomic", "last_block")]
