@@ -389,21 +389,20 @@ FEWCOLS_BEFORE_B_RING = "d0e22c0"
 
 
 def test_fewcols_without_b_through_the_ring_renders_the_source_of_before(tmp_path):
-    """B_RING = 0 with the reductions of before renders, character for character, the source the
-    template gave before B_RING and ws_atomic (so records measured before them keep their source
-    hash), for the seeds, the stored configs and random valid points of the space of before."""
+    """B_RING = 0 renders, character for character, the source the template gave before B_RING
+    (so records measured before it keep their source hash), for the seeds, the stored configs and
+    random valid points of the space of before."""
     import json
     import random
 
     old, new = _family_at(FEWCOLS_BEFORE_B_RING, "fewcols", tmp_path), Family.load("fewcols")
-    configs = [c.as_dict() for c in Space.load("fewcols").seeds if not c["B_RING"] and c["REDUCE"] != "ws_atomic"]
+    configs = [c.as_dict() for c in Space.load("fewcols").seeds if not c["B_RING"]]
     for path in sorted((ROOT / "tests" / "data").rglob("*.json")) + sorted((ROOT / "results").rglob("*.json")):
         entry = json.loads(path.read_text()).get("families", {}).get("fewcols")
         if isinstance(entry, dict) and "config" in entry:
             configs.append(entry["config"]["params"])
     values = dict(Space.load("fewcols").values)
     values["KCHUNK"] = [k for k in values["KCHUNK"] if k <= 4096]
-    values["REDUCE"] = ["atomic", "last_block"]  # ws_atomic came after
     rng, drawn = random.Random(3), 0
     while drawn < 150:
         point = {name: rng.choice(vals) for name, vals in values.items() if name != "B_RING"}

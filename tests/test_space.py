@@ -69,27 +69,6 @@ def test_declared_values_match_hand_computation(h100):
     assert geo.kernels == [""]  # N % 4 == 0: nothing to pack, no split-K, no tail
 
 
-def test_fewcols_sums_in_a_workspace_take_one_launch_and_a_zeroed_workspace():
-    """fewcols' ws_atomic: a split K adds into an M x N workspace after the tiles' counters, all of
-    it zero before the first launch (the kernel leaves it so), with no launch that scales C first;
-    one chunk needs none of it. The other reductions' workspaces are as before."""
-    fam = Family.load("fewcols")
-    point = dict(NR=16, RPW=2, WARPS=2, WK=8, KCHUNK=1024, UNROLL=1, LANE_ROWS=1, A_STAGES=3, B_RING=1, STREAM=1)
-    M, N, K = 4097, 16, 3001  # 33 x 1 tiles of 128 x 16, three chunks
-    tiles = 33
-    geo = {
-        r: fam.resolve({**point, "REDUCE": r}).plan.geometry(M, N, K, None)
-        for r in ("atomic", "last_block", "ws_atomic")
-    }
-    ws = geo["ws_atomic"].values
-    assert ws["ws_bytes"] == ws["ws_zeroed"] == 16 * ((tiles + 3) // 4) + 4 * M * N
-    assert geo["ws_atomic"].scale_c == 0 and geo["atomic"].scale_c == 1
-    assert geo["last_block"].values["ws_bytes"] == 16 * ((tiles + 3) // 4) + 4 * 3 * M * N
-    assert geo["last_block"].values["ws_zeroed"] == 16 * ((tiles + 3) // 4)
-    one = fam.resolve({**point, "REDUCE": "ws_atomic", "KCHUNK": 4096}).plan.geometry(M, N, K, None)
-    assert one.values.get("ws_bytes", 0) == one.values.get("ws_zeroed", 0) == 0 and one.scale_c == 0
-
-
 def _geo(params, M, N, K, slots=None):
     return Family.load("warptile").resolve(params).plan.geometry(M, N, K, slots)
 
