@@ -17,19 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
+from pathlib import Path
 
 import cupy as cp
 
-_STREAM = r"""
-extern "C" __global__ void read_sum(const float4* __restrict__ x, size_t n4, float* out) {
-    float s = 0.0f;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
-        const float4 v = __ldcs(x + i);
-        s += v.x + v.y + v.z + v.w;
-    }
-    if (s == 1234.5f) *out = s;
-}
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bandwidth import _READ as _STREAM  # the reference: the grid-stride float4 stream
 
 # A block reads rows [blockIdx.x * BM, +BM) and k in [blockIdx.y * KCHUNK, +KCHUNK), SEG floats of
 # each row a stage, through a ring of STAGES slots (the fewcols A_STAGES copy loop, without B).

@@ -120,12 +120,7 @@ def test_fewcols_warps_along_k_correct(gpu_evaluator, shape):
         (8, 2, 2, 4, 512, 2, 1),
         (8, 1, 1, 8, 256, 4, 1),
     ]
-    for trans_b in (0, 1):
-        params = [
-            dict(NR=nr, RPW=rpw, WARPS=w, WK=wk, KCHUNK=kc, UNROLL=u, LANE_ROWS=lr, STREAM=1, TRANS_B=trans_b)
-            for nr, rpw, w, wk, kc, u, lr in points
-        ]
-        _each_reduction_right(gpu_evaluator, "fewcols", params, Problem(*shape, layout="nt" if trans_b else "nn"))
+    _fewcols_points_right(gpu_evaluator, shape, points, "LANE_ROWS")
 
 
 @pytest.mark.parametrize(
@@ -137,14 +132,7 @@ def test_fewcols_staged_a_correct(gpu_evaluator, shape):
     the chunk zero-filled), K % 8 != 0 (such a chunk takes the unstaged loads), N of 3-32 columns
     (N % 4 != 0 too), B in either layout, both reductions, against FP64."""
     points = [(16, 2, 2, 4, 512, 1, 3), (32, 1, 2, 4, 256, 1, 4), (4, 4, 1, 2, 1024, 1, 3), (8, 2, 4, 2, 256, 1, 3)]
-    for trans_b in (0, 1):
-        params = [
-            dict(
-                NR=nr, RPW=rpw, WARPS=w, WK=wk, KCHUNK=kc, UNROLL=u, LANE_ROWS=1, A_STAGES=st, STREAM=1, TRANS_B=trans_b
-            )
-            for nr, rpw, w, wk, kc, u, st in points
-        ]
-        _each_reduction_right(gpu_evaluator, "fewcols", params, Problem(*shape, layout="nt" if trans_b else "nn"))
+    _fewcols_points_right(gpu_evaluator, shape, points, "A_STAGES", LANE_ROWS=1)
 
 
 @pytest.mark.parametrize(
@@ -162,12 +150,15 @@ def test_fewcols_b_through_the_ring_correct(gpu_evaluator, shape):
         (32, 2, 1, 4, 4096, 1, 2),
         (4, 2, 2, 2, 256, 2, 3),
     ]
+    _fewcols_points_right(gpu_evaluator, shape, points, "A_STAGES", LANE_ROWS=1, B_RING=1)
+
+
+def _fewcols_points_right(gpu_evaluator, shape: tuple, points: list[tuple], last: str, **fixed) -> None:
+    """fewcols at `points` (NR, RPW, WARPS, WK, KCHUNK, UNROLL and `last`), each with `fixed` and
+    STREAM 1, with B stored K x N and N x K, every reduction right at `shape`."""
+    keys = ("NR", "RPW", "WARPS", "WK", "KCHUNK", "UNROLL", last)
     for trans_b in (0, 1):
-        params = [
-            dict(NR=nr, RPW=rpw, WARPS=w, WK=wk, KCHUNK=kc, UNROLL=u, LANE_ROWS=1, A_STAGES=st, B_RING=1, STREAM=1)
-            | dict(TRANS_B=trans_b)
-            for nr, rpw, w, wk, kc, u, st in points
-        ]
+        params = [dict(zip(keys, p, strict=True)) | fixed | {"STREAM": 1, "TRANS_B": trans_b} for p in points]
         _each_reduction_right(gpu_evaluator, "fewcols", params, Problem(*shape, layout="nt" if trans_b else "nn"))
 
 
