@@ -91,20 +91,38 @@ def make_storage(url: str):
     if cached is not None and (not url.startswith("sqlite:///") or Path(url[len("sqlite:///") :]).exists()):
         return cached
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
-    try:
-        storage = (_SQLiteStorage if url.startswith("sqlite:") else RDBStorage)(
-            url,
-            engine_kwargs=engine,
-            heartbeat_interval=HEARTBEAT_S,
-            grace_period=GRACE_S,
-            heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
-        )
-    except Exception as exc:  # noqa: BLE001 - any storage failure is the user's URL or file
-        raise UserError(f"storage {url!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+    for attempt in range(_CREATE_TRIES):
+        try:
+            storage = (_SQLiteStorage if url.startswith("sqlite:") else RDBStorage)(
+                url,
+                engine_kwargs=engine,
+                heartbeat_interval=HEARTBEAT_S,
+                grace_period=GRACE_S,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
+            )
+            break
+        except Exception as exc:  # noqa: BLE001 - any storage failure is the user's URL or file
+            if attempt + 1 < _CREATE_TRIES and _lost_creation_race(exc):
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise UserError(f"storage {url!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
     if url.startswith("sqlite:"):
         _serialize_sqlite(storage.engine)
     _STORAGES[url] = storage
     return storage
+
+
+_CREATE_TRIES = 4
+
+
+def _lost_creation_race(exc: BaseException) -> bool:
+    """Whether creating a storage failed because another process created the same new database
+    at the same moment: Optuna creates the tables and stamps the schema's version when it opens
+    a file that has none, and the second of two processes doing so (two searches started
+    together, or a reader of the study) finds the version stamped or a table there. Opening the
+    storage again then finds the schema whole."""
+    text = str(exc)
+    return "alembic_version" in text or ("already exists" in text and "table" in text)
 
 
 _READING = threading.local()  # set while this thread runs one of Optuna's reads of trials

@@ -8,7 +8,7 @@ from autotune.replay import ReplayEvaluator
 from autotune.search import search, search_family
 from autotune.space import Space
 from autotune.studies import default_storage
-from autotune.types import Problem, Status
+from autotune.types import Problem, Status, UserError
 
 P = Problem(512, 512, 512)
 
@@ -356,6 +356,43 @@ def test_one_storage_per_url_until_its_file_is_gone(tmp_path):
     (tmp_path / "t" / "optuna.db").unlink()
     assert make_storage(url) is not first  # a deleted database is opened afresh
     assert make_storage("memory:x") is make_storage("memory:x") is not make_storage("memory:y")
+
+
+def test_a_new_database_created_by_another_process_at_the_same_moment_is_opened(tmp_path, monkeypatch):
+    """Two processes opening one new SQLite file at once (two searches started together, or a
+    reader of the study) both create Optuna's schema, and the second fails on the version stamp
+    (run 178's CI: a search ended at once with IntegrityError on alembic_version). The search's
+    storage opens the file again and finds the schema whole; any other failure is one line at once."""
+    import optuna
+    import sqlalchemy.exc
+
+    from autotune import studies
+
+    url = default_storage(tmp_path, "t")
+    real_init, calls = studies._SQLiteStorage.__init__, []
+
+    def racing_init(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # the other process stamps the new file first
+            optuna.storages.RDBStorage(url)
+            raise sqlalchemy.exc.IntegrityError(
+                "INSERT INTO alembic_version", {}, Exception("UNIQUE constraint failed: alembic_version.version_num")
+            )
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(studies._SQLiteStorage, "__init__", racing_init)
+    storage = studies.make_storage(url)
+    assert len(calls) == 2 and optuna.create_study(storage=storage, study_name="s").study_name == "s"
+
+    def broken_init(self, *args, **kwargs):
+        calls.append(1)
+        raise sqlalchemy.exc.OperationalError("SELECT", {}, Exception("disk I/O error"))
+
+    monkeypatch.setattr(studies._SQLiteStorage, "__init__", broken_init)
+    calls.clear()
+    with pytest.raises(UserError, match="disk I/O error"):
+        studies.make_storage(default_storage(tmp_path, "u"))
+    assert len(calls) == 1
 
 
 def test_the_neighbour_phase_leaves_nothing_queued_after_a_resume(tmp_path, h100):
