@@ -372,7 +372,8 @@ def test_fewcols_b_through_the_ring_frees_the_chunk_from_shared_memory(h100):
     keys = ("NR", "RPW", "WARPS", "WK", "KCHUNK", "UNROLL", "A_STAGES")
     base = dict(LANE_ROWS=1, B_RING=1, STREAM=1)
     for params in seeds + [base | dict(zip(keys, p, strict=True)) for p in points]:
-        for trans_b, reduce, cols_first in ((0, "atomic", 0), (1, "last_block", 0), (0, "last_block", 1), (1, "atomic", 1)):
+        ways = ((0, "atomic", 0), (1, "last_block", 0), (0, "last_block", 1), (1, "atomic", 1))
+        for trans_b, reduce, cols_first in ways:
             resolved = fam.resolve({**params, "TRANS_B": trans_b, "REDUCE": reduce, "COLS_FIRST": cols_first})
             assert not fam.violations(resolved, h100), resolved.config.name
             res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
@@ -446,7 +447,8 @@ def test_fewcols_groups_in_z_render_the_source_of_before(tmp_path):
     ring = next(c for c in configs if c.get("B_RING"))
     plan = new.resolve({**ring, "COLS_FIRST": 1}).plan
     grid = dict(plan.values)
-    assert grid["grid_x"].startswith("cdiv(M, BM) * cdiv(N, NR) if COLS_FIRST") and grid["grid_z"].startswith("1 if COLS_FIRST")
+    assert grid["grid_x"].startswith("cdiv(M, BM) * cdiv(N, NR) if COLS_FIRST")
+    assert grid["grid_z"].startswith("1 if COLS_FIRST")
 
 
 # fewcols' template before its warps along K (WK): with WK = 1 the family builds that kernel.
