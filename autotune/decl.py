@@ -3,9 +3,7 @@
     {#- autotune
     description: ...
     params:      {NAME: {domain: [lo, hi] | choices: [a, b, ...], default: ..., doc: ..., was: ...}}
-    derived:     {NAME: expression}            # in order; THREADS and SMEM_BYTES are required;
-                                               # CLUSTER (optional): blocks in a thread-block
-                                               # cluster (the static filter refuses > 1 below sm_90)
+    derived:     {NAME: expression}            # in order; THREADS and SMEM_BYTES are required
     constraints: [{expr: ..., why: ...}]
     suits:       [{expr: ..., why: ...}]       # shapes (M, N, K) the family is meant for
     launch:      {threads, grid, dynamic_smem, scale_c_first, workspace, workspace_zeroed,

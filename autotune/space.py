@@ -100,19 +100,6 @@ def _arch_constraint(arch: str) -> Constraint:
     return Constraint(f"arch {arch}", frozenset(), check)
 
 
-def _cluster_constraint() -> Constraint:
-    """Thread-block clusters (a derived CLUSTER > 1: blocks that share distributed shared memory)
-    exist from sm_90 on."""
-
-    def check(env: Mapping[str, Any], lim: DeviceLimits) -> str | None:
-        n = env["CLUSTER"]
-        if n <= 1 or int(lim.arch.removeprefix("sm_").rstrip("a")) >= 90:
-            return None
-        return f"clusters of {n} blocks need an sm_90 device or newer; this one is {lim.arch}"
-
-    return Constraint("clusters need sm_90", frozenset({"CLUSTER"}), check)
-
-
 def _device_constraints() -> list[Constraint]:
     """The rules every family obeys, over its declared THREADS and SMEM_BYTES."""
 
@@ -224,8 +211,6 @@ class Family:
         constraints = [_template_constraint(ex, why) for ex, why in declaration.constraints]
         if declaration.arch:
             constraints.append(_arch_constraint(declaration.arch))
-        if "CLUSTER" in declaration.derived:
-            constraints.append(_cluster_constraint())
         return cls(name, path, declaration, constraints + _device_constraints())
 
     @cached_property

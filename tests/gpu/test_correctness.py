@@ -51,12 +51,6 @@ def _configs() -> list[Config]:
             for s in ("split_launch", "split_persistent", "split_fused")
             for v in ({}, {"PACKB": 0}, {"GROUP_M": 1, "BK": 8})
         ),
-        # split-K in a cluster: 2-8 blocks a tile (3: not a power of two), B unpacked or packed
-        # transposed, a 16-row tile.
-        {"SCHEDULE": "split_cluster", "SPLITK": 8, "MINB": 1},
-        {"SCHEDULE": "split_cluster", "SPLITK": 3, "MINB": 1, "PACKB": 0},
-        {"SCHEDULE": "split_cluster", "SPLITK": 2, "MINB": 1, "GROUP_M": 1, "BK": 8},
-        {"TRANS_B": 1, "PACKB": 2, "SCHEDULE": "split_cluster", "SPLITK": 4, "MINB": 1},
         # 16-row tiles (one warp row of 16: 4 lanes x 4 rows) in every schedule.
         *(
             {"BM": 16, "BN": 64, "WARPS_M": 1, "WARPS_N": 2, "TM": 4, "LANES_N": 8, "SCHEDULE": s, **v}
@@ -67,7 +61,6 @@ def _configs() -> list[Config]:
                 ("split_launch", {}),
                 ("split_persistent", {}),
                 ("split_fused", {}),
-                ("split_cluster", {"SPLITK": 4, "MINB": 4}),
             )
         ),
     ):
