@@ -19,7 +19,7 @@ from autotune.space import Family, Space
 from autotune.types import Config, Measurement, Problem, Status, UserError
 
 LAYOUTS = ["nn", "nt", "tn", "tt"]
-BATCHING = {"tiled", "coarse1d", "coarse2d", "vectorized", "warptile"}  # fewrows / fewcols use grid z
+BATCHING = {"tiled", "coarse1d", "coarse2d", "vectorized", "warptile", "tiny"}  # fewrows / fewcols use grid z
 
 
 def test_a_problem_names_its_batch():
