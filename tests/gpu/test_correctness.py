@@ -153,6 +153,26 @@ def test_fewcols_b_through_the_ring_correct(gpu_evaluator, shape):
     _fewcols_points_right(gpu_evaluator, shape, points, "A_STAGES", LANE_ROWS=1, B_RING=1)
 
 
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("shape", [(33, 17, 700), (5, 130, 257), (100, 96, 4), (1, 1, 1)])
+def test_tiny_correct(gpu_evaluator, shape, layout):
+    """tiny with one group along K and with several (their sums met in shared memory), K deeper
+    than a chunk (several chunks, the last one partial) and shallower, tiles partly outside M and
+    N, in each layout, against FP64."""
+    points = [
+        {"BM": 16, "BN": 16, "TM": 1, "TN": 1, "KS": 1, "KC": 32},
+        {"BM": 8, "BN": 16, "TM": 1, "TN": 2, "KS": 8, "KC": 128},
+        {"BM": 32, "BN": 8, "TM": 4, "TN": 1, "KS": 4, "KC": 64},
+        {"BM": 4, "BN": 8, "TM": 1, "TN": 1, "KS": 16, "KC": 256},
+    ]
+    trans = {"TRANS_A": int(layout[0] == "t"), "TRANS_B": int(layout[1] == "t")}
+    configs = [Config.make("tiny", p | trans) for p in points]
+    ms = gpu_evaluator.evaluate(configs, Problem(*shape, layout=layout), verify_only=True)
+    bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
+    assert not bad and len(ms) == len(configs), "\n".join(bad)
+    assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
+
+
 def _fewcols_points_right(gpu_evaluator, shape: tuple, points: list[tuple], last: str, **fixed) -> None:
     """fewcols at `points` (NR, RPW, WARPS, WK, KCHUNK, UNROLL and `last`), each with `fixed` and
     STREAM 1, with B stored K x N and N x K, every reduction right at `shape`."""
