@@ -52,8 +52,10 @@ SHAPE_KEYS = ("BM", "BN", "BK", "THREADS", "ACC_M", "ACC_N", "MINB", "SPLITK", "
 
 
 def scorable(env: Mapping[str, Any]) -> bool:
-    """Whether the model applies: a block tile and threads, and products on the FFMA pipe."""
-    return all(k in env for k in ("BM", "BN", "THREADS")) and "PRECISION" not in env
+    """Whether the model applies: a block tile and threads, and products on the FFMA pipe, each
+    thread owning its outputs over all of K (groups of threads that share K out, tiny's KS, are
+    latency-bound kernels the model does not describe)."""
+    return all(k in env for k in ("BM", "BN", "THREADS")) and "PRECISION" not in env and "KS" not in env
 
 
 def estimate(env: Mapping[str, Any], problem: Problem, limits: DeviceLimits) -> float:
