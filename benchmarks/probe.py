@@ -67,6 +67,7 @@ def _args() -> argparse.Namespace:
         "--records", required=True, help="tuned shapes (comma list) or a set of sweep.py: " + ", ".join(SETS)
     )
     ap.add_argument("--shapes", help="comma list of shapes to time each record at (default: the record's own)")
+    ap.add_argument("--family", help="time this family's stored entry of each record (default: the record's fastest)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=V", help="a variant with a parameter changed")
     ap.add_argument("--beta", type=float, default=0.0, help="beta of every timed launch (default 0)")
     ap.add_argument("--results", type=Path, default=Path("results"))
@@ -89,7 +90,7 @@ def main() -> int:
     rows, cublas = [], {}
     for rec in records:
         tuned = Problem.parse(rec)
-        _, entry = best_entry(args.results, limits.slug, tuned)
+        _, entry = best_entry(args.results, limits.slug, tuned, args.family)
         shapes = [Problem.parse(s) for s in args.shapes.split(",")] if args.shapes else [tuned]
         for label, cfg in _variants(entry_config(entry), args.set):
             for shape in shapes:
