@@ -18,7 +18,7 @@ FAMILIES = [f for f in families() if tier_of(f) == "highest"]
 
 def _configs() -> list[Config]:
     """Each family's seeds plus a few random valid points (fixed seed), and warptile's
-    split-K, pipeline-depth, padding, schedule and 16-row tile variants."""
+    split-K, pipeline-depth, padding, schedule, A-as-stored and 16-row tile variants."""
     from autotune.limits import load_profile
 
     lim = load_profile("h100")
@@ -65,8 +65,38 @@ def _configs() -> list[Config]:
         ),
     ):
         out.append(Config.make("warptile", {**base, **variant}))
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(out + A_ROWS_CONFIGS))
 
+
+# warptile with A's tile kept as stored (16-byte copies along k, a thread's rows LANES_M apart), on
+# a 64 x 64 tile (the seeds' 128 x 256 one spills with it): BK 8 and 32, with and without the
+# cross-tile prefetch, split-K, every schedule, B unpacked, 8 lanes along M, a 128 x 16 tile.
+_SMALL = {
+    "BM": 64,
+    "BN": 64,
+    "BK": 16,
+    "WARPS_M": 2,
+    "WARPS_N": 2,
+    "LANES_N": 8,
+    "TM": 4,
+    "TN": 4,
+    "MINB": 2,
+    "STAGES": 3,
+}
+A_ROWS_CONFIGS = [
+    Config.make("warptile", {**Space.load("warptile").seeds[0].as_dict(), **_SMALL, "A_ROWS": 1, **v})
+    for v in (
+        {},
+        {"BK": 8, "PREFETCH": 0},
+        {"BK": 32, "SPLITK": 3},
+        {"LANES_N": 4, "PREFETCH": 0, "SPLITK": 2},
+        {"SCHEDULE": "stream_k", "BK": 8},
+        {"SCHEDULE": "split_launch"},
+        {"SCHEDULE": "split_persistent", "PACKB": 0},
+        {"SCHEDULE": "split_fused"},
+        {"BM": 128, "BN": 16, "BK": 32, "WARPS_M": 4, "WARPS_N": 1, "LANES_N": 4, "SPLITK": 4, "STAGES": 4},
+    )
+]
 
 CONFIGS = _configs()
 
