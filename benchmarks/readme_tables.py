@@ -75,6 +75,8 @@ def schedule(entry: dict, problem: Problem) -> str:
         parts.append(SCHEDULES.get(p["SCHEDULE"], p["SCHEDULE"]))
     if p.get("SPLITK", 1) > 1:
         parts.append(f"split-K {p['SPLITK']}")
+    if p.get("A_ROWS", 0):
+        parts.append("A kept as stored")
     if p.get("PACKB", 0) == 2 and p.get("TRANS_B", 0):
         parts.append("B transposed first")
     elif p.get("PACKB", 0) and not p.get("TRANS_B", 0) and problem.N % 4:
