@@ -9,7 +9,11 @@ Each (record, variant, shape) is timed the way a search times a candidate (the r
 rotated out of L2, CUDA events per launch after a spin kernel, the median) and checked against
 float64 first; cuBLAS is timed at each shape by the same runner (the faster of cupy.matmul and
 cuBLAS gemm, gemm alone with beta != 0). --set NAME=V (repeatable) adds a variant of each record
-with those parameters changed; the record's own parameters are always timed too.
+with those parameters changed; --variant "NAME=V NAME=V" (repeatable) adds one variant each, so
+one process compares several against the record; the record's own parameters are always timed too.
+
+    python benchmarks/probe.py --records 4096x16x4096 --family warptile --repeat 3 \
+        --variant "STAGES=3" --variant "BK=64 STAGES=3"
 
 --repeat R times each row R more times, each time right after cuBLAS at that shape, and reports the
 median of those R ratios with their range: one timing's median moves by several per cent between
@@ -37,14 +41,18 @@ from autotune.results import best_entry, entry_config
 from autotune.types import Config, Problem
 
 
-def _variants(cfg: Config, sets: list[str]) -> list[tuple[str, Config]]:
+def _changed(cfg: Config, sets: list[str]) -> Config:
+    params = cfg.as_dict()
+    for item in sets:
+        name, _, value = item.partition("=")
+        params[name] = int(value) if value.lstrip("-").isdigit() else value
+    return Config.make(cfg.family, params)
+
+
+def _variants(cfg: Config, sets: list[str], variants: list[str]) -> list[tuple[str, Config]]:
     out = [("record", cfg)]
-    if sets:
-        params = cfg.as_dict()
-        for item in sets:
-            name, _, value = item.partition("=")
-            params[name] = int(value) if value.lstrip("-").isdigit() else value
-        out.append((" ".join(sets), Config.make(cfg.family, params)))
+    groups = ([sets] if sets else []) + [v.split() for v in variants]
+    out += [(" ".join(g), _changed(cfg, g)) for g in groups]
     return out
 
 
@@ -69,6 +77,7 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--shapes", help="comma list of shapes to time each record at (default: the record's own)")
     ap.add_argument("--family", help="time this family's stored entry of each record (default: the record's fastest)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=V", help="a variant with a parameter changed")
+    ap.add_argument("--variant", action="append", default=[], metavar="'NAME=V ...'", help="one more variant per use")
     ap.add_argument("--beta", type=float, default=0.0, help="beta of every timed launch (default 0)")
     ap.add_argument("--results", type=Path, default=Path("results"))
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
@@ -92,7 +101,7 @@ def main() -> int:
         tuned = Problem.parse(rec)
         _, entry = best_entry(args.results, limits.slug, tuned, args.family)
         shapes = [Problem.parse(s) for s in args.shapes.split(",")] if args.shapes else [tuned]
-        for label, cfg in _variants(entry_config(entry), args.set):
+        for label, cfg in _variants(entry_config(entry), args.set, args.variant):
             for shape in shapes:
                 p = shape.with_beta(args.beta)
                 runner.setup(p.M, p.N, p.K, layout=p.layout, batch=p.batch, beta=p.beta, precision=p.precision)
