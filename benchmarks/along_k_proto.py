@@ -14,18 +14,23 @@ a quarter warp's reads fall on distinct banks. The lanes' sums meet by shuffles 
 at the end (KSPLIT 1: all of K in one block; more: that many blocks along K, adding by atomics
 into C zeroed first, the zeroing timed with it).
 
-Each case is checked against float64 and timed as stream_pattern.py times (input sets rotated
-out of L2, the median of 30 CUDA-event timings), beside cupy.matmul timed the same way.
+Each case is checked against float64 and timed by the runner that times a search's candidates
+(its input sets rotated out of L2, launches queued behind a spin kernel, CUDA events, the
+median), beside cuBLAS timed by the same runner.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import sys
+from pathlib import Path
 
 import cupy as cp
-import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autotune.gpu.runner import Runner
 
 _KERNEL = r"""
 #define BROWS (128 * S)
@@ -128,19 +133,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) along_k(int M, int K, cons
 """
 
 
-def _median_ms(fn, reps: int = 30) -> float:
-    fn(0)
-    times = []
-    for i in range(reps):
-        e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-        e0.record()
-        fn(i + 1)
-        e1.record()
-        e1.synchronize()
-        times.append(cp.cuda.get_elapsed_time(e0, e1))
-    return statistics.median(times)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--m", type=int, default=4096)
@@ -148,25 +140,21 @@ def main() -> None:
     ap.add_argument("--out", help="also write the rows as JSON here")
     args = ap.parse_args()
     M, K = args.m, args.k
-    l2 = cp.cuda.Device().attributes["L2CacheSize"]
-    n_sets = max(2, -(-3 * l2 // (4 * M * K)))
-    rng = np.random.default_rng(0)
-    a_sets = [cp.asarray(rng.standard_normal((M, K), dtype=np.float32)) for _ in range(n_sets)]
+    runner = Runner(0)
     rows = []
     for nr in (8, 16):
-        b = cp.asarray(rng.standard_normal((K, nr), dtype=np.float32))
-        c = cp.zeros((M, nr), cp.float32)
-        ref = a_sets[0].astype(cp.float64) @ b.astype(cp.float64)
+        runner.setup(M, nr, K)
+        cb = runner.cublas()
         nbytes = 4 * (M * K + K * nr + M * nr)
-        ms = _median_ms(lambda i, b=b, c=c: cp.matmul(a_sets[i % n_sets], b, out=c))
-        rows.append({"case": f"cupy.matmul NR {nr}", "nr": nr, "us": 1e3 * ms, "gbps": nbytes / (ms * 1e6)})
-        print(f"{rows[-1]['case']:64s} {rows[-1]['us']:6.1f} us {rows[-1]['gbps']:6.0f} GB/s", flush=True)
-        cublas_us = rows[-1]["us"]
+        print(f"{'cuBLAS ' + cb['path'] + f' NR {nr}':64s} {1e3 * cb['time_ms']:6.1f} us", flush=True)
+        rows.append({"case": f"cuBLAS NR {nr}", "nr": nr, "us": 1e3 * cb["time_ms"], "path": cb["path"]})
+        a0, b0, c0 = runner.sets[0]
+        ref = a0.astype(cp.float64) @ b0.astype(cp.float64)
         # (RPW, W, S, STAGES, KSPLIT)
         for rpw, w, s, stages, ksplit in [
-            (4, 8, 1, 3, 1), (4, 8, 1, 4, 1), (4, 8, 2, 3, 1), (2, 8, 1, 4, 1), (4, 4, 1, 4, 1),
-            (4, 8, 1, 4, 2), (2, 8, 1, 4, 2), (4, 4, 1, 4, 2), (2, 4, 2, 3, 2), (4, 8, 1, 3, 4),
-            (2, 8, 1, 4, 4), (8, 4, 1, 4, 2), (8, 8, 1, 3, 4),
+            (4, 8, 1, 3, 1), (4, 8, 2, 3, 1), (4, 8, 4, 2, 1), (4, 8, 2, 4, 1), (2, 8, 2, 3, 1), (4, 4, 2, 3, 1),
+            (4, 4, 4, 3, 1), (2, 4, 4, 3, 1), (2, 8, 4, 3, 1), (8, 4, 2, 3, 1), (4, 8, 2, 3, 2), (2, 8, 2, 3, 2),
+            (4, 4, 2, 3, 2), (2, 8, 4, 2, 2),
         ]:  # fmt: skip
             if M % (rpw * w) or K % (ksplit * 128 * s):
                 continue
@@ -177,23 +165,22 @@ def main() -> None:
             kern.max_dynamic_shared_size_bytes = smem
             grid, block = (M // (rpw * w), ksplit), (32 * w,)
 
-            def launch(i, kern=kern, grid=grid, block=block, smem=smem, ksplit=ksplit, b=b, c=c):
+            def launch(a, b, c, alpha=1.0, beta=0.0, kern=kern, grid=grid, block=block, smem=smem, ksplit=ksplit):
                 if ksplit > 1:
                     c.fill(0)
-                kern(grid, block, (cp.int32(M), cp.int32(K), a_sets[i % n_sets], b, c), shared_mem=smem)
+                kern(grid, block, (cp.int32(M), cp.int32(K), a, b, c), shared_mem=smem)
 
-            launch(0)
-            err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
-            ms = _median_ms(launch)
+            launch(a0, b0, c0)
+            err = float(cp.abs(c0 - ref).max() / cp.abs(ref).max())
+            t = runner.time(launch)
             name = f"NR {nr} RPW {rpw} W {w} S {s} STAGES {stages} KSPLIT {ksplit} ({kern.num_regs} regs)"
-            row = {"case": name, **defs, "regs": kern.num_regs, "err": err, "us": 1e3 * ms}
-            row |= {"gbps": nbytes / (ms * 1e6), "x_cupy": cublas_us / (1e3 * ms)}
+            row = {"case": name, **defs, "regs": kern.num_regs, "err": err, "us": 1e3 * t["time_ms"]}
+            row |= {"gbps": nbytes / (t["time_ms"] * 1e6), "x_cublas": cb["time_ms"] / t["time_ms"]}
             rows.append(row)
-            print(f"{name:64s} {row['us']:6.1f} us {row['gbps']:6.0f} GB/s  {row['x_cupy']:.3f}x  err {err:.1e}")
+            print(f"{name:64s} {row['us']:6.1f} us {row['gbps']:6.0f} GB/s  {row['x_cublas']:.3f}x  err {err:.1e}")
     if args.out:
         with open(args.out, "w") as f:
-            gpu = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
-            json.dump({"gpu": gpu, "M": M, "K": K, "rows": rows}, f, indent=1)
+            json.dump({"gpu": runner.info["name"], "M": M, "K": K, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
