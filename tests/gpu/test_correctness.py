@@ -203,6 +203,28 @@ def test_tiny_correct(gpu_evaluator, shape, layout):
     assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
 
 
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+@pytest.mark.parametrize(
+    "shape", [(4099, 8, 4096), (37, 16, 777), (1000, 13, 2050), (5, 40, 5000), (130, 3, 3), (1, 1, 1)]
+)
+def test_colstream_correct(gpu_evaluator, shape, layout):
+    """colstream with one block along K and several (atomics into C scaled by beta), K not a whole
+    number of stages or of four (A's 4-byte path), rows past M in a block, N % 4 != 0 and more
+    columns than a block holds (several groups), B stored K x N and N x K, against FP64."""
+    points = [
+        {"NR": 8, "RPW": 4, "WARPS": 8, "S": 2, "STAGES": 3, "KSPLIT": 1},
+        {"NR": 16, "RPW": 4, "WARPS": 8, "S": 2, "STAGES": 3, "KSPLIT": 1},
+        {"NR": 4, "RPW": 2, "WARPS": 4, "S": 1, "STAGES": 2, "KSPLIT": 4},
+        {"NR": 8, "RPW": 1, "WARPS": 2, "S": 4, "STAGES": 4, "KSPLIT": 2},
+        {"NR": 32, "RPW": 2, "WARPS": 4, "S": 1, "STAGES": 3, "KSPLIT": 3},
+    ]
+    configs = [Config.make("colstream", p | {"TRANS_B": int(layout[1] == "t")}) for p in points]
+    ms = gpu_evaluator.evaluate(configs, Problem(*shape, layout=layout), verify_only=True)
+    bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
+    assert not bad and len(ms) == len(configs), "\n".join(bad)
+    assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
+
+
 def _fewcols_points_right(gpu_evaluator, shape: tuple, points: list[tuple], last: str, **fixed) -> None:
     """fewcols at `points` (NR, RPW, WARPS, WK, KCHUNK, UNROLL and `last`), each with `fixed` and
     STREAM 1, with B stored K x N and N x K, every reduction right at `shape`."""
