@@ -271,6 +271,28 @@ def test_fewcols_lane_rows_seeds_compile_in_both_layouts_without_spills():
     assert fam.broken_rules(Config.make("fewcols", {**rows[0].as_dict(), "NR": 2}))
 
 
+def test_colstream_seeds_compile_without_spills_and_read_b_off_distinct_banks():
+    """colstream: its seeds and fallback build for B stored K x N and N x K with no spills, and at
+    every NR of its space the ring's padding puts the 16-byte reads of B by 8 consecutive lanes
+    (lane l reads row 4 l + t of a step) in 8 distinct groups of four banks."""
+    fam = Family.load("colstream")
+    sp = Space.load("colstream")
+    for cfg in [*sp.seeds, sp.fallback]:
+        for trans_b in (0, 1):
+            resolved = fam.resolve({**cfg.as_dict(), "TRANS_B": trans_b})
+            res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
+            assert res.spill_bytes == 0 and res.registers <= 255, (cfg.name, trans_b, res)
+    for nr in sp.values["NR"]:
+        env = fam.derive({**sp.fallback.as_dict(), "NR": nr})
+        for t in range(4):
+            groups = {((lane * env["GROUP"] + t * nr) // 4) % 8 for lane in range(8)}
+            assert len(groups) == 8, (nr, t)
+    # Without the padding (4 rows of B packed back to back) the same reads would collide.
+    assert len({(lane * 4 * 8 // 4) % 8 for lane in range(8)}) < 8
+    assert fam.broken_rules(Config.make("colstream", {**sp.fallback.as_dict(), "NR": 6}))
+    assert fam.broken_rules(Config.make("colstream", {**sp.fallback.as_dict(), "NR": 32, "RPW": 4}))
+
+
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 def test_b_transposed_into_the_workspace_runs_the_nn_kernel():
     """PACKB 2 (B stored N x K copied transposed into the workspace first): the SGEMM kernel of an
