@@ -15,6 +15,9 @@ one process compares several against the record; the record's own parameters are
     python benchmarks/probe.py --records 4096x16x4096 --family warptile --repeat 3 \
         --variant "STAGES=3" --variant "BK=64 STAGES=3"
 
+--params "FAMILY NAME=V ..." times that config (and its variants) in place of a stored entry, for a
+kernel no search has stored yet; the records then only name the shapes.
+
 --repeat R times each row R more times, each time right after cuBLAS at that shape, and reports the
 median of those R ratios with their range: one timing's median moves by several per cent between
 calls where the GPU's clocks follow its power (tensor-core tiers at 4096^3), and alternating the
@@ -76,6 +79,11 @@ def _args() -> argparse.Namespace:
     )
     ap.add_argument("--shapes", help="comma list of shapes to time each record at (default: the record's own)")
     ap.add_argument("--family", help="time this family's stored entry of each record (default: the record's fastest)")
+    ap.add_argument(
+        "--params",
+        metavar="'FAMILY NAME=V ...'",
+        help="time this config in place of a stored entry (the records then name only the shapes)",
+    )
     ap.add_argument("--set", action="append", default=[], metavar="NAME=V", help="a variant with a parameter changed")
     ap.add_argument("--variant", action="append", default=[], metavar="'NAME=V ...'", help="one more variant per use")
     ap.add_argument("--beta", type=float, default=0.0, help="beta of every timed launch (default 0)")
@@ -99,9 +107,13 @@ def main() -> int:
     rows, cublas = [], {}
     for rec in records:
         tuned = Problem.parse(rec)
-        _, entry = best_entry(args.results, limits.slug, tuned, args.family)
+        if args.params:
+            family, *sets = args.params.split()
+            base = _changed(Config.make(family, {}), sets)
+        else:
+            base = entry_config(best_entry(args.results, limits.slug, tuned, args.family)[1])
         shapes = [Problem.parse(s) for s in args.shapes.split(",")] if args.shapes else [tuned]
-        for label, cfg in _variants(entry_config(entry), args.set, args.variant):
+        for label, cfg in _variants(base, args.set, args.variant):
             for shape in shapes:
                 p = shape.with_beta(args.beta)
                 runner.setup(p.M, p.N, p.K, layout=p.layout, batch=p.batch, beta=p.beta, precision=p.precision)

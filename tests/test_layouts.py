@@ -33,11 +33,11 @@ def test_a_problem_names_its_layout_unless_nn():
 
 
 def test_which_families_read_which_layout():
-    """fewrows streams B along N, fewcols and colstream A along K: each reads the other operand
+    """fewrows streams B along N, fewcols, colstream and colstage A along K: each reads the other operand
     either way."""
     for fam in families():
         gaps = {lay: Family.load(fam).gaps(Problem(8, 8, 8, lay, precision=tier_of(fam))) for lay in LAYOUTS}
-        want = {"fewrows": {"nn", "tn"}, "fewcols": {"nn", "nt"}, "colstream": {"nn", "nt"}}.get(fam, set(LAYOUTS))
+        want = {"fewrows": {"nn", "tn"}, "fewcols": {"nn", "nt"}, "colstream": {"nn", "nt"}, "colstage": {"nn", "nt"}}.get(fam, set(LAYOUTS))
         assert {lay for lay, g in gaps.items() if not g} == want, (fam, gaps)
     assert "fewrows does not read B as N x K" in Family.load("fewrows").gaps(Problem(1, 64, 64, "nt"))[0]
 

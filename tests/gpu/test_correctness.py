@@ -230,6 +230,29 @@ def test_colstream_correct(gpu_evaluator, shape, layout):
     assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
 
 
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+@pytest.mark.parametrize(
+    "shape", [(4099, 8, 4096), (37, 16, 777), (1000, 13, 2050), (5, 40, 5000), (130, 3, 3), (1, 1, 1)]
+)
+def test_colstage_correct(gpu_evaluator, shape, layout):
+    """colstage with one block along K and several (atomics into C scaled by beta), K not a whole
+    number of stages or of four (A's 4-byte copies), rows past M in a block, N % 4 != 0 and more
+    columns than a block holds (several groups), every split of a warp's lanes between rows and K
+    (1-16 lanes along K), B stored K x N and N x K, against FP64."""
+    points = [
+        {"NR": 16, "KL": 4, "RPW": 4, "WARPS": 16, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 1},
+        {"NR": 8, "KL": 1, "RPW": 1, "WARPS": 4, "KSTAGE": 128, "STAGES": 2, "KSPLIT": 2},
+        {"NR": 4, "KL": 2, "RPW": 2, "WARPS": 8, "KSTAGE": 512, "STAGES": 2, "KSPLIT": 4},
+        {"NR": 16, "KL": 8, "RPW": 4, "WARPS": 8, "KSTAGE": 256, "STAGES": 4, "KSPLIT": 1},
+        {"NR": 32, "KL": 16, "RPW": 2, "WARPS": 4, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 3},
+    ]
+    configs = [Config.make("colstage", p | {"TRANS_B": int(layout[1] == "t")}) for p in points]
+    ms = gpu_evaluator.evaluate(configs, Problem(*shape, layout=layout), verify_only=True)
+    bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
+    assert not bad and len(ms) == len(configs), "\n".join(bad)
+    assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
+
+
 def _fewcols_points_right(gpu_evaluator, shape: tuple, points: list[tuple], last: str, **fixed) -> None:
     """fewcols at `points` (NR, RPW, WARPS, WK, KCHUNK, UNROLL and `last`), each with `fixed` and
     STREAM 1, with B stored K x N and N x K, every reduction right at `shape`."""
