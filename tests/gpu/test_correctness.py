@@ -238,12 +238,12 @@ def test_colstage_correct(gpu_evaluator, shape, layout):
     """colstage with one block along K and several (atomics into C scaled by beta), K not a whole
     number of stages or of four (A's 4-byte copies), rows past M in a block, N % 4 != 0 and more
     columns than a block holds (several groups), every split of a warp's lanes between rows and K
-    (1-16 lanes along K), the stages in each block's own order (ROT), B stored K x N and N x K,
-    against FP64."""
+    (1-16 lanes along K), more 16-byte pieces in a row of A than threads in the block, the stages
+    in each block's own order (ROT), B stored K x N and N x K, against FP64."""
     points = [
         {"NR": 16, "KL": 4, "RPW": 4, "WARPS": 16, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 1},
         {"NR": 8, "KL": 1, "RPW": 1, "WARPS": 4, "KSTAGE": 128, "STAGES": 2, "KSPLIT": 2, "ROT": 1},
-        {"NR": 4, "KL": 2, "RPW": 2, "WARPS": 8, "KSTAGE": 512, "STAGES": 2, "KSPLIT": 4},
+        {"NR": 4, "KL": 2, "RPW": 2, "WARPS": 2, "KSTAGE": 512, "STAGES": 2, "KSPLIT": 4},
         {"NR": 16, "KL": 8, "RPW": 4, "WARPS": 8, "KSTAGE": 256, "STAGES": 4, "KSPLIT": 1},
         {"NR": 32, "KL": 16, "RPW": 2, "WARPS": 4, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 3, "ROT": 1},
     ]
