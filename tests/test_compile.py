@@ -293,6 +293,36 @@ def test_colstream_seeds_compile_without_spills_and_read_b_off_distinct_banks():
     assert fam.broken_rules(Config.make("colstream", {**sp.fallback.as_dict(), "NR": 32, "RPW": 4}))
 
 
+def test_colstage_seeds_compile_without_spills_and_read_a_and_b_off_distinct_banks():
+    """colstage: its seeds and fallback build for B stored K x N and N x K with no spills; at every
+    split of a warp's lanes (KL lanes along K) a quarter warp's float4 reads of A (lane l: row
+    (l / KL) of its rows, k 4 (l % KL)) fall in 8 distinct groups of four banks with the rows'
+    padding, and at every NR its lane groups' float4 reads of B (row 4 kl + t) in as many distinct
+    groups as there are distinct addresses."""
+    fam = Family.load("colstage")
+    sp = Space.load("colstage")
+    for cfg in [*sp.seeds, sp.fallback]:
+        for trans_b in (0, 1):
+            resolved = fam.resolve({**cfg.as_dict(), "TRANS_B": trans_b})
+            res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
+            assert res.spill_bytes == 0 and res.registers <= 255, (cfg.name, trans_b, res)
+
+    def a_groups(kl_lanes, pitch):
+        return {((lane // kl_lanes) * pitch + 4 * (lane % kl_lanes)) // 4 % 8 for lane in range(8)}
+
+    for kl in sp.values["KL"]:
+        env = fam.derive({**sp.fallback.as_dict(), "KL": kl})
+        assert len(a_groups(kl, env["LDAS"])) == 8, kl
+        for nr in sp.values["NR"]:
+            env = fam.derive({**sp.fallback.as_dict(), "KL": kl, "NR": nr})
+            for t in range(4):
+                addrs = {(lane % kl) * env["GROUP"] + t * nr for lane in range(8)}
+                assert len({a // 4 % 8 for a in addrs}) == len(addrs), (kl, nr, t)
+    # Without the rows' padding, 2 and 4 lanes along K would put 4 and 2 rows on the same banks.
+    assert len(a_groups(2, 256)) < 8 and len(a_groups(4, 256)) < 8
+    assert fam.broken_rules(Config.make("colstage", {**sp.fallback.as_dict(), "KSTAGE": 128, "WARPS": 16}))
+
+
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 def test_b_transposed_into_the_workspace_runs_the_nn_kernel():
     """PACKB 2 (B stored N x K copied transposed into the workspace first): the SGEMM kernel of an

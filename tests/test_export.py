@@ -36,9 +36,13 @@ WARPTILE = dict(
     MMA_ORDER=0,
 )
 SCHEDULES = ["stream_k", "split_launch", "split_persistent", "split_fused"]
-CASES = [("vectorized", dict(BM=128, BN=128, BK=16, TM=8, TN=8)), ("warptile", WARPTILE)] + [
-    ("warptile", {**WARPTILE, "SPLITK": 1, "SCHEDULE": s}) for s in SCHEDULES
-]
+# colstage: over 48 KB of dynamic shared memory, and split along K (C scaled by beta first).
+COLSTAGE = dict(NR=16, KL=2, RPW=2, WARPS=8, KSTAGE=128, STAGES=4, KSPLIT=2, ROT=1)
+CASES = (
+    [("vectorized", dict(BM=128, BN=128, BK=16, TM=8, TN=8)), ("warptile", WARPTILE)]
+    + [("warptile", {**WARPTILE, "SPLITK": 1, "SCHEDULE": s}) for s in SCHEDULES]
+    + [("colstage", COLSTAGE)]
+)
 
 
 def _builds_for_sm90(tmp_path):
@@ -59,9 +63,10 @@ def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, pa
     text = out.read_text()
     for k, v in params.items():
         assert f"#define AUTOTUNE_{k} {v}\n" in text
-    if family == "warptile":  # > 48 KB shared memory: the opt-in
+    if family in ("warptile", "colstage"):  # > 48 KB shared memory: the opt-in
         assert "cudaFuncAttributeMaxDynamicSharedMemorySize" in text
-    assert ("_scale_c<<<" in text) == (params.get("SPLITK", 1) > 1)  # split-K: C is scaled first
+    split_k = params.get("SPLITK", params.get("KSPLIT", 1))
+    assert ("_scale_c<<<" in text) == (split_k > 1)  # split-K: C is scaled first
     if family == "warptile":  # B to a 16-byte pitch when N % 4 != 0 (in the workspace)
         assert "_pack_b<<<" in text and "cudaMallocAsync" in text
     if params.get("SCHEDULE", "data_parallel") != "data_parallel":  # a grid of at most the resident blocks

@@ -148,6 +148,21 @@ def test_example_program_checks_the_exported_header_against_cublas(tmp_path, h10
 
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+@pytest.mark.parametrize("layout", ["nn", "nt"])
+def test_example_program_checks_a_colstage_header_against_cublas(tmp_path, h100, layout):
+    """colstage exported (its ring in over 48 KB of dynamic shared memory, K split over two blocks
+    that add into C scaled first, each block's stages in its own order): every entry point of the
+    example agrees with cuBLAS at its shapes, B stored K x N and N x K."""
+    from test_results import GPU, _entry
+
+    params = dict(NR=16, KL=2, RPW=2, WARPS=8, KSTAGE=128, STAGES=4, KSPLIT=2, ROT=1, TRANS_B=int(layout == "nt"))
+    problem = Problem(4096, 16, 4096, layout)
+    update_record(tmp_path, GPU, problem, {"colstage": _entry("colstage", params, 17000.0, h100)})
+    export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
+    run_example_program(tmp_path)
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 @pytest.mark.parametrize("layout", ["nt", "tt"])
 def test_example_program_checks_a_header_that_transposes_b_first(tmp_path, h100, layout):
     """A PACKB 2 seed exported for B stored N x K: the header copies B transposed into its
