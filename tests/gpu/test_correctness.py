@@ -227,21 +227,19 @@ def test_colstream_correct(gpu_evaluator, shape, layout):
 
 @pytest.mark.parametrize("layout", ["nn", "nt"])
 @pytest.mark.parametrize(
-    "shape",
-    [(4099, 8, 4096), (256, 24, 4096), (37, 16, 777), (1000, 13, 2050), (5, 40, 5000), (130, 3, 3), (1, 1, 1)],
+    "shape", [(4099, 8, 4096), (37, 16, 777), (1000, 13, 2050), (5, 40, 5000), (130, 3, 3), (1, 1, 1)]
 )
 def test_colstage_correct(gpu_evaluator, shape, layout):
     """colstage with one block along K and several (atomics into C scaled by beta), K not a whole
     number of stages or of four (A's 4-byte copies), rows past M in a block, N % 4 != 0 and more
     columns than a block holds (several groups), every split of a warp's lanes between rows and K
     (1-16 lanes along K), more 16-byte pieces in a row of A than threads in the block, the stages
-    in each block's own order (ROT), A's whole stages by bulk copies and the edges by 16- and 4-byte
-    ones (BULK), B stored K x N and N x K, against FP64."""
+    in each block's own order (ROT), B stored K x N and N x K, against FP64."""
     points = [
         {"NR": 16, "KL": 4, "RPW": 4, "WARPS": 16, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 1},
-        {"NR": 8, "KL": 1, "RPW": 1, "WARPS": 4, "KSTAGE": 128, "STAGES": 2, "KSPLIT": 2, "ROT": 1, "BULK": 1},
+        {"NR": 8, "KL": 1, "RPW": 1, "WARPS": 4, "KSTAGE": 128, "STAGES": 2, "KSPLIT": 2, "ROT": 1},
         {"NR": 4, "KL": 2, "RPW": 2, "WARPS": 2, "KSTAGE": 512, "STAGES": 2, "KSPLIT": 4},
-        {"NR": 16, "KL": 8, "RPW": 4, "WARPS": 8, "KSTAGE": 256, "STAGES": 4, "KSPLIT": 1, "BULK": 1},
+        {"NR": 16, "KL": 8, "RPW": 4, "WARPS": 8, "KSTAGE": 256, "STAGES": 4, "KSPLIT": 1},
         {"NR": 32, "KL": 16, "RPW": 2, "WARPS": 4, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 3, "ROT": 1},
     ]
     configs = [Config.make("colstage", p | {"TRANS_B": int(layout[1] == "t")}) for p in points]
