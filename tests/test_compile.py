@@ -271,17 +271,23 @@ def test_fewcols_lane_rows_seeds_compile_in_both_layouts_without_spills():
     assert fam.broken_rules(Config.make("fewcols", {**rows[0].as_dict(), "NR": 2}))
 
 
+def _seeds_build_without_spills_in_both_b_layouts(fam: Family, sp: Space) -> None:
+    """A few-column family's seeds and fallback, for B stored K x N and N x K, build for sm_90
+    within the register file and without spills."""
+    for cfg in [*sp.seeds, sp.fallback]:
+        for trans_b in (0, 1):
+            resolved = fam.resolve({**cfg.as_dict(), "TRANS_B": trans_b})
+            res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
+            assert res.spill_bytes == 0 and res.registers <= 255, (cfg.name, trans_b, res)
+
+
 def test_colstream_seeds_compile_without_spills_and_read_b_off_distinct_banks():
     """colstream: its seeds and fallback build for B stored K x N and N x K with no spills, and at
     every NR of its space the ring's padding puts the 16-byte reads of B by 8 consecutive lanes
     (lane l reads row 4 l + t of a step) in 8 distinct groups of four banks."""
     fam = Family.load("colstream")
     sp = Space.load("colstream")
-    for cfg in [*sp.seeds, sp.fallback]:
-        for trans_b in (0, 1):
-            resolved = fam.resolve({**cfg.as_dict(), "TRANS_B": trans_b})
-            res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
-            assert res.spill_bytes == 0 and res.registers <= 255, (cfg.name, trans_b, res)
+    _seeds_build_without_spills_in_both_b_layouts(fam, sp)
     for nr in sp.values["NR"]:
         env = fam.derive({**sp.fallback.as_dict(), "NR": nr})
         for t in range(4):
@@ -301,11 +307,7 @@ def test_colstage_seeds_compile_without_spills_and_read_a_and_b_off_distinct_ban
     groups as there are distinct addresses."""
     fam = Family.load("colstage")
     sp = Space.load("colstage")
-    for cfg in [*sp.seeds, sp.fallback]:
-        for trans_b in (0, 1):
-            resolved = fam.resolve({**cfg.as_dict(), "TRANS_B": trans_b})
-            res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
-            assert res.spill_bytes == 0 and res.registers <= 255, (cfg.name, trans_b, res)
+    _seeds_build_without_spills_in_both_b_layouts(fam, sp)
 
     def a_groups(kl_lanes, pitch):
         return {((lane // kl_lanes) * pitch + 4 * (lane % kl_lanes)) // 4 % 8 for lane in range(8)}
