@@ -237,10 +237,10 @@ def test_colstage_correct(gpu_evaluator, shape, layout):
     in each block's own order (ROT), B stored K x N and N x K, against FP64."""
     points = [
         {"NR": 16, "KL": 4, "RPW": 4, "WARPS": 16, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 1},
-        {"NR": 8, "KL": 1, "RPW": 1, "WARPS": 4, "KSTAGE": 128, "STAGES": 2, "KSPLIT": 2, "ROT": 1},
+        {"NR": 8, "KL": 1, "RPW": 1, "WARPS": 4, "KSTAGE": 128, "STAGES": 2, "KSPLIT": 2, "ROT": 1, "PIN": 1},
         {"NR": 4, "KL": 2, "RPW": 2, "WARPS": 2, "KSTAGE": 512, "STAGES": 2, "KSPLIT": 4},
         {"NR": 16, "KL": 8, "RPW": 4, "WARPS": 8, "KSTAGE": 256, "STAGES": 4, "KSPLIT": 1},
-        {"NR": 32, "KL": 16, "RPW": 2, "WARPS": 4, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 3, "ROT": 1},
+        {"NR": 32, "KL": 16, "RPW": 2, "WARPS": 4, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 3, "ROT": 1, "PIN": 1},
     ]
     configs = [Config.make("colstage", p | {"TRANS_B": int(layout[1] == "t")}) for p in points]
     ms = gpu_evaluator.evaluate(configs, Problem(*shape, layout=layout), verify_only=True)
