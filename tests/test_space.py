@@ -276,7 +276,7 @@ def test_violations_carry_reasons(h100):
     assert fam.violations(ok, tight) == ["threads 256 > 128 per block"]
 
 
-# Brute force takes seconds up to ~10^4 points; larger spaces (warptile) are checked by a slice below.
+# Brute force takes seconds up to ~10^4 points; larger spaces (warptile, colstage) are checked by a slice below.
 SMALL_SPACES = [f for f in FAMILIES if math.prod(len(v) for v in Space.load(f).values.values()) <= 20_000]
 
 
@@ -297,14 +297,22 @@ def test_enumeration_equals_brute_force(family, h100):
     assert sum(en.rejected.values()) == en.total - len(en.valid)
 
 
-def test_enumeration_equals_brute_force_warptile_slice(h100):
-    sp = Space.load("warptile")
-    small = dict(sp.values, BK=[8, 32], STAGES=[2, 4], SPLITK=[1, 4], PREFETCH=[0], MMA_ORDER=[0])
+@pytest.mark.parametrize(
+    "family, cut",
+    [
+        ("warptile", dict(BK=[8, 32], STAGES=[2, 4], SPLITK=[1, 4], PREFETCH=[0], MMA_ORDER=[0])),
+        ("colstage", dict(STAGES=[2, 4], KSPLIT=[1, 4])),
+    ],
+)
+def test_enumeration_equals_brute_force_on_a_slice(family, cut, h100):
+    sp = Space.load(family)
+    assert math.prod(len(v) for v in sp.values.values()) > 20_000  # too large for SMALL_SPACES
+    small = dict(sp.values, **cut)
     sp = Space(sp.family, small, [], "slice")
     en = sp.enumerate(h100)
     brute = {
         c
-        for c in (Config.make("warptile", dict(zip(small, v, strict=True))) for v in itertools.product(*small.values()))
+        for c in (Config.make(family, dict(zip(small, v, strict=True))) for v in itertools.product(*small.values()))
         if not sp.family.violations(c, h100)
     }
     assert set(en.valid) == brute and len(brute) > 50
