@@ -197,10 +197,7 @@ def test_tiny_correct(gpu_evaluator, shape, layout):
     ]
     trans = {"TRANS_A": int(layout[0] == "t"), "TRANS_B": int(layout[1] == "t")}
     configs = [Config.make("tiny", p | trans) for p in points]
-    ms = gpu_evaluator.evaluate(configs, Problem(*shape, layout=layout), verify_only=True)
-    bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
-    assert not bad and len(ms) == len(configs), "\n".join(bad)
-    assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
+    _all_right(gpu_evaluator, configs, Problem(*shape, layout=layout))
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt"])
@@ -219,10 +216,7 @@ def test_colstream_correct(gpu_evaluator, shape, layout):
         {"NR": 32, "RPW": 2, "WARPS": 4, "S": 1, "STAGES": 3, "KSPLIT": 3},
     ]
     configs = [Config.make("colstream", p | {"TRANS_B": int(layout[1] == "t")}) for p in points]
-    ms = gpu_evaluator.evaluate(configs, Problem(*shape, layout=layout), verify_only=True)
-    bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
-    assert not bad and len(ms) == len(configs), "\n".join(bad)
-    assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
+    _all_right(gpu_evaluator, configs, Problem(*shape, layout=layout))
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt"])
@@ -243,10 +237,7 @@ def test_colstage_correct(gpu_evaluator, shape, layout):
         {"NR": 32, "KL": 16, "RPW": 2, "WARPS": 4, "KSTAGE": 256, "STAGES": 3, "KSPLIT": 3, "ROT": 1, "PIN": 1},
     ]
     configs = [Config.make("colstage", p | {"TRANS_B": int(layout[1] == "t")}) for p in points]
-    ms = gpu_evaluator.evaluate(configs, Problem(*shape, layout=layout), verify_only=True)
-    bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
-    assert not bad and len(ms) == len(configs), "\n".join(bad)
-    assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
+    _all_right(gpu_evaluator, configs, Problem(*shape, layout=layout))
 
 
 def _fewcols_points_right(gpu_evaluator, shape: tuple, points: list[tuple], last: str, **fixed) -> None:
@@ -264,8 +255,12 @@ def _each_reduction_right(gpu_evaluator, family: str, params: list[dict], proble
     workspace (the last block's counters) dirty for the next launch fails here too."""
     reductions = Family.load(family).params["REDUCE"].choices
     assert {"atomic", "last_block"} <= set(reductions)
-    mine = [Config.make(family, p | {"REDUCE": red}) for p in params for red in reductions]
-    ms = gpu_evaluator.evaluate(mine, problem, verify_only=True)
+    _all_right(gpu_evaluator, [Config.make(family, p | {"REDUCE": red}) for p in params for red in reductions], problem)
+
+
+def _all_right(gpu_evaluator, configs: list[Config], problem: Problem) -> None:
+    """Every one of `configs` runs at `problem` (none rejected) and matches FP64."""
+    ms = gpu_evaluator.evaluate(configs, problem, verify_only=True)
     bad = [f"{m.config.name}: {m.status.value} {m.message}" for m in ms if m.status is not Status.OK]
-    assert not bad and len(ms) == len(mine), "\n".join(bad)
+    assert not bad and len(ms) == len(configs), "\n".join(bad)
     assert all(m.error < 1e-5 for m in ms), max(m.error for m in ms)
