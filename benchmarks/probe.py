@@ -98,6 +98,11 @@ def _args() -> argparse.Namespace:
 
 def main() -> int:
     args = _args()
+    # --params: one config for every record, read before the GPU is touched.
+    given = None
+    if args.params:
+        family, *sets = args.params.split()
+        given = _changed(Config.make(family, {}), sets)
 
     runner = Runner(0)
     info = dict(runner.info)
@@ -107,11 +112,7 @@ def main() -> int:
     rows, cublas = [], {}
     for rec in records:
         tuned = Problem.parse(rec)
-        if args.params:
-            family, *sets = args.params.split()
-            base = _changed(Config.make(family, {}), sets)
-        else:
-            base = entry_config(best_entry(args.results, limits.slug, tuned, args.family)[1])
+        base = given or entry_config(best_entry(args.results, limits.slug, tuned, args.family)[1])
         shapes = [Problem.parse(s) for s in args.shapes.split(",")] if args.shapes else [tuned]
         for label, cfg in _variants(base, args.set, args.variant):
             for shape in shapes:
