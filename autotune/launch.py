@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -212,6 +213,61 @@ class BoundedCache:
 
     def __len__(self) -> int:
         return len(self._cache)
+
+
+class Workspaces:
+    """The device buffers that loaded kernels keep between launches, one per (kernel, device,
+    stream) key, least recently used first, with what each must hold at the next launch.
+
+    A plan's workspace starts with `ws_zeroed` bytes that must be zero when a launch starts
+    (stream-K flags, the split sums' tile counters), and every launch leaves them zero; past them
+    lie scratch bytes (partial sums, packed operands) that a launch leaves dirty. Both sizes
+    depend on the shape: at one shape the counters may lie where another shape's partial sums
+    were written. So each buffer remembers how many of its first bytes are known to be zero
+    (`clean`): a launch needing more gets the difference zeroed on its stream first, and after
+    it only its own `ws_zeroed` bytes are known zero. Launches of one key are ordered (one stream)
+    and the caller holds its kernel's lock from `get` to the launch, so this bookkeeping is
+    exactly what the device will see.
+
+    `alloc(nbytes, stream)` returns a zeroed buffer with `.nbytes`; `zero(buf, start, stop,
+    stream)` zeroes a byte range in stream order. Beyond `budget` bytes the oldest buffers are
+    dropped (their memory goes back to the allocator in stream order); a key whose buffer was
+    dropped gets a new zeroed one."""
+
+    def __init__(self, alloc, zero, budget: int):
+        self.alloc, self.zero, self.budget = alloc, zero, budget
+        self._held: dict[tuple, list] = {}  # key -> [buffer, bytes known zero from its start]
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, nbytes: int, zeroed: int, stream):
+        """The buffer of `key`, at least `nbytes` long, its first `zeroed` bytes zero in the
+        order of `stream` (the launch that is about to use it)."""
+        if zeroed > nbytes:
+            raise ValueError(f"a workspace of {nbytes} bytes cannot start with {zeroed} zero bytes")
+        with self._lock:
+            held = self._held.pop(key, None)
+            if held is None or held[0].nbytes < nbytes:
+                held = None  # the smaller buffer goes before the larger one is made
+                buf = self.alloc(max(nbytes, 16), stream)
+                held = [buf, buf.nbytes]
+            elif held[1] < zeroed:
+                self.zero(held[0], held[1], zeroed, stream)
+            held[1] = zeroed  # what the launch leaves zero; the bytes past it hold its scratch
+            self._held[key] = held  # most recently used last
+            total = sum(h[0].nbytes for h in self._held.values())
+            while total > self.budget and len(self._held) > 1:
+                oldest = next(iter(self._held))
+                total -= self._held.pop(oldest)[0].nbytes
+            return held[0]
+
+    def held(self, key: tuple):
+        """The buffer of `key`, or None (tests look at what a launch left there)."""
+        with self._lock:
+            held = self._held.get(key)
+            return None if held is None else held[0]
+
+    def __len__(self) -> int:
+        return len(self._held)
 
 
 class GeometryCache(BoundedCache):

@@ -7,7 +7,6 @@ plain dicts (they cross a pipe).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import ctypes
 import itertools
@@ -32,6 +31,7 @@ from ..launch import (
     BoundedCache,
     GeometryCache,
     LaunchPlan,
+    Workspaces,
 )
 from . import tensor_map
 
@@ -93,12 +93,22 @@ def _percentiles(times: list[float]) -> dict:
     }
 
 
-# Workspaces of loaded kernels, least recently used first: (kernel uid, device, stream) -> buffer.
-# Each kernel has its own (its flags must stay zero between its launches, and another kernel's
-# packed B or partial tiles would land on them); beyond the budget the oldest are freed, and a
-# kernel whose buffer was freed gets a new zeroed one at its next launch.
-_WORKSPACES: collections.OrderedDict[tuple[int, int, int], cp.ndarray] = collections.OrderedDict()
+# Workspaces of loaded kernels (launch.Workspaces): one per (kernel uid, device, stream), so a
+# kernel's counters never meet another kernel's packed B or partial sums, and two streams
+# running one kernel at once never share one.
 WORKSPACE_BUDGET_BYTES = 2 << 30
+
+
+def _alloc_workspace(nbytes: int, stream) -> cp.ndarray:
+    with stream:  # allocated and zeroed in order with the launches that use it
+        return cp.zeros(nbytes, dtype=cp.uint8)
+
+
+def _zero_workspace(ws: cp.ndarray, start: int, stop: int, stream) -> None:
+    runtime.memsetAsync(ws.data.ptr + start, 0, stop - start, stream.ptr)
+
+
+WORKSPACES = Workspaces(_alloc_workspace, _zero_workspace, WORKSPACE_BUDGET_BYTES)
 _uids = itertools.count()
 
 
@@ -131,24 +141,9 @@ class LoadedKernel:
         self._lock = threading.Lock()
         self._uid = next(_uids)
 
-    def _workspace_for(self, nbytes: int, stream) -> cp.ndarray:
-        # Zeroed once: the kernels that need zeros there (stream-K flags) leave them zero.
+    def workspace_key(self, stream=None) -> tuple[int, int, int]:
         stream = stream if stream is not None else cp.cuda.get_current_stream()
-        key = (self._uid, runtime.getDevice(), stream.ptr)
-        ws = _WORKSPACES.get(key)
-        if ws is not None and ws.nbytes >= nbytes:  # the usual case: no allocation, nothing freed
-            _WORKSPACES.move_to_end(key)
-            return ws
-        ws = _WORKSPACES.pop(key, None)
-        if ws is None or ws.nbytes < nbytes:
-            ws = None  # free the smaller one first
-            with stream:  # allocated and zeroed in order with the launches that use it
-                ws = cp.zeros(max(nbytes, 16), dtype=cp.uint8)
-        _WORKSPACES[key] = ws  # most recently used last
-        total = sum(w.nbytes for w in _WORKSPACES.values())
-        while total > WORKSPACE_BUDGET_BYTES and len(_WORKSPACES) > 1:
-            total -= _WORKSPACES.popitem(last=False)[1].nbytes  # CuPy's pool reuses it stream-ordered
-        return ws
+        return (self._uid, runtime.getDevice(), stream.ptr)
 
     def launch(
         self,
@@ -187,19 +182,26 @@ class LoadedKernel:
         n = 0  # grid z as planned
         if self.plan.batched:
             n, values["stride_a"], values["stride_b"], values["stride_c"] = batch or (1, 0, 0, 0)
-        if geo.has_workspace:
-            v = geo.values
-            ws = self._workspace_for(v["ws_bytes"], stream) if v["ws_bytes"] else None
-            values["WS"] = ws.data.ptr if ws is not None else 0
-            if v.get("pack_b"):
-                values["B"] = values["B_PACKED"] = values["WS"] + v["pack_b_at"]
-            if v.get("pack_c"):
-                values["C"] = values["C_PACKED"] = values["WS"] + v["pack_c_at"]
-        if self.plan.tensor_maps is not None:
-            maps = self._tensor_maps(M, N, K, values["A"], values["B"], lda, ints["ldb_k"])  # B as the kernel reads it
-            values["TMAP_A"], values["TMAP_B"] = maps
-        stream_ptr = (stream if stream is not None else cp.cuda.get_current_stream()).ptr
-        with self._lock:  # the steps' argument slots are shared: fill and launch as one
+        stream = stream if stream is not None else cp.cuda.get_current_stream()
+        # The steps' argument slots are shared, and the workspace's zeroed bytes are what this
+        # launch needs only until the next one of this kernel: fill, size and launch as one.
+        with self._lock:
+            if geo.has_workspace:
+                v = geo.values
+                if v["ws_bytes"]:
+                    ws = WORKSPACES.get(self.workspace_key(stream), v["ws_bytes"], v["ws_zeroed"], stream)
+                    values["WS"] = ws.data.ptr
+                else:
+                    values["WS"] = 0
+                if v.get("pack_b"):
+                    values["B"] = values["B_PACKED"] = values["WS"] + v["pack_b_at"]
+                if v.get("pack_c"):
+                    values["C"] = values["C_PACKED"] = values["WS"] + v["pack_c_at"]
+            if self.plan.tensor_maps is not None:
+                # B as the kernel reads it (packed or not)
+                maps = self._tensor_maps(M, N, K, values["A"], values["B"], lda, ints["ldb_k"])
+                values["TMAP_A"], values["TMAP_B"] = maps
+            stream_ptr = stream.ptr
             for step in steps:
                 if beta != 0 or not step.beta_only:
                     step.launch(values, stream_ptr, n)

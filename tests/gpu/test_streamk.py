@@ -129,7 +129,7 @@ def test_split_launch_correct(config, shape):
         k(a, b, out, 1.5, -0.5)
         assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-5
         if one_kernel:
-            ws = runner._WORKSPACES[(k._kernel._uid, cp.cuda.Device().id, cp.cuda.get_current_stream().ptr)]
+            ws = runner.WORKSPACES.held(k._kernel.workspace_key())
             assert not bool(ws[:16].any()), "counters left set for the next launch"
     _assert_c_not_read_at_beta_zero(k, a, b, ab)
 
@@ -145,7 +145,7 @@ def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
     from autotune.gpu import runner
     from autotune.types import Config
 
-    monkeypatch.setattr(runner, "WORKSPACE_BUDGET_BYTES", 1)
+    monkeypatch.setattr(runner.WORKSPACES, "budget", 1)
     base = Space.load("warptile").seeds[0].as_dict()
     arch = f"sm_{cp.cuda.Device().compute_capability}"
     packed = Kernel(Config.make("warptile", {**base, "SCHEDULE": "data_parallel", "PACKB": 1}), arch)
