@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import __version__
+from .cli_fuzz import add_parser as add_fuzz_parser
+from .cli_fuzz import cmd_fuzz
 from .cli_inputs import ASK_ABOVE_S, TABLE_SHAPES, check_output_dir, check_output_file, parse_problem
 from .cli_search import cmd_search
 from .counts import cached_valid, count_valid
@@ -131,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     _check_parser(sub)
     _report_parser(sub)
     _list_parser(sub)
+    add_fuzz_parser(sub)
     return parser
 
 
@@ -443,7 +446,14 @@ def cmd_list(args) -> int:
     return 0
 
 
-COMMANDS = {"search": cmd_search, "export": cmd_export, "check": cmd_check, "report": cmd_report, "list": cmd_list}
+COMMANDS = {
+    "search": cmd_search,
+    "export": cmd_export,
+    "check": cmd_check,
+    "report": cmd_report,
+    "list": cmd_list,
+    "fuzz": cmd_fuzz,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

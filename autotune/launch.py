@@ -260,6 +260,11 @@ class Workspaces:
                 total -= self._held.pop(oldest)[0].nbytes
             return held[0]
 
+    def clear(self) -> None:
+        """Drop every buffer (the next launch of each key gets a new zeroed one)."""
+        with self._lock:
+            self._held.clear()
+
     def held(self, key: tuple):
         """The buffer of `key`, or None (tests look at what a launch left there)."""
         with self._lock:

@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -7,6 +8,32 @@ from autotune.limits import load_profile
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--shard",
+        default=None,
+        metavar="K/N",
+        help="run the K-th of N shards of the collected tests (1-based; tests dealt round-robin in node-id "
+        "order, so each shard holds a share of every file): the GPU suite in runs that each fit a time limit",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    shard = config.getoption("--shard")
+    if not shard:
+        return
+    try:
+        k, n = (int(x) for x in shard.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"--shard {shard!r}: expected K/N, e.g. 2/5") from None
+    if not 1 <= k <= n:
+        raise pytest.UsageError(f"--shard {shard!r}: K must be from 1 to N")
+    order = sorted(items, key=lambda item: item.nodeid)
+    keep = {id(item) for i, item in enumerate(order) if i % n == k - 1}
+    config.hook.pytest_deselected(items=[item for item in items if id(item) not in keep])
+    items[:] = [item for item in items if id(item) in keep]
+
+
 @pytest.fixture(scope="session")
 def h100():
     return load_profile("h100")
@@ -14,5 +41,7 @@ def h100():
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
-    # One NVRTC cache per test session, never the user's.
-    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path_factory.getbasetemp() / "nvrtc-cache"))
+    # One NVRTC cache per test session, never the user's; AUTOTUNE_TEST_CACHE names one that
+    # several sessions share (the GPU suite's shards, one after another on one machine).
+    shared = os.environ.get("AUTOTUNE_TEST_CACHE")
+    monkeypatch.setenv("AUTOTUNE_CACHE", shared or str(tmp_path_factory.getbasetemp() / "nvrtc-cache"))

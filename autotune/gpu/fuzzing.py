@@ -1,0 +1,260 @@
+"""Fuzz cases (autotune.fuzz.Case) on the device: their arrays, the call, the FP64 reference and
+the element-by-element check.
+
+Every operand lies inside a larger buffer whose bytes outside the operand are NaN: a kernel that
+reads a row's padding or past an offset view shows it as NaN in C. C's buffer is NaN outside C as
+well, and must be bit for bit the same there afterwards; with beta = 0, C itself is NaN before the
+call (it must be written, never read). A and B's buffers must be unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import cupy as cp
+import numpy as np
+from cupy_backends.cuda.api import driver, runtime
+
+from ..fuzz import Case, bound_factor
+
+_FATAL = (driver.CUDADriverError, runtime.CUDARuntimeError)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    ratio: float = 0.0  # the largest |C - C64| over its bound (0 for an exact or non-finite result)
+    reason: str = ""
+    fatal: bool = False  # the CUDA context is gone: nothing more can run in this process
+
+
+class _Prepared:
+    """One case's arrays and what the check needs of them."""
+
+    __slots__ = ("a", "a_buf", "a_copy", "b", "b_buf", "b_copy", "c0", "c_buf", "c_copy", "c_view", "call", "case")
+
+
+class Executor:
+    """Runs cases in order on the current device: a stream-1 case and the stream-2 case after it
+    are launched together, each on its own stream."""
+
+    def __init__(self):
+        self.streams = {0: None, 1: cp.cuda.Stream(non_blocking=True), 2: cp.cuda.Stream(non_blocking=True)}
+        self.kernels: dict[str, object] = {}
+        try:
+            import torch
+
+            self.torch = torch if torch.cuda.is_available() else None
+        except ImportError:
+            self.torch = None
+
+    def run(self, cases: list[Case]):
+        """Yield (case, Outcome) for each case, in order."""
+        i = 0
+        while i < len(cases):
+            group = [cases[i]]
+            if cases[i].stream == 1 and i + 1 < len(cases) and cases[i + 1].stream == 2:
+                group.append(cases[i + 1])
+            i += len(group)
+            yield from zip(group, self._run_group(group), strict=True)
+
+    def reset(self) -> None:
+        """Fresh state for a shrink: no workspace kept from earlier calls."""
+        from . import runner
+
+        cp.cuda.Device().synchronize()
+        workspaces = getattr(runner, "WORKSPACES", None)
+        if workspaces is not None:
+            workspaces.clear()
+        else:  # an older runner's buffers
+            runner._WORKSPACES.clear()
+
+    def _run_group(self, group: list[Case]) -> list[Outcome]:
+        prepared, outcomes = [], [None] * len(group)
+        try:
+            for case in group:
+                with self._stream(case):
+                    prepared.append(self._prepare(case))
+            for j, p in enumerate(prepared):
+                with self._stream(p.case):
+                    try:
+                        p.c_view = self._call(p)
+                    except _FATAL:
+                        raise
+                    except Exception as exc:  # noqa: BLE001 - any exception on valid input is a failure
+                        outcomes[j] = Outcome(False, math.inf, f"raised {type(exc).__name__}: {_line(exc)}")
+            for j, p in enumerate(prepared):
+                if outcomes[j] is None:
+                    with self._stream(p.case):
+                        outcomes[j] = _check(p)
+            for s in self.streams.values():
+                if s is not None:
+                    s.synchronize()
+        except _FATAL as exc:
+            return [Outcome(False, math.inf, f"CUDA error: {_line(exc)}", fatal=True) for _ in group]
+        return outcomes
+
+    def _stream(self, case: Case):
+        s = self.streams[case.stream]
+        return s if s is not None else cp.cuda.get_current_stream()
+
+    def _prepare(self, case: Case) -> _Prepared:
+        p = _Prepared()
+        p.case = case
+        rng = cp.random.default_rng(case.seed)
+        ta, tb = (t == "t" for t in case.layout)
+        p.a, p.a_buf = _operand(rng, case, case.lead_a, case.M, case.K, ta, 0)
+        p.b, p.b_buf = _operand(rng, case, case.lead_b, case.K, case.N, tb, 1)
+        p.a_copy, p.b_copy = p.a_buf.copy(), p.b_buf.copy()
+        p.c_buf, c_view = _output(case)
+        if case.beta != 0:
+            c_view[...] = _values(rng, case, c_view.shape)
+            _specials(rng, case, c_view)
+        p.c0 = c_view.astype(cp.float64)
+        p.c_copy = p.c_buf.copy()
+        p.call = (p.a, p.b, c_view if case.out else None, (ta, tb))
+        return p
+
+    def _call(self, p: _Prepared):
+        case = p.case
+        a, b, out, (ta, tb) = p.call
+        flags = {}
+        if case.flags:  # the stored matrices with trans flags, where the view would be their transpose
+            a, b = (a.swapaxes(-1, -2) if ta else a), (b.swapaxes(-1, -2) if tb else b)
+            flags = {"trans_a": ta, "trans_b": tb}
+        if case.kind == "torch" and self.torch is not None:
+            a, b = self.torch.from_dlpack(a), self.torch.from_dlpack(b)
+            out = None if out is None else self.torch.from_dlpack(out)
+        if case.config is None:
+            import autotune
+
+            result = autotune.matmul(a, b, out, case.alpha, case.beta, precision=case.precision, **flags)
+        else:
+            result = self._kernel(case.config)(a, b, out, case.alpha, case.beta, **flags)
+        if out is not None:
+            return p.call[2]
+        if self.torch is not None and isinstance(result, self.torch.Tensor):
+            result = cp.from_dlpack(result)
+        return result
+
+    def _kernel(self, config: dict):
+        import autotune
+
+        key = repr(sorted(config["params"].items())) + config["family"]
+        kernel = self.kernels.get(key)
+        if kernel is None:
+            kernel = self.kernels[key] = autotune.load(config=config)
+        return kernel
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+def _values(rng, case: Case, shape) -> cp.ndarray:
+    """FP32 data of the case's kind. Integers are small enough that every product and partial sum
+    of K of them is exact in FP32, and every value exact in TF32."""
+    if case.data == "uniform":
+        x = rng.random(shape, dtype=cp.float32) * 2 - 1
+    elif case.data == "normal":
+        x = rng.standard_normal(shape, dtype=cp.float32)
+    elif case.data == "wide":
+        sign = cp.where(rng.random(shape, dtype=cp.float32) < 0.5, -1.0, 1.0)
+        x = sign * cp.exp2(rng.random(shape, dtype=cp.float64) * 40 - 20)
+    elif case.data == "positive":
+        x = rng.random(shape, dtype=cp.float32)
+    else:
+        r = 4 if case.K <= 1 << 16 else 1
+        x = rng.integers(-r, r + 1, shape)
+    return x.astype(cp.float32)
+
+
+def _specials(rng, case: Case, x: cp.ndarray) -> None:
+    """A few NaNs or infinities (of either sign) at random places of `x`."""
+    if not case.special or x.size == 0:
+        return
+    for _ in range(int(rng.integers(1, 4))):
+        idx = tuple(int(rng.integers(0, n)) for n in x.shape)
+        x[idx] = np.nan if case.special == "nan" else (np.inf if rng.random() < 0.5 else -np.inf)
+
+
+def _operand(rng, case: Case, lead, rows: int, cols: int, stored_t: bool, which: int):
+    """(op(X), its buffer): rows x cols (each
+    matrix of `lead`), stored row-major or, with stored_t, as its transpose, inside a NaN buffer
+    with `pads[which]` floats past each stored row and the first element `offsets[which]` in."""
+    srows, scols = (cols, rows) if stored_t else (rows, cols)
+    pad, off = case.pads[which], case.offsets[which]
+    buf = cp.full((*lead, srows, scols + pad + off), cp.nan, dtype=cp.float32)
+    view = buf[..., off : off + scols]
+    view[...] = _values(rng, case, view.shape)
+    _specials(rng, case, view)
+    return (view.swapaxes(-1, -2) if stored_t else view), buf
+
+
+def _output(case: Case):
+    """(C's buffer, C as the call writes it): M x N (each matrix of the batch), row-major or
+    column-major, inside a NaN buffer with C's padding and offset; NaN in C too (beta = 0 must
+    not read it; otherwise the caller fills it)."""
+    lead, M, N = case.lead, case.M, case.N
+    pad, off = case.pads[2], case.offsets[2]
+    srows, scols = (N, M) if case.c_major == "col" else (M, N)
+    buf = cp.full((*lead, srows, scols + pad + off), cp.nan, dtype=cp.float32)
+    view = buf[..., off : off + scols]
+    return buf, (view.swapaxes(-1, -2) if case.c_major == "col" else view)
+
+
+def _check(p: _Prepared) -> Outcome:
+    case = p.case
+    c = p.c_view
+    if c.shape != (*case.lead, case.M, case.N) or c.dtype != cp.float32:
+        return Outcome(False, math.inf, f"C has shape {c.shape} and dtype {c.dtype}")
+    a64, b64 = p.a.astype(cp.float64), p.b.astype(cp.float64)
+    ref = cp.matmul(a64, b64)
+    scale = cp.matmul(cp.abs(a64), cp.abs(b64))
+    del a64, b64
+    ref *= case.alpha
+    scale *= abs(case.alpha)
+    if case.beta != 0:
+        ref += case.beta * p.c0
+        scale += abs(case.beta) * cp.abs(p.c0)
+    out = c.astype(cp.float64)
+    err = cp.abs(out - ref)
+    finite = cp.isfinite(ref)
+    bad = cp.isnan(out) != cp.isnan(ref)
+    bad |= cp.isinf(ref) & (out != ref)
+    if case.exact:
+        bad |= finite & (err != 0)
+        tol = None
+    else:
+        tol = bound_factor(case.precision, case.K) * scale + 1e-30  # (the floor: FP32's subnormals)
+        bad |= finite & ~(err <= tol)
+    nbad = int(bad.sum())
+    ratio = 0.0
+    if tol is not None:
+        within = finite & cp.isfinite(err)
+        ratio = float(cp.where(within, err / tol, 0).max()) if c.size else 0.0
+    if nbad:
+        idx = tuple(int(i) for i in cp.unravel_index(int(cp.argmax(bad)), bad.shape))
+        got, want = float(out[idx]), float(ref[idx])
+        bound = "exact" if tol is None else f"bound {float(tol[idx]):.3g}"
+        return Outcome(False, max(ratio, 1.0) if tol is not None else math.inf,
+                       f"{nbad} of {c.size} elements wrong; at {idx}: {got!r}, FP64 {want!r} ({bound})")  # fmt: skip
+    # C's buffer outside C, and A's and B's buffers, bit for bit as they were.
+    after = p.c_buf.copy()
+    _view_of(case, after)[...] = _view_of(case, p.c_copy)
+    for name, now, before in (
+        ("C's buffer outside C", after, p.c_copy),
+        ("A", p.a_buf, p.a_copy),
+        ("B", p.b_buf, p.b_copy),
+    ):
+        if not bool((now.view(cp.uint32) == before.view(cp.uint32)).all()):
+            return Outcome(False, ratio, f"wrote into {name}")
+    return Outcome(True, ratio)
+
+
+def _view_of(case: Case, buf: cp.ndarray) -> cp.ndarray:
+    off = case.offsets[2]
+    scols = case.M if case.c_major == "col" else case.N
+    return buf[..., off : off + scols]

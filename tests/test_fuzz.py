@@ -1,0 +1,227 @@
+"""The fuzzer's drawing, bounds, shrinking and command line, without a GPU (tests/gpu/test_fuzz_gpu.py
+runs it on one)."""
+
+import dataclasses
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from helpers import RESULTS
+
+from autotune import fuzz
+from autotune.results import iter_records
+from autotune.types import LAYOUTS, PRECISIONS, Problem, UserError
+
+
+def test_the_same_seed_draws_the_same_cases_and_another_seed_others():
+    a = list(fuzz.cases(5, 300))
+    assert a == list(fuzz.cases(5, 300))
+    assert a != list(fuzz.cases(6, 300))
+
+
+def test_cases_cover_every_regime_layout_tier_and_kind_of_call():
+    cs = list(fuzz.cases(1, 3000, torch=True))
+    assert {c.regime for c in cs} == set(fuzz.REGIMES)
+    assert {c.layout for c in cs} == set(LAYOUTS)
+    assert {c.precision for c in cs} == set(PRECISIONS)
+    assert {c.data for c in cs} == set(fuzz.DATA)
+    assert {c.special for c in cs} == {"", "nan", "inf"}
+    assert {c.c_major for c in cs} == {"row", "col"} and {c.out for c in cs} == {True, False}
+    assert {c.flags for c in cs} == {True, False} and {c.kind for c in cs} == {"cupy", "torch"}
+    assert any(c.beta != 0 for c in cs) and any(c.alpha not in (0, 1) for c in cs)
+    assert any(any(c.pads) for c in cs) and any(any(c.offsets) for c in cs)
+    assert any(c.lead_a != c.lead_b for c in cs)  # broadcast batches
+    # sizes that are not multiples of anything
+    assert sum(c.M % 4 != 0 for c in cs) > len(cs) / 4 and sum(c.K % 16 != 0 for c in cs) > len(cs) / 3
+
+
+def test_regimes_hold_what_they_promise_and_every_case_fits_the_device():
+    for c in fuzz.cases(2, 3000):
+        assert 2 * c.M * c.N * c.K * c.batch <= fuzz.MAX_FLOP
+        assert max(c.M * c.K, c.K * c.N, c.M * c.N) * c.batch <= fuzz.MAX_ELEMENTS
+        if c.regime == "few_rows":
+            assert c.M <= 16
+        elif c.regime == "few_cols":
+            assert c.N <= 32
+        elif c.regime == "small_k":
+            assert c.K <= 16
+        if c.beta != 0:
+            assert c.out
+        if c.special:
+            assert c.alpha != 0  # 0 * Inf would be NaN where BLAS skips the product
+
+
+def test_shapes_come_back_and_streams_come_in_pairs():
+    cs = list(fuzz.cases(3, 2000))
+    shapes = [(c.M, c.N, c.K) for c in cs if c.stream == 0]
+    assert len(set(shapes)) < 0.85 * len(shapes)  # a shape seen before comes back
+    for i, c in enumerate(cs):
+        if c.stream == 1:
+            assert cs[i + 1].stream == 2
+        if c.stream == 2:
+            assert cs[i - 1].stream == 1
+    twins = [(a, b) for a, b in zip(cs, cs[1:], strict=False) if a.stream == 1 and (a.M, a.N, a.K) == (b.M, b.N, b.K)]
+    assert twins  # one kernel on two streams at once
+
+
+def test_a_case_goes_to_json_and_back():
+    for c in fuzz.cases(4, 200):
+        line = json.dumps(c.to_json())
+        assert fuzz.Case.from_json(json.loads(line)) == c
+    assert fuzz.parse_repro(fuzz.repro_line(list(fuzz.cases(4, 3))).split("'")[1]) == list(fuzz.cases(4, 3))
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"regime": "few_rows", "M": 0, "N": 1, "K": 1},
+        {"regime": "nope", "M": 1, "N": 1, "K": 1},
+        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "alpha": float("inf")},
+        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "layout": "xx"},
+        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "pads": [1, 2]},
+        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "beta": 1.0, "out": False},
+        {"regime": "batch", "M": 1, "N": 1, "K": 1, "lead_a": [2], "lead_b": [3]},
+        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "flags": 1},
+        {"regime": "tiny", "M": 1, "N": 1},
+        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "extra": 1},
+    ],
+)
+def test_a_bad_case_is_one_clear_error(bad):
+    with pytest.raises(UserError):
+        fuzz.Case.from_json(bad)
+
+
+def test_bounds_grow_with_k_and_loosen_with_the_tier():
+    for K in (1, 100, 10_000):
+        hi, tf3, tf1 = (fuzz.bound_factor(p, K) for p in ("highest", "high", "medium"))
+        assert hi < tf3 and hi < tf1
+        assert math.isclose(hi, (K + 2) * fuzz.U, rel_tol=1e-3)
+    assert fuzz.bound_factor("highest", 1000) < fuzz.bound_factor("highest", 2000)
+    assert fuzz.bound_factor("medium", 1) > 2.0**-10  # two operands rounded to TF32
+    assert fuzz.bound_factor("high", 100) < fuzz.bound_factor("medium", 100)
+
+
+def _case(**kw):
+    base = {"regime": "general", "M": 40, "N": 50, "K": 60}
+    return fuzz.Case(**{**base, **kw})
+
+
+def test_shrink_finds_the_call_that_leaves_state_and_the_simplest_failing_case():
+    # A fake device: a call with N > 100 leaves state that makes a later call with K odd wrong.
+    def fails(calls):
+        dirty = False
+        for c in calls:
+            wrong = dirty and c.K % 2 == 1
+            dirty = dirty or c.N > 100
+        return wrong
+
+    history = [_case(N=10, seed=i) for i in range(20)]
+    history[5] = _case(N=300, pads=(3, 0, 0), seed=5)
+    history += [_case(K=77, M=999, pads=(1, 2, 3), beta=0.5, special="nan", alpha=1.5)]
+    assert fails(history)
+    shrunk = fuzz.shrink(history, fails)
+    assert len(shrunk) == 2 and shrunk[0].N == 300
+    last = shrunk[-1]
+    assert last.K % 2 == 1 and last.M == 1 and last.N == 1 and last.K == 1
+    assert (last.pads, last.beta, last.special, last.alpha) == ((0, 0, 0), 0.0, "", 1.0)
+
+
+def test_shrink_says_so_when_no_short_tail_fails_again():
+    assert fuzz.shrink([_case(seed=i) for i in range(300)], lambda calls: len(calls) == 300) is None
+
+
+def test_interleave_keeps_both_orders_and_stream_pairs_together():
+    first = list(fuzz.cases(8, 400))
+    second = [_case(seed=i) for i in range(50)]
+    mixed = fuzz.interleave(first, second, 8)
+    assert [c for c in mixed if c in second] == second
+    assert [c for c in mixed if c not in second] == first
+    for i, c in enumerate(mixed):
+        if c.stream == 1:
+            assert mixed[i + 1].stream == 2
+
+
+def test_coverage_runs_every_stored_entry_in_every_form_it_has():
+    from autotune.api import _family, built_for
+
+    records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(RESULTS, "nvidia-h100-80gb-hbm3")]
+    calls = fuzz.coverage(records, [], seed=1, per_kernel=2)
+    ran = {(c.config["family"], json.dumps(c.config["params"], sort_keys=True)) for c in calls}
+    for _, fams in records:
+        for f, entry in fams.items():
+            for layout in LAYOUTS:
+                cfg = built_for(fuzz.Config.make(f, entry["config"]["params"]), layout)
+                if cfg is not None and not _family(f).gaps(Problem(1, 1, 1, layout)):
+                    assert (f, json.dumps(cfg.as_dict(), sort_keys=True)) in ran
+    for c in calls:
+        assert not _family(c.config["family"]).unsuited(Problem(c.M, c.N, c.K))
+        assert c.layout == "nt"[c.config["params"].get("TRANS_A", 0)] + "nt"[c.config["params"].get("TRANS_B", 0)]
+
+
+def _autotune(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, **kw)
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["fuzz", "--repro", "not json"], "--repro: not JSON"),
+        (["fuzz", "--repro", "[]"], "--repro: expected a JSON list"),
+        (["fuzz", "--repro", '[{"regime": "tiny", "M": -1, "N": 1, "K": 1}]'], "a case with bad fields: M -1"),
+        (["fuzz", "--seed", "-1"], "argument --seed: expected an integer from 0 to 4294967295"),
+        (["fuzz", "--problems", "0"], "argument --problems"),
+        (["fuzz", "--coverage", "1e3"], "argument --coverage"),
+    ],
+)
+def test_bad_fuzz_arguments_are_one_line(args, says):
+    r = _autotune(*args)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
+
+
+def test_fuzz_without_a_gpu_is_one_line(tmp_path):
+    import cupy
+
+    try:
+        has_gpu = cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - no driver
+        has_gpu = False
+    if has_gpu:
+        pytest.skip("this machine has a GPU")
+    r = _autotune("fuzz", "--problems", "3", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith("autotune: error: no usable CUDA GPU"), r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compile_only_fills_the_cache_with_the_kernels_a_run_loads(tmp_path):
+    """No GPU needed: the stored kernels (one tiled record here) and the fallback, each form."""
+    from autotune.api import fallback_config
+    from autotune.results import update_record
+
+    rec = json.loads((RESULTS / "nvidia-h100-80gb-hbm3" / "4096x4096x4096.json").read_text())
+    tiled = rec["families"]["tiled"]
+    update_record(tmp_path / "res", rec["gpu"], Problem(64, 64, 64), {"tiled": tiled})
+    cache = tmp_path / "cache"
+    r = _autotune(
+        "fuzz", "--compile-only", "--results", str(tmp_path / "res"), env={**_env(), "AUTOTUNE_CACHE": str(cache)}
+    )
+    assert r.returncode == 0, r.stderr
+    forms = fuzz.coverage(
+        [(Problem(64, 64, 64), {"tiled": tiled})], [(Problem(777, 555, 333), fallback_config("sm_90"))], 0, 1
+    )
+    kernels = {json.dumps([c.config["family"], c.config["params"]], sort_keys=True) for c in forms}
+    assert len(list((cache / "nvrtc").glob("*.cubin"))) == len(kernels)
+
+
+def _env():
+    import os
+
+    return dict(os.environ)
+
+
+def test_a_case_knows_its_problem():
+    c = _case(lead_a=(3, 1), lead_b=(1, 4), beta=2.0, precision="high", layout="tn")
+    assert c.lead == (3, 4) and c.batch == 12
+    assert c.problem == Problem(40, 50, 60, "tn", 12, 2.0, "high")
+    assert dataclasses.replace(c, data="ints").exact and not c.exact
