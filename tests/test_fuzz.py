@@ -225,3 +225,107 @@ def test_a_case_knows_its_problem():
     assert c.lead == (3, 4) and c.batch == 12
     assert c.problem == Problem(40, 50, 60, "tn", 12, 2.0, "high")
     assert dataclasses.replace(c, data="ints").exact and not c.exact
+
+
+# ---- the device side's check, run on NumPy in place of CuPy ----------------------------------------
+
+
+class _Stream:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def synchronize(self):
+        pass
+
+
+class _NumpyAsCupy:
+    """NumPy where autotune.gpu.fuzzing calls CuPy: the same array code runs on the host."""
+
+    import types as _types
+
+    cuda = _types.SimpleNamespace(Stream=lambda **kw: _Stream(), get_current_stream=_Stream)
+
+    def __getattr__(self, name):
+        import numpy
+
+        return getattr(numpy, name)
+
+
+def _host_matmul(mistake=None):
+    """autotune.matmul on the host, right, or with one `mistake`."""
+    import numpy as np
+
+    def matmul(A, B, out=None, alpha=1.0, beta=0.0, *, trans_a=False, trans_b=False, precision="highest"):
+        a = A.swapaxes(-1, -2) if trans_a else A
+        b = B.swapaxes(-1, -2) if trans_b else B
+        if mistake == "drop_last_k":
+            a, b = a[..., :-1], b[..., :-1, :]
+        prod = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        c = alpha * prod + (beta * out if beta != 0 else 0)
+        if out is None:
+            out = np.empty(c.shape, np.float32)
+        out[...] = c
+        if mistake == "unwritten" and out.size > 1:
+            out.reshape(-1)[out.size // 2] = np.nan if out.flags.c_contiguous else out.flat[0]
+            out[..., -1, -1] = np.nan
+        if mistake == "nan_lost":
+            np.nan_to_num(out, copy=False)
+        if mistake == "pad" and out.base is not None:
+            out.base.reshape(-1)[-1] = 7.0  # C's buffer past C (its padding, when it has one)
+        return out
+
+    return matmul
+
+
+def _host_executor(monkeypatch, mistake=None):
+    import autotune
+    from autotune.gpu import fuzzing
+
+    monkeypatch.setattr(fuzzing, "cp", _NumpyAsCupy())
+    monkeypatch.setattr(autotune, "matmul", _host_matmul(mistake))
+    ex = fuzzing.Executor()
+    ex.torch = None
+    return ex
+
+
+def _host_cases(n, seed=0, **fixed):
+    small = []
+    for c in fuzz.cases(seed, 4 * n):
+        if c.batch * max(c.M * c.K, c.K * c.N, c.M * c.N) <= 40_000 and c.kind == "cupy":
+            small.append(dataclasses.replace(c, **fixed))
+        if len(small) == n:
+            return small
+    return small
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy on NaN and Inf, as IEEE says
+def test_a_right_product_passes_every_check(monkeypatch):
+    ex = _host_executor(monkeypatch)
+    outcomes = list(ex.run(_host_cases(150)))
+    assert len(outcomes) == 150
+    assert [o.reason for _, o in outcomes if not o.ok] == []
+    assert max(o.ratio for _, o in outcomes) < 1  # errors well inside the bound
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize(
+    "mistake, fixed, says",
+    [
+        ("drop_last_k", {"data": "ints", "special": ""}, "elements wrong"),
+        ("drop_last_k", {"data": "uniform", "special": ""}, "elements wrong"),
+        ("unwritten", {"special": ""}, "elements wrong"),
+        ("nan_lost", {"special": "nan"}, "elements wrong"),
+        ("pad", {"pads": (0, 0, 2), "special": ""}, "wrote into C's buffer outside C"),
+    ],
+)
+def test_each_kind_of_wrong_answer_is_caught(monkeypatch, mistake, fixed, says):
+    ex = _host_executor(monkeypatch, mistake)
+    # alpha 1 (a product times 0 hides any mistake in it) and C given (its buffer is the caller's)
+    cases = [c for c in _host_cases(40, 1, alpha=1.0, out=True, **fixed) if c.K > 4 and c.M * c.N > 1]
+    outcomes = [o for _, o in ex.run(cases)]
+    wrong = [o for o in outcomes if not o.ok]
+    # (a dropped term can hide where B's last row is zero, or under the medium tier's bound at a deep K)
+    assert len(wrong) >= 0.9 * len(cases) and all(says in o.reason for o in wrong), [o.reason for o in outcomes][:5]
