@@ -4,6 +4,14 @@
 #   bash benchmarks/device.sh TASK [ARG] [TASK [ARG]...]
 #
 #   gpu-tests        python -m pytest tests/gpu                        -> logs/gpu_tests.txt
+#   gpu-shard K/N    python -m pytest tests/gpu --shard K/N (one of N shards, each well inside a
+#                    call's 10 minutes; every shard shares one compile cache)
+#                                                                       -> logs/gpu_shard_K_of_N.txt
+#   fuzz N [SEED]    autotune fuzz --problems N --seed SEED (0): N random problems through
+#                    autotune.matmul and every stored kernel in each form   -> logs/fuzz_SEED.txt
+#   fuzz-before N    the same fuzzer (no stored-kernel pass) over the runner of before the
+#                    workspace fix, carried in .before/runner.py            -> logs/fuzz_before.txt
+#   cache            pack the compile cache into $OUT/cache.tar.xz (carry it as .fuzzcache.tar.xz)
 #   dispatch         benchmarks/dispatch.py: host time per call of matmul, the loaded kernel,
 #                    cupy.matmul, torch                                  -> logs/dispatch.{txt,json}
 #   sweep [TRIALS]   benchmarks/sweep.py, warptile, TRIALS per shape (40) -> logs/sweep.{txt,json}
@@ -40,7 +48,11 @@ usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 [ $# -gt 0 ] || usage
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
-    gpu-tests|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel) ;;
+    gpu-tests|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel|cache) ;;
+    gpu-shard) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+/[0-9]+$ ]] || { echo "gpu-shard needs K/N" >&2; usage; } ;;
+    fuzz) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz needs a count" >&2; usage; }
+      j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
+    fuzz-before) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz-before needs a count" >&2; usage; } ;;
     sweep|skinny|small|layouts|batches) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
     *) echo "unknown task '${!i}'" >&2; usage ;;
@@ -49,7 +61,12 @@ done
 : "${OUT:?set OUT to the folder that comes back}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
-export PYTHONUNBUFFERED=1 AUTOTUNE_CACHE=/tmp/atcache
+export PYTHONUNBUFFERED=1 AUTOTUNE_CACHE=/tmp/atcache AUTOTUNE_TEST_CACHE=/tmp/atcache
+# A compile cache carried from an earlier call (or filled here by `autotune fuzz --compile-only`).
+[ -f .fuzzcache.tar.xz ] && mkdir -p /tmp/atcache && tar xJf .fuzzcache.tar.xz -C /tmp/atcache --strip-components=1
+# Seconds left of the call's 10 minutes, less a margin for packing the logs.
+START=$(date +%s)
+left() { echo $((570 - ($(date +%s) - START))); }
 L=$OUT/logs
 mkdir -p "$L"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv \
@@ -60,11 +77,40 @@ elapsed() { python3 -c "import time; print(round(time.time() - $1, 1))"; }
 
 while [ $# -gt 0 ]; do
   task=$1; shift
+  if [ "$task" != cache ] && [ "$(left)" -lt 20 ]; then
+    echo "$task: skipped, the call's time is spent"
+    while [[ ${1:-} =~ ^[0-9/]+$ ]]; do shift; done  # and its arguments
+    continue
+  fi
   case $task in
     gpu-tests)
       timeout 540 python3 -m pytest -q -p no:cacheprovider tests/gpu > "$L/gpu_tests.txt" 2>&1
       echo "exit $?" >> "$L/gpu_tests.txt"
       echo "gpu-tests: $(grep -E 'passed|failed|error' "$L/gpu_tests.txt" | tail -1)" ;;
+    gpu-shard)
+      shard=$1; shift; name=gpu_shard_${shard/\//_of_}
+      timeout "$(left)" python3 -m pytest -q -p no:cacheprovider tests/gpu --shard "$shard" > "$L/$name.txt" 2>&1
+      echo "exit $?" >> "$L/$name.txt"
+      echo "gpu-shard $shard: $(grep -E 'passed|failed|error' "$L/$name.txt" | tail -1)" ;;
+    fuzz)
+      count=$1; shift; seed=0
+      if [[ ${1:-} =~ ^[0-9]+$ ]]; then seed=$1; shift; fi
+      s=$(date +%s.%N)
+      timeout "$(left)" python3 -m autotune.cli fuzz --problems "$count" --seed "$seed" > "$L/fuzz_$seed.txt" 2>&1
+      echo "exit $? wall $(elapsed "$s") s" >> "$L/fuzz_$seed.txt"
+      echo "fuzz $count seed $seed: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_$seed.txt") $(tail -1 "$L/fuzz_$seed.txt")" ;;
+    fuzz-before)
+      count=$1; shift
+      rm -rf /tmp/before && mkdir /tmp/before && cp -r autotune templates configs /tmp/before/
+      cp .before/runner.py /tmp/before/autotune/gpu/runner.py
+      repo=$PWD
+      (cd /tmp/before && PYTHONPATH=/tmp/site:/tmp/before AUTOTUNE_RESULTS=$repo/results timeout "$(left)" \
+        python3 -m autotune.cli fuzz --problems "$count" --coverage 0 --shrink 2) > "$L/fuzz_before.txt" 2>&1
+      echo "exit $?" >> "$L/fuzz_before.txt"
+      echo "fuzz-before $count: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_before.txt")" ;;
+    cache)  # in 15-MB parts (what comes back is at most 16 MB a file): cat them into .fuzzcache.tar.xz
+      tar cJf - -C /tmp atcache | split -b 15M - "$OUT/cache.tar.xz.part-"
+      echo "cache: $(ls /tmp/atcache/nvrtc | wc -l) files, $(du -ch "$OUT"/cache.tar.xz.part-* | tail -1 | cut -f1)" ;;
     dispatch)
       timeout 300 python3 benchmarks/dispatch.py --out "$L/dispatch.json" > "$L/dispatch.txt" 2>&1
       echo "exit $?" >> "$L/dispatch.txt"

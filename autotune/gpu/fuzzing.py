@@ -111,7 +111,7 @@ class Executor:
         if case.beta != 0:
             c_view[...] = _values(rng, case, c_view.shape)
             _specials(rng, case, c_view)
-        p.c0 = c_view.astype(cp.float64)
+        p.c0 = c_view.astype(cp.float64) if case.beta != 0 else None
         p.c_copy = p.c_buf.copy()
         p.call = (p.a, p.b, c_view if case.out else None, (ta, tb))
         return p
