@@ -17,11 +17,12 @@ import copy
 import functools
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from . import model
-from .limits import gpu_slug
+from .limits import DeviceLimits, gpu_slug, profile_for_arch
 from .results import entry_config, iter_records
 from .space import ROOT, Family, Space
 from .types import PRECISIONS, Config, Problem, UserError
@@ -60,13 +61,26 @@ def _reads(family: str, problem: Problem) -> bool:
         return False  # a family no longer shipped: its records cannot be used
 
 
-def built_for(config: Config, layout: str = "nn", batch: int = 1, precision: str = "highest") -> Config | None:
+def built_for(
+    config: Config, layout: str = "nn", batch: int = 1, precision: str = "highest", limits: DeviceLimits | None = None
+) -> Config | None:
     """`config` built for `layout`, batch > 1 for a batch, and `precision`: its TRANS_A / TRANS_B /
     BATCHED (and PRECISION, where it has one) set to theirs; None when that breaks one of its
-    family's rules (a split-K config has no batched form)."""
+    family's rules (a split-K config has no batched form) or, given a device's `limits`, one of the
+    device's (a medium-tier wgmma config built for high holds twice the tiles in shared memory,
+    past what a block may have: it would not launch)."""
+    return _built_for(config, layout, batch > 1, precision, limits)
+
+
+@functools.lru_cache(maxsize=8192)
+def _built_for(config: Config, layout: str, batched: bool, precision: str, limits: DeviceLimits | None):
+    # Remembered: choosing a kernel for a new shape builds every stored config for its layout,
+    # which costs more than the rest of the choice.
     fam = _family(config.family)
-    cfg = fam.built_for(config, Problem(1, 1, 1, layout, batch, precision=precision))
-    return None if fam.broken_rules(cfg) else cfg
+    cfg = fam.built_for(config, Problem(1, 1, 1, layout, 2 if batched else 1, precision=precision))
+    if fam.broken_rules(cfg) or (limits is not None and fam.violations(cfg, limits)):
+        return None
+    return cfg
 
 
 def nearest_entry(
@@ -114,7 +128,9 @@ class _Table:
                 best = (shape, entry)
         return best
 
-    def choose(self, problem: Problem, family: str | None) -> tuple[Problem, dict, Config, float | None] | None:
+    def choose(
+        self, problem: Problem, family: str | None, limits: DeviceLimits | None = None
+    ) -> tuple[Problem, dict, Config, float | None] | None:
         """(tuned shape, its entry, the config to run, predicted ms or None when measured here):
         the best entry of the problem's own record when it was tuned; else the candidate of
         `_pool` -- every family's best at every tuned shape, that can run the problem and is
@@ -135,25 +151,27 @@ class _Table:
                 fams = {f: e for f, e in fams.items() if family in (None, f) and _reads(f, problem)}
                 if fams:
                     entry = max(fams.values(), key=lambda e: e["gflops"])
-                    cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision)
+                    cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision, limits)
                     if cfg is not None:
                         picks.append((entry["gflops"], shape, entry, cfg))
             if picks:
                 _, shape, entry, cfg = max(picks, key=lambda p: p[0])
                 return shape, entry, cfg, None
-        candidates = [c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, family)]
+        candidates = [
+            c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, family, limits)
+        ]
         best = model.fastest(candidates, problem, self.roof)
         if best is None:
             return None
         shape, entry, cfg = best[0].what
         return shape, entry, cfg, best[1]
 
-    def _candidates(self, shape: Problem, fams: dict, problem: Problem, family: str | None):
+    def _candidates(self, shape: Problem, fams: dict, problem: Problem, family: str | None, limits=None):
         for f, entry in fams.items():
             if family not in (None, f) or not _reads(f, problem) or (family is None and _family(f).unsuited(problem)):
                 continue
             try:
-                cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision)
+                cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision, limits)
                 if cfg is None:
                     continue
                 measured = self._plan(entry_config(entry))
@@ -300,6 +318,7 @@ def _gpu_arrays():
 
 _CACHE: dict[tuple[int, str], Kernel] = {}  # (device, config name) -> its kernel
 _DEVICES: dict[int, tuple[str, str]] = {}  # device -> (results-folder slug, arch), read once each
+_LIMITS: dict[int, DeviceLimits] = {}  # device -> its limits, read once each
 
 
 def _device_props(dev: int) -> tuple[str, str]:
@@ -310,6 +329,23 @@ def _device_props(dev: int) -> tuple[str, str]:
         info = device_info(dev)
         props = _DEVICES[dev] = (gpu_slug(info["name"]), info["arch"])
     return props
+
+
+def _device_limits(dev: int, arch: str) -> DeviceLimits:
+    """The device's limits (what a config built for another layout, batching or tier must fit),
+    or, where it cannot be asked, the built-in profile of its arch."""
+    limits = _LIMITS.get(dev)
+    if limits is None:
+        try:
+            from .gpu.runner import device_info
+
+            info = dict(device_info(dev))
+            info.pop("versions", None)
+            limits = DeviceLimits(**info)
+        except Exception:  # noqa: BLE001 - no CuPy or device (tests of the choice): the profile
+            limits = profile_for_arch(arch)
+        _LIMITS[dev] = limits
+    return limits
 
 
 def _choose(
@@ -334,16 +370,34 @@ def _choose(
         problem = Problem(M, N, K, layout, batch, beta, precision)
         if family is not None and (gaps := _family(family).gaps(problem)):
             raise UserError(gaps[0])
-        found = table.choose(problem, family)
+        found = table.choose(problem, family, _device_limits(dev, arch))
+        fallback = built_for(fallback_config(arch, family), layout, batch, precision)
         if found is not None:
             tuned, _, cfg, predicted = found
             how = "" if predicted is None else f", predicted fastest here ({1e3 * predicted:.1f} us)"
-            kernel = _kernel(cfg, dev, arch, f"tuned for {tuned.name} on {slug}{how}")
+            kernel = _kernel_or(fallback, cfg, dev, arch, f"tuned for {tuned.name} on {slug}{how}")
         else:
-            fallback = built_for(fallback_config(arch, family), layout, batch, precision)
             kernel = _kernel(fallback, dev, arch, "fallback config")
         table.remember(key, kernel)
     return kernel
+
+
+def _kernel_or(fallback: Config, cfg: Config, dev: int, arch: str, source: str) -> Kernel:
+    """The chosen config's kernel; where it does not compile, load or pass its check on this
+    device (a stored config from another driver or build), the fallback config's, with a warning:
+    a call is never answered by a kernel that failed its check, nor refused for it."""
+    try:
+        return _kernel(cfg, dev, arch, source)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - compile, driver and check failures alike
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        warnings.warn(
+            f"autotune: {cfg.name} ({source}) cannot run here ({text}); using the fallback config",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return _kernel(fallback, dev, arch, "fallback config")
 
 
 def _kernel(cfg: Config, dev: int, arch: str, source: str) -> Kernel:

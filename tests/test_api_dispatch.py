@@ -294,3 +294,43 @@ def test_a_tier_is_served_by_the_faster_of_its_record_and_the_fp32_one(tmp_path,
     assert name.startswith(wins + "_") and source == f"tuned for {record} on {SLUG}"
     # Strict FP32 never runs the tier's kernel.
     assert api._choose(0, 4096, 4096, 4096, "nn", 1, None, root)[1].startswith("warptile_")
+
+
+def test_a_config_that_would_not_fit_the_device_in_the_calls_form_is_not_chosen(tmp_path, monkeypatch):
+    """A medium-tier wgmma record built for a `high` call keeps twice the tiles a stage (the big
+    and small parts): 246,784 bytes of shared memory at BM 128, BN 64, 5 stages, past the 232,448
+    a block of an H100 may have. It would not launch; the choice must not fall on it."""
+    from autotune.limits import load_profile
+    from autotune.results import update_record
+    from autotune.types import Config
+
+    slug = "nvidia-h100-80gb-hbm3"
+    rec = json.loads((RESULTS / slug / "4096x4096x4096.json").read_text())
+    params = {"ACC": "tc", "BM": 128, "BN": 64, "CLUSTER_M": 1, "DIRECT": 0, "GROUP_M": 1, "PRECISION": "medium"}
+    cfg = Config.make("wgmma_tf32", {**params, "STAGES": 5})
+    high = Family.load("wgmma_tf32").built_for(cfg, Problem(1, 1, 1, precision="high"))
+    assert Family.load("wgmma_tf32").violations(high, load_profile("h100"))  # the premise
+    entry = dict(rec["families"]["warptile"])
+    entry["config"] = {"family": cfg.family, "params": cfg.as_dict(), "name": cfg.name}
+    update_record(tmp_path / "res", rec["gpu"], Problem(4096, 4096, 4096, precision="medium"), {cfg.family: entry})
+    asked = fake_kernels(monkeypatch, slug)
+    api._choose(0, 268, 777, 894, "nn", 1, None, tmp_path / "res", precision="high")
+    assert asked[-1][2] == "fallback config", asked
+    api._choose(0, 268, 777, 894, "nn", 1, None, tmp_path / "res", precision="medium")
+    assert asked[-1][1] == cfg.name  # its own tier's form fits
+
+
+def test_a_chosen_kernel_that_fails_here_gives_way_to_the_fallback_with_a_warning(monkeypatch):
+    from autotune.types import Config
+
+    def kernel(cfg, dev, arch, source):
+        if source != "fallback config":
+            raise RuntimeError(f"{cfg.name}: relative error 0.5 on 67x45x33; not using it")
+        return (cfg.name, source)
+
+    monkeypatch.setattr(api, "_device_props", lambda dev: (SLUG, "sm_90"))
+    monkeypatch.setattr(api, "_kernel", kernel)
+    with pytest.warns(RuntimeWarning, match="cannot run here .*relative error 0.5.*using the fallback config"):
+        got = api._choose(0, 4096, 4096, 4096, "nn", 1, None, RESULTS)
+    fallback = api.built_for(api.fallback_config("sm_90"))
+    assert got == (fallback.name, "fallback config") and isinstance(fallback, Config)
