@@ -192,16 +192,17 @@ def _run(executor, calls, args):
     from .fuzz import Tally
 
     tally, failures, fatal = Tally(), [], False
-    t0 = last = time.perf_counter()
+    t0 = last = before = time.perf_counter()
     for index, (case, outcome) in enumerate(executor.run(calls)):
-        tally.add(case, outcome.ok, outcome.ratio)
+        now = time.perf_counter()
+        tally.add(case, outcome.ok, outcome.ratio, now - before)  # (a stream pair's time goes to its first)
+        before = now
         if not outcome.ok:
             failures.append(index)
             print(f"fuzz: WRONG at call {index + 1} ({case.regime}): {outcome.reason}", file=sys.stderr, flush=True)
             if outcome.fatal:
                 fatal = True
                 break
-        now = time.perf_counter()
         if now - last > 10:
             last = now
             _say(args, f"fuzz: {index + 1}/{len(calls)} problems, {tally.total_wrong} wrong ({now - t0:.0f} s)")

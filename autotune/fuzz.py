@@ -504,10 +504,12 @@ class Tally:
     run: dict[str, int] = field(default_factory=dict)
     wrong: dict[str, int] = field(default_factory=dict)
     worst: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
 
-    def add(self, case: Case, ok: bool, ratio: float) -> None:
+    def add(self, case: Case, ok: bool, ratio: float, seconds: float = 0.0) -> None:
         key = case.regime if case.regime != COVERAGE else f"{COVERAGE}:{case.config['family']}"
         self.run[key] = self.run.get(key, 0) + 1
+        self.seconds[key] = self.seconds.get(key, 0.0) + seconds
         if not ok:
             self.wrong[key] = self.wrong.get(key, 0) + 1
         if math.isfinite(ratio):
@@ -522,12 +524,12 @@ class Tally:
         return sum(self.wrong.values())
 
     def table(self) -> str:
-        rows = [f"{'regime':<22} {'problems':>9} {'wrong':>6} {'worst error / bound':>20}"]
+        rows = [f"{'regime':<22} {'problems':>9} {'wrong':>6} {'worst error / bound':>20} {'ms a problem':>13}"]
         for key in sorted(self.run):
             worst = self.worst.get(key)
             rows.append(
                 f"{key:<22} {self.run[key]:>9} {self.wrong.get(key, 0):>6} "
-                f"{'-' if worst is None else f'{worst:.3g}':>20}"
+                f"{'-' if worst is None else f'{worst:.3g}':>20} {1e3 * self.seconds[key] / self.run[key]:>13.1f}"
             )
         rows.append(f"{'total':<22} {self.total:>9} {self.total_wrong:>6}")
         return "\n".join(rows)

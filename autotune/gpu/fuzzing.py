@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import cupy as cp
 import numpy as np
@@ -77,13 +78,19 @@ class Executor:
                 with self._stream(case):
                     prepared.append(self._prepare(case))
             for j, p in enumerate(prepared):
-                with self._stream(p.case):
+                with self._stream(p.case), warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
                     try:
                         p.c_view = self._call(p)
                     except _FATAL:
                         raise
                     except Exception as exc:  # noqa: BLE001 - any exception on valid input is a failure
                         outcomes[j] = Outcome(False, math.inf, f"raised {type(exc).__name__}: {_line(exc)}")
+                # A right answer from the fallback is still a wrong choice: the dispatch chose a
+                # kernel that cannot run here.
+                fell_back = [w for w in said if "autotune:" in str(w.message)]
+                if fell_back and outcomes[j] is None:
+                    outcomes[j] = Outcome(False, math.inf, _line(fell_back[0].message))
             for j, p in enumerate(prepared):
                 if outcomes[j] is None:
                     with self._stream(p.case):
@@ -92,7 +99,7 @@ class Executor:
                 if s is not None:
                     s.synchronize()
         except _FATAL as exc:
-            return [Outcome(False, math.inf, f"CUDA error: {_line(exc)}", fatal=True) for _ in group]
+            return [Outcome(False, math.inf, f"CUDA error: {_line(exc)}", fatal=not _alive()) for _ in group]
         return outcomes
 
     def _stream(self, case: Case):
@@ -148,7 +155,17 @@ class Executor:
         return kernel
 
 
-def _line(exc: BaseException) -> str:
+def _alive() -> bool:
+    """Whether the CUDA context still works after an error (a launch refused for its
+    configuration leaves it usable; a fault in a kernel does not)."""
+    try:
+        cp.cuda.Device().synchronize()
+        return float(cp.ones(4, cp.float32).sum()) == 4.0
+    except _FATAL:
+        return False
+
+
+def _line(exc) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else ""
 
@@ -236,7 +253,7 @@ def _check(p: _Prepared) -> Outcome:
         within = finite & cp.isfinite(err)
         ratio = float(cp.where(within, err / tol, 0).max()) if c.size else 0.0
     if nbad:
-        idx = tuple(int(i) for i in cp.unravel_index(int(cp.argmax(bad)), bad.shape))
+        idx = tuple(int(i) for i in np.unravel_index(int(cp.argmax(bad)), bad.shape))
         got, want = float(out[idx]), float(ref[idx])
         bound = "exact" if tol is None else f"bound {float(tol[idx]):.3g}"
         return Outcome(False, max(ratio, 1.0) if tol is not None else math.inf,
