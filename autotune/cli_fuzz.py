@@ -69,12 +69,19 @@ def add_parser(sub) -> None:
     )
     f.add_argument("--gpu", metavar="NAME", help="with --compile-only: whose results (default: the only one)")
     f.add_argument("--arch", metavar="SM", help="with --compile-only: the target (default: the records' own)")
+    f.add_argument(
+        "--seconds",
+        type=_int_in(0, 10**7),
+        default=0,
+        metavar="S",
+        help="stop calling after S seconds and report what ran (default 0: no limit)",
+    )
     f.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def cmd_fuzz(args) -> int:
     from . import fuzz
-    from .api import results_dir
+    from .api import _device_limits, results_dir
 
     root = args.results if args.results is not None else results_dir()
     if args.results is not None:
@@ -83,10 +90,10 @@ def cmd_fuzz(args) -> int:
         return _compile_only(args, root)
     if args.repro is not None:
         return _repro(fuzz.parse_repro(args.repro))
-    executor, slug, arch = _executor()
+    executor, slug, arch, dev = _executor()
     records = _records(root, slug)
     random_cases = list(fuzz.cases(args.seed, args.problems, torch=executor.torch is not None))
-    covered = _coverage(records, arch, args)
+    covered = _coverage(records, arch, _device_limits(dev, arch), args)
     _say(args, f"fuzz: {len(random_cases)} random problems, {len(covered)} for {_kernels(covered)} stored kernels"
          f" ({slug}, results {root})")  # fmt: skip
     _precompile(covered, arch, args)
@@ -118,7 +125,7 @@ def _executor():
         slug, arch = _device_props(dev)
         from .gpu.fuzzing import Executor
 
-        return Executor(), slug, arch
+        return Executor(), slug, arch, dev
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 - CuPy's errors for no driver or device vary by version
@@ -133,14 +140,14 @@ def _records(root, slug: str) -> list[tuple[Problem, dict]]:
     return [(Problem(**rec["problem"]), rec["families"]) for _, rec in iter_records(root, slug)]
 
 
-def _coverage(records, arch: str, args):
+def _coverage(records, arch: str, limits, args):
     from . import fuzz
     from .api import fallback_config
 
     if args.coverage == 0:
         return []
     extra = [(Problem(777, 555, 333), fallback_config(arch))]  # the dispatch's config for a GPU nobody tuned
-    return fuzz.coverage(records, extra, args.seed, args.coverage)
+    return fuzz.coverage(records, extra, args.seed, args.coverage, limits)
 
 
 def _precompile(cases, arch: str, args) -> None:
@@ -169,12 +176,13 @@ def _precompile(cases, arch: str, args) -> None:
 
 
 def _compile_only(args, root) -> int:
+    from .limits import profile_for_arch
     from .results import resolve_gpu
 
     slug = resolve_gpu(root, args.gpu)
     records = _records(root, slug)
     arch = args.arch or _records_arch(root, slug) or "sm_90"
-    covered = _coverage(records, arch, args)
+    covered = _coverage(records, arch, profile_for_arch(arch), args)
     _precompile(covered, arch, args)
     print(f"fuzz: compiled the {_kernels(covered)} kernels of {slug} for {arch}")
     return 0
@@ -203,6 +211,9 @@ def _run(executor, calls, args):
             if outcome.fatal:
                 fatal = True
                 break
+        if args.seconds and now - t0 > args.seconds and index + 1 < len(calls):
+            print(f"fuzz: the {args.seconds} s are up after {index + 1} of {len(calls)} problems", file=sys.stderr)
+            break
         if now - last > 10:
             last = now
             _say(args, f"fuzz: {index + 1}/{len(calls)} problems, {tally.total_wrong} wrong ({now - t0:.0f} s)")
@@ -228,7 +239,7 @@ def _show_failure(executor, calls, index: int, args) -> None:
 
 
 def _repro(calls) -> int:
-    executor, _, _ = _executor()
+    executor, *_ = _executor()
     wrong = 0
     for i, (case, outcome) in enumerate(executor.run(calls)):
         state = "ok" if outcome.ok else f"WRONG: {outcome.reason}"

@@ -354,11 +354,16 @@ def coverage_case(rng: random.Random, config: Config, layout: str, precision: st
 
 
 def coverage(
-    records: Sequence[tuple[Problem, dict]], extra: Sequence[tuple[Problem, Config]], seed: int, per_kernel: int
+    records: Sequence[tuple[Problem, dict]],
+    extra: Sequence[tuple[Problem, Config]],
+    seed: int,
+    per_kernel: int,
+    limits=None,
 ) -> list[Case]:
     """`per_kernel` cases for each kernel the dispatcher can choose: each stored entry (`records`:
     (tuned shape, its families' entries)) and each `extra` config (the fallback), built for each
-    layout and batching it can be, at shapes near its tuned one where its family is meant to run."""
+    layout and batching it can be (within the device's `limits`, as the dispatcher builds them),
+    at shapes near its tuned one where its family is meant to run."""
     from .api import _family, built_for
     from .results import entry_config
 
@@ -374,7 +379,7 @@ def coverage(
         for layout in LAYOUTS:
             for batched in (False, True):
                 want = Problem(1, 1, 1, layout, 2 if batched else 1, precision=tuned.precision)
-                cfg = None if fam.gaps(want) else built_for(config, layout, want.batch, tuned.precision)
+                cfg = None if fam.gaps(want) else built_for(config, layout, want.batch, tuned.precision, limits)
                 if cfg is None or cfg.name in done:
                     continue
                 done.add(cfg.name)

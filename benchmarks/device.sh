@@ -61,9 +61,9 @@ done
 : "${OUT:?set OUT to the folder that comes back}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
-export PYTHONUNBUFFERED=1 AUTOTUNE_CACHE=/tmp/atcache AUTOTUNE_TEST_CACHE=/tmp/atcache
-# A compile cache carried from an earlier call (or filled here by `autotune fuzz --compile-only`).
-[ -f .fuzzcache.tar.xz ] && mkdir -p /tmp/atcache && tar xJf .fuzzcache.tar.xz -C /tmp/atcache --strip-components=1
+export PYTHONUNBUFFERED=1 AUTOTUNE_CACHE=/tmp/atcache AUTOTUNE_TEST_CACHE=/tmp/atcache CUPY_CACHE_DIR=/tmp/cupycache
+# The compile caches (autotune's and CuPy's) carried from an earlier call's `cache` task.
+[ -f .fuzzcache.tar.xz ] && tar xJf .fuzzcache.tar.xz -C /tmp
 # Seconds left of the call's 10 minutes, less a margin for packing the logs.
 START=$(date +%s)
 left() { echo $((570 - ($(date +%s) - START))); }
@@ -96,7 +96,8 @@ while [ $# -gt 0 ]; do
       count=$1; shift; seed=0
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then seed=$1; shift; fi
       s=$(date +%s.%N)
-      timeout "$(left)" python3 -m autotune.cli fuzz --problems "$count" --seed "$seed" > "$L/fuzz_$seed.txt" 2>&1
+      timeout "$(left)" python3 -m autotune.cli fuzz --problems "$count" --seed "$seed" --shrink 1 --seconds $(($(left) - 60)) \
+        > "$L/fuzz_$seed.txt" 2>&1
       echo "exit $? wall $(elapsed "$s") s" >> "$L/fuzz_$seed.txt"
       echo "fuzz $count seed $seed: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_$seed.txt") $(tail -1 "$L/fuzz_$seed.txt")" ;;
     fuzz-before)
@@ -105,11 +106,11 @@ while [ $# -gt 0 ]; do
       cp .before/runner.py /tmp/before/autotune/gpu/runner.py
       repo=$PWD
       (cd /tmp/before && PYTHONPATH=/tmp/site:/tmp/before AUTOTUNE_RESULTS=$repo/results timeout "$(left)" \
-        python3 -m autotune.cli fuzz --problems "$count" --coverage 0 --shrink 2) > "$L/fuzz_before.txt" 2>&1
+        python3 -m autotune.cli fuzz --problems "$count" --coverage 0 --shrink 2 --seconds 150) > "$L/fuzz_before.txt" 2>&1
       echo "exit $?" >> "$L/fuzz_before.txt"
       echo "fuzz-before $count: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_before.txt")" ;;
     cache)  # in 15-MB parts (what comes back is at most 16 MB a file): cat them into .fuzzcache.tar.xz
-      tar cJf - -C /tmp atcache | split -b 15M - "$OUT/cache.tar.xz.part-"
+      tar cJf - -C /tmp atcache $([ -d /tmp/cupycache ] && echo cupycache) | split -b 15M - "$OUT/cache.tar.xz.part-"
       echo "cache: $(ls /tmp/atcache/nvrtc | wc -l) files, $(du -ch "$OUT"/cache.tar.xz.part-* | tail -1 | cut -f1)" ;;
     dispatch)
       timeout 300 python3 benchmarks/dispatch.py --out "$L/dispatch.json" > "$L/dispatch.txt" 2>&1
