@@ -52,18 +52,23 @@ def _kernels():
 
 def _operand(rows, cols, stored_t, pad, offset, rng):
     """A logical rows x cols operand stored row-major (or, with stored_t, its transpose), inside a
-    larger array: rows `pad` floats longer than needed, the first element `offset` floats in."""
+    larger array: rows `pad` floats longer than needed, the first element `offset` floats in. NaN
+    around it: a kernel that lets what lies outside the matrix into C shows it (NaN times the
+    zeros a kernel pads its tiles with is NaN)."""
     srows, scols = (cols, rows) if stored_t else (rows, cols)
-    big = rng.random((srows, scols + pad + offset), dtype=cp.float32) * 2 - 1
+    big = cp.full((srows, scols + pad + offset), cp.nan, dtype=cp.float32)
     view = big[:, offset : offset + scols]
+    view[...] = rng.random(view.shape, dtype=cp.float32) * 2 - 1
     return view.T if stored_t else view
 
 
 @pytest.mark.parametrize("config, layout", _kernels(), ids=lambda x: getattr(x, "name", x))
-@pytest.mark.parametrize("pad, offset", [(0, 0), (3, 1), (8, 4)])
+@pytest.mark.parametrize("pad, offset", [(0, 0), (3, 1), (8, 4), (3, 0)])
 def test_pitched_and_unaligned_operands_read_in_place(config, layout, pad, offset):
     """Row pitches that are and are not multiples of 4, pointers 4 bytes off 16-byte alignment:
-    each kernel takes the 16-byte path only where both allow it, and is right either way."""
+    each kernel takes the 16-byte path only where both allow it, and is right either way. With
+    pad 3 and no offset the pitches of the K = 33 and 77 operands are multiples of 4, so a
+    16-byte chunk straddles K where the row's padding (NaN) begins."""
     kernel = autotune.load(config=config)
     rng = cp.random.default_rng(3)
     for M, N, K in [(67, 45, 33), (5, 130, 260), (130, 3, 77)]:
