@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import warnings
 
 import cupy as cp
@@ -109,7 +110,7 @@ class Executor:
     def _prepare(self, case: Case) -> _Prepared:
         p = _Prepared()
         p.case = case
-        rng = cp.random.default_rng(case.seed)
+        rng = _Random(case.seed)
         ta, tb = (t == "t" for t in case.layout)
         p.a, p.a_buf = _operand(rng, case, case.lead_a, case.M, case.K, ta, 0)
         p.b, p.b_buf = _operand(rng, case, case.lead_b, case.K, case.N, tb, 1)
@@ -170,31 +171,58 @@ def _line(exc) -> str:
     return text[0][:300] if text else ""
 
 
-def _values(rng, case: Case, shape) -> cp.ndarray:
+class _Random:
+    """A case's random numbers from its seed: arrays from the device's generator (curand's
+    Philox, whose set-up costs nothing: cupy.random.default_rng's XORWOW states took most of a
+    small case's time), and the few scalars (where NaNs go) from Python's."""
+
+    def __init__(self, seed: int):
+        try:
+            from cupy.cuda import curand
+
+            self.arrays = cp.random.RandomState(seed, method=curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+        except (ImportError, AttributeError, TypeError):  # NumPy in CuPy's place (the CPU tests)
+            self.arrays = cp.random.RandomState(seed)
+        self.scalars = random.Random(seed)
+
+    def uniform(self, shape) -> cp.ndarray:
+        """[0, 1)"""
+        return self.arrays.random_sample(shape).astype(cp.float32)
+
+    def normal(self, shape) -> cp.ndarray:
+        return self.arrays.standard_normal(shape).astype(cp.float32)
+
+    def integers(self, low: int, high: int, shape) -> cp.ndarray:
+        """[low, high]"""
+        return self.arrays.randint(low, high + 1, shape)
+
+
+def _values(rng: _Random, case: Case, shape) -> cp.ndarray:
     """FP32 data of the case's kind. Integers are small enough that every product and partial sum
     of K of them is exact in FP32, and every value exact in TF32."""
     if case.data == "uniform":
-        x = rng.random(shape, dtype=cp.float32) * 2 - 1
+        x = rng.uniform(shape) * 2 - 1
     elif case.data == "normal":
-        x = rng.standard_normal(shape, dtype=cp.float32)
+        x = rng.normal(shape)
     elif case.data == "wide":
-        sign = cp.where(rng.random(shape, dtype=cp.float32) < 0.5, -1.0, 1.0)
-        x = sign * cp.exp2(rng.random(shape, dtype=cp.float64) * 40 - 20)
+        sign = cp.where(rng.uniform(shape) < 0.5, -1.0, 1.0)
+        x = sign * cp.exp2(rng.uniform(shape).astype(cp.float64) * 40 - 20)
     elif case.data == "positive":
-        x = rng.random(shape, dtype=cp.float32)
+        x = rng.uniform(shape)
     else:
         r = 4 if case.K <= 1 << 16 else 1
-        x = rng.integers(-r, r + 1, shape)
+        x = rng.integers(-r, r, shape)
     return x.astype(cp.float32)
 
 
-def _specials(rng, case: Case, x: cp.ndarray) -> None:
+def _specials(rng: _Random, case: Case, x: cp.ndarray) -> None:
     """A few NaNs or infinities (of either sign) at random places of `x`."""
     if not case.special or x.size == 0:
         return
-    for _ in range(int(rng.integers(1, 4))):
-        idx = tuple(int(rng.integers(0, n)) for n in x.shape)
-        x[idx] = np.nan if case.special == "nan" else (np.inf if rng.random() < 0.5 else -np.inf)
+    pick = rng.scalars
+    for _ in range(pick.randint(1, 3)):
+        idx = tuple(pick.randrange(n) for n in x.shape)
+        x[idx] = np.nan if case.special == "nan" else (np.inf if pick.random() < 0.5 else -np.inf)
 
 
 def _operand(rng, case: Case, lead, rows: int, cols: int, stored_t: bool, which: int):
