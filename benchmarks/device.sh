@@ -11,6 +11,8 @@
 #                    autotune.matmul and every stored kernel in each form   -> logs/fuzz_SEED.txt
 #   fuzz-before N    the same fuzzer (no stored-kernel pass) over the runner of before the
 #                    workspace fix, carried in .before/runner.py            -> logs/fuzz_before.txt
+#   padding          benchmarks/padding_probe.py: every stored kernel form with NaN past K in its
+#                    operands' rows                                     -> logs/padding.txt
 #   cache            pack the compile cache into $OUT/cache.tar.xz (carry it as .fuzzcache.tar.xz)
 #   dispatch         benchmarks/dispatch.py: host time per call of matmul, the loaded kernel,
 #                    cupy.matmul, torch                                  -> logs/dispatch.{txt,json}
@@ -48,7 +50,7 @@ usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 [ $# -gt 0 ] || usage
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
-    gpu-tests|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel|cache) ;;
+    gpu-tests|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel|cache|padding) ;;
     gpu-shard) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+/[0-9]+$ ]] || { echo "gpu-shard needs K/N" >&2; usage; } ;;
     fuzz) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz needs a count" >&2; usage; }
       j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
@@ -109,6 +111,10 @@ while [ $# -gt 0 ]; do
         python3 -m autotune.cli fuzz --problems "$count" --coverage 0 --shrink 2 --seconds 150) > "$L/fuzz_before.txt" 2>&1
       echo "exit $?" >> "$L/fuzz_before.txt"
       echo "fuzz-before $count: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_before.txt")" ;;
+    padding)
+      timeout "$(left)" python3 benchmarks/padding_probe.py > "$L/padding.txt" 2>&1
+      echo "exit $?" >> "$L/padding.txt"
+      echo "padding: $(grep -E '^padding probe' "$L/padding.txt")" ;;
     cache)  # in 15-MB parts (what comes back is at most 16 MB a file): cat them into .fuzzcache.tar.xz
       tar cJf - -C /tmp atcache $([ -d /tmp/cupycache ] && echo cupycache) | split -b 15M - "$OUT/cache.tar.xz.part-"
       echo "cache: $(ls /tmp/atcache/nvrtc | wc -l) files, $(du -ch "$OUT"/cache.tar.xz.part-* | tail -1 | cut -f1)" ;;
