@@ -104,6 +104,8 @@ def cmd_fuzz(args) -> int:
         _show_failure(executor, calls, index, args)
     if fatal:
         print(f"fuzz: stopped after a CUDA error at call {failures[-1] + 1}; the context is gone", file=sys.stderr)
+    phases = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in executor.seconds.items())
+    print(f"fuzz: host time in preparing the arrays, the calls and the checks: {phases}")
     print(f"fuzz: {tally.total} problems, {tally.total_wrong} wrong (seed {args.seed})")
     return 1 if tally.total_wrong else 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import time
 import warnings
 
 import cupy as cp
@@ -44,6 +45,9 @@ class Executor:
     def __init__(self):
         self.streams = {0: None, 1: cp.cuda.Stream(non_blocking=True), 2: cp.cuda.Stream(non_blocking=True)}
         self.kernels: dict[str, object] = {}
+        # Host seconds in each phase (the calls' host time is the dispatch's; the device's work
+        # lands where the check waits for it).
+        self.seconds = {"prepare": 0.0, "call": 0.0, "check": 0.0}
         try:
             import torch
 
@@ -74,10 +78,12 @@ class Executor:
 
     def _run_group(self, group: list[Case]) -> list[Outcome]:
         prepared, outcomes = [], [None] * len(group)
+        t0 = time.perf_counter()
         try:
             for case in group:
                 with self._stream(case):
                     prepared.append(self._prepare(case))
+            t1 = time.perf_counter()
             for j, p in enumerate(prepared):
                 with self._stream(p.case), warnings.catch_warnings(record=True) as said:
                     warnings.simplefilter("always")
@@ -92,6 +98,7 @@ class Executor:
                 fell_back = [w for w in said if "autotune:" in str(w.message)]
                 if fell_back and outcomes[j] is None:
                     outcomes[j] = Outcome(False, math.inf, _line(fell_back[0].message))
+            t2 = time.perf_counter()
             for j, p in enumerate(prepared):
                 if outcomes[j] is None:
                     with self._stream(p.case):
@@ -99,6 +106,8 @@ class Executor:
             for s in self.streams.values():
                 if s is not None:
                     s.synchronize()
+            for phase, seconds in zip(self.seconds, (t1 - t0, t2 - t1, time.perf_counter() - t2), strict=True):
+                self.seconds[phase] += seconds
         except _FATAL as exc:
             return [Outcome(False, math.inf, f"CUDA error: {_line(exc)}", fatal=not _alive()) for _ in group]
         return outcomes
