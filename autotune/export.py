@@ -55,6 +55,23 @@ _PLAN_FIELDS = (
 )  # fmt: skip
 
 
+# What text may keep as it is in a header's comments and string literals: printable ASCII but the
+# backslash (it splices lines, so a comment could swallow the next line or end elsewhere), '"'
+# (ends a literal), '*' ('*/' ends a block comment, '/*' opens one), '?' ('??/' is a backslash
+# to compilers that read trigraphs) and '%' (the escape below).
+_C_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !#$&'()+,-./:;<=>@[]^_`{|}~")
+
+
+def c_text(text: object, longest: int = 256) -> str:
+    """`text` made inert inside a C/C++ comment (// or /* */) and inside a string literal: each
+    character not in _C_SAFE (newlines and other control characters, backslash, quote, '*', '?',
+    '%', anything past ASCII) written as %XX per UTF-8 byte, and at most `longest` characters
+    (cut with '...'). Everything from outside that a header shows -- a GPU's name, a file name,
+    names and figures from a record -- goes through this, however it was validated before."""
+    out = "".join(c if c in _C_SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "replace")) for c in str(text))
+    return out if len(out) <= longest else out[: longest - 3] + "..."
+
+
 def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
     """What _export.h.j2 needs to write the launch plan and the launcher of `resolved`."""
     plan = resolved.plan
@@ -132,36 +149,42 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
         section = template(resolved.family.path.parent, "_export_section.h.j2")
         text = section.render(KERNEL_SOURCE=source, TRANS=resolved.plan.layout, **context)
         sections.append((f"autotune_{layout}" if multi else "", text.strip()))
-        notes.append(f"{layout}: {resolved.name}, {entry['gflops']:.0f} GFLOP/s, {entry['ratio']:.2f}x cuBLAS")
+        notes.append(c_text(f"{layout}: {resolved.name}, {entry['gflops']:.0f} GFLOP/s, {entry['ratio']:.2f}x cuBLAS"))
         first = first or (record, entry, resolved, context)
     record, entry, resolved, context = first
     p = record["problem"]
     shape = Problem(**p)
+    # Text (a C comment's or a string literal's) through c_text; numbers as numbers.
     return template(resolved.family.path.parent, "_export.h.j2").render(
         MULTI=multi,
         SECTIONS=sections,
         SECTION_NOTES=notes,
-        LAYOUTS=[Problem(**r["problem"]).layout for r, _ in picks],
-        FILE_NAME=file_name,
-        VERSION=__version__,
-        DATE=_dt.date.today().isoformat(),
-        SHAPE=shape.with_layout("nn").name if multi else shape.name,
+        LAYOUTS=[c_text(Problem(**r["problem"]).layout) for r, _ in picks],
+        FILE_NAME=c_text(file_name),
+        VERSION=c_text(__version__),
+        DATE=c_text(_dt.date.today().isoformat()),
+        SHAPE=c_text(shape.with_layout("nn").name if multi else shape.name),
         TRANS=resolved.plan.layout,
-        GPU=record["gpu"]["name"],
-        CONFIG_NAME=resolved.name,
-        GFLOPS=entry["gflops"],
-        RATIO=entry["ratio"],
-        REGISTERS=entry.get("registers"),
-        SMEM_BYTES=entry.get("smem_bytes"),
-        ARCH_FLAGS=_arch_flags(resolved.family.compile_arch(record["gpu"].get("arch", "sm_90"))),
-        TIER=_TIERS[shape.precision],
-        FAMILY=resolved.family.name,
+        GPU=c_text(record["gpu"]["name"]),
+        CONFIG_NAME=c_text(resolved.name, 1024),
+        GFLOPS=float(entry["gflops"]),
+        RATIO=float(entry["ratio"]),
+        REGISTERS=_count(entry.get("registers")),
+        SMEM_BYTES=_count(entry.get("smem_bytes")),
+        ARCH_FLAGS=c_text(_arch_flags(resolved.family.compile_arch(record["gpu"].get("arch", "sm_90")))),
+        TIER=c_text(_TIERS[shape.precision]),
+        FAMILY=c_text(resolved.family.name),
         M=p["M"],
         N=p["N"],
         K=p["K"],
         PARAMS=sorted(resolved.config.params),
         **context,
     )
+
+
+def _count(value: object) -> str:
+    """A record's count (registers, bytes) as the header's comment says it: digits, or "unknown"."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "unknown"
 
 
 def export(
