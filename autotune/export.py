@@ -13,9 +13,9 @@ from pathlib import Path
 from . import __version__
 from .launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
 from .render import render, template
-from .results import atomic_write_text, best_entry, entry_config
+from .results import atomic_write_text, best_entry, entry_config, record_path
 from .space import Family, Resolved
-from .types import Problem
+from .types import Problem, UserError
 
 EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
 
@@ -197,7 +197,16 @@ def export(
 ) -> tuple[Path, dict]:
     """Write the header for the best stored result (one per layout of `layouts`, each stored for
     the problem's shape in that layout); returns (path, the first entry)."""
-    picks = [best_entry(root, gpu_slug, problem.with_layout(lay), family) for lay in layouts or [problem.layout]]
+    picks = []
+    for lay in layouts or [problem.layout]:
+        record, entry = best_entry(root, gpu_slug, problem.with_layout(lay), family)  # read and checked
+        cfg = entry_config(entry)
+        try:  # the config as its family takes it, or the record named
+            Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
+        except UserError as exc:
+            raise UserError(f"{record_path(root, gpu_slug, problem.with_layout(lay))}: {exc}") from None
+        picks.append((record, entry))
     out = Path(out)
-    atomic_write_text(out, header_for_entries(picks, out.name))
+    text = header_for_entries(picks, out.name)  # all of it before anything is written
+    atomic_write_text(out, text)
     return out, picks[0][1]
