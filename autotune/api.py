@@ -9,6 +9,11 @@ verified against cuBLAS on a small awkward problem the first time it is loaded o
 A call costs about what calling the loaded kernel does: the device's name and arch are read once
 per device, a GPU's results folder once per change of that folder (one stat a call tells), and
 the kernel chosen for each (device, shape, layout, batch, family, folder) is remembered.
+
+The results folder is read as the command line reads it (autotune.results): a record that is
+damaged, contradicts itself, or holds a config its (shipped) family refuses makes the call raise
+one UserError naming the file, as `autotune list` or `export` would say it; a folder with a bad
+record is not used in part. A record's entry of a family not shipped here is no candidate.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 from . import model
 from .limits import DeviceLimits, gpu_slug, profile_for_arch
-from .results import entry_config, iter_records
+from .results import entry_config, fastest, iter_records
 from .space import ROOT, Family, Space
 from .types import PRECISIONS, Config, Problem, UserError
 
@@ -122,8 +127,8 @@ class _Table:
         can run the problem, from `_pool`."""
         best = None
         for shape, fams in self._pool(problem):
-            fams = {f: e for f, e in fams.items() if (family is None or f == family) and _reads(f, problem)}
-            entry = max(fams.values(), key=lambda e: e["gflops"]) if fams else None
+            pick = fastest(fams, lambda f: family in (None, f) and _reads(f, problem))
+            entry = fams[pick] if pick is not None else None
             if entry and (best is None or model.distance(problem, shape) < model.distance(problem, best[0])):
                 best = (shape, entry)
         return best
@@ -148,9 +153,9 @@ class _Table:
         for other_beta in (False, True):
             picks = []
             for _, shape, fams in (r for r in exact if r[0] == other_beta):
-                fams = {f: e for f, e in fams.items() if family in (None, f) and _reads(f, problem)}
-                if fams:
-                    entry = max(fams.values(), key=lambda e: e["gflops"])
+                pick = fastest(fams, lambda f: family in (None, f) and _reads(f, problem))
+                if pick is not None:
+                    entry = fams[pick]
                     cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision, limits)
                     if cfg is not None:
                         picks.append((entry["gflops"], shape, entry, cfg))
@@ -240,8 +245,26 @@ def _read_table(root: str, slug: str) -> _Table:
     state = _folder_state(folder)
     records = []
     if state is not None:
-        records = [(Problem(**rec["problem"]), rec["families"]) for _, rec in iter_records(root, slug)]
+        for path, rec in iter_records(root, slug):
+            _check_configs(path, rec)
+            records.append((Problem(**rec["problem"]), rec["families"]))
     return _Table(folder, state, records, state is None or now - state[2] > _RACY_NS)
+
+
+def _check_configs(path: Path, record: dict) -> None:
+    """Each entry's config as its family takes it (parameters declared, values in their domains),
+    else one UserError naming the record; entries of families not shipped here are left to
+    `_reads`, which makes them no candidate."""
+    for entry in record["families"].values():
+        cfg = entry_config(entry)
+        try:
+            fam = _family(cfg.family)
+        except UserError:
+            continue
+        try:
+            fam.resolve(cfg, f"stored config {cfg.name}")
+        except UserError as exc:
+            raise UserError(f"{path}: {exc}") from None
 
 
 class Kernel:

@@ -418,7 +418,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from .results import gpu_dirs, iter_records
+    from .results import fastest, gpu_dirs, iter_records
 
     limits = profile_for_arch(args.arch)
     uncounted = []
@@ -437,8 +437,9 @@ def cmd_list(args) -> int:
         )
     for slug in gpu_dirs(args.results):
         for _p, rec in iter_records(args.results, slug):
-            b = rec["families"][rec["best"]] if rec["best"] is not None else None
-            if b is not None:
+            best = fastest(rec["families"])
+            if best is not None:
+                b = rec["families"][best]
                 print(
                     f"{slug}  {Problem(**rec['problem']).name:<16} best {b['config']['name']} "
                     f"{b['gflops']:.0f} GFLOP/s ({b['ratio']:.2f}x cuBLAS)"

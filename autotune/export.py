@@ -13,9 +13,9 @@ from pathlib import Path
 from . import __version__
 from .launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
 from .render import render, template
-from .results import atomic_write_text, best_entry, entry_config
+from .results import atomic_write_text, best_entry, entry_config, record_path
 from .space import Family, Resolved
-from .types import Problem
+from .types import Problem, UserError
 
 EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
 
@@ -53,6 +53,23 @@ assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS + LONGS + TENSOR_MAPS)
 _PLAN_FIELDS = (
     "ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "pack_c", "pack_c_at", "pitch_c", "tail_first",
 )  # fmt: skip
+
+
+# What text may keep as it is in a header's comments and string literals: printable ASCII but the
+# backslash (it splices lines, so a comment could swallow the next line or end elsewhere), '"'
+# (ends a literal), '*' ('*/' ends a block comment, '/*' opens one), '?' ('??/' is a backslash
+# to compilers that read trigraphs) and '%' (the escape below).
+_C_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !#$&'()+,-./:;<=>@[]^_`{|}~")
+
+
+def c_text(text: object, longest: int = 256) -> str:
+    """`text` made inert inside a C/C++ comment (// or /* */) and inside a string literal: each
+    character not in _C_SAFE (newlines and other control characters, backslash, quote, '*', '?',
+    '%', anything past ASCII) written as %XX per UTF-8 byte, and at most `longest` characters
+    (cut with '...'). Everything from outside that a header shows -- a GPU's name, a file name,
+    names and figures from a record -- goes through this, however it was validated before."""
+    out = "".join(c if c in _C_SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "replace")) for c in str(text))
+    return out if len(out) <= longest else out[: longest - 3] + "..."
 
 
 def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
@@ -132,36 +149,42 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
         section = template(resolved.family.path.parent, "_export_section.h.j2")
         text = section.render(KERNEL_SOURCE=source, TRANS=resolved.plan.layout, **context)
         sections.append((f"autotune_{layout}" if multi else "", text.strip()))
-        notes.append(f"{layout}: {resolved.name}, {entry['gflops']:.0f} GFLOP/s, {entry['ratio']:.2f}x cuBLAS")
+        notes.append(c_text(f"{layout}: {resolved.name}, {entry['gflops']:.0f} GFLOP/s, {entry['ratio']:.2f}x cuBLAS"))
         first = first or (record, entry, resolved, context)
     record, entry, resolved, context = first
     p = record["problem"]
     shape = Problem(**p)
+    # Text (a C comment's or a string literal's) through c_text; numbers as numbers.
     return template(resolved.family.path.parent, "_export.h.j2").render(
         MULTI=multi,
         SECTIONS=sections,
         SECTION_NOTES=notes,
-        LAYOUTS=[Problem(**r["problem"]).layout for r, _ in picks],
-        FILE_NAME=file_name,
-        VERSION=__version__,
-        DATE=_dt.date.today().isoformat(),
-        SHAPE=shape.with_layout("nn").name if multi else shape.name,
+        LAYOUTS=[c_text(Problem(**r["problem"]).layout) for r, _ in picks],
+        FILE_NAME=c_text(file_name),
+        VERSION=c_text(__version__),
+        DATE=c_text(_dt.date.today().isoformat()),
+        SHAPE=c_text(shape.with_layout("nn").name if multi else shape.name),
         TRANS=resolved.plan.layout,
-        GPU=record["gpu"]["name"],
-        CONFIG_NAME=resolved.name,
-        GFLOPS=entry["gflops"],
-        RATIO=entry["ratio"],
-        REGISTERS=entry.get("registers"),
-        SMEM_BYTES=entry.get("smem_bytes"),
-        ARCH_FLAGS=_arch_flags(resolved.family.compile_arch(record["gpu"].get("arch", "sm_90"))),
-        TIER=_TIERS[shape.precision],
-        FAMILY=resolved.family.name,
+        GPU=c_text(record["gpu"]["name"]),
+        CONFIG_NAME=c_text(resolved.name, 1024),
+        GFLOPS=float(entry["gflops"]),
+        RATIO=float(entry["ratio"]),
+        REGISTERS=_count(entry.get("registers")),
+        SMEM_BYTES=_count(entry.get("smem_bytes")),
+        ARCH_FLAGS=c_text(_arch_flags(resolved.family.compile_arch(record["gpu"].get("arch", "sm_90")))),
+        TIER=c_text(_TIERS[shape.precision]),
+        FAMILY=c_text(resolved.family.name),
         M=p["M"],
         N=p["N"],
         K=p["K"],
         PARAMS=sorted(resolved.config.params),
         **context,
     )
+
+
+def _count(value: object) -> str:
+    """A record's count (registers, bytes) as the header's comment says it: digits, or "unknown"."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "unknown"
 
 
 def export(
@@ -174,7 +197,16 @@ def export(
 ) -> tuple[Path, dict]:
     """Write the header for the best stored result (one per layout of `layouts`, each stored for
     the problem's shape in that layout); returns (path, the first entry)."""
-    picks = [best_entry(root, gpu_slug, problem.with_layout(lay), family) for lay in layouts or [problem.layout]]
+    picks = []
+    for lay in layouts or [problem.layout]:
+        record, entry = best_entry(root, gpu_slug, problem.with_layout(lay), family)  # read and checked
+        cfg = entry_config(entry)
+        try:  # the config as its family takes it, or the record named
+            Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
+        except UserError as exc:
+            raise UserError(f"{record_path(root, gpu_slug, problem.with_layout(lay))}: {exc}") from None
+        picks.append((record, entry))
     out = Path(out)
-    atomic_write_text(out, header_for_entries(picks, out.name))
+    text = header_for_entries(picks, out.name)  # all of it before anything is written
+    atomic_write_text(out, text)
     return out, picks[0][1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 from pathlib import Path
 
-from .results import iter_records
+from .results import fastest, iter_records
 from .types import Problem, UserError
 
 
@@ -42,7 +42,9 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
     """Write the plots and report.md; returns the Markdown path."""
     plt = _plt()
     root = Path(root)
-    records = sorted((rec for _p, rec in iter_records(root, slug)), key=lambda r: Problem(**r["problem"]).flops)
+    records = sorted(
+        (rec for _p, rec in iter_records(root, slug) if rec["families"]), key=lambda r: Problem(**r["problem"]).flops
+    )
     if not records:
         raise UserError(f"no results for {slug} under {root}")
     out = Path(out_dir) if out_dir else root / slug / "report"
@@ -75,7 +77,7 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
 
 def _best(record: dict) -> dict:
     """The fastest family's entry of a shape's record."""
-    return max(record["families"].values(), key=lambda e: e["gflops"])
+    return record["families"][fastest(record["families"])]
 
 
 def _save(plt, fig, path: Path) -> None:

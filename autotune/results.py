@@ -5,6 +5,35 @@ entry self-contained: params, time median and spread, GFLOP/s, cuBLAS from the s
 the ratio, error vs the reference, registers and shared memory, the GPU's limits, versions,
 date and command line. Files are written to a temporary name and renamed, so a reader never
 sees half a file.
+
+A results folder is input from outside: it is committed, shared and passed around (`--results`,
+`--priors`, $AUTOTUNE_RESULTS), and what a record says reaches generated code (exported headers,
+rendered kernels), log lines and the dispatch model. So `load_record` is the one way in, and it
+reads a record as untrusted:
+
+- Only a regular file is read, and at most MAX_RECORD_BYTES of it. A symlink is followed, but
+  only to a regular file (records are copied and linked around; a link to a device, a pipe or a
+  folder is refused before anything is read from it, so /dev/zero or a FIFO cannot exhaust
+  memory or hang a reader).
+- Every field later code reads is checked: types, signs, ranges (numbers finite, sizes within a
+  C int, device limits those of a real GPU), names against strict patterns (a family is a
+  lower_case name, a parameter an UPPER_CASE one, its value an integer or a lower_case choice
+  name, the config's name the one its parameters give). Every string, keys included, is
+  printable text (no control or format characters) of bounded length; nesting is bounded.
+- The record agrees with itself: each entry is of the record's problem and family, its GFLOP/s
+  are its time at that shape, its ratio its GFLOP/s over cuBLAS's, and `best` names the fastest
+  entry (`fastest`: every reader picks with that one function).
+
+Whether a family's parameters are in its declared domains is the family's to say: a record may
+name a family this installation does not ship (a newer version's, or one of $AUTOTUNE_TEMPLATES),
+and is read; the code that builds its kernels resolves each config through its family
+(`Family.resolve`), and refuses a config its family refuses, naming the file.
+
+A record that fails any of this is one UserError naming the file, for every reader: `list`,
+`export`, `check`, `report`, `search` (merging into it, or reading it for `--priors`), and
+`autotune.matmul` / `autotune.load` (the call raises it, as the command line would say it; a
+damaged folder is not skipped silently). `update_record` checks a record the same way before
+writing it, so the tool never writes one it would refuse.
 """
 
 from __future__ import annotations
@@ -15,8 +44,9 @@ import json
 import math
 import os
 import re
+import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -82,33 +112,132 @@ class _Corrupt(Exception):
     """What is wrong with a results file, said in its own words."""
 
 
-def load_record(path: Path) -> dict:
-    """A results file, checked enough that later code can trust its shape: the fields it reads
-    have the types it expects, and `best` names one of the families it holds."""
-    path = Path(path)
+# A record is a few KB (the largest committed one is under 20 KB): far more is not a record.
+MAX_RECORD_BYTES = 4 * 2**20
+_MAX_DEPTH = 16  # records nest 6 deep
+_MAX_TEXT = 16384  # characters in any string of a record (a command line with many shapes fits)
+_MAX_GPU_NAME = 256  # cudaDeviceProp.name is a char[256]
+_REL_TOL = 1e-3  # between a stored figure and the same figure computed from the others
+_C_INT = 2**31 - 1
+
+# Names as decl.py declares them, bounded; each matched whole (fullmatch: "$" would let a
+# trailing newline through).
+_FAMILY = re.compile(r"[a-z][a-z0-9_]{0,63}")  # family and choice names
+_PARAM = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # parameter names
+_CHOICE = _FAMILY
+_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # limits.gpu_slug's folder names
+_ARCH = re.compile(r"sm_[0-9]{1,4}a?")
+_DIGEST = re.compile(r"[0-9a-f]{1,64}")  # render.source_digest
+
+# Device limits a record may hold (limits.DeviceLimits' integer fields), each within what a GPU
+# could have: the model divides by several, and zero or a negative count is no device.
+_LIMITS = {
+    "sm_count": (1, 4096),
+    "warp_size": (1, 1024),
+    "max_threads_per_block": (1, 65536),
+    "smem_per_block": (1, 2**30),
+    "smem_per_block_optin": (1, 2**30),
+    "smem_per_sm": (1, 2**30),
+    "regs_per_block": (1, 2**24),
+    "regs_per_sm": (1, 2**24),
+    "max_regs_per_thread": (1, 65536),
+    "l2_bytes": (0, 2**40),
+}
+
+
+def _show(value: Any) -> str:
+    """A value as an error line shows it: its repr (one line), cut short when long."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _read_record_text(path: Path) -> str:
+    """The text of a record file: a regular file (a symlink followed only to one) of at most
+    MAX_RECORD_BYTES, in UTF-8. Anything else is one UserError naming it; nothing is read from a
+    device, a pipe or a folder (the status is looked at before opening, and again on what was
+    opened, which does not wait for a pipe's writer)."""
     try:
-        data = json.loads(path.read_text())
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Corrupt(f"not a regular file ({_file_kind(st.st_mode)})")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):  # replaced since the first look
+                raise _Corrupt(f"not a regular file ({_file_kind(st.st_mode)})")
+            if st.st_size > MAX_RECORD_BYTES:
+                raise _Corrupt(f"{st.st_size} bytes; a record is at most {MAX_RECORD_BYTES}")
+            data = f.read(MAX_RECORD_BYTES + 1)
     except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except _Corrupt as exc:
+        raise UserError(f"{path}: not read as a results file: {exc}") from None
+    if len(data) > MAX_RECORD_BYTES:  # grew while read
+        raise UserError(f"{path}: not read as a results file: more than {MAX_RECORD_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: corrupted results file (not UTF-8: {exc.reason} at byte {exc.start})") from None
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"))
+    kinds += ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "not a plain file")
+
+
+def _one_line(text: str) -> str:
+    """`text` with every character that is not printable written as its escape ('\\n'): a
+    message quoting a record (or its path) stays one line, whatever the record holds."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def load_record(path: Path) -> dict:
+    """A results file, checked as the module docstring says, so that later code can trust it;
+    its `families` in the order stored, but with `best` first (so that `fastest`, which takes the
+    first of equals, names it among entries that tie). Any fault is one UserError naming it, on
+    one line."""
+    try:
+        return _load_record(Path(path))
+    except UserError as exc:
+        raise UserError(_one_line(str(exc))) from None
+
+
+def _load_record(path: Path) -> dict:
+    text = _read_record_text(path)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise UserError(f"{path}: corrupted results file (nested too deep)") from None
     except ValueError as exc:
         raise UserError(f"{path}: corrupted results file (not JSON: {exc})") from None
+    check_record(data, path)
+    best = data["best"]
+    if best is not None:
+        fams = data["families"]
+        data["families"] = {best: fams[best], **{f: e for f, e in fams.items() if f != best}}
+    return data
+
+
+def check_record(data: Any, path: Path, fault: str = "corrupted results file") -> None:
+    """Whether `data` is a record this tool can trust (see the module docstring): None, or one
+    UserError naming `path`, then `fault` and what is wrong."""
     try:
         _check_record(data, path)
     except (UserError, _Corrupt) as exc:
         if str(path) in str(exc):
-            raise
-        raise UserError(f"{path}: corrupted results file ({exc})") from None
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UserError(f"{path}: corrupted results file ({type(exc).__name__}: {exc})") from None
-    return data
+            raise UserError(_one_line(str(exc))) from None
+        raise UserError(_one_line(f"{path}: {fault} ({exc})")) from None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
+        raise UserError(_one_line(f"{path}: {fault} ({type(exc).__name__}: {_show(str(exc))[1:-1]})")) from None
 
 
 def _check_record(data: Any, path: Path) -> None:
     if not isinstance(data, dict):
         raise _Corrupt("not a JSON object")
     if data["schema"] != SCHEMA:
-        raise UserError(f"{path}: results schema {data['schema']!r}, this autotune reads {SCHEMA}")
-    problem = Problem(**data["problem"])
+        raise UserError(f"{path}: results schema {_show(data['schema'])}, this autotune reads {SCHEMA}")
+    problem = _problem(data["problem"], "problem")
     named = _SHAPE_FILE.match(path.name)
     if named and path.stem != problem.name:
         raise _Corrupt(f"the file of {path.stem} holds {problem.name}")
@@ -116,23 +245,80 @@ def _check_record(data: Any, path: Path) -> None:
     if not isinstance(families, dict):
         raise _Corrupt("'families' is not an object")
     for fam, entry in families.items():
+        if not isinstance(fam, str) or not _FAMILY.fullmatch(fam):
+            raise _Corrupt(f"family {_show(fam)} is not a family name (lower_case letters, digits and '_')")
         if not isinstance(entry, dict):
             raise _Corrupt(f"entry {fam} is not an object")
+        _check_config(fam, entry)
+        _problem(entry["problem"], f"entry {fam}: problem")
         entry_measurement(entry)
         if entry["config"]["family"] != fam:
             raise _Corrupt(f"entry {fam} holds a {entry['config']['family']} config")
         _check_numbers(fam, entry)
+        _check_agrees(fam, entry, problem)
+        _check_limits(fam, entry)
     best = data.get("best")
     if families and best not in families:
-        raise _Corrupt(f"'best' is {best!r}, not one of its families ({', '.join(families)})")
+        raise _Corrupt(f"'best' is {_show(best)}, not one of its families ({', '.join(families)})")
     if not families and best is not None:
-        raise _Corrupt(f"'best' is {best!r} but it holds no families")
-    if not all(isinstance(data["gpu"][k], str) for k in ("name", "slug")):
+        raise _Corrupt(f"'best' is {_show(best)} but it holds no families")
+    if families and families[best]["gflops"] != families[fastest(families)]["gflops"]:
+        top = fastest(families)
+        raise _Corrupt(
+            f"'best' is {best} at {families[best]['gflops']:.6g} GFLOP/s, but {top} holds {families[top]['gflops']:.6g}"
+        )
+    _check_gpu(data["gpu"])
+    _check_tree(data, "", 0)
+
+
+def _problem(value: Any, where: str) -> Problem:
+    if not isinstance(value, dict):
+        raise _Corrupt(f"{where} is {_show(value)}, not an object")
+    return Problem(**value)
+
+
+def _check_gpu(gpu: Any) -> None:
+    if not isinstance(gpu, dict) or not all(isinstance(gpu.get(k), str) for k in ("name", "slug")):
         raise _Corrupt("gpu name and slug must be strings")
+    _check_text(gpu["name"], "gpu name", _MAX_GPU_NAME)
+    if not _SLUG.fullmatch(gpu["slug"]) or len(gpu["slug"]) > _MAX_GPU_NAME:
+        raise _Corrupt(f"gpu slug {_show(gpu['slug'])} is not a folder name (lower-case letters, digits and '-')")
+    arch = gpu.get("arch")
+    if arch is not None and (not isinstance(arch, str) or not _ARCH.fullmatch(arch)):
+        raise _Corrupt(f"gpu arch is {_show(arch)}, not sm_<digits> with an optional 'a'")
+
+
+def _check_config(fam: str, entry: dict) -> None:
+    """The config: its names and values the kind a template can take (integers within a C int,
+    or a choice's name), and its name the one they give (the name is a C identifier in headers)."""
+    cfg = entry["config"]
+    if not isinstance(cfg, dict):
+        raise _Corrupt(f"entry {fam}: 'config' is not an object")
+    family, params = cfg["family"], cfg["params"]
+    if not isinstance(family, str) or not _FAMILY.fullmatch(family):
+        raise _Corrupt(f"entry {fam}: config family {_show(family)} is not a family name")
+    config = Config.make(family, params)  # refuses what is neither an integer nor a string
+    for name, value in config.params:
+        if not _PARAM.fullmatch(name):
+            raise _Corrupt(f"entry {fam}: parameter {_show(name)} is not a parameter name (UPPER_CASE)")
+        if isinstance(value, int) and not -_C_INT - 1 <= value <= _C_INT:
+            raise _Corrupt(f"entry {fam}: parameter {name}={value} is beyond a C int")
+        if isinstance(value, str) and not _CHOICE.fullmatch(value):
+            raise _Corrupt(
+                f"entry {fam}: parameter {name} must be an integer, got {_show(value)} (or the name of a "
+                "choice: lower_case letters, digits and '_')"
+            )
+    if cfg.get("name") != config.name:
+        raise _Corrupt(f"entry {fam}: config name {_show(cfg.get('name'))} is not its parameters' ({config.name})")
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number (an integer a float holds exactly: JSON's 1e400 and 10**400 are neither)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= 2**53
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _check_numbers(fam: str, entry: dict) -> None:
@@ -147,15 +333,108 @@ def _check_numbers(fam: str, entry: dict) -> None:
         ("cublas.", "gflops", cublas.get("gflops")),
     ):
         if not _number(value) or value <= 0:
-            raise _Corrupt(f"entry {fam}: {where}{key} is {value!r}, not a positive number")
-    for key in ("error", "time_min_ms", "time_max_ms", "time_iqr_ms"):
-        value = entry.get(key)
+            raise _Corrupt(f"entry {fam}: {where}{key} is {_show(value)}, not a positive number")
+    if entry.get("error") is None:  # every verified measurement has one
+        raise _Corrupt(f"entry {fam}: error is {_show(entry.get('error'))}, not a number >= 0")
+    for where, key, value in (
+        ("", "error", entry.get("error")),
+        ("", "time_min_ms", entry.get("time_min_ms")),
+        ("", "time_max_ms", entry.get("time_max_ms")),
+        ("", "time_iqr_ms", entry.get("time_iqr_ms")),
+        ("cublas.", "time_ms", cublas.get("time_ms")),
+        ("cublas.", "time_iqr_ms", cublas.get("time_iqr_ms")),
+        ("cublas.", "error", cublas.get("error")),
+    ):
         if value is not None and (not _number(value) or value < 0):
-            raise _Corrupt(f"entry {fam}: {key} is {value!r}, not a number >= 0")
-    for key in ("registers", "spill_bytes", "smem_bytes"):
+            raise _Corrupt(f"entry {fam}: {where}{key} is {_show(value)}, not a number >= 0")
+    for key, top in (("registers", 65536), ("spill_bytes", _C_INT), ("smem_bytes", _C_INT), ("repeats", _C_INT)):
         value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise _Corrupt(f"entry {fam}: {key} is {value!r}, not an integer >= 0")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top):
+            raise _Corrupt(f"entry {fam}: {key} is {_show(value)}, not an integer from 0 to {top}")
+    if entry["status"] != Status.OK.value:
+        raise _Corrupt(f"entry {fam}: status {_show(entry['status'])}; only verified results are recorded")
+    source = entry.get("source")
+    if source is not None and (not isinstance(source, str) or not _DIGEST.fullmatch(source)):
+        raise _Corrupt(f"entry {fam}: source is {_show(source)}, not a hash of the source")
+
+
+def _check_agrees(fam: str, entry: dict, problem: Problem) -> None:
+    """The entry's figures agree with each other and with the record's problem."""
+    if _problem(entry["problem"], f"entry {fam}: problem") != problem:
+        raise _Corrupt(f"entry {fam} was measured at {Problem(**entry['problem']).name}, not {problem.name}")
+    gflops, time_ms = entry["gflops"], entry["time_ms"]
+    expect = problem.flops / (time_ms * 1e6)
+    if not math.isclose(gflops, expect, rel_tol=_REL_TOL):
+        raise _Corrupt(
+            f"entry {fam}: {gflops:.6g} GFLOP/s is not its time: {time_ms:.6g} ms at {problem.name} is {expect:.6g}"
+        )
+    ratio = gflops / entry["cublas"]["gflops"]
+    if not math.isclose(entry["ratio"], ratio, rel_tol=_REL_TOL):
+        raise _Corrupt(
+            f"entry {fam}: ratio {entry['ratio']:.6g} is not its GFLOP/s over cuBLAS's "
+            f"({gflops:.6g} / {entry['cublas']['gflops']:.6g} = {ratio:.6g})"
+        )
+
+
+def _check_limits(fam: str, entry: dict) -> None:
+    """The device limits stored with the measurement (the model divides by some): each one
+    present an integer a GPU could have, the name and arch those of a device."""
+    limits = entry.get("limits")
+    if limits is None:
+        return
+    if not isinstance(limits, dict):
+        raise _Corrupt(f"entry {fam}: 'limits' is not an object")
+    for key, (lo, hi) in _LIMITS.items():
+        value = limits.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
+            raise _Corrupt(f"entry {fam}: limits.{key} is {_show(value)}, not an integer from {lo} to {hi}")
+    if "name" in limits:
+        if not isinstance(limits["name"], str):
+            raise _Corrupt(f"entry {fam}: limits.name is {_show(limits['name'])}, not a string")
+        _check_text(limits["name"], f"entry {fam}: limits.name", _MAX_GPU_NAME)
+    arch = limits.get("arch")
+    if arch is not None and (not isinstance(arch, str) or not _ARCH.fullmatch(arch)):
+        raise _Corrupt(f"entry {fam}: limits.arch is {_show(arch)}, not sm_<digits> with an optional 'a'")
+    regs, top = entry.get("registers"), limits.get("max_regs_per_thread")
+    if regs is not None and top is not None and regs > top:
+        raise _Corrupt(f"entry {fam}: {regs} registers a thread, past the device's {top}")
+
+
+def _check_text(text: str, where: str, longest: int = _MAX_TEXT) -> None:
+    if len(text) > longest:
+        raise _Corrupt(f"{where} is {len(text)} characters long, more than {longest}")
+    if not text.isprintable():
+        bad = next(c for c in text if not c.isprintable())
+        raise _Corrupt(f"{where} is {_show(text)}: holds {_show(bad)}, not printable text")
+
+
+def _check_tree(value: Any, where: str, depth: int) -> None:
+    """Every string (keys too) printable and bounded, every number finite, nesting bounded:
+    what no field-by-field check reads is still safe to print or pass on."""
+    if depth > _MAX_DEPTH:
+        raise _Corrupt(f"{where or 'the record'} nests deeper than {_MAX_DEPTH}")
+    if isinstance(value, str):
+        _check_text(value, where or "the record")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise _Corrupt(f"{where} is {_show(value)}, not a finite number")
+    elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise _Corrupt(f"{where} is {_show(value)}, beyond a 64-bit integer")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, f"a key of {where or 'the record'}")
+            _check_tree(item, f"{where}.{key}" if where else key, depth + 1)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_tree(item, f"{where}[{i}]", depth + 1)
+
+
+def fastest(families: Mapping[str, dict], usable: Callable[[str], bool] | None = None) -> str | None:
+    """The family whose entry has the most GFLOP/s (among those `usable` accepts), the first in
+    the record's order among equals; None when there is none. Every reader picks a record's best
+    with this (a loaded record lists its `best` first), so `list`, `export` and `autotune.matmul`
+    name the same entry."""
+    found = [f for f in families if usable is None or usable(f)]
+    return max(found, key=lambda f: families[f]["gflops"], default=None)
 
 
 def entry_measurement(entry: dict) -> Measurement:
@@ -180,7 +459,21 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         command=command,
     )
-    return entry
+    return _printable(entry)
+
+
+def _printable(value: Any) -> Any:
+    """`value` with every string (keys too) as a record may hold it: printable (an argument of the
+    command line or a storage URL can hold a newline) and at most _MAX_TEXT characters. What a
+    search measured is written, not refused at the end for the text around it."""
+    if isinstance(value, str):
+        text = _one_line(value)
+        return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
 
 
 def update_record(
@@ -212,7 +505,9 @@ def update_record(
                 data["families"][fam] = entry
                 changed.append(fam)
         data["gpu"] = gpu
-        data["best"] = max(data["families"], key=lambda f: data["families"][f]["gflops"]) if data["families"] else None
+        data["best"] = fastest(data["families"])
+        # Checked as a reader will see it: the tool never writes a record it would refuse.
+        check_record(json.loads(json.dumps(data)), path, "not written, the record would not be valid")
         atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
     return path, changed
 
@@ -223,6 +518,7 @@ def gpu_dirs(root: Path | str) -> list[str]:
 
 
 def iter_records(root: Path | str, gpu_slug: str) -> Iterator[tuple[Path, dict]]:
+    """(path, record) of each record in a GPU's folder, by name; a bad one is its UserError."""
     for path in sorted((Path(root) / gpu_slug).glob("*.json")):
         if _SHAPE_FILE.match(path.name):
             yield path, load_record(path)
@@ -275,7 +571,7 @@ def best_entry(root: Path | str, gpu_slug: str, problem: Problem, family: str | 
         return data, fams[family]
     if not fams:
         raise UserError(f"{path}: holds no results")
-    return data, max(fams.values(), key=lambda e: e["gflops"])
+    return data, fams[fastest(fams)]
 
 
 def entry_config(entry: dict[str, Any]) -> Config:
@@ -315,7 +611,7 @@ def save_search(
     """Record the best of each searched family (search.FamilyResult) in the shape's file."""
     from . import __version__
 
-    gpu = {"name": limits.name, "slug": limits.slug, "arch": limits.arch}
+    gpu = _printable({"name": limits.name, "slug": limits.slug, "arch": limits.arch})
     entries = {}
     for r in family_results:
         if r.best is None:

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import RESULTS, fake_kernels, families
+from helpers import RESULTS, fake_kernels, families, restamp
 
 from autotune import api, results
 from autotune.launch import GeometryCache
@@ -63,6 +63,7 @@ def _put(root: Path, shape: Problem, gflops: float | None = None) -> None:
     data["problem"] = shape.as_dict()
     for entry in data["families"].values():
         entry["gflops"] = gflops or entry["gflops"]
+    restamp(data, keep="gflops")
     (root / SLUG).mkdir(parents=True, exist_ok=True)
     results.atomic_write_text(root / SLUG / f"{shape.name}.json", json.dumps(data))
 
@@ -187,7 +188,7 @@ def test_a_batch_is_dispatched_to_a_kernel_built_for_batches(tmp_path, reads, lo
     data["families"] = {"warptile": data["families"]["warptile"]}
     data["families"]["warptile"]["config"]["params"] = split
     data["families"]["warptile"]["time_ms"] = 0.02  # a time that fits the shape (the model reads it)
-    results.atomic_write_text(root / SLUG / "64x64x8192.json", json.dumps(data))
+    results.atomic_write_text(root / SLUG / "64x64x8192.json", json.dumps(restamp(data)))
     _, name, source = api._choose(0, 64, 64, 8192, "nn", 4, "warptile", root)
     assert "_BATCHED1_" in name and "_BM64_" in name and "_SPLITK1_" in name
     assert source.startswith(f"tuned for 64x64x8192 on {SLUG}, predicted")
@@ -287,7 +288,7 @@ def test_a_tier_is_served_by_the_faster_of_its_record_and_the_fp32_one(tmp_path,
     entry["config"] = {"family": "wgmma_tf32", "params": Space.load("wgmma_tf32").seeds[0].as_dict()}
     data["problem"] = Problem(4096, 4096, 4096, precision="high").as_dict()
     data["families"], data["best"] = {"wgmma_tf32": entry}, "wgmma_tf32"
-    results.atomic_write_text(root / SLUG / "4096x4096x4096_high.json", json.dumps(data))
+    results.atomic_write_text(root / SLUG / "4096x4096x4096_high.json", json.dumps(restamp(data, keep="gflops")))
     _age(root)
     _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 0.0, "high")
     record = "4096x4096x4096" + ("_high" if wins != "warptile" else "")
@@ -312,7 +313,9 @@ def test_a_config_that_would_not_fit_the_device_in_the_calls_form_is_not_chosen(
     assert Family.load("wgmma_tf32").violations(high, load_profile("h100"))  # the premise
     entry = dict(rec["families"]["warptile"])
     entry["config"] = {"family": cfg.family, "params": cfg.as_dict(), "name": cfg.name}
-    update_record(tmp_path / "res", rec["gpu"], Problem(4096, 4096, 4096, precision="medium"), {cfg.family: entry})
+    medium = Problem(4096, 4096, 4096, precision="medium")
+    entry["problem"] = medium.as_dict()
+    update_record(tmp_path / "res", rec["gpu"], medium, {cfg.family: entry})
     asked = fake_kernels(monkeypatch, slug)
     api._choose(0, 268, 777, 894, "nn", 1, None, tmp_path / "res", precision="high")
     assert asked[-1][2] == "fallback config", asked

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import RESULTS, fake_kernels
+from helpers import RESULTS, fake_kernels, restamp
 
 from autotune import api, results
 from autotune.limits import load_profile
@@ -86,7 +86,7 @@ def test_a_call_with_beta_takes_the_record_searched_with_one(tmp_path, loads):
     data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
     data["problem"] = Problem(4096, 4096, 4096, beta=3).as_dict()
     data["families"], data["best"] = {"vectorized": data["families"]["vectorized"]}, "vectorized"
-    results.atomic_write_text(root / SLUG / "4096x4096x4096_beta3.json", json.dumps(data))
+    results.atomic_write_text(root / SLUG / "4096x4096x4096_beta3.json", json.dumps(restamp(data)))
     _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 2.0)
     assert source == f"tuned for 4096x4096x4096_beta3 on {SLUG}" and name.startswith("vectorized_")
     _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 0.0)

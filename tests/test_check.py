@@ -2,7 +2,7 @@ import json
 import shutil
 
 import pytest
-from helpers import RESULTS
+from helpers import RESULTS, restamp
 
 from autotune.check import check_gpu, check_static
 from autotune.replay import ReplayEvaluator
@@ -76,7 +76,12 @@ def test_a_record_of_the_same_source_tells_a_compiler_difference_from_a_template
 
 def test_static_check_fails_when_a_config_breaks_a_rule(one_record):
     root, path = one_record
-    _edit(path, lambda d: d["families"]["coarse2d"]["config"]["params"].update(TM=3))
+
+    def break_rule(data):
+        data["families"]["coarse2d"]["config"]["params"]["TM"] = 3
+        restamp(data)  # the config's name is its parameters', as a search writes it
+
+    _edit(path, break_rule)
     rows = {r.family: r for r in check_static(root, SLUG)}
     assert rows["coarse2d"].status == "fail" and "BM % TM == 0" in rows["coarse2d"].detail
 

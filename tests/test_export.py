@@ -58,7 +58,7 @@ def _builds_for_sm90(tmp_path):
 @pytest.mark.parametrize("family, params", CASES)
 def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, params):
     P = Problem(1000, 1000, 1000)
-    update_record(tmp_path, GPU, P, {family: _entry(family, params, 30000.0, h100)})
+    update_record(tmp_path, GPU, P, {family: _entry(family, params, 30000.0, h100, P)})
     out, entry = export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h")
     text = out.read_text()
     for k, v in params.items():
@@ -90,7 +90,7 @@ def test_a_fewcols_header_with_staged_a_opts_in_to_its_shared_memory(tmp_path, h
     """The header of a fewcols config whose shared memory is dynamic (A_STAGES) asks for the
     amount the runner does, opts in above 48 KB and builds."""
     P = Problem(4096, 16, 4096)
-    update_record(tmp_path, GPU, P, {"fewcols": _entry("fewcols", FEWCOLS_STAGED, 14000.0, h100)})
+    update_record(tmp_path, GPU, P, {"fewcols": _entry("fewcols", FEWCOLS_STAGED, 14000.0, h100, P)})
     out, _ = export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h")
     text = out.read_text()
     smem = Family.load("fewcols").resolve(FEWCOLS_STAGED).plan.dynamic_smem
@@ -137,7 +137,7 @@ def test_a_tier_header_says_its_tier_and_target_and_builds_only_for_it(tmp_path,
     the SGEMM kernel; it builds with those flags, and for plain sm_90 it stops with a message
     that names the target."""
     P = Problem(1000, 1000, 1000, precision="high")
-    update_record(tmp_path, GPU, P, {"wgmma_tf32": _entry("wgmma_tf32", WGMMA, 60000.0, h100)})
+    update_record(tmp_path, GPU, P, {"wgmma_tf32": _entry("wgmma_tf32", WGMMA, 60000.0, h100, P)})
     out, _ = export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h")
     text = out.read_text()
     assert "Best tuned FP32-accurate tensor-core (precision high: 3xTF32" in text
@@ -161,7 +161,7 @@ def test_a_header_of_a_kernel_reading_both_operands_in_place_encodes_their_tenso
     P = Problem(1000, 1000, 1000, layout, precision="medium")
     params = dict(BM=256, BN=128, STAGES=4, GROUP_M=8, PRECISION="medium", ACC="tc", DIRECT=1)
     params |= {"TRANS_B": 1, "BM": 128, "BN": 256} if layout == "nt" else {}
-    update_record(tmp_path, GPU, P, {"wgmma_tf32": _entry("wgmma_tf32", params, 300000.0, h100)})
+    update_record(tmp_path, GPU, P, {"wgmma_tf32": _entry("wgmma_tf32", params, 300000.0, h100, P)})
     out, _ = export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h")
     text = out.read_text()
     assert "cuTensorMapEncodeTiled" in text and "_prepare<<<" not in text

@@ -201,14 +201,14 @@ def test_compile_only_fills_the_cache_with_the_kernels_a_run_loads(tmp_path):
 
     rec = json.loads((RESULTS / "nvidia-h100-80gb-hbm3" / "4096x4096x4096.json").read_text())
     tiled = rec["families"]["tiled"]
-    update_record(tmp_path / "res", rec["gpu"], Problem(64, 64, 64), {"tiled": tiled})
+    update_record(tmp_path / "res", rec["gpu"], Problem(4096, 4096, 4096), {"tiled": tiled})
     cache = tmp_path / "cache"
     r = _autotune(
         "fuzz", "--compile-only", "--results", str(tmp_path / "res"), env={**_env(), "AUTOTUNE_CACHE": str(cache)}
     )
     assert r.returncode == 0, r.stderr
     forms = fuzz.coverage(
-        [(Problem(64, 64, 64), {"tiled": tiled})], [(Problem(777, 555, 333), fallback_config("sm_90"))], 0, 1
+        [(Problem(4096, 4096, 4096), {"tiled": tiled})], [(Problem(777, 555, 333), fallback_config("sm_90"))], 0, 1
     )
     kernels = {json.dumps([c.config["family"], c.config["params"]], sort_keys=True) for c in forms}
     assert len(list((cache / "nvrtc").glob("*.cubin"))) == len(kernels)

@@ -94,9 +94,11 @@ def test_dispatch_prefers_records_of_the_same_layout(tmp_path, monkeypatch, h100
     from autotune.results import update_record
 
     wt = Space.load("warptile").fallback.as_dict()
-    update_record(tmp_path, GPU, Problem(1, 4096, 4096), {"fewrows": _entry("fewrows", _fewrows(), 9e9, h100)})
-    update_record(tmp_path, GPU, Problem(1, 4096, 4096), {"warptile": _entry("warptile", wt, 1.0, h100)})
-    update_record(tmp_path, GPU, Problem(2048, 2048, 2048, "tn"), {"warptile": _entry("warptile", wt, 2.0, h100)})
+    row = Problem(1, 4096, 4096)
+    update_record(tmp_path, GPU, row, {"fewrows": _entry("fewrows", _fewrows(), 9e9, h100, row)})
+    update_record(tmp_path, GPU, row, {"warptile": _entry("warptile", wt, 1.0, h100, row)})
+    tn = Problem(2048, 2048, 2048, "tn")
+    update_record(tmp_path, GPU, tn, {"warptile": _entry("warptile", wt, 2.0, h100, tn)})
     monkeypatch.setattr(api, "_TABLES", {})
     table = api._table(str(tmp_path), GPU["slug"])
     shape, entry = table.nearest(Problem(1, 4096, 4096, "nt"), None)
@@ -211,7 +213,7 @@ def test_a_header_of_several_layouts_builds_and_dispatches_on_the_transposes(tmp
     for fam, lay in [("warptile", "nn"), ("vectorized", "nt"), ("warptile", "tt")]:
         problem = Problem(64, 48, 32, lay)
         params = Family.load(fam).built_for(Space.load(fam).fallback, problem).as_dict()
-        update_record(tmp_path, GPU, problem, {fam: _entry(fam, params, 1000.0, h100)})
+        update_record(tmp_path, GPU, problem, {fam: _entry(fam, params, 1000.0, h100, problem)})
     slug, shape = GPU["slug"], Problem(64, 48, 32)
     export(tmp_path, slug, shape, tmp_path / "tuned.h", layouts=["nn", "nt", "tt"])
     header = (tmp_path / "tuned.h").read_text()
@@ -235,9 +237,10 @@ def test_the_example_program_compiles_with_either_kind_of_header(tmp_path, h100,
 
     shape = Problem(100, 80, 60)
     for lay in layouts:
-        params = Family.load("vectorized").built_for(Space.load("vectorized").fallback, shape.with_layout(lay))
+        problem = shape.with_layout(lay)
+        params = Family.load("vectorized").built_for(Space.load("vectorized").fallback, problem)
         update_record(
-            tmp_path, GPU, shape.with_layout(lay), {"vectorized": _entry("vectorized", params.as_dict(), 1e3, h100)}
+            tmp_path, GPU, problem, {"vectorized": _entry("vectorized", params.as_dict(), 1e3, h100, problem)}
         )
     export(tmp_path, GPU["slug"], shape.with_layout(layouts[0]), tmp_path / "tuned_sgemm.h", layouts=layouts)
     fake = ROOT / "tests" / "data" / "fake_cublas"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, restamp
 
 from autotune.evaluate import prepare
 from autotune.limits import load_profile
@@ -66,6 +66,7 @@ def test_a_record_of_a_tier_reads_back(tmp_path):
     folder.mkdir()
     rec = json.loads(next((ROOT / "tests" / "data" / "results").glob("*/*.json")).read_text())
     rec["problem"] = {**rec["problem"], "precision": "high"}
+    restamp(rec)  # its entries of that tier too
     path = folder / f"{Problem(**rec['problem']).name}.json"
     path.write_text(json.dumps(rec))
     assert path.name.endswith("_high.json") and load_record(path)["problem"]["precision"] == "high"

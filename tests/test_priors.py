@@ -16,7 +16,7 @@ OUTSIDE = {"BM": 64, "BN": 64, "BK": 8, "TM": 3, "TN": 4}
 
 def _records(root, h100, shapes):
     for problem, params in shapes:
-        update_record(root, GPU, problem, {"vectorized": _entry("vectorized", params, 9000.0, h100)})
+        update_record(root, GPU, problem, {"vectorized": _entry("vectorized", params, 9000.0, h100, problem)})
     return GPU["slug"]
 
 

@@ -16,12 +16,13 @@ GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch":
 P = Problem(1000, 1000, 1000)
 
 
-def _entry(family, params, gflops, h100):
+def _entry(family, params, gflops, h100, problem=P):
+    """A verified entry of `problem` at `gflops`, as a search writes it."""
     m = Measurement(
         Config.make(family, params),
-        P,
+        problem,
         Status.OK,
-        time_ms=P.flops / gflops / 1e6,
+        time_ms=problem.flops / gflops / 1e6,
         time_min_ms=1,
         time_max_ms=2,
         time_iqr_ms=0.01,
@@ -112,9 +113,10 @@ def test_nearest_tuned_shape_with_and_without_a_family():
 def test_several_gpus_resolve_to_the_named_one_or_this_machines(tmp_path, h100, monkeypatch):
     from autotune import results
 
+    small = Problem(64, 64, 64)
     for slug in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
         update_record(
-            tmp_path, {**GPU, "slug": slug}, Problem(64, 64, 64), {"tiled": _entry("tiled", {"TILE": 16}, 1.0, h100)}
+            tmp_path, {**GPU, "slug": slug}, small, {"tiled": _entry("tiled", {"TILE": 16}, 1.0, h100, small)}
         )
     assert results.resolve_gpu(tmp_path, "NVIDIA H200") == "nvidia-h200"
     monkeypatch.setattr(results, "live_gpu_slug", lambda: None)
