@@ -275,7 +275,7 @@ class Kernel:
         from .gpu.runner import LoadedKernel
         from .render import DEFAULT_KERNEL, render
 
-        resolved = Family.load(config.family).resolve(config)
+        resolved = _family(config.family).resolve(config)
         self.config, self.source, self.family = resolved.config, source, resolved.family
         self.layout = Problem.layout_of(resolved.plan.layout)
         self.precision = resolved.env.get("PRECISION", "highest")  # the tier it was built for
@@ -311,17 +311,29 @@ class Kernel:
         import cupy as cp
 
         M, N, K = _VERIFY_SHAPE
-        rng = cp.random.default_rng(1)
-        a = rng.random((M, K), dtype=cp.float32) * 2 - 1
-        b = rng.random((K, N), dtype=cp.float32) * 2 - 1
-        c0 = rng.random((M, N), dtype=cp.float32) * 2 - 1
+        a, b, c0, ref = _verify_problem(cp.cuda.Device().id)
         out = c0.copy()
         self(a, b, out, 1.5, -0.5)
-        ref = 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c0.astype(cp.float64)
         err = float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref))
         if not err <= tolerance:
             raise RuntimeError(f"{self.config.name}: relative error {err:.3g} on {M}x{N}x{K}; not using it")
         return err
+
+
+@functools.cache
+def _verify_problem(dev: int):
+    """(A, B, C0, 1.5 A B - 0.5 C0 in float64) of the load-time check, made once per device: a
+    kernel's first load costs its check, not a new random generator and reference."""
+    import cupy as cp
+
+    M, N, K = _VERIFY_SHAPE
+    rng = cp.random.default_rng(1)
+    a = rng.random((M, K), dtype=cp.float32) * 2 - 1
+    b = rng.random((K, N), dtype=cp.float32) * 2 - 1
+    c0 = rng.random((M, N), dtype=cp.float32) * 2 - 1
+    ref = 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c0.astype(cp.float64)
+    cp.cuda.get_current_stream().synchronize()  # read from any stream after this
+    return a, b, c0, ref
 
 
 _ARRAYS = None  # autotune.gpu.arrays, once imported
