@@ -41,7 +41,9 @@ def main() -> int:
                 lead = form.lead_a
                 calls.append(dataclasses.replace(form, M=m, N=n, K=k, lead_a=lead, lead_b=lead, pads=pads,
                                                  offsets=offsets, data="ints", alpha=1.0, beta=0.0))  # fmt: skip
-    ex = Executor()
+    import autotune
+
+    ex = Executor(autotune.matmul, autotune.load, fuzz.bound_factor)
     bad = collections.defaultdict(set)
     ran = collections.Counter()
     for case, outcome in ex.run(calls):

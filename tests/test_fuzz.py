@@ -281,12 +281,10 @@ def _host_matmul(mistake=None):
 
 
 def _host_executor(monkeypatch, mistake=None):
-    import autotune
     from autotune.gpu import fuzzing
 
     monkeypatch.setattr(fuzzing, "cp", _NumpyAsCupy())
-    monkeypatch.setattr(autotune, "matmul", _host_matmul(mistake))
-    ex = fuzzing.Executor()
+    ex = fuzzing.Executor(_host_matmul(mistake), None, fuzz.bound_factor)
     ex.torch = None
     return ex
 

@@ -14,12 +14,14 @@ import math
 import random
 import time
 import warnings
+from typing import TYPE_CHECKING
 
 import cupy as cp
 import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 
-from ..fuzz import Case, bound_factor
+if TYPE_CHECKING:
+    from ..fuzz import Case
 
 _FATAL = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
@@ -40,9 +42,12 @@ class _Prepared:
 
 class Executor:
     """Runs cases in order on the current device: a stream-1 case and the stream-2 case after it
-    are launched together, each on its own stream."""
+    are launched together, each on its own stream. What it calls is given (this layer sits below
+    the Python API): `matmul` and `load` as autotune's, and `bound(precision, K)`, the largest
+    error a right answer may have as a fraction of |alpha| |A||B| + |beta| |C0|."""
 
-    def __init__(self):
+    def __init__(self, matmul, load, bound):
+        self.matmul, self.load, self.bound = matmul, load, bound
         self.streams = {0: None, 1: cp.cuda.Stream(non_blocking=True), 2: cp.cuda.Stream(non_blocking=True)}
         self.kernels: dict[str, object] = {}
         # Host seconds in each phase (the calls' host time is the dispatch's; the device's work
@@ -102,7 +107,7 @@ class Executor:
             for j, p in enumerate(prepared):
                 if outcomes[j] is None:
                     with self._stream(p.case):
-                        outcomes[j] = _check(p)
+                        outcomes[j] = _check(p, self.bound)
             for s in self.streams.values():
                 if s is not None:
                     s.synchronize()
@@ -144,9 +149,7 @@ class Executor:
             a, b = self.torch.from_dlpack(a), self.torch.from_dlpack(b)
             out = None if out is None else self.torch.from_dlpack(out)
         if case.config is None:
-            import autotune
-
-            result = autotune.matmul(a, b, out, case.alpha, case.beta, precision=case.precision, **flags)
+            result = self.matmul(a, b, out, case.alpha, case.beta, precision=case.precision, **flags)
         else:
             result = self._kernel(case.config)(a, b, out, case.alpha, case.beta, **flags)
         if out is not None:
@@ -156,12 +159,10 @@ class Executor:
         return result
 
     def _kernel(self, config: dict):
-        import autotune
-
         key = repr(sorted(config["params"].items())) + config["family"]
         kernel = self.kernels.get(key)
         if kernel is None:
-            kernel = self.kernels[key] = autotune.load(config=config)
+            kernel = self.kernels[key] = self.load(config=config)
         return kernel
 
 
@@ -259,7 +260,7 @@ def _output(case: Case):
     return buf, (view.swapaxes(-1, -2) if case.c_major == "col" else view)
 
 
-def _check(p: _Prepared) -> Outcome:
+def _check(p: _Prepared, bound) -> Outcome:
     case = p.case
     c = p.c_view
     if c.shape != (*case.lead, case.M, case.N) or c.dtype != cp.float32:
@@ -282,7 +283,7 @@ def _check(p: _Prepared) -> Outcome:
         bad |= finite & (err != 0)
         tol = None
     else:
-        tol = bound_factor(case.precision, case.K) * scale + 1e-30  # (the floor: FP32's subnormals)
+        tol = bound(case.precision, case.K) * scale + 1e-30  # (the floor: FP32's subnormals)
         bad |= finite & ~(err <= tol)
     nbad = int(bad.sum())
     ratio = 0.0

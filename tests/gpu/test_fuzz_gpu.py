@@ -13,9 +13,10 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def executor():
+    import autotune
     from autotune.gpu.fuzzing import Executor
 
-    return Executor()
+    return Executor(autotune.matmul, autotune.load, fuzz.bound_factor)
 
 
 def _wrong(executor, calls):
