@@ -91,7 +91,7 @@ while [ $# -gt 0 ]; do
       echo "gpu-tests: $(grep -E 'passed|failed|error' "$L/gpu_tests.txt" | tail -1)" ;;
     gpu-shard)
       shard=$1; shift; name=gpu_shard_${shard/\//_of_}
-      timeout "$(left)" python3 -m pytest -q -p no:cacheprovider tests/gpu --shard "$shard" > "$L/$name.txt" 2>&1
+      timeout "$(left)" python3 -m pytest -q -p no:cacheprovider --durations=15 tests/gpu --shard "$shard" > "$L/$name.txt" 2>&1
       echo "exit $?" >> "$L/$name.txt"
       echo "gpu-shard $shard: $(grep -E 'passed|failed|error' "$L/$name.txt" | tail -1)" ;;
     fuzz)
