@@ -406,18 +406,22 @@ def _choose(
         if family is not None and (gaps := _family(family).gaps(problem)):
             raise UserError(gaps[0])
         found = table.choose(problem, family, _device_limits(dev, arch))
-        fallback = built_for(fallback_config(arch, family), layout, batch, precision)
+
+        def fallback() -> Kernel:
+            cfg = built_for(fallback_config(arch, family), layout, batch, precision)
+            return _kernel(cfg, dev, arch, "fallback config")
+
         if found is not None:
             tuned, _, cfg, predicted = found
             how = "" if predicted is None else f", predicted fastest here ({1e3 * predicted:.1f} us)"
             kernel = _kernel_or(fallback, cfg, dev, arch, f"tuned for {tuned.name} on {slug}{how}")
         else:
-            kernel = _kernel(fallback, dev, arch, "fallback config")
+            kernel = fallback()
         table.remember(key, kernel)
     return kernel
 
 
-def _kernel_or(fallback: Config, cfg: Config, dev: int, arch: str, source: str) -> Kernel:
+def _kernel_or(fallback, cfg: Config, dev: int, arch: str, source: str) -> Kernel:
     """The chosen config's kernel; where it does not compile, load or pass its check on this
     device (a stored config from another driver or build), the fallback config's, with a warning:
     a call is never answered by a kernel that failed its check, nor refused for it."""
@@ -432,7 +436,7 @@ def _kernel_or(fallback: Config, cfg: Config, dev: int, arch: str, source: str) 
             RuntimeWarning,
             stacklevel=4,
         )
-        return _kernel(fallback, dev, arch, "fallback config")
+        return fallback()
 
 
 def _kernel(cfg: Config, dev: int, arch: str, source: str) -> Kernel:
@@ -453,6 +457,13 @@ def _kernel(cfg: Config, dev: int, arch: str, source: str) -> Kernel:
 def fallback_config(arch: str, family: str | None = None) -> Config:
     """The named fallback config of `family`, or of the default family for `arch` (e.g. sm_90)."""
     fam = family or _FALLBACK_FAMILY["sm_80" if int(arch.split("_")[1].rstrip("a")) >= 80 else "older"]
+    return _fallback(fam)
+
+
+@functools.cache
+def _fallback(fam: str) -> Config:
+    # Read once a process, as the families' declarations are (_family): a space's file takes
+    # longer to parse than a call takes to run.
     space = Space.load(fam)
     if space.fallback is None:
         raise UserError(f"{space.source}: family {fam} declares no fallback config")

@@ -337,3 +337,20 @@ def test_a_chosen_kernel_that_fails_here_gives_way_to_the_fallback_with_a_warnin
         got = api._choose(0, 4096, 4096, 4096, "nn", 1, None, RESULTS)
     fallback = api.built_for(api.fallback_config("sm_90"))
     assert got == (fallback.name, "fallback config") and isinstance(fallback, Config)
+
+
+def test_choosing_from_the_records_reads_no_space_file(monkeypatch):
+    """A new shape's choice costs a lookup in what was read once, not a parse of configs/*.yaml
+    (reading the fallback's space for every new shape took half a second a call)."""
+    read = []
+    real = Space.load
+
+    def spy(name, *a, **kw):
+        read.append(name)
+        return real(name, *a, **kw)
+
+    fake_kernels(monkeypatch, SLUG)
+    monkeypatch.setattr(Space, "load", staticmethod(spy))
+    for m, n, k in [(100, 200, 300), (1000, 999, 17), (5, 4096, 4096), (4096, 4096, 4096)]:
+        api._choose(0, m, n, k, "nn", 1, None, RESULTS)
+    assert read == []
