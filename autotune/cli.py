@@ -67,6 +67,20 @@ def _finite_float(text: str) -> float:
     return value
 
 
+SEED_MAX = 2**32 - 1  # what Optuna's samplers (NumPy's legacy seeding) accept
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {SEED_MAX}, got {text[:40]!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {SEED_MAX}, got {shown}")
+    return value
+
+
 _ARCH = re.compile(r"^sm_\d+a?$")
 
 
@@ -207,7 +221,7 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
         "family's time (or trials, whichever comes first) goes to neighbours of its best configs",
     )
     s.add_argument("--sampler", choices=["tpe", "random", "grid"], default="tpe", help="Optuna sampler (default tpe)")
-    s.add_argument("--seed", type=int, default=0, help="sampler and input seed (default 0)")
+    s.add_argument("--seed", type=_seed, default=0, help=f"sampler and input seed, 0 to {SEED_MAX} (default 0)")
     s.add_argument("--storage", metavar="URL", help="Optuna storage (default sqlite:///results/<gpu>/optuna.db)")
 
 

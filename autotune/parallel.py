@@ -18,7 +18,8 @@ from .studies import make_plan, queue_plan, recover_stale
 from .trials import Progress, run_trials
 from .types import Problem
 
-WORKER_SEED_STRIDE = 1_000_003  # process i samples with seed + i * this
+WORKER_SEED_STRIDE = 1_000_003  # process i samples with seed + i * this (modulo SEED_SPAN)
+SEED_SPAN = 2**32  # Optuna's samplers take seeds below this
 
 
 def portable(space: Space) -> tuple:
@@ -55,7 +56,7 @@ def run_search_process(
     try:
         # Each process its own sampler seed: with one seed, processes that start together draw
         # the same configs at the same moments, and measure some twice.
-        kw = dict(plan_kwargs, seed=plan_kwargs["seed"] + WORKER_SEED_STRIDE * index)
+        kw = dict(plan_kwargs, seed=(plan_kwargs["seed"] + WORKER_SEED_STRIDE * index) % SEED_SPAN)
         plans = [make_plan(rebuilt(f), problem, ev.limits, queued_by_parent=True, **kw) for f in families]
         while not queued.wait(1.0):
             if mp.parent_process() is not None and not mp.parent_process().is_alive():
