@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
+from . import __version__, redact
 from .cli_inputs import ASK_ABOVE_S, TABLE_SHAPES, check_output_dir, check_output_file, parse_problem
 from .cli_search import cmd_search
 from .counts import cached_valid, count_valid
@@ -489,7 +489,9 @@ def _main(argv: Sequence[str] | None) -> int:
         _check_results_arg(args)
         return COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"autotune: error: {exc}", file=sys.stderr)
+        # Whatever a message quotes (a storage URL, a driver's text), no password reaches the terminal.
+        secrets = redact.secrets(getattr(args, "storage", None) or "")
+        print(f"autotune: error: {redact.text(str(exc), secrets)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("autotune: interrupted (a search resumes with the same command)", file=sys.stderr)

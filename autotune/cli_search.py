@@ -8,6 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import redact
 from .cli_dry_run import compile_log, config_from_name, dry_run_all, indent
 from .cli_inputs import (
     ask_search,
@@ -153,7 +154,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
             **plan_kw,
         )
     elapsed = time.monotonic() - t0
-    command = "autotune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
+    command = "autotune " + shlex.join(redact.argv(sys.argv[1:] if args.argv is None else args.argv))
     path, changed, entries = save_search(
         args.results,
         ev.limits,

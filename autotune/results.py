@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from . import redact
 from .types import Config, Measurement, Problem, Status, UserError
 
 try:
@@ -171,6 +172,8 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
         entry["contract"] = extra["contract"]
     if extra.get("source"):  # the hash of the CUDA source measured (render.source_digest)
         entry["source"] = extra["source"]
+    # The command line and the storage URL as given may hold a database password.
+    search = {**search, "storage": redact.url(search["storage"])} if "storage" in search else search
     entry.update(
         cublas={k: cublas[k] for k in ("time_ms", "time_iqr_ms", "gflops", "error", "path", "paths") if k in cublas},
         ratio=m.gflops / cublas["gflops"],
@@ -178,7 +181,7 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
         versions=versions,
         limits=limits,
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        command=command,
+        command=redact.text(command),
     )
     return entry
 

@@ -34,7 +34,7 @@ from optuna.storages import (
 )
 from optuna.trial import TrialState
 
-from . import cost
+from . import cost, redact
 from .space import Space
 from .types import Config, Problem, UserError
 
@@ -105,7 +105,7 @@ def make_storage(url: str):
             if attempt + 1 < _CREATE_TRIES and _lost_creation_race(exc):
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            raise UserError(f"storage {url!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+            raise UserError(storage_failure(url, exc)) from None
     if url.startswith("sqlite:"):
         _serialize_sqlite(storage.engine)
     _STORAGES[url] = storage
@@ -232,8 +232,13 @@ def open_study(storage, name: str, sampler) -> optuna.Study:
             study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
         )
     except Exception as exc:  # noqa: BLE001 - whatever the storage raises, the user's URL or file is at fault
-        url = getattr(storage, "url", storage)
-        raise UserError(f"storage {url!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+        raise UserError(storage_failure(getattr(storage, "url", storage), exc)) from None
+
+
+def storage_failure(url: str, exc: BaseException) -> str:
+    """One line for a storage that failed: the URL and the error's first line, credentials masked."""
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return redact.text(f"storage {redact.url(str(url))!r}: {type(exc).__name__}: {first}", redact.secrets(str(url)))
 
 
 class Heartbeat:

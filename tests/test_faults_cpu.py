@@ -3,6 +3,7 @@ it is made, storage lost mid-search, hostile YAML, killed workers, concurrent se
 study, report output, credentials and seeds."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,81 @@ def test_the_largest_seed_searches_with_workers_too(tmp_path, table):
     r = _cli(*_search(tmp_path / "r", table, "--trials", "6", "--workers", "2", f"--seed={2**32 - 1}"))
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "exited with an error" not in r.stderr + r.stdout
+
+
+# ---- credentials ---------------------------------------------------------------------------
+
+PASSWORD = "Pw-0f-the-DB"
+
+
+def test_a_storage_password_is_never_printed(tmp_path, table):
+    """A storage that cannot be reached (a closed port, or no driver) is one line: the URL is
+    named, its password is not."""
+    for url in (
+        f"postgresql://autotune:{PASSWORD}@127.0.0.1:9/none",
+        f"postgresql://127.0.0.1:9/none?user=autotune&password={PASSWORD}",
+    ):
+        line = _one_line(_cli(*_search(tmp_path / "r", table, "--trials", "3", "--storage", url), timeout=120))
+        assert line.startswith("autotune: error: storage 'postgresql://") and "***" in line
+        assert PASSWORD not in line
+
+
+def test_a_record_holds_no_storage_password(tmp_path, table, monkeypatch):
+    """The record's command line and search.storage name the storage without its password (the
+    storage itself stood in by SQLite here; against a PostgreSQL server in the test below)."""
+    from autotune import cli, studies, trials
+
+    url = f"postgresql://autotune:{PASSWORD}@db.example:5432/tune?sslpassword={PASSWORD}x"
+    real = studies.make_storage
+    stand_in = f"sqlite:///{tmp_path}/stand-in.db"
+
+    def make_storage(u):
+        return real(stand_in if u == url else u)
+
+    monkeypatch.setattr(studies, "make_storage", make_storage)
+    monkeypatch.setattr(trials, "make_storage", make_storage)
+    assert cli.main(_search(tmp_path / "r", table, "--trials", "4", "--storage", url)) == 0
+    text = next((tmp_path / "r").glob("*/512x512x512.json")).read_text()
+    assert PASSWORD not in text
+    entry = json.loads(text)["families"]["coarse1d"]
+    assert entry["search"]["storage"] == "postgresql://autotune:***@db.example:5432/tune?sslpassword=***"
+    assert "--storage 'postgresql://autotune:***@db.example:5432/tune?sslpassword=***'" in entry["command"]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("AUTOTUNE_TEST_POSTGRES"),
+    reason="set AUTOTUNE_TEST_POSTGRES to a postgresql:// URL (.ci/run starts a server)",
+)
+def test_a_postgresql_search_records_no_password(tmp_path, table):
+    """Against a real server: the URL given a password (the server trusts loopback, so any
+    password connects) and the record holds none."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(os.environ["AUTOTUNE_TEST_POSTGRES"])
+    user = parts.username or "postgres"
+    netloc = f"{user}:{PASSWORD}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    url = urlunsplit(parts._replace(netloc=netloc))
+    r = _cli(*_search(tmp_path / "r", table, "--trials", "4", "--storage", url))
+    assert r.returncode == 0, r.stderr
+    assert PASSWORD not in r.stdout + r.stderr
+    text = next((tmp_path / "r").glob("*/512x512x512.json")).read_text()
+    assert PASSWORD not in text and f"{user}:***@" in text
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("postgresql://u:pw@h/d", "postgresql://u:***@h/d"),
+        ("postgresql+psycopg://u:p@ss/w@h:5/d", "postgresql+psycopg://u:***@h:5/d"),
+        ("mysql://u:p%40w@h/d?charset=utf8", "mysql://u:***@h/d?charset=utf8"),
+        ("postgresql://h/d?user=u&password=pw&x=1", "postgresql://h/d?user=u&password=***&x=1"),
+        ("postgresql://u@h:5432/d", "postgresql://u@h:5432/d"),
+        ("sqlite:///results/gpu/optuna.db", "sqlite:///results/gpu/optuna.db"),
+    ],
+)
+def test_the_redaction_helper(given, shown):
+    from autotune import redact
+
+    assert redact.url(given) == shown
+    assert redact.text(f"storage {given!r}: failed") == f"storage {shown!r}: failed"
+    assert redact.argv(["--storage", given]) == ["--storage", shown]
