@@ -40,11 +40,17 @@ def atomic_write_text(path: Path | str, text: str) -> None:
     """Write through a temporary file beside `path` and a rename, so a reader never sees half a
     file. The folder must exist: folders nobody asked for are not created here. On any failure
     the temporary file is removed and the error is one UserError naming the path."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """atomic_write_text for bytes (a PNG). A symbolic link at `path` is replaced, not written
+    through: the file it points to is left alone."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "xb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

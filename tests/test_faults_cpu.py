@@ -143,3 +143,74 @@ def test_the_redaction_helper(given, shown):
     assert redact.url(given) == shown
     assert redact.text(f"storage {given!r}: failed") == f"storage {shown!r}: failed"
     assert redact.argv(["--storage", given]) == ["--storage", shown]
+
+
+# ---- report output -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory, table):
+    """A results folder with a record and its study, from a replayed search."""
+    results = tmp_path_factory.mktemp("searched") / "results"
+    r = _cli(*_search(results, table, "--trials", "12"))
+    assert r.returncode == 0, r.stderr
+    return results
+
+
+def test_report_refuses_an_output_folder_that_is_a_symbolic_link(tmp_path, searched):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(elsewhere, target_is_directory=True)
+    line = _one_line(_cli("report", "--results", str(searched), "-o", str(tmp_path / "link")))
+    assert "symbolic link" in line
+    assert list(elsewhere.iterdir()) == []
+    from autotune.report import write_report
+    from autotune.types import UserError
+
+    with pytest.raises(UserError, match="symbolic link"):  # the Python API too
+        write_report(searched, SLUG, tmp_path / "link")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_report_replaces_links_in_its_folder_and_leaves_their_targets(tmp_path, searched):
+    """A file of the report that is a link (to a file of someone else's) is replaced by the new
+    file; what it pointed to is not written."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim_md, victim_png = tmp_path / "victim.md", tmp_path / "victim.png"
+    victim_md.write_text("keep me")
+    victim_png.write_bytes(b"keep me too")
+    (out / "report.md").symlink_to(victim_md)
+    (out / "shapes.png").symlink_to(victim_png)
+    r = _cli("report", "--results", str(searched), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert victim_md.read_text() == "keep me" and victim_png.read_bytes() == b"keep me too"
+    assert not (out / "report.md").is_symlink() and "# autotune report" in (out / "report.md").read_text()
+    assert (out / "shapes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_report_stopped_midway_leaves_whole_files(tmp_path, searched, monkeypatch):
+    """A plot that fails while it is written (a full disk) leaves the previous file whole and no
+    temporary file beside it."""
+    import matplotlib.figure
+
+    from autotune.report import write_report
+
+    out = tmp_path / "out"
+    write_report(searched, SLUG, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = matplotlib.figure.Figure.savefig
+
+    def half_then_fail(self, fname, *args, **kwargs):
+        real(self, fname, *args, **kwargs)
+        if hasattr(fname, "truncate"):
+            fname.truncate(100)
+        else:
+            with open(fname, "r+b") as f:
+                f.truncate(100)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", half_then_fail)
+    with pytest.raises(OSError):
+        write_report(searched, SLUG, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
