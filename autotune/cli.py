@@ -491,11 +491,20 @@ def _main(argv: Sequence[str] | None) -> int:
     except UserError as exc:
         # Whatever a message quotes (a storage URL, a driver's text), no password reaches the terminal.
         secrets = redact.secrets(getattr(args, "storage", None) or "")
-        print(f"autotune: error: {redact.text(str(exc), secrets)}", file=sys.stderr)
+        print(f"autotune: error: {error_line(redact.text(str(exc), secrets))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("autotune: interrupted (a search resumes with the same command)", file=sys.stderr)
         return 130
+
+
+MAX_ERROR_CHARS = 2000  # an error is one line a person reads; anything longer quotes input whole
+
+
+def error_line(message: str) -> str:
+    """A message as the one line printed: its lines joined, cut to MAX_ERROR_CHARS."""
+    line = " ".join(message.split("\n"))
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
 
 
 if __name__ == "__main__":

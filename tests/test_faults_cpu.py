@@ -214,3 +214,51 @@ def test_a_report_stopped_midway_leaves_whole_files(tmp_path, searched, monkeypa
     with pytest.raises(OSError):
         write_report(searched, SLUG, out)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+# ---- hostile YAML --------------------------------------------------------------------------
+
+
+def _laughs(levels: int, where: str) -> str:
+    """The "billion laughs": each level a list of nine aliases of the one before."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    body = "\n".join(lines)
+    if where == "space":  # the bomb as a parameter's values: its error message quoted them
+        return (
+            "family: coarse1d\ndescription:\n"
+            + "\n".join("  " + ln for ln in lines)
+            + f"\nspace:\n  BM: *l{levels - 1}\n"
+        )
+    return body + "\nfamily: coarse1d\n"
+
+
+@pytest.mark.parametrize("where", ["space", "top"])
+def test_a_yaml_alias_bomb_is_refused_in_one_short_line(tmp_path, where):
+    path = tmp_path / "lol.yaml"
+    path.write_text(_laughs(9, where))
+    assert len(path.read_text().splitlines()) <= 13 + 3
+    r = _cli("search", "--size", "512", "--family", "coarse1d", "--config", str(path), "--dry-run", timeout=120)
+    line = _one_line(r)
+    assert len(r.stderr) < 500 and "aliases" in line
+
+
+def test_yaml_text_and_its_values_in_messages_are_bounded(tmp_path):
+    from autotune import yamlio
+    from autotune.space import Family
+    from autotune.space import Space as Sp
+    from autotune.types import UserError
+
+    with pytest.raises(UserError, match="more than the"):
+        yamlio.parse("a: [" + "1, " * 600_000 + "]", "big.yaml")
+    with pytest.raises(UserError, match="nested too deeply"):
+        yamlio.parse("[" * 5000 + "]" * 5000, "deep.yaml")
+    with pytest.raises(UserError, match="malformed YAML"):
+        yamlio.parse("a: " + "1" * 5000, "digits.yaml")  # no Python int converts it
+    # A smaller expansion loads (aliases are allowed), but a message quoting it is cut short.
+    data = yamlio.parse(_laughs(5, "space"), "lol.yaml")
+    with pytest.raises(UserError) as exc:
+        Sp.from_dict(Family.load("coarse1d"), data, "lol.yaml")
+    assert "must be an integer" in str(exc.value) and len(str(exc.value)) < 300
+    for value in ("x" * 10**6, [["lol"] * 10**4] * 10**4, {"k" * 10**5: 1}, 10**5000):
+        assert len(yamlio.shown(value)) <= yamlio.SHOWN_CHARS
