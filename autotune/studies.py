@@ -12,14 +12,18 @@ queue: every planned point is enqueued once and popped by exactly one worker.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import functools
 import hashlib
 import json
+import os
 import random
+import sqlite3
 import threading
 import time
+import uuid
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,6 +37,10 @@ from optuna.storages import (
     fail_stale_trials,
 )
 from optuna.trial import TrialState
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.schema import CreateIndex
 
 from . import cost, redact
 from .space import Space
@@ -91,6 +99,13 @@ def make_storage(url: str):
     if cached is not None and (not url.startswith("sqlite:///") or Path(url[len("sqlite:///") :]).exists()):
         return cached
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
+    path = _sqlite_file(url)
+    if path is not None:
+        try:
+            _create_whole(path)
+            _repair(path)
+        except (OSError, sqlite3.Error, SQLAlchemyError) as exc:
+            raise UserError(storage_failure(url, exc)) from None
     for attempt in range(_CREATE_TRIES):
         try:
             storage = (_SQLiteStorage if url.startswith("sqlite:") else RDBStorage)(
@@ -113,6 +128,111 @@ def make_storage(url: str):
 
 
 _CREATE_TRIES = 4
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None for another database, or SQLite in memory)."""
+    if not url.startswith("sqlite:"):
+        return None
+    try:
+        database = make_url(url).database
+    except Exception:  # noqa: BLE001 - a malformed URL: opening it says what is wrong
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+@contextlib.contextmanager
+def _creation_lock(path: Path):
+    """The lock the writers of `path` queue on (see _serialize_sqlite), held while it is made or
+    repaired; yields whether it is held (a file system without flock: not)."""
+    try:
+        f = open(f"{path}.lock", "a+b")
+    except OSError:
+        yield False
+        return
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _create_whole(path: Path) -> None:
+    """A new SQLite database comes into place whole. Optuna makes its schema one statement at a
+    time, each committed on its own: a process killed among them (kill -9, Ctrl-C in the first
+    tenths of a second of a search) left a table without its index, and the next runs, finding
+    the tables there, never made it; without the unique index on study names every retry added
+    a study row of the same name and failed on it. So the schema is made in a temporary file
+    beside the database and renamed into place: the file is there whole, or not at all."""
+    if path.exists():
+        return
+    with _creation_lock(path) as locked:
+        if path.exists():  # made meanwhile by another process
+            return
+        if locked:  # no one else is making one: what is left is a killed process's
+            for stale in path.parent.glob(f".{path.name}.*.new*"):
+                stale.unlink(missing_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+        try:
+            made = RDBStorage(f"sqlite:///{tmp}")  # the schema, its version stamped
+            made.engine.dispose()
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)  # never over a database another process put there
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links: the lock keeps others out
+                if not path.exists():
+                    os.replace(tmp, path)
+        finally:
+            for leftover in path.parent.glob(f"{tmp.name}*"):
+                leftover.unlink(missing_ok=True)
+
+
+def _repair(path: Path) -> None:
+    """Put back the indexes a database made by an earlier, interrupted run lacks (see
+    _create_whole), after dropping the study rows its retries added twice (those with no
+    trials; the first of each name is kept)."""
+    try:
+        from optuna.storages._rdb import models
+    except ImportError:  # another Optuna: its own checks stand
+        return
+    with contextlib.closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=60)) as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    wanted = [i for t in models.BaseModel.metadata.sorted_tables if t.name in tables for i in t.indexes]
+    if all(i.name in indexes for i in wanted):
+        return
+    with _creation_lock(path), contextlib.closing(sqlite3.connect(path, timeout=60)) as db:
+        db.isolation_level = None
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if "ix_studies_study_name" not in indexes and {"studies", "trials"} <= tables:
+                _drop_repeated_studies(db)
+            for index in wanted:
+                db.execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=sqlite_dialect.dialect())))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+def _drop_repeated_studies(db) -> None:
+    repeated = db.execute(
+        "SELECT study_id FROM studies s WHERE EXISTS (SELECT 1 FROM studies f WHERE f.study_name = s.study_name "
+        "AND f.study_id < s.study_id) AND NOT EXISTS (SELECT 1 FROM trials t WHERE t.study_id = s.study_id)"
+    ).fetchall()
+    for (sid,) in repeated:
+        for table in ("study_directions", "study_user_attributes", "study_system_attributes", "studies"):
+            db.execute(f"DELETE FROM {table} WHERE study_id = ?", (sid,))
 
 
 def _lost_creation_race(exc: BaseException) -> bool:

@@ -262,3 +262,98 @@ def test_yaml_text_and_its_values_in_messages_are_bounded(tmp_path):
     assert "must be an integer" in str(exc.value) and len(str(exc.value)) < 300
     for value in ("x" * 10**6, [["lol"] * 10**4] * 10**4, {"k" * 10**5: 1}, 10**5000):
         assert len(yamlio.shown(value)) <= yamlio.SHOWN_CHARS
+
+
+# ---- a database killed while it is made -----------------------------------------------------
+
+# The child: a search that prints each SQL statement it has run and pauses after it, so that the
+# test can kill it right after any statement of the database's creation.
+_PAUSED_SEARCH = """
+import sys, time
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+@event.listens_for(Engine, "after_cursor_execute")
+def _pause(conn, cursor, statement, params, context, executemany):
+    print(" ".join(statement.split())[:80], flush=True)
+    time.sleep(0.05)
+
+from autotune.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _studies_in(db: Path) -> tuple[list[str], set[str]]:
+    import sqlite3
+
+    with sqlite3.connect(db) as c:
+        names = [r[0] for r in c.execute("SELECT study_name FROM studies")]
+        indexes = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    return names, indexes
+
+
+@pytest.mark.parametrize(
+    ("after", "sig"),
+    [
+        ("CREATE TABLE studies", "KILL"),  # before the unique index on study names
+        ("CREATE INDEX ix_trials_study_id", "KILL"),
+        ("INSERT INTO alembic_version", "KILL"),
+        ("CREATE UNIQUE INDEX ix_studies_study_name", "INT"),  # Ctrl-C
+        ("INSERT INTO studies", "KILL"),
+    ],
+)
+def test_a_search_killed_while_it_makes_its_database_leaves_one_the_next_can_use(tmp_path, table, after, sig):
+    import signal
+
+    results = tmp_path / "r"
+    args = _search(results, table, "--trials", "4")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_SEARCH, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    seen = []
+    for line in child.stdout:
+        seen.append(line)
+        if line.startswith(after):
+            break
+    child.send_signal(getattr(signal, f"SIG{sig}"))
+    child.wait(60)
+    assert seen and seen[-1].startswith(after), f"the child never ran {after!r}: {seen[-5:]}"
+    db = results / SLUG / "optuna.db"
+    from autotune import cli
+
+    for trials in ("4", "6"):  # the next search works, and so does the one after it
+        assert cli.main(_search(results, table, "--trials", trials)) == 0
+    names, indexes = _studies_in(db)
+    assert len(names) == len(set(names)) == 1 and "ix_studies_study_name" in indexes
+    assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith(".optuna")) == []
+
+
+def test_a_database_an_earlier_run_left_half_made_is_repaired(tmp_path):
+    """A database made before creation was atomic, killed after its study table and before the
+    table's unique index, then retried: the repeated study rows (no trials) are dropped and the
+    index made, so the study opens again."""
+    import sqlite3
+
+    import optuna
+
+    from autotune import studies
+
+    db = tmp_path / "optuna.db"
+    url = f"sqlite:///{db}"
+    optuna.storages.RDBStorage(url).engine.dispose()
+    first = optuna.create_study(study_name="s", storage=url)
+    first.enqueue_trial({"x": 1})
+    with sqlite3.connect(db) as c:
+        c.execute("DROP INDEX ix_studies_study_name")
+        c.execute("INSERT INTO studies (study_name) VALUES ('s')")
+        c.execute("INSERT INTO study_directions (direction, study_id, objective) VALUES ('MINIMIZE', 2, 0)")
+    with pytest.raises(Exception):  # noqa: B017 - what Optuna makes of it, as the bug showed
+        optuna.load_study(study_name="s", storage=url)
+    study = studies.open_study(studies.make_storage(url), "s", studies.make_sampler("tpe", 0))
+    assert [t.params for t in study.get_trials()] == [{}] and len(study.trials) == 1  # the first study, its trial
+    names, indexes = _studies_in(db)
+    assert names == ["s"] and {"ix_studies_study_name", "ix_trials_study_id"} <= indexes
