@@ -105,7 +105,7 @@ def make_storage(url: str):
             _create_whole(path)
             _repair(path)
         except (OSError, sqlite3.Error, SQLAlchemyError) as exc:
-            raise UserError(storage_failure(url, exc)) from None
+            raise StorageError(storage_failure(url, exc)) from None
     for attempt in range(_CREATE_TRIES):
         try:
             storage = (_SQLiteStorage if url.startswith("sqlite:") else RDBStorage)(
@@ -120,7 +120,7 @@ def make_storage(url: str):
             if attempt + 1 < _CREATE_TRIES and _lost_creation_race(exc):
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            raise UserError(storage_failure(url, exc)) from None
+            raise StorageError(storage_failure(url, exc)) from None
     if url.startswith("sqlite:"):
         _serialize_sqlite(storage.engine)
     _STORAGES[url] = storage
@@ -352,13 +352,32 @@ def open_study(storage, name: str, sampler) -> optuna.Study:
             study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
         )
     except Exception as exc:  # noqa: BLE001 - whatever the storage raises, the user's URL or file is at fault
-        raise UserError(storage_failure(getattr(storage, "url", storage), exc)) from None
+        raise StorageError(storage_failure(getattr(storage, "url", storage), exc)) from None
 
 
 def storage_failure(url: str, exc: BaseException) -> str:
     """One line for a storage that failed: the URL and the error's first line, credentials masked."""
     first = (str(exc).strip().splitlines() or [""])[0][:200]
     return redact.text(f"storage {redact.url(str(url))!r}: {type(exc).__name__}: {first}", redact.secrets(str(url)))
+
+
+class StorageError(UserError):
+    """A storage that cannot be opened or failed: one line (storage_failure), exit 2."""
+
+
+# What a storage that fails mid-search raises: the database's own errors through SQLAlchemy
+# (a dropped connection, a full disk: "database or disk is full"), Optuna's wrapping of a failed
+# commit, the operating system's (ENOSPC), or a StorageError from opening it again.
+STORAGE_FAULTS = (StorageError, SQLAlchemyError, optuna.exceptions.StorageInternalError, OSError)
+
+
+def fault_line(url: str, exc: BaseException) -> str:
+    """One line for a fault among STORAGE_FAULTS, credentials masked."""
+    if isinstance(exc, StorageError):
+        return str(exc)
+    if isinstance(exc, OSError) and not isinstance(exc, SQLAlchemyError):
+        return redact.text(f"{type(exc).__name__}: {exc}"[:300], redact.secrets(str(url)))
+    return storage_failure(url, exc)
 
 
 class Heartbeat:

@@ -402,14 +402,16 @@ class TrialLoop:
         """Count a measurement, tell it (COMPLETE with its GFLOP/s, or PRUNED with the reason)
         and remember the config as measured."""
         self.counts[m.status.value] = self.counts.get(m.status.value, 0) + 1
+        # Known as measured before it is told: a storage that fails on the tell stops the search,
+        # whose record is then made from what this loop knows (search.search_family).
         if m.ok:
-            self.tell(trial, m.gflops)
             self.measured[cfg.name] = (TrialState.COMPLETE, m.gflops)
             self.best = max(self.best or 0.0, m.gflops)
+            self.tell(trial, m.gflops)
         else:
+            self.measured[cfg.name] = (TrialState.PRUNED, None)
             trial.set_user_attr("reason", m.message[:500])
             self.tell(trial, state=TrialState.PRUNED)
-            self.measured[cfg.name] = (TrialState.PRUNED, None)
 
     def tell(self, trial: optuna.Trial, value=None, state=TrialState.COMPLETE) -> None:
         """Tell Optuna a trial's outcome and stop its heartbeat."""

@@ -357,3 +357,90 @@ def test_a_database_an_earlier_run_left_half_made_is_repaired(tmp_path):
     assert [t.params for t in study.get_trials()] == [{}] and len(study.trials) == 1  # the first study, its trial
     names, indexes = _studies_in(db)
     assert names == ["s"] and {"ix_studies_study_name", "ix_trials_study_id"} <= indexes
+
+
+# ---- storage lost mid-search ---------------------------------------------------------------
+
+
+def _fail_after(monkeypatch, told: int, error: Exception):
+    """The storage fails (as a full disk or a dropped connection does) on the first state change
+    after `told` trials were told COMPLETE; `told` -1: on the first state change of all."""
+    from optuna.storages import RDBStorage
+
+    real, done = RDBStorage.set_trial_state_values, [0]
+
+    def failing(self, trial_id, state, values=None):
+        if told < 0 or done[0] >= told:
+            raise error
+        done[0] += state.name == "COMPLETE"
+        return real(self, trial_id, state, values)
+
+    monkeypatch.setattr(RDBStorage, "set_trial_state_values", failing)
+
+
+def _disk_full():
+    import sqlalchemy.exc
+
+    return sqlalchemy.exc.OperationalError("UPDATE trials SET state=?", {}, Exception("database or disk is full"))
+
+
+def _connection_dropped():
+    import sqlalchemy.exc
+
+    return sqlalchemy.exc.OperationalError(
+        "SELECT trials.trial_id", {}, Exception("server closed the connection unexpectedly")
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (_disk_full, "database or disk is full"),
+        (_connection_dropped, "server closed the connection unexpectedly"),
+        (lambda: OSError(28, "No space left on device"), "No space left on device"),
+    ],
+)
+def test_a_storage_that_fails_mid_search_is_one_line_a_record_and_a_resume(
+    tmp_path, table, monkeypatch, capsys, error, said
+):
+    from autotune import cli, studies
+
+    monkeypatch.setattr(studies, "GRACE_S", 1)  # the next run re-queues the dead run's trials soon
+    monkeypatch.setattr(studies, "HEARTBEAT_S", 1)
+    args = _search(tmp_path / "r", table, "--trials", "20")
+    with monkeypatch.context() as m:
+        _fail_after(m, 7, error())
+        assert cli.main(args) == 2
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert line.startswith("autotune: error: 512x512x512: the search stopped: ") and said in line
+    assert "the same command resumes" in line and "Traceback" not in out + err
+    # A record of what was measured: the best config measured before the stop, written whole.
+    import optuna
+
+    url = f"sqlite:///{tmp_path}/r/{SLUG}/optuna.db"
+    (name,) = optuna.get_all_study_names(url)
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    measured = {t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated")}
+    gflops = json.loads(table.read_text())["table"]
+    rec = next((tmp_path / "r").glob("*/512x512x512.json"))
+    assert str(rec) in line
+    entry = json.loads(rec.read_text())["families"]["coarse1d"]
+    assert entry["config"]["name"] == max(measured, key=gflops.get) and len(measured) < 20
+    # The same command goes on where it stopped: 20 distinct configs in all, none twice.
+    assert cli.main(args) == 0
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    evaluated = [t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated") and t.state.is_finished()]
+    assert len(evaluated) == len(set(evaluated)) >= 20
+    assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
+
+
+def test_a_storage_that_fails_before_anything_is_measured_writes_nothing(tmp_path, table, monkeypatch, capsys):
+    from autotune import cli
+
+    _fail_after(monkeypatch, -1, _disk_full())
+    assert cli.main(_search(tmp_path / "r", table, "--trials", "20")) == 2
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert line.startswith("autotune: error: ") and "database or disk is full" in line and "Traceback" not in out
+    assert not list((tmp_path / "r").glob("*/*.json"))
