@@ -574,6 +574,45 @@ def measured_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialS
     return out
 
 
+class TrialReader:
+    """What changed in a study since the last read: the trials that are new, have changed state,
+    or are running (whose attributes change: a config is named after the ask). A loop reads the
+    study before every config it runs (trials.TrialLoop.refresh); read whole each time, a study of
+    a few hundred trials cost 40 ms a read (Optuna's cache reloads every unfinished trial, and a
+    grid's queue is hundreds of waiting ones). Here each read lists the ids and states alone, and
+    loads the few trials that changed (an RDB storage; another storage is read whole)."""
+
+    def __init__(self, study: optuna.Study):
+        self.study = study
+        self.seen: dict[int, TrialState] = {}  # trial id -> state when last loaded
+
+    def changed(self, mine: set[int] = frozenset()) -> list[optuna.trial.FrozenTrial]:
+        """The trials new or changed since the last call, but those of `mine` (trial ids the
+        caller has in flight, which it knows) while they are running."""
+        storage = getattr(self.study, "_storage", None)
+        storage = getattr(storage, "_backend", storage)  # Optuna's cache in front of an RDB storage
+        if not isinstance(storage, RDBStorage):
+            return self.study.get_trials(deepcopy=False)
+        states = _as_read(_trial_states, storage, self.study._study_id)
+        ids = {i for i, s in states.items() if (s == TrialState.RUNNING and i not in mine) or self.seen.get(i) != s}
+        if not ids:
+            return []
+        trials = storage._get_trials(self.study._study_id, None, ids, max(states))
+        self.seen.update((t._trial_id, t.state) for t in trials)
+        return trials
+
+
+def _trial_states(storage: RDBStorage, study_id: int) -> dict[int, TrialState]:
+    """Trial id -> state of every trial of a study, read in one query of two columns."""
+    from optuna.storages._rdb import models
+    from sqlalchemy import select
+
+    table = models.TrialModel.__table__
+    with storage.engine.connect() as connection:
+        rows = connection.execute(select(table.c.trial_id, table.c.state).where(table.c.study_id == study_id))
+        return {tid: TrialState[s] if isinstance(s, str) else TrialState(s) for tid, s in rows}
+
+
 def recover_stale(study: optuna.Study, wait: bool) -> None:
     """Fail (and so re-queue) the trials of workers that stopped beating; with `wait`, give
     trials left RUNNING by a killed process the grace period to go stale first."""

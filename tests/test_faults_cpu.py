@@ -444,3 +444,59 @@ def test_a_storage_that_fails_before_anything_is_measured_writes_nothing(tmp_pat
     (line,) = err.strip().splitlines()
     assert line.startswith("autotune: error: ") and "database or disk is full" in line and "Traceback" not in out
     assert not list((tmp_path / "r").glob("*/*.json"))
+
+
+# ---- concurrent searches of one study ------------------------------------------------------
+
+
+def test_three_searches_of_one_shape_at_once_share_the_work(tmp_path, table):
+    """Three plain searches (no --workers) of one shape on one results folder share its study:
+    each reads what the others measured and have in flight before it runs a config, so no config
+    is measured twice and together they measure the budget. Each measurement takes 0.3 s, so the
+    three overlap even when the later ones first wait out the grace period of the first one's
+    trials in flight."""
+    import optuna
+
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({**json.loads(table.read_text()), "delay_s": 0.3}))
+    results = tmp_path / "r"
+    cmd = [sys.executable, "-m", "autotune.cli", *_search(results, slow, "--trials", "60")]
+    procs = [
+        subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    url = f"sqlite:///{results}/{SLUG}/optuna.db"
+    (name,) = optuna.get_all_study_names(url)
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    measured = [t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated")]
+    assert len(measured) == len(set(measured))  # none twice
+    assert 60 <= len(measured) <= 60 + 3  # the budget; a race at its end may add one a process
+    assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
+
+
+def test_the_trial_reader_reports_each_change_once(tmp_path):
+    """TrialLoop.refresh reads only what changed: new trials, state changes (a queued trial taken
+    and finished between two reads among them) and running trials (a config is named after the
+    ask), but not the reader's own trials in flight."""
+    from autotune import studies
+
+    study = studies.open_study(
+        studies.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", studies.make_sampler("random", 0)
+    )
+    reader = studies.TrialReader(study)
+    done = study.ask()
+    study.tell(done, 1.0)
+    study.enqueue_trial({"x": 1}, user_attrs={"config": "queued"})
+    assert sorted(t.state.name for t in reader.changed()) == ["COMPLETE", "WAITING"]
+    assert reader.changed() == []  # nothing changed
+    taken = study.ask()  # pops the queued trial, which another worker then finishes
+    study.tell(taken, 2.0)
+    (t,) = reader.changed()
+    assert (t.number, t.state.name, t.user_attrs["config"]) == (taken.number, "COMPLETE", "queued")
+    running = study.ask()
+    assert [t.user_attrs.get("config") for t in reader.changed()] == [None]
+    running.set_user_attr("config", "named")
+    assert [t.user_attrs.get("config") for t in reader.changed()] == ["named"]  # read again while running
+    assert reader.changed({running._trial_id}) == []  # the caller's own: it knows them
