@@ -168,6 +168,11 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
     restarts = getattr(getattr(ev, "worker", None), "restarts", 0)
     if restarts:
         print(f"GPU worker replaced {restarts} time(s) after faults or hangs")
+    if procs is not None and procs.short:  # search processes died and their share was not made up
+        short = "; ".join(procs.short)
+        line = f"autotune: error: {problem.name}: short of its budget ({short}); the same command resumes"
+        print(line, file=sys.stderr)
+        return 1
     return 0 if entries else 1
 
 

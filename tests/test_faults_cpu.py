@@ -500,3 +500,94 @@ def test_the_trial_reader_reports_each_change_once(tmp_path):
     running.set_user_attr("config", "named")
     assert [t.user_attrs.get("config") for t in reader.changed()] == ["named"]  # read again while running
     assert reader.changed({running._trial_id}) == []  # the caller's own: it knows them
+
+
+# ---- search processes (--workers) ----------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    """The search processes a process started (multiprocessing's spawned children)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, IndexError):
+            continue
+        if int(stat[1]) == pid and b"spawn_main" in cmdline:
+            out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _workers_search(tmp_path, table, trials="60"):
+    """A grid search by 3 search processes, each measurement 0.2 s; returns the process, the
+    study's URL and the search processes' pids once 8 configs are measured."""
+    import time
+
+    import optuna
+
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({**json.loads(table.read_text()), "delay_s": 0.2}))
+    results = tmp_path / "r"
+    args = _search(results, slow, "--trials", trials, "--sampler", "grid", "--workers", "3")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    url = f"sqlite:///{results}/{SLUG}/optuna.db"
+    deadline, measured = time.monotonic() + 240, 0
+    while measured < 8 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            (name,) = optuna.get_all_study_names(url)
+            trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+        except Exception:  # noqa: BLE001 - not made yet
+            continue
+        measured = sum(1 for t in trials if t.user_attrs.get("evaluated"))
+    workers = _children(proc.pid)
+    assert measured >= 8 and len(workers) == 3, (measured, workers, proc.poll())
+    return proc, url, workers
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_search_process_s_trials_are_measured_and_the_budget_met(tmp_path, table):
+    import signal
+
+    import optuna
+
+    proc, url, workers = _workers_search(tmp_path, table)
+    os.kill(workers[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    (name,) = optuna.get_all_study_names(url)
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
+    measured = [t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated") and t.state.is_finished()]
+    assert len(measured) == len(set(measured)) == 60  # the budget, none twice
+    assert proc.returncode == 0, err.decode()
+    assert "killed by SIGKILL" in err.decode() and "Traceback" not in err.decode()
+    failed = [t for t in trials if t.state.name == "FAIL"]  # the dead one's trials in flight, retried
+    retried = {t.system_attrs.get("failed_trial") for t in trials} - {None}
+    assert failed and {t.number for t in failed} <= retried
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_search_processes_end_with_their_parent(tmp_path, table):
+    import signal
+    import time
+
+    proc, _url, workers = _workers_search(tmp_path, table, trials="200")  # 13 s of measuring left
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [w for w in workers if _alive(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert not left, "search processes outlived their parent"
