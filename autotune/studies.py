@@ -170,7 +170,8 @@ def _create_whole(path: Path) -> None:
     tenths of a second of a search) left a table without its index, and the next runs, finding
     the tables there, never made it; without the unique index on study names every retry added
     a study row of the same name and failed on it. So the schema is made in a temporary file
-    beside the database and renamed into place: the file is there whole, or not at all."""
+    beside the database and linked (or renamed) into place: the file is there whole, or not at
+    all."""
     if path.exists():
         return
     with _creation_lock(path) as locked:
@@ -375,7 +376,7 @@ def fault_line(url: str, exc: BaseException) -> str:
     """One line for a fault among STORAGE_FAULTS, credentials masked."""
     if isinstance(exc, StorageError):
         return str(exc)
-    if isinstance(exc, OSError) and not isinstance(exc, SQLAlchemyError):
+    if isinstance(exc, OSError):
         return redact.text(f"{type(exc).__name__}: {exc}"[:300], redact.secrets(str(url)))
     return storage_failure(url, exc)
 
