@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__
+from . import __version__, redact
 from .cli_fuzz import add_parser as add_fuzz_parser
 from .cli_fuzz import cmd_fuzz
 from .cli_inputs import ASK_ABOVE_S, TABLE_SHAPES, check_output_dir, check_output_file, parse_problem
@@ -66,6 +66,20 @@ def _finite_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+SEED_MAX = 2**32 - 1  # what Optuna's samplers (NumPy's legacy seeding) accept
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {SEED_MAX}, got {text[:40]!r}") from None
+    if not 0 <= value <= SEED_MAX:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {SEED_MAX}, got {shown}")
     return value
 
 
@@ -210,7 +224,7 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
         "family's time (or trials, whichever comes first) goes to neighbours of its best configs",
     )
     s.add_argument("--sampler", choices=["tpe", "random", "grid"], default="tpe", help="Optuna sampler (default tpe)")
-    s.add_argument("--seed", type=int, default=0, help="sampler and input seed (default 0)")
+    s.add_argument("--seed", type=_seed, default=0, help=f"sampler and input seed, 0 to {SEED_MAX} (default 0)")
     s.add_argument("--storage", metavar="URL", help="Optuna storage (default sqlite:///results/<gpu>/optuna.db)")
 
 
@@ -486,11 +500,22 @@ def _main(argv: Sequence[str] | None) -> int:
         _check_results_arg(args)
         return COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"autotune: error: {exc}", file=sys.stderr)
+        # Whatever a message quotes (a storage URL, a driver's text), no password reaches the terminal.
+        secrets = redact.secrets(getattr(args, "storage", None) or "")
+        print(f"autotune: error: {error_line(redact.text(str(exc), secrets))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("autotune: interrupted (a search resumes with the same command)", file=sys.stderr)
         return 130
+
+
+MAX_ERROR_CHARS = 2000  # an error is one line a person reads; anything longer quotes input whole
+
+
+def error_line(message: str) -> str:
+    """A message as the one line printed: its lines joined, cut to MAX_ERROR_CHARS."""
+    line = " ".join(message.split("\n"))
+    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
 
 
 if __name__ == "__main__":

@@ -278,7 +278,10 @@ def check_output_file(path: Path) -> None:
 
 
 def check_output_dir(path: Path) -> None:
-    """report -o FOLDER: a folder that can be written, or a new one in a folder that exists."""
+    """report -o FOLDER: a folder that can be written, or a new one in a folder that exists; not a
+    symbolic link (the plots would go wherever it points)."""
+    if path.is_symlink():
+        raise UserError(f"-o {path}: is a symbolic link; name a folder of its own")
     if path.exists() and not path.is_dir():
         raise UserError(f"-o {path}: is a file, not a folder")
     writable_folder(path if path.exists() else path.parent, f"-o {path}")

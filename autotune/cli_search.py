@@ -8,6 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from . import redact
 from .cli_dry_run import compile_log, config_from_name, dry_run_all, indent
 from .cli_inputs import (
     ask_search,
@@ -103,9 +104,8 @@ def prior_folders(args) -> list[tuple[Path, str]]:
 
 def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
     from .parallel import SearchProcesses
-    from .results import save_search
-    from .search import plan_ahead, search
-    from .studies import default_storage
+    from .search import SearchStopped, plan_ahead, search
+    from .studies import STORAGE_FAULTS, default_storage, fault_line
     from .trials import Progress
 
     spaces = with_priors(suited(spaces, problem, named=bool(args.family), limits=ev.limits), problem, args)
@@ -139,22 +139,49 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
         flush=True,
     )
     progress = Progress(enabled=not args.quiet, cublas_gflops=base["gflops"])
-    if procs is not None:
-        results = procs.run(ev, progress=progress)
-    else:
-        results = search(
-            spaces,
-            problem,
-            ev,
-            timeout_s=args.timeout,
-            first_plan=first,
-            progress=progress,
-            batch=args.window,
-            **plan_kw,
-        )
+    try:
+        if procs is not None:
+            results = procs.run(ev, progress=progress)
+        else:
+            results = search(
+                spaces,
+                problem,
+                ev,
+                timeout_s=args.timeout,
+                first_plan=first,
+                progress=progress,
+                batch=args.window,
+                **plan_kw,
+            )
+    except SearchStopped as stop:
+        raise SearchStopped(stopped_line(args, problem, storage, ev, str(stop), stop.results), []) from None
+    except STORAGE_FAULTS as exc:  # the parent of search processes, reading the study
+        raise SearchStopped(stopped_line(args, problem, storage, ev, fault_line(storage, exc), []), []) from None
     elapsed = time.monotonic() - t0
-    command = "autotune " + shlex.join(sys.argv[1:] if args.argv is None else args.argv)
-    path, changed, entries = save_search(
+    path, changed, entries = record(args, problem, storage, ev, results)
+    print(summary(results, base, elapsed))
+    if args.verbose:
+        print_search_logs(results, spaces, getattr(ev, "arch", None) or args.arch or ev.limits.arch)
+    if path:
+        kept = sorted(set(entries) - set(changed))
+        print(f"wrote {path}" + (f" (kept faster stored entries for {', '.join(kept)})" if kept else ""))
+    restarts = getattr(getattr(ev, "worker", None), "restarts", 0)
+    if restarts:
+        print(f"GPU worker replaced {restarts} time(s) after faults or hangs")
+    if procs is not None and procs.short:  # search processes died and their share was not made up
+        short = "; ".join(procs.short)
+        line = f"autotune: error: {problem.name}: short of its budget ({short}); the same command resumes"
+        print(line, file=sys.stderr)
+        return 1
+    return 0 if entries else 1
+
+
+def record(args, problem: Problem, storage: str, ev, results) -> tuple:
+    """Merge the families' results into the shape's record: save_search with this command line."""
+    from .results import save_search
+
+    command = "autotune " + shlex.join(redact.argv(sys.argv[1:] if args.argv is None else args.argv))
+    return save_search(
         args.results,
         ev.limits,
         ev.versions,
@@ -166,16 +193,21 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
         trials=None if args.timed_only else args.trials,
         storage=storage,
     )
-    print(summary(results, base, elapsed))
-    if args.verbose:
-        print_search_logs(results, spaces, getattr(ev, "arch", None) or args.arch or ev.limits.arch)
-    if path:
-        kept = sorted(set(entries) - set(changed))
-        print(f"wrote {path}" + (f" (kept faster stored entries for {', '.join(kept)})" if kept else ""))
-    restarts = getattr(getattr(ev, "worker", None), "restarts", 0)
-    if restarts:
-        print(f"GPU worker replaced {restarts} time(s) after faults or hangs")
-    return 0 if entries else 1
+
+
+def stopped_line(args, problem: Problem, storage: str, ev, fault: str, results) -> str:
+    """A search its storage failed under: the best of what was measured recorded (if anything
+    verified was), and the one line that says what failed, what was kept and how to go on."""
+    kept = [r for r in results if r.best is not None]
+    try:
+        path = record(args, problem, storage, ev, kept)[0] if kept else None
+        where = f"; the best of each family so far written to {path}" if path else ""
+    except UserError as exc:  # the disk that filled up holds the results folder too
+        where = f"; its record was not written ({exc})"
+    return (
+        f"{problem.name}: the search stopped: {fault}; the trials told before it stay in the study{where}; "
+        "the same command resumes"
+    )
 
 
 def print_search_logs(results, spaces: list[Space], arch: str) -> None:

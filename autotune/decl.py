@@ -86,11 +86,11 @@ class Param:
         if self.choices:
             if isinstance(value, str) and value in self.choices:
                 return value
-            raise UserError(f"{where}: {self.name} must be one of {', '.join(self.choices)}, got {value!r}")
+            raise UserError(f"{where}: {self.name} must be one of {', '.join(self.choices)}, got {yamlio.shown(value)}")
         if isinstance(value, bool) or not isinstance(value, int):
-            raise UserError(f"{where}: {self.name} must be an integer, got {value!r}")
+            raise UserError(f"{where}: {self.name} must be an integer, got {yamlio.shown(value)}")
         if not self.lo <= value <= self.hi:
-            raise UserError(f"{where}: {self.name}={value} is outside its domain [{self.lo}, {self.hi}]")
+            raise UserError(f"{where}: {self.name}={yamlio.shown(value)} is outside its domain [{self.lo}, {self.hi}]")
         return value
 
     def ordered(self, values) -> list[Value]:
@@ -157,7 +157,7 @@ def parse(text: str, path: str, first_line: int) -> Declaration:
         at = yamlio.where(path, raw_derived, dname)
         if not isinstance(dname, str) or not _PARAM.match(dname) or dname in RESERVED | known:
             raise UserError(
-                f"{at}: derived name {dname!r} must be UPPER_CASE and not a parameter or {sorted(RESERVED)}"
+                f"{at}: derived name {yamlio.shown(dname)} must be UPPER_CASE and not a parameter or {sorted(RESERVED)}"
             )
         derived[dname] = _expr(text_, at, f"derived {dname}", known)
         known.add(dname)
@@ -206,7 +206,7 @@ def _params(raw: Any, path: str) -> dict[str, Param]:
     for pname, spec in raw.items():
         at = yamlio.where(path, raw, pname)
         if not isinstance(pname, str) or not _PARAM.match(pname) or pname in RESERVED:
-            raise UserError(f"{at}: parameter name {pname!r} must be UPPER_CASE and not {sorted(RESERVED)}")
+            raise UserError(f"{at}: parameter name {yamlio.shown(pname)} must be UPPER_CASE and not {sorted(RESERVED)}")
         yamlio.check_keys(spec, _PARAM_KEYS, path, f"parameter {pname}")
         doc = spec.get("doc", "")
         if not isinstance(doc, str):
@@ -218,7 +218,7 @@ def _params(raw: Any, path: str) -> dict[str, Param]:
             if not (isinstance(dom, list) and len(dom) == 2 and all(_is_int(v) for v in dom) and dom[0] <= dom[1]):
                 raise UserError(
                     f"{yamlio.where(path, spec, 'domain')}: domain of {pname} must be [lo, hi], "
-                    f"two integers with lo <= hi, got {dom!r}"
+                    f"two integers with lo <= hi, got {yamlio.shown(dom)}"
                 )
             param = Param(pname, lo=dom[0], hi=dom[1], doc=doc)
         else:
@@ -231,7 +231,7 @@ def _params(raw: Any, path: str) -> dict[str, Param]:
             ):
                 raise UserError(
                     f"{yamlio.where(path, spec, 'choices')}: choices of {pname} must be distinct "
-                    f"lower_case names, got {choices!r}"
+                    f"lower_case names, got {yamlio.shown(choices)}"
                 )
             param = Param(pname, choices=tuple(choices), doc=doc)
         if "default" in spec:
@@ -272,7 +272,7 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
         at = yamlio.where(path, raw_values, vname)
         if not isinstance(vname, str) or not _PARAM.match(vname) or vname in readable:
             raise UserError(
-                f"{at}: launch value {vname!r} must be UPPER_CASE and not a parameter, derived "
+                f"{at}: launch value {yamlio.shown(vname)} must be UPPER_CASE and not a parameter, derived "
                 f"value or {sorted(LAUNCH_NAMES)}"
             )
         values.append((vname, _expr(text, at, f"launch.values.{vname}", readable)))
@@ -337,7 +337,7 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
 
 def _expr(text: Any, at: str, what: str, names: set[str] | frozenset[str]) -> Expr:
     if isinstance(text, bool) or not isinstance(text, (int, str)):
-        raise UserError(f"{at}: {what} must be an integer expression, got {text!r}")
+        raise UserError(f"{at}: {what} must be an integer expression, got {yamlio.shown(text)}")
     ex = Expr.parse(text, f"{at}: {what}")
     if ex.names - set(names):
         raise UserError(f"{at}: {what} reads unknown {sorted(ex.names - set(names))}")

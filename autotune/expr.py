@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .types import UserError
+from .yamlio import shown
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -73,7 +74,7 @@ class Expr:
         try:
             tree = ast.parse(text, mode="eval")
         except SyntaxError as exc:
-            raise UserError(f"{where}: cannot parse {text!r}: {exc.msg}") from None
+            raise UserError(f"{where}: cannot parse {shown(text)}: {exc.msg}") from None
         names = set()
         # A named choice (SCHEDULE == "stream_k") is the one place a text constant may stand.
         compared = {
@@ -84,17 +85,17 @@ class Expr:
         }
         for node in ast.walk(tree):
             if not isinstance(node, _ALLOWED):
-                raise UserError(f"{where}: {type(node).__name__} is not allowed in {text!r}")
+                raise UserError(f"{where}: {type(node).__name__} is not allowed in {shown(text)}")
             if isinstance(node, ast.Constant) and not (
                 (isinstance(node.value, int) and not isinstance(node.value, bool))
                 or (isinstance(node.value, str) and id(node) in compared)
             ):
                 raise UserError(
-                    f"{where}: only integer constants (and names compared with == or !=) are allowed in {text!r}"
+                    f"{where}: only integer constants (and names compared with == or !=) are allowed in {shown(text)}"
                 )
             if isinstance(node, ast.Call):
                 if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
-                    raise UserError(f"{where}: only {sorted(FUNCTIONS)} may be called in {text!r}")
+                    raise UserError(f"{where}: only {sorted(FUNCTIONS)} may be called in {shown(text)}")
             elif isinstance(node, ast.Name) and node.id not in FUNCTIONS:
                 names.add(node.id)
         code = compile(tree, f"<{where}>", "eval")

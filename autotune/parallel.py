@@ -1,24 +1,32 @@
 """Several search processes on one study: process i runs trials on device i.
 
 Optuna's storage coordinates them (see `studies`): each asks, measures and tells its own
-trials; a killed one's trials are failed and re-queued. The best configs of each family are
-re-timed afterwards on one GPU, in this process.
+trials; a killed one's trials are failed and re-queued, and measured by this process when no
+worker is left to. The best configs of each family are re-timed afterwards on one GPU, in this
+process. The processes end with this one, however it ends.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
 import time
 from collections.abc import Sequence
 
+from . import redact
 from .evaluate import Evaluator
 from .search import FamilyResult, finish_family
 from .space import Space
-from .studies import make_plan, queue_plan, recover_stale
+from .studies import STORAGE_FAULTS, fault_line, make_plan, queue_plan, recover_stale
 from .trials import Progress, run_trials
-from .types import Problem
+from .types import Problem, UserError
 
-WORKER_SEED_STRIDE = 1_000_003  # process i samples with seed + i * this
+WORKER_SEED_STRIDE = 1_000_003  # process i samples with seed + i * this (modulo SEED_SPAN)
+SEED_SPAN = 2**32  # Optuna's samplers take seeds below this
 
 
 def portable(space: Space) -> tuple:
@@ -49,13 +57,36 @@ def run_search_process(
     It starts its evaluator and makes its plans while the parent makes and queues the same plans,
     and asks for trials once `queued` is set (a study whose seeds or start-up are not queued yet
     would hand it TPE's draws instead)."""
+    _die_with_parent()
+    try:
+        _search_process(index, evaluator_spec, families, problem, plan_kwargs, queued, deadline_wall, batch)
+    except KeyboardInterrupt:  # Ctrl-C reaches every process of the group; the parent says so
+        sys.exit(130)
+    except (UserError, *STORAGE_FAULTS) as exc:  # one line, as the command prints it (a bug keeps its traceback)
+        storage = plan_kwargs.get("storage", "")
+        line = str(exc) if isinstance(exc, UserError) else fault_line(storage, exc)
+        line = " ".join(redact.text(line, redact.secrets(storage)).split("\n"))[:2000]
+        print(f"autotune: worker {index}: error: {line}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+def _search_process(
+    index: int,
+    evaluator_spec: dict,
+    families: list[tuple],
+    problem: Problem,
+    plan_kwargs: dict,
+    queued,
+    deadline_wall: float | None,
+    batch: int,
+) -> None:  # pragma: no cover - subprocess
     from .evaluate import build_evaluator
 
     ev = build_evaluator(evaluator_spec, index)
     try:
         # Each process its own sampler seed: with one seed, processes that start together draw
         # the same configs at the same moments, and measure some twice.
-        kw = dict(plan_kwargs, seed=plan_kwargs["seed"] + WORKER_SEED_STRIDE * index)
+        kw = dict(plan_kwargs, seed=(plan_kwargs["seed"] + WORKER_SEED_STRIDE * index) % SEED_SPAN)
         plans = [make_plan(rebuilt(f), problem, ev.limits, queued_by_parent=True, **kw) for f in families]
         while not queued.wait(1.0):
             if mp.parent_process() is not None and not mp.parent_process().is_alive():
@@ -68,6 +99,44 @@ def run_search_process(
             run_trials(plan, ev, deadline=deadline, batch=batch, shared=True, recover=False)
     finally:
         ev.close()
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2), Linux
+
+
+def _die_with_parent() -> None:  # pragma: no cover - subprocess
+    """End this search process when the one that started it ends, however it ends (kill -9
+    too): a search process left behind went on measuring into the study, holding its GPU. Linux
+    sends SIGTERM at once (prctl PR_SET_PDEATHSIG); everywhere, a thread waits on the parent's
+    sentinel and sends it too (and catches a parent that died before the prctl). SIGTERM ends the
+    process through SystemExit, so that its evaluator (and its GPU worker) is closed."""
+
+    def _end(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _end)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
+    parent = mp.parent_process()
+    if parent is not None:
+
+        def _watch() -> None:
+            parent.join()
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=_watch, name="parent-watch", daemon=True).start()
+
+
+def _ended(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit {exitcode}"
 
 
 class SearchProcesses:
@@ -95,6 +164,8 @@ class SearchProcesses:
     ):
         self.t0 = time.monotonic()
         self.deadline = self.t0 + timeout_s if timeout_s is not None else None
+        self.batch = batch
+        self.short: list[str] = []  # families left short of their budget (see run)
         deadline_wall = time.time() + timeout_s if timeout_s is not None else None
         kwargs = dict(gpu_slug=gpu_slug, storage=storage, trials=trials, sampler=sampler, seed=seed, window=batch)
         ctx = mp.get_context("spawn")
@@ -128,6 +199,11 @@ class SearchProcesses:
     def run(
         self, final_evaluator: Evaluator, retime_top: int = 3, progress: Progress | None = None
     ) -> list[FamilyResult]:
+        """Let the processes ask, wait for them, and re-time each family's best here. Where a
+        process died (killed, or an error), the trials it had in flight are failed and re-queued
+        once they stop beating, and this process measures them and whatever else the budget
+        holds, on `final_evaluator`. A family still short of its budget (its time not spent) is
+        named in `short`."""
         self.queued.set()
         try:
             for p in self.procs:
@@ -135,12 +211,27 @@ class SearchProcesses:
         except BaseException:
             self.stop()
             raise
-        failed = [i for i, p in enumerate(self.procs) if p.exitcode != 0]
-        if failed and progress:
-            progress.stream.write(f"worker(s) {failed} exited with an error; their trials were re-queued\n")
-        return [
+        failed = {i: p.exitcode for i, p in enumerate(self.procs) if p.exitcode != 0}
+        stream = progress.stream if progress else sys.stderr
+        if failed:
+            ended = ", ".join(f"{i} ({_ended(code)})" for i, code in failed.items())
+            stream.write(f"worker(s) {ended} ended early: their trials in flight are re-queued and measured here\n")
+            stream.flush()
+            for plan in self.plans:
+                recover_stale(plan.open(), wait=True)
+                run_trials(
+                    plan, final_evaluator, deadline=self.deadline, batch=self.batch, progress=progress, recover=False
+                )
+        results = [
             finish_family(
                 plan, final_evaluator, retime_top=retime_top, started=self.t0, progress=progress, deadline=self.deadline
             )
             for plan in self.plans
         ]
+        timed_out = self.deadline is not None and time.monotonic() >= self.deadline
+        self.short = [
+            f"{r.family}: {r.evaluated} of {plan.budget} configs measured"
+            for plan, r in zip(self.plans, results, strict=True)
+            if r.evaluated < plan.budget and not timed_out
+        ]
+        return results

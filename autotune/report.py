@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import collections
+import io
 from pathlib import Path
 
-from .results import fastest, iter_records
+from .results import atomic_write_bytes, atomic_write_text, fastest, iter_records
 from .types import Problem, UserError
 
 
@@ -48,7 +49,12 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
     if not records:
         raise UserError(f"no results for {slug} under {root}")
     out = Path(out_dir) if out_dir else root / slug / "report"
-    out.mkdir(parents=True, exist_ok=True)
+    if out.is_symlink():  # written through, it would put the plots wherever the link points
+        raise UserError(f"-o {out}: is a symbolic link; name a folder of its own")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"-o {out}: cannot create the folder ({exc.strerror or exc})") from None
     shapes = [Problem(**r["problem"]).name for r in records]
     best = [_best(r) for r in records]
     gpu_name = records[0]["gpu"]["name"]
@@ -71,7 +77,7 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
         "",
     ]
     path = out / "report.md"
-    path.write_text("\n".join(md))
+    atomic_write_text(path, "\n".join(md))
     return path
 
 
@@ -81,9 +87,15 @@ def _best(record: dict) -> dict:
 
 
 def _save(plt, fig, path: Path) -> None:
+    """A figure as a PNG, drawn in memory and written by a rename (atomic_write_bytes): a report
+    stopped midway leaves the plots of the last one whole, and a link at `path` is replaced."""
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    png = io.BytesIO()
+    try:
+        fig.savefig(png, format="png", dpi=110)
+    finally:
+        plt.close(fig)
+    atomic_write_bytes(path, png.getvalue())
 
 
 def _shapes_section(plt, out: Path, gpu_name: str, shapes: list[str], best: list[dict]) -> list[str]:

@@ -50,6 +50,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import redact
 from .types import Config, Measurement, Problem, Status, UserError
 
 try:
@@ -69,11 +70,17 @@ def atomic_write_text(path: Path | str, text: str) -> None:
     """Write through a temporary file beside `path` and a rename, so a reader never sees half a
     file. The folder must exist: folders nobody asked for are not created here. On any failure
     the temporary file is removed and the error is one UserError naming the path."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """atomic_write_text for bytes (a PNG). A symbolic link at `path` is replaced, not written
+    through: the file it points to is left alone."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "x", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "xb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -450,6 +457,8 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
         entry["contract"] = extra["contract"]
     if extra.get("source"):  # the hash of the CUDA source measured (render.source_digest)
         entry["source"] = extra["source"]
+    # The command line and the storage URL as given may hold a database password.
+    search = {**search, "storage": redact.url(search["storage"])} if "storage" in search else search
     entry.update(
         cublas={k: cublas[k] for k in ("time_ms", "time_iqr_ms", "gflops", "error", "path", "paths") if k in cublas},
         ratio=m.gflops / cublas["gflops"],
@@ -457,7 +466,7 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
         versions=versions,
         limits=limits,
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        command=command,
+        command=redact.text(command),
     )
     return _printable(entry)
 

@@ -16,9 +16,9 @@ from optuna.trial import TrialState
 from .evaluate import Evaluator
 from .render import source_digest
 from .space import Space
-from .studies import Plan, measured_configs, next_queued, plan_family
-from .trials import Progress, run_trials
-from .types import Measurement, Problem, Status
+from .studies import STORAGE_FAULTS, Plan, fault_line, measured_configs, next_queued, plan_family
+from .trials import Progress, TrialLoop
+from .types import Measurement, Problem, Status, UserError
 
 
 @dataclass
@@ -35,6 +35,15 @@ class FamilyResult:
     seconds: float = 0.0
 
 
+class SearchStopped(UserError):
+    """A search its storage failed under (a full disk, a dropped connection): one line, and the
+    families' results made from what was measured (`results`, to be recorded)."""
+
+    def __init__(self, message: str, results: list[FamilyResult]):
+        super().__init__(message)
+        self.results = results
+
+
 def finish_family(
     plan: Plan,
     evaluator: Evaluator,
@@ -44,16 +53,20 @@ def finish_family(
     started: float | None = None,
     progress: Progress | None = None,
     deadline: float | None = None,
+    measured: dict | None = None,
 ) -> FamilyResult:
-    """Re-time the top few (from every session and worker of the study), then cuBLAS."""
+    """Re-time the top few (from every session and worker of the study), then cuBLAS.
+    `measured` (config name -> (state, value)): what a trial loop knows was measured, for when
+    the study cannot be read."""
     started = started if started is not None else time.monotonic()
-    study = plan.open()
-    measured = measured_configs(study)
     failures: dict[str, str] = {}
-    for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
-        st = t.user_attrs.get("status")
-        if t.user_attrs.get("evaluated") and st not in (Status.OK.value, Status.REJECTED.value):
-            failures.setdefault(st, f"{t.user_attrs.get('config')}: {t.user_attrs.get('reason', '')}"[:300])
+    if measured is None:
+        study = plan.open()
+        measured = measured_configs(study)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+            st = t.user_attrs.get("status")
+            if t.user_attrs.get("evaluated") and st not in (Status.OK.value, Status.REJECTED.value):
+                failures.setdefault(st, f"{t.user_attrs.get('config')}: {t.user_attrs.get('reason', '')}"[:300])
     by_name = plan.valid_by_name
     ranked = sorted(
         ((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE and n in by_name), reverse=True
@@ -111,24 +124,44 @@ def search_family(
     plan: Plan | None = None,
 ) -> FamilyResult:
     """Search one family's space for `problem` in this process; `trials` counts distinct
-    configs measured in the study. `plan`: made beforehand by plan_ahead with the same settings."""
+    configs measured in the study. `plan`: made beforehand by plan_ahead with the same settings.
+    A storage that fails meanwhile stops the search (SearchStopped): the trials told so far stay
+    in the study, and the best of what was measured is re-timed from what the loop knows."""
     t0 = time.monotonic()
-    if plan is None:
-        plan = plan_ahead(
-            space,
-            problem,
-            evaluator,
-            gpu_slug=gpu_slug,
-            storage=storage,
-            trials=trials,
-            sampler=sampler,
-            seed=seed,
-            batch=batch,
+    loop = None
+    try:
+        if plan is None:
+            plan = plan_ahead(
+                space,
+                problem,
+                evaluator,
+                gpu_slug=gpu_slug,
+                storage=storage,
+                trials=trials,
+                sampler=sampler,
+                seed=seed,
+                batch=batch,
+            )
+        loop = TrialLoop(plan, evaluator, deadline=deadline, batch=batch, progress=progress, on_trial=on_trial)
+        counts = loop.run()
+        return finish_family(
+            plan, evaluator, retime_top=retime_top, counts=counts, started=t0, progress=progress, deadline=deadline
         )
-    counts = run_trials(plan, evaluator, deadline=deadline, batch=batch, progress=progress, on_trial=on_trial)
-    return finish_family(
-        plan, evaluator, retime_top=retime_top, counts=counts, started=t0, progress=progress, deadline=deadline
-    )
+    except STORAGE_FAULTS as exc:
+        line = fault_line(storage, exc)
+        if loop is None or not any(s == TrialState.COMPLETE for s, _v in loop.measured.values()):
+            raise SearchStopped(line, []) from None
+        kept = finish_family(
+            plan,
+            evaluator,
+            retime_top=retime_top,
+            counts=loop.counts,
+            started=t0,
+            progress=progress,
+            deadline=deadline,
+            measured=loop.measured,
+        )
+        raise SearchStopped(line, [kept]) from None
 
 
 def plan_ahead(
@@ -179,5 +212,8 @@ def search(
             left = timeout_s - (time.monotonic() - start)
             deadline = time.monotonic() + max(0.0, left) / (len(spaces) - i)
         plan = first_plan if i == 0 else None
-        out.append(search_family(space, problem, evaluator, deadline=deadline, plan=plan, **kwargs))
+        try:
+            out.append(search_family(space, problem, evaluator, deadline=deadline, plan=plan, **kwargs))
+        except SearchStopped as stop:  # the families searched before it are results too
+            raise SearchStopped(str(stop), out + stop.results) from None
     return out

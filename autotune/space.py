@@ -305,12 +305,14 @@ class Family:
                 old, names = p.was[0], p.was[1]
                 value = params.pop(old)
                 if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(names):
-                    raise UserError(f"{where}: {old}={value!r} (now {p.name}) is not one of 0..{len(names) - 1}")
+                    raise UserError(
+                        f"{where}: {old}={yamlio.shown(value)} (now {p.name}) is not one of 0..{len(names) - 1}"
+                    )
                 params[p.name] = names[value]
         unknown = set(params) - set(self.params)
         if unknown:
             raise UserError(
-                f"{where}: unknown parameter {sorted(unknown)[0]!r} for family {self.name} "
+                f"{where}: unknown parameter {yamlio.shown(sorted(map(str, unknown))[0])} for family {self.name} "
                 f"(has {', '.join(self.params)})"
             )
         params = {**self.defaults, **params}
@@ -425,10 +427,11 @@ class Space:
         for key in data:
             if key not in _SPACE_KEYS:
                 raise UserError(
-                    f"{yamlio.where(where, data, key)}: unknown key {str(key)!r} (allowed: {', '.join(_SPACE_KEYS)})"
+                    f"{yamlio.where(where, data, key)}: unknown key {yamlio.shown(str(key))} "
+                    f"(allowed: {', '.join(_SPACE_KEYS)})"
                 )
         if data.get("family", fam.name) != fam.name:
-            raise UserError(f"{where}: file is for family {data['family']!r}, not {fam.name!r}")
+            raise UserError(f"{where}: file is for family {yamlio.shown(data['family'])}, not {fam.name!r}")
         raw = data.get("space")
         if not isinstance(raw, dict) or not raw:
             raise UserError(f"{where}: 'space' must map each parameter to a list of values")
@@ -437,7 +440,7 @@ class Space:
             at = yamlio.where(where, raw, pname)
             if pname not in fam.params:
                 raise UserError(
-                    f"{at}: unknown parameter {pname!r} for family {fam.name} (has {', '.join(fam.params)})"
+                    f"{at}: unknown parameter {yamlio.shown(pname)} for family {fam.name} (has {', '.join(fam.params)})"
                 )
             if not isinstance(vals, list):
                 vals = [vals]

@@ -12,14 +12,18 @@ queue: every planned point is enqueued once and popped by exactly one worker.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import functools
 import hashlib
 import json
+import os
 import random
+import sqlite3
 import threading
 import time
+import uuid
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,8 +37,12 @@ from optuna.storages import (
     fail_stale_trials,
 )
 from optuna.trial import TrialState
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.schema import CreateIndex
 
-from . import cost
+from . import cost, redact
 from .space import Space
 from .types import Config, Problem, UserError
 
@@ -91,6 +99,13 @@ def make_storage(url: str):
     if cached is not None and (not url.startswith("sqlite:///") or Path(url[len("sqlite:///") :]).exists()):
         return cached
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
+    path = _sqlite_file(url)
+    if path is not None:
+        try:
+            _create_whole(path)
+            _repair(path)
+        except (OSError, sqlite3.Error, SQLAlchemyError) as exc:
+            raise StorageError(storage_failure(url, exc)) from None
     for attempt in range(_CREATE_TRIES):
         try:
             storage = (_SQLiteStorage if url.startswith("sqlite:") else RDBStorage)(
@@ -105,7 +120,7 @@ def make_storage(url: str):
             if attempt + 1 < _CREATE_TRIES and _lost_creation_race(exc):
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            raise UserError(f"storage {url!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+            raise StorageError(storage_failure(url, exc)) from None
     if url.startswith("sqlite:"):
         _serialize_sqlite(storage.engine)
     _STORAGES[url] = storage
@@ -113,6 +128,112 @@ def make_storage(url: str):
 
 
 _CREATE_TRIES = 4
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None for another database, or SQLite in memory)."""
+    if not url.startswith("sqlite:"):
+        return None
+    try:
+        database = make_url(url).database
+    except Exception:  # noqa: BLE001 - a malformed URL: opening it says what is wrong
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+@contextlib.contextmanager
+def _creation_lock(path: Path):
+    """The lock the writers of `path` queue on (see _serialize_sqlite), held while it is made or
+    repaired; yields whether it is held (a file system without flock: not)."""
+    try:
+        f = open(f"{path}.lock", "a+b")
+    except OSError:
+        yield False
+        return
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _create_whole(path: Path) -> None:
+    """A new SQLite database comes into place whole. Optuna makes its schema one statement at a
+    time, each committed on its own: a process killed among them (kill -9, Ctrl-C in the first
+    tenths of a second of a search) left a table without its index, and the next runs, finding
+    the tables there, never made it; without the unique index on study names every retry added
+    a study row of the same name and failed on it. So the schema is made in a temporary file
+    beside the database and linked (or renamed) into place: the file is there whole, or not at
+    all."""
+    if path.exists():
+        return
+    with _creation_lock(path) as locked:
+        if path.exists():  # made meanwhile by another process
+            return
+        if locked:  # no one else is making one: what is left is a killed process's
+            for stale in path.parent.glob(f".{path.name}.*.new*"):
+                stale.unlink(missing_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+        try:
+            made = RDBStorage(f"sqlite:///{tmp}")  # the schema, its version stamped
+            made.engine.dispose()
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)  # never over a database another process put there
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links: the lock keeps others out
+                if not path.exists():
+                    os.replace(tmp, path)
+        finally:
+            for leftover in path.parent.glob(f"{tmp.name}*"):
+                leftover.unlink(missing_ok=True)
+
+
+def _repair(path: Path) -> None:
+    """Put back the indexes a database made by an earlier, interrupted run lacks (see
+    _create_whole), after dropping the study rows its retries added twice (those with no
+    trials; the first of each name is kept)."""
+    try:
+        from optuna.storages._rdb import models
+    except ImportError:  # another Optuna: its own checks stand
+        return
+    with contextlib.closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=60)) as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    wanted = [i for t in models.BaseModel.metadata.sorted_tables if t.name in tables for i in t.indexes]
+    if all(i.name in indexes for i in wanted):
+        return
+    with _creation_lock(path), contextlib.closing(sqlite3.connect(path, timeout=60)) as db:
+        db.isolation_level = None
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if "ix_studies_study_name" not in indexes and {"studies", "trials"} <= tables:
+                _drop_repeated_studies(db)
+            for index in wanted:
+                db.execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=sqlite_dialect.dialect())))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+def _drop_repeated_studies(db) -> None:
+    repeated = db.execute(
+        "SELECT study_id FROM studies s WHERE EXISTS (SELECT 1 FROM studies f WHERE f.study_name = s.study_name "
+        "AND f.study_id < s.study_id) AND NOT EXISTS (SELECT 1 FROM trials t WHERE t.study_id = s.study_id)"
+    ).fetchall()
+    for (sid,) in repeated:
+        for table in ("study_directions", "study_user_attributes", "study_system_attributes", "studies"):
+            db.execute(f"DELETE FROM {table} WHERE study_id = ?", (sid,))
 
 
 def _lost_creation_race(exc: BaseException) -> bool:
@@ -232,8 +353,32 @@ def open_study(storage, name: str, sampler) -> optuna.Study:
             study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
         )
     except Exception as exc:  # noqa: BLE001 - whatever the storage raises, the user's URL or file is at fault
-        url = getattr(storage, "url", storage)
-        raise UserError(f"storage {url!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}") from None
+        raise StorageError(storage_failure(getattr(storage, "url", storage), exc)) from None
+
+
+def storage_failure(url: str, exc: BaseException) -> str:
+    """One line for a storage that failed: the URL and the error's first line, credentials masked."""
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    return redact.text(f"storage {redact.url(str(url))!r}: {type(exc).__name__}: {first}", redact.secrets(str(url)))
+
+
+class StorageError(UserError):
+    """A storage that cannot be opened or failed: one line (storage_failure), exit 2."""
+
+
+# What a storage that fails mid-search raises: the database's own errors through SQLAlchemy
+# (a dropped connection, a full disk: "database or disk is full"), Optuna's wrapping of a failed
+# commit, the operating system's (ENOSPC), or a StorageError from opening it again.
+STORAGE_FAULTS = (StorageError, SQLAlchemyError, optuna.exceptions.StorageInternalError, OSError)
+
+
+def fault_line(url: str, exc: BaseException) -> str:
+    """One line for a fault among STORAGE_FAULTS, credentials masked."""
+    if isinstance(exc, StorageError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return redact.text(f"{type(exc).__name__}: {exc}"[:300], redact.secrets(str(url)))
+    return storage_failure(url, exc)
 
 
 class Heartbeat:
@@ -428,6 +573,45 @@ def measured_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialS
         if cname and t.user_attrs.get("evaluated") and t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             out[cname] = (t.state, t.value)
     return out
+
+
+class TrialReader:
+    """What changed in a study since the last read: the trials that are new, have changed state,
+    or are running (whose attributes change: a config is named after the ask). A loop reads the
+    study before every config it runs (trials.TrialLoop.refresh); read whole each time, a study of
+    a few hundred trials cost 40 ms a read (Optuna's cache reloads every unfinished trial, and a
+    grid's queue is hundreds of waiting ones). Here each read lists the ids and states alone, and
+    loads the few trials that changed (an RDB storage; another storage is read whole)."""
+
+    def __init__(self, study: optuna.Study):
+        self.study = study
+        self.seen: dict[int, TrialState] = {}  # trial id -> state when last loaded
+
+    def changed(self, mine: set[int] = frozenset()) -> list[optuna.trial.FrozenTrial]:
+        """The trials new or changed since the last call, but those of `mine` (trial ids the
+        caller has in flight, which it knows) while they are running."""
+        storage = getattr(self.study, "_storage", None)
+        storage = getattr(storage, "_backend", storage)  # Optuna's cache in front of an RDB storage
+        if not isinstance(storage, RDBStorage):
+            return self.study.get_trials(deepcopy=False)
+        states = _as_read(_trial_states, storage, self.study._study_id)
+        ids = {i for i, s in states.items() if (s == TrialState.RUNNING and i not in mine) or self.seen.get(i) != s}
+        if not ids:
+            return []
+        trials = storage._get_trials(self.study._study_id, None, ids, max(states))
+        self.seen.update((t._trial_id, t.state) for t in trials)
+        return trials
+
+
+def _trial_states(storage: RDBStorage, study_id: int) -> dict[int, TrialState]:
+    """Trial id -> state of every trial of a study, read in one query of two columns."""
+    from optuna.storages._rdb import models
+    from sqlalchemy import select
+
+    table = models.TrialModel.__table__
+    with storage.engine.connect() as connection:
+        rows = connection.execute(select(table.c.trial_id, table.c.state).where(table.c.study_id == study_id))
+        return {tid: TrialState[s] if isinstance(s, str) else TrialState(s) for tid, s in rows}
 
 
 def recover_stale(study: optuna.Study, wait: bool) -> None:

@@ -24,10 +24,12 @@ from . import cost
 from .evaluate import Evaluator
 from .space import Space
 from .studies import (
+    GRACE_S,
     STARTUP_POLL_S,
     TPE_STARTUP,
     Heartbeat,
     Plan,
+    TrialReader,
     make_storage,
     measured_configs,
     queue_plan,
@@ -137,9 +139,14 @@ class TrialLoop:
     compile (CPU threads) while the GPU runs whichever is compiled first; each finished trial is
     told and one new trial asked, so every later ask sees all results but the window's.
 
+    The study may be shared, by the workers of one search (`shared`: the parent recovered it) or
+    by searches of the same shape started apart on one results folder or storage: every loop
+    reads what the others have measured and have in flight before it runs a config, so a config
+    is measured once whoever asks for it.
+
     State: `measured` (config name -> (state, value), this study, all workers), `in_flight` (the
-    configs asked here and not yet told), `others` (configs other workers have in flight, in a
-    shared study), `pending` (the window: asked trials waiting for the GPU), `counts` (status ->
+    configs asked here and not yet told), `others` (configs other workers have in flight),
+    `pending` (the window: asked trials waiting for the GPU), `counts` (status ->
     trials, this worker), `best` (best GFLOP/s of the study), `asks` (trials asked here), and
     `exhausted` (grid: the queue ran dry).
     """
@@ -164,6 +171,8 @@ class TrialLoop:
         self.study = plan.open()
         if recover:
             recover_stale(self.study, wait=not shared)
+        self.recovered = time.monotonic()
+        self.reader = TrialReader(self.study)
         self.valid_by_name = plan.valid_by_name
         self.heart: Heartbeat | None = None  # beats while `run` runs
         self.counts: dict[str, int] = {}
@@ -173,6 +182,7 @@ class TrialLoop:
         self.in_flight: set[str] = set()
         self.host_s = 0.0  # asks and tells since the last evaluation
         self.others: set[str] = set()
+        self.running: dict[int, str | None] = {}  # trial number -> config, the study's trials in flight
         self.pending: list[tuple[optuna.Trial, Config]] = []
         self.exhausted = False
         self.best = max((v for s, v in self.measured.values() if s == TrialState.COMPLETE and v), default=None)
@@ -261,7 +271,7 @@ class TrialLoop:
         now would get a random draw of the whole value lists, most of them outside the valid
         space: told at once, they crowded TPE's start-up with rejections, and two workers
         asked twice as often as one for each config measured. So this one waits."""
-        if not (self.shared and self.plan.sampler == "tpe" and self.others) or not self.more():
+        if not (self.plan.sampler == "tpe" and self.others) or not self.more():
             return False
         return len(self.measured) < TPE_STARTUP and not self.study.get_trials(
             deepcopy=False, states=(TrialState.WAITING,)
@@ -318,20 +328,20 @@ class TrialLoop:
         return out
 
     def refresh(self, asked: int | None = None) -> None:
-        """In a shared study, take in what other workers have measured and have in flight (not
-        counting trial `asked`, this worker's latest)."""
-        if not self.shared:
-            return
-        trials = self.study.get_trials(
-            deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-        )
-        self.measured.update(measured_configs(self.study, trials))
-        self.others.clear()
-        self.others.update(
-            t.user_attrs.get("config") for t in trials if t.state == TrialState.RUNNING and t.number != asked
-        )
-        self.others.difference_update(self.in_flight)
-        self.others.discard(None)
+        """Take in what other workers (or other searches of the study) have measured and have in
+        flight (not counting trial `asked`, this worker's latest). Now and then, first fail and
+        re-queue the trials of workers that stopped beating (killed since this loop started),
+        which would otherwise stay in flight, never measured and never asked again."""
+        if time.monotonic() - self.recovered >= GRACE_S:
+            recover_stale(self.study, wait=False)
+            self.recovered = time.monotonic()
+        for t in self.reader.changed({trial._trial_id for trial, _cfg in self.pending}):
+            if t.state == TrialState.RUNNING:
+                self.running[t.number] = t.user_attrs.get("config")
+                continue
+            self.running.pop(t.number, None)
+            self.measured.update(measured_configs(self.study, [t]))
+        self.others = {c for n, c in self.running.items() if c and n != asked} - self.in_flight
 
     def local_phase(self) -> bool:
         """Whether TPE's last share of the budget has come: of its trials, or of its time to the
@@ -402,14 +412,16 @@ class TrialLoop:
         """Count a measurement, tell it (COMPLETE with its GFLOP/s, or PRUNED with the reason)
         and remember the config as measured."""
         self.counts[m.status.value] = self.counts.get(m.status.value, 0) + 1
+        # Known as measured before it is told: a storage that fails on the tell stops the search,
+        # whose record is then made from what this loop knows (search.search_family).
         if m.ok:
-            self.tell(trial, m.gflops)
             self.measured[cfg.name] = (TrialState.COMPLETE, m.gflops)
             self.best = max(self.best or 0.0, m.gflops)
+            self.tell(trial, m.gflops)
         else:
+            self.measured[cfg.name] = (TrialState.PRUNED, None)
             trial.set_user_attr("reason", m.message[:500])
             self.tell(trial, state=TrialState.PRUNED)
-            self.measured[cfg.name] = (TrialState.PRUNED, None)
 
     def tell(self, trial: optuna.Trial, value=None, state=TrialState.COMPLETE) -> None:
         """Tell Optuna a trial's outcome and stop its heartbeat."""

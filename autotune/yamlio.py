@@ -44,7 +44,7 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Mapping:
             ) from None
         if key in out:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first at line {out.key_lines[key]})", key_node.start_mark
+                None, None, f"duplicate key {shown(key)} (first at line {out.key_lines[key]})", key_node.start_mark
             )
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[key] = key_node.start_mark.line + loader.first_line
@@ -54,22 +54,110 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Mapping:
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+# What one YAML text may hold. The largest the tool ships (a template's declaration, a space)
+# are tens of kilobytes. Aliases repeat a node without repeating its text: nested (an alias of
+# a list of aliases of ...) 13 lines stood for hundreds of millions of values, and the error
+# message that quoted them ran to 312 MB. So the size counts what the aliases expand to.
+MAX_TEXT_CHARS = 1_000_000
+MAX_EXPANDED = 2_000_000  # nodes plus the characters of their scalars, every alias expanded
+SHOWN_CHARS = 80  # of a value quoted in an error message
+
+
 def parse(text: str, where: str, first_line: int = 1) -> Any:
     """YAML text -> Python data (mappings as `Mapping`); bad YAML is one UserError naming `where`
-    and the line."""
+    and the line. Text above MAX_TEXT_CHARS, or whose aliases expand past MAX_EXPANDED, is
+    refused before it is built."""
+    if len(text) > MAX_TEXT_CHARS:
+        raise UserError(f"{where}: {len(text):,} characters of YAML, more than the {MAX_TEXT_CHARS:,} read")
     loader = None
     try:
         loader = _Loader(text)  # its reader already refuses control characters
         loader.first_line = first_line
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded(node) > MAX_EXPANDED:
+            raise UserError(
+                f"{where}: its aliases expand to more than {MAX_EXPANDED:,} values and characters "
+                "(aliases nested in aliases?); write the values out"
+            )
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         at = f"{where}:{mark.line + first_line}" if mark else where
-        raise UserError(f"{at}: malformed YAML: {problem}") from None
+        raise UserError(f"{at}: malformed YAML: {_cut(problem)}") from None
+    except RecursionError:
+        raise UserError(f"{where}: YAML nested too deeply") from None
+    except ValueError as exc:  # a scalar no Python value holds (an integer of 5,000 digits)
+        raise UserError(f"{where}: malformed YAML: {_cut(str(exc))}") from None
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """The first line of a parser's message, cut to `limit` characters (it may quote the text)."""
+    first = (text.splitlines() or [""])[0]
+    return first if len(first) <= limit else first[: limit - 3] + "..."
+
+
+def _expanded(root: yaml.Node) -> int:
+    """The size of a composed document with every alias expanded (a node counts 1, a scalar
+    its characters too), counted once per distinct node: linear in the text, whatever the
+    expansion. Stops counting past MAX_EXPANDED."""
+    size: dict[int, int] = {}
+    stack = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in size:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            size[id(node)] = 1 + len(node.value)
+            continue
+        kids = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else list(node.value)
+        if children_done:
+            size[id(node)] = min(1 + sum(size[id(k)] for k in kids), MAX_EXPANDED + 1)
+        else:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in size)
+    return size[id(root)]
+
+
+def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
+    """`repr(value)` for an error message, cut to `limit` characters: a value from a file may be
+    as long as the file, or (aliases) far longer. Containers are rendered only as far as the
+    limit reaches."""
+    out: list[str] = []
+    left = [limit + 1]
+
+    def emit(text: str) -> None:
+        out.append(text[: left[0]])
+        left[0] -= len(out[-1])
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            items, (opening, closing) = [x for kv in v.items() for x in kv], "{}"
+        elif isinstance(v, (list, tuple)):
+            items, (opening, closing) = v, "[]" if isinstance(v, list) else "()"
+        else:
+            try:
+                emit(repr(v) if not isinstance(v, str) else repr(v[: left[0] + 2]))
+            except ValueError:  # an integer too long to print
+                emit(f"<a {type(v).__name__} too long to print>")
+            return
+        emit(opening)
+        for i, item in enumerate(items):
+            if left[0] <= 0:
+                return
+            if i:
+                emit(": " if isinstance(v, dict) and i % 2 else ", ")
+            walk(item)
+        emit(closing)
+
+    walk(value)
+    text = "".join(out)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def read_text(path: Path | str) -> str:
@@ -102,4 +190,6 @@ def check_keys(data: Any, allowed: tuple[str, ...], path: str, what: str) -> Non
         raise UserError(f"{where(path, data)}: {what} must be a mapping (keys: {', '.join(allowed)})")
     for key in data:
         if key not in allowed:
-            raise UserError(f"{where(path, data, key)}: unknown key {key!r} in {what} (allowed: {', '.join(allowed)})")
+            raise UserError(
+                f"{where(path, data, key)}: unknown key {shown(key)} in {what} (allowed: {', '.join(allowed)})"
+            )

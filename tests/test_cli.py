@@ -308,24 +308,58 @@ def test_a_search_keeps_a_trial_in_flight_for_each_compile_thread(tmp_path, monk
     assert seen == [window]
 
 
-def test_a_timeout_alone_makes_the_time_the_budget(tmp_path):
+class _Clock:
+    """A clock that moves only when a candidate is measured: what a search does in its time then
+    depends on its logic alone, not on how fast this machine runs it."""
+
+    def __init__(self, step: float):
+        self.now, self.step = 1000.0, step
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def test_a_timeout_alone_makes_the_time_the_budget(tmp_path, monkeypatch, capsys):
     """`search --timeout SEC` without --trials measures as many configs as the time allows (it
-    stopped at the default 30 before), and its record says the trials were not bounded."""
+    stopped at the default 30 before), and its record says the trials were not bounded. Each
+    measurement takes 0.05 s of a fake clock: 4 s allow 80, then the trials already in flight."""
+    from autotune import cli, cli_search, replay, search, trials
+    from autotune.cli_inputs import DEFAULT_TRIALS
+
     h100 = load_profile("h100")
     table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse2d").enumerate(h100).valid)}
     path = tmp_path / "table.json"
-    path.write_text(json.dumps({"table": table, "cublas_gflops": 20000, "delay_s": 0.01}))
+    path.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
+    clock = _Clock(0.05)
+    for module in (cli_search, search, trials):
+        monkeypatch.setattr(module, "time", clock)
+    measured, plain = [], replay.ReplayEvaluator.evaluate
+
+    def evaluate(self, configs, problem, retime=False):
+        if not retime:
+            measured.extend(c.name for c in configs)
+            clock.now += clock.step * len(configs)
+        return plain(self, configs, problem, retime)
+
+    monkeypatch.setattr(replay.ReplayEvaluator, "evaluate", evaluate)
     results = tmp_path / "r"
     args = ["search", "--size", "512", "--family", "coarse2d", "--replay", str(path), "--timeout", "4"]
-    r = run(*args, "--results", str(results))
-    assert r.returncode == 0, r.stderr
-    assert "1 families, until 4 s" in r.stdout
+    assert cli.main([*args, "--results", str(results), "--window", "8", "--yes"]) == 0
+    out, err = capsys.readouterr()
+    assert "1 families, until 4 s" in out
     # The progress lines count trials alone and follow the clock, not a budget of the whole space.
-    assert f"/{len(table)}" not in r.stderr and "coarse2d" in r.stderr
+    assert f"/{len(table)}" not in err and "coarse2d" in err
     entry = json.loads(next(results.glob("*/512x512x512.json")).read_text())["families"]["coarse2d"]
-    search = entry["search"]
-    assert search["trials"] is None and 30 < search["evaluated"] < len(table)
-    assert search["seconds"] < 4 + 10
+    # Time ended it: 80 measurements fit in 4 s, then at most a window of 8 already asked; far
+    # fewer than the valid points (the budget it would otherwise have had) and more than the
+    # default trial count (which a timeout alone does not impose).
+    assert len(measured) == len(set(measured)) == entry["search"]["evaluated"]
+    assert 4 / clock.step <= len(measured) <= 4 / clock.step + 8
+    assert DEFAULT_TRIALS < len(measured) < len(table)
+    assert entry["search"]["trials"] is None
     # The record names the source it measured (check --static tells compiler from template by it).
     from autotune.render import source_digest
     from autotune.results import entry_config

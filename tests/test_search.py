@@ -651,8 +651,8 @@ def test_search_window_sets_the_trials_in_flight_a_worker(tmp_path, h100, monkey
     replay = tmp_path / "table.json"
     replay.write_text(json.dumps({"table": {k: v for k, v in table.items() if not isinstance(v, Status)}}))
     seen = []
-    real = search_module.run_trials
-    monkeypatch.setattr(search_module, "run_trials", lambda *a, **k: seen.append(k["batch"]) or real(*a, **k))
+    real = search_module.TrialLoop
+    monkeypatch.setattr(search_module, "TrialLoop", lambda *a, **k: seen.append(k["batch"]) or real(*a, **k))
     common = ["search", "--size", "512", "--family", "coarse2d", "--trials", "4", "--replay", str(replay)]
     common += ["--results", str(tmp_path / "r"), "--yes", "--quiet"]
     assert cli.main([*common, "--window", "3"]) == 0

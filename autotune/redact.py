@@ -1,0 +1,53 @@
+"""Credentials out of what is printed or stored: a storage URL's password (`--storage
+postgresql://user:PASSWORD@host/db`, or `?password=...`) becomes '***' wherever a URL, a command
+line or an error message reaches a record, a log line or the terminal."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from urllib.parse import unquote
+
+MASK = "***"
+
+# scheme://user:PASSWORD@ : the user runs to the first ':' (RFC 3986 user names hold none); the
+# password to the last '@' of the URL, so that one holding an unescaped '@' or '/' is hidden
+# whole (a URL whose path or query holds an '@' loses more than its password: never less).
+_USERINFO = r"([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@'\"]*:)"
+_IN_URL = re.compile(_USERINFO + r".*@", re.DOTALL)
+_IN_TEXT = re.compile(_USERINFO + r"[^\s'\"]*@")
+# ...?password=SECRET&... (libpq and most drivers take credentials as query parameters too)
+_KEYS = r"(?:password|passwd|pwd|pass|sslpassword|secret|token|api_key|apikey|access_key)"
+_PARAM = re.compile(r"((?:^|[?&;\s])" + _KEYS + r"=)([^&;\s'\"]*)", re.IGNORECASE)
+
+
+def url(text: str) -> str:
+    """One URL (a storage URL, or one argument of a command line), its credentials masked."""
+    return _mask(_IN_URL, text)
+
+
+def text(message: str, secrets: Iterable[str | None] = ()) -> str:
+    """Free text (an error message, a joined command line): every URL in it masked, and any of
+    `secrets` (the passwords of the URLs it may quote) masked wherever it stands."""
+    for secret in secrets:
+        if secret and len(secret) >= 3:  # a one- or two-letter password would mask half the text
+            message = message.replace(secret, MASK)
+    return _mask(_IN_TEXT, message)
+
+
+def argv(args: Sequence[str]) -> list[str]:
+    """A command line's arguments, each masked as a URL (an argument may hold spaces)."""
+    return [url(a) for a in args]
+
+
+def secrets(storage_url: str) -> list[str]:
+    """The passwords a URL carries (in its user part or its query), as written and decoded: to
+    mask in a message that quotes them otherwise (a driver's own text)."""
+    found = [m.group(2) for m in _PARAM.finditer(storage_url)]
+    m = re.match(_USERINFO + r"(.*)@", storage_url, re.DOTALL)
+    found += [m.group(2)] if m else []
+    return [v for s in found for v in dict.fromkeys((s, unquote(s)))]
+
+
+def _mask(pattern: re.Pattern, s: str) -> str:
+    return _PARAM.sub(lambda m: m.group(1) + MASK, pattern.sub(lambda m: m.group(1) + MASK + "@", s))

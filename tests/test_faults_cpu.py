@@ -1,0 +1,593 @@
+"""Faults of the search machinery, without a GPU (the replay evaluator): a database killed while
+it is made, storage lost mid-search, hostile YAML, killed workers, concurrent searches of one
+study, report output, credentials and seeds."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotune.limits import load_profile
+from autotune.space import Space
+
+ROOT = Path(__file__).resolve().parent.parent
+SLUG = "nvidia-h100-80gb-hbm3"
+
+
+def _cli(*args, timeout=300, env=None):
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def _one_line(r, code=2):
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: "), r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    """A replay table of coarse1d's valid points on the H100 (distinct GFLOP/s each)."""
+    valid = Space.load("coarse1d").enumerate(load_profile("h100")).valid
+    path = tmp_path_factory.mktemp("replay") / "table.json"
+    path.write_text(json.dumps({"table": {c.name: 1000.0 + i for i, c in enumerate(valid)}, "cublas_gflops": 20000}))
+    return path
+
+
+def _search(results, table, *extra):
+    return ["search", "--size", "512", "--family", "coarse1d", "--replay", str(table), "--results", str(results),
+            "--quiet", "--yes", *extra]  # fmt: skip
+
+
+# ---- seeds ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", ["-1", "99999999999999999999", str(2**32), "1e3"])
+def test_a_seed_out_of_range_is_one_line_before_anything_is_made(tmp_path, table, seed):
+    line = _one_line(_cli(*_search(tmp_path / "r", table, "--trials", "3", f"--seed={seed}")))
+    assert "--seed" in line and "4294967295" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_largest_seed_searches_with_workers_too(tmp_path, table):
+    """Worker i samples with the seed plus a stride: past 2**32 - 1 it wraps, it does not fail."""
+    r = _cli(*_search(tmp_path / "r", table, "--trials", "6", "--workers", "2", f"--seed={2**32 - 1}"))
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and "exited with an error" not in r.stderr + r.stdout
+
+
+# ---- credentials ---------------------------------------------------------------------------
+
+PASSWORD = "Pw-0f-the-DB"
+
+
+def test_a_storage_password_is_never_printed(tmp_path, table):
+    """A storage that cannot be reached (a closed port, or no driver) is one line: the URL is
+    named, its password is not."""
+    for url in (
+        f"postgresql://autotune:{PASSWORD}@127.0.0.1:9/none",
+        f"postgresql://127.0.0.1:9/none?user=autotune&password={PASSWORD}",
+    ):
+        line = _one_line(_cli(*_search(tmp_path / "r", table, "--trials", "3", "--storage", url), timeout=120))
+        assert line.startswith("autotune: error: storage 'postgresql://") and "***" in line
+        assert PASSWORD not in line
+
+
+def test_a_record_holds_no_storage_password(tmp_path, table, monkeypatch):
+    """The record's command line and search.storage name the storage without its password (the
+    storage itself stood in by SQLite here; against a PostgreSQL server in the test below)."""
+    from autotune import cli, studies, trials
+
+    url = f"postgresql://autotune:{PASSWORD}@db.example:5432/tune?sslpassword={PASSWORD}x"
+    real = studies.make_storage
+    stand_in = f"sqlite:///{tmp_path}/stand-in.db"
+
+    def make_storage(u):
+        return real(stand_in if u == url else u)
+
+    monkeypatch.setattr(studies, "make_storage", make_storage)
+    monkeypatch.setattr(trials, "make_storage", make_storage)
+    assert cli.main(_search(tmp_path / "r", table, "--trials", "4", "--storage", url)) == 0
+    text = next((tmp_path / "r").glob("*/512x512x512.json")).read_text()
+    assert PASSWORD not in text
+    entry = json.loads(text)["families"]["coarse1d"]
+    assert entry["search"]["storage"] == "postgresql://autotune:***@db.example:5432/tune?sslpassword=***"
+    assert "--storage 'postgresql://autotune:***@db.example:5432/tune?sslpassword=***'" in entry["command"]
+
+
+@pytest.mark.skipif(
+    not os.environ.get("AUTOTUNE_TEST_POSTGRES"),
+    reason="set AUTOTUNE_TEST_POSTGRES to a postgresql:// URL (.ci/run starts a server)",
+)
+def test_a_postgresql_search_records_no_password(tmp_path, table):
+    """Against a real server: the URL given a password (the server trusts loopback, so any
+    password connects) and the record holds none."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(os.environ["AUTOTUNE_TEST_POSTGRES"])
+    user = parts.username or "postgres"
+    netloc = f"{user}:{PASSWORD}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    url = urlunsplit(parts._replace(netloc=netloc))
+    r = _cli(*_search(tmp_path / "r", table, "--trials", "4", "--storage", url))
+    assert r.returncode == 0, r.stderr
+    assert PASSWORD not in r.stdout + r.stderr
+    text = next((tmp_path / "r").glob("*/512x512x512.json")).read_text()
+    assert PASSWORD not in text and f"{user}:***@" in text
+
+
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("postgresql://u:pw@h/d", "postgresql://u:***@h/d"),
+        ("postgresql+psycopg://u:p@ss/w@h:5/d", "postgresql+psycopg://u:***@h:5/d"),
+        ("mysql://u:p%40w@h/d?charset=utf8", "mysql://u:***@h/d?charset=utf8"),
+        ("postgresql://h/d?user=u&password=pw&x=1", "postgresql://h/d?user=u&password=***&x=1"),
+        ("postgresql://u@h:5432/d", "postgresql://u@h:5432/d"),
+        ("sqlite:///results/gpu/optuna.db", "sqlite:///results/gpu/optuna.db"),
+    ],
+)
+def test_the_redaction_helper(given, shown):
+    from autotune import redact
+
+    assert redact.url(given) == shown
+    assert redact.text(f"storage {given!r}: failed") == f"storage {shown!r}: failed"
+    assert redact.argv(["--storage", given]) == ["--storage", shown]
+
+
+# ---- report output -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory, table):
+    """A results folder with a record and its study, from a replayed search."""
+    results = tmp_path_factory.mktemp("searched") / "results"
+    r = _cli(*_search(results, table, "--trials", "12"))
+    assert r.returncode == 0, r.stderr
+    return results
+
+
+def test_report_refuses_an_output_folder_that_is_a_symbolic_link(tmp_path, searched):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(elsewhere, target_is_directory=True)
+    line = _one_line(_cli("report", "--results", str(searched), "-o", str(tmp_path / "link")))
+    assert "symbolic link" in line
+    assert list(elsewhere.iterdir()) == []
+    from autotune.report import write_report
+    from autotune.types import UserError
+
+    with pytest.raises(UserError, match="symbolic link"):  # the Python API too
+        write_report(searched, SLUG, tmp_path / "link")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_report_replaces_links_in_its_folder_and_leaves_their_targets(tmp_path, searched):
+    """A file of the report that is a link (to a file of someone else's) is replaced by the new
+    file; what it pointed to is not written."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim_md, victim_png = tmp_path / "victim.md", tmp_path / "victim.png"
+    victim_md.write_text("keep me")
+    victim_png.write_bytes(b"keep me too")
+    (out / "report.md").symlink_to(victim_md)
+    (out / "shapes.png").symlink_to(victim_png)
+    r = _cli("report", "--results", str(searched), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert victim_md.read_text() == "keep me" and victim_png.read_bytes() == b"keep me too"
+    assert not (out / "report.md").is_symlink() and "# autotune report" in (out / "report.md").read_text()
+    assert (out / "shapes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_report_stopped_midway_leaves_whole_files(tmp_path, searched, monkeypatch):
+    """A plot that fails while it is written (a full disk) leaves the previous file whole and no
+    temporary file beside it."""
+    import matplotlib.figure
+
+    from autotune.report import write_report
+
+    out = tmp_path / "out"
+    write_report(searched, SLUG, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = matplotlib.figure.Figure.savefig
+
+    def half_then_fail(self, fname, *args, **kwargs):
+        real(self, fname, *args, **kwargs)
+        if hasattr(fname, "truncate"):
+            fname.truncate(100)
+        else:
+            with open(fname, "r+b") as f:
+                f.truncate(100)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", half_then_fail)
+    with pytest.raises(OSError):
+        write_report(searched, SLUG, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+# ---- hostile YAML --------------------------------------------------------------------------
+
+
+def _laughs(levels: int, where: str) -> str:
+    """The "billion laughs": each level a list of nine aliases of the one before."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    body = "\n".join(lines)
+    if where == "space":  # the bomb as a parameter's values: its error message quoted them
+        return (
+            "family: coarse1d\ndescription:\n"
+            + "\n".join("  " + ln for ln in lines)
+            + f"\nspace:\n  BM: *l{levels - 1}\n"
+        )
+    return body + "\nfamily: coarse1d\n"
+
+
+@pytest.mark.parametrize("where", ["space", "top"])
+def test_a_yaml_alias_bomb_is_refused_in_one_short_line(tmp_path, where):
+    path = tmp_path / "lol.yaml"
+    path.write_text(_laughs(9, where))
+    assert len(path.read_text().splitlines()) <= 13 + 3
+    r = _cli("search", "--size", "512", "--family", "coarse1d", "--config", str(path), "--dry-run", timeout=120)
+    line = _one_line(r)
+    assert len(r.stderr) < 500 and "aliases" in line
+
+
+def test_yaml_text_and_its_values_in_messages_are_bounded(tmp_path):
+    from autotune import yamlio
+    from autotune.space import Family
+    from autotune.space import Space as Sp
+    from autotune.types import UserError
+
+    with pytest.raises(UserError, match="more than the"):
+        yamlio.parse("a: [" + "1, " * 600_000 + "]", "big.yaml")
+    with pytest.raises(UserError, match="nested too deeply"):
+        yamlio.parse("[" * 5000 + "]" * 5000, "deep.yaml")
+    with pytest.raises(UserError, match="malformed YAML"):
+        yamlio.parse("a: " + "1" * 5000, "digits.yaml")  # no Python int converts it
+    # A smaller expansion loads (aliases are allowed), but a message quoting it is cut short.
+    data = yamlio.parse(_laughs(5, "space"), "lol.yaml")
+    with pytest.raises(UserError) as exc:
+        Sp.from_dict(Family.load("coarse1d"), data, "lol.yaml")
+    assert "must be an integer" in str(exc.value) and len(str(exc.value)) < 300
+    for value in ("x" * 10**6, [["lol"] * 10**4] * 10**4, {"k" * 10**5: 1}, 10**5000):
+        assert len(yamlio.shown(value)) <= yamlio.SHOWN_CHARS
+
+
+# ---- a database killed while it is made -----------------------------------------------------
+
+# The child: a search that prints each SQL statement it has run and pauses after it, so that the
+# test can kill it right after any statement of the database's creation.
+_PAUSED_SEARCH = """
+import sys, time
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+@event.listens_for(Engine, "after_cursor_execute")
+def _pause(conn, cursor, statement, params, context, executemany):
+    print(" ".join(statement.split())[:80], flush=True)
+    time.sleep(0.05)
+
+from autotune.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _studies_in(db: Path) -> tuple[list[str], set[str]]:
+    import sqlite3
+
+    with sqlite3.connect(db) as c:
+        names = [r[0] for r in c.execute("SELECT study_name FROM studies")]
+        indexes = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    return names, indexes
+
+
+@pytest.mark.parametrize(
+    ("after", "sig"),
+    [
+        ("CREATE TABLE studies", "KILL"),  # before the unique index on study names
+        ("CREATE INDEX ix_trials_study_id", "KILL"),
+        ("INSERT INTO alembic_version", "KILL"),
+        ("CREATE UNIQUE INDEX ix_studies_study_name", "INT"),  # Ctrl-C
+        ("INSERT INTO studies", "KILL"),
+    ],
+)
+def test_a_search_killed_while_it_makes_its_database_leaves_one_the_next_can_use(tmp_path, table, after, sig):
+    import signal
+
+    results = tmp_path / "r"
+    args = _search(results, table, "--trials", "4")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_SEARCH, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    seen = []
+    for line in child.stdout:
+        seen.append(line)
+        if line.startswith(after):
+            break
+    child.send_signal(getattr(signal, f"SIG{sig}"))
+    child.wait(60)
+    assert seen and seen[-1].startswith(after), f"the child never ran {after!r}: {seen[-5:]}"
+    db = results / SLUG / "optuna.db"
+    from autotune import cli
+
+    for trials in ("4", "6"):  # the next search works, and so does the one after it
+        assert cli.main(_search(results, table, "--trials", trials)) == 0
+    names, indexes = _studies_in(db)
+    assert len(names) == len(set(names)) == 1 and "ix_studies_study_name" in indexes
+    assert sorted(p.name for p in db.parent.iterdir() if p.name.startswith(".optuna")) == []
+
+
+def test_a_database_an_earlier_run_left_half_made_is_repaired(tmp_path):
+    """A database made before creation was atomic, killed after its study table and before the
+    table's unique index, then retried: the repeated study rows (no trials) are dropped and the
+    index made, so the study opens again."""
+    import sqlite3
+
+    import optuna
+
+    from autotune import studies
+
+    db = tmp_path / "optuna.db"
+    url = f"sqlite:///{db}"
+    optuna.storages.RDBStorage(url).engine.dispose()
+    first = optuna.create_study(study_name="s", storage=url)
+    first.enqueue_trial({"x": 1})
+    with sqlite3.connect(db) as c:
+        c.execute("DROP INDEX ix_studies_study_name")
+        c.execute("INSERT INTO studies (study_name) VALUES ('s')")
+        c.execute("INSERT INTO study_directions (direction, study_id, objective) VALUES ('MINIMIZE', 2, 0)")
+    with pytest.raises(Exception):  # noqa: B017 - what Optuna makes of it, as the bug showed
+        optuna.load_study(study_name="s", storage=url)
+    study = studies.open_study(studies.make_storage(url), "s", studies.make_sampler("tpe", 0))
+    assert [t.params for t in study.get_trials()] == [{}] and len(study.trials) == 1  # the first study, its trial
+    names, indexes = _studies_in(db)
+    assert names == ["s"] and {"ix_studies_study_name", "ix_trials_study_id"} <= indexes
+
+
+# ---- storage lost mid-search ---------------------------------------------------------------
+
+
+def _fail_after(monkeypatch, told: int, error: Exception):
+    """The storage fails (as a full disk or a dropped connection does) on the first state change
+    after `told` trials were told COMPLETE; `told` -1: on the first state change of all."""
+    from optuna.storages import RDBStorage
+
+    real, done = RDBStorage.set_trial_state_values, [0]
+
+    def failing(self, trial_id, state, values=None):
+        if told < 0 or done[0] >= told:
+            raise error
+        done[0] += state.name == "COMPLETE"
+        return real(self, trial_id, state, values)
+
+    monkeypatch.setattr(RDBStorage, "set_trial_state_values", failing)
+
+
+def _disk_full():
+    import sqlalchemy.exc
+
+    return sqlalchemy.exc.OperationalError("UPDATE trials SET state=?", {}, Exception("database or disk is full"))
+
+
+def _connection_dropped():
+    import sqlalchemy.exc
+
+    return sqlalchemy.exc.OperationalError(
+        "SELECT trials.trial_id", {}, Exception("server closed the connection unexpectedly")
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (_disk_full, "database or disk is full"),
+        (_connection_dropped, "server closed the connection unexpectedly"),
+        (lambda: OSError(28, "No space left on device"), "No space left on device"),
+    ],
+)
+def test_a_storage_that_fails_mid_search_is_one_line_a_record_and_a_resume(
+    tmp_path, table, monkeypatch, capsys, error, said
+):
+    from autotune import cli, studies
+
+    monkeypatch.setattr(studies, "GRACE_S", 1)  # the next run re-queues the dead run's trials soon
+    monkeypatch.setattr(studies, "HEARTBEAT_S", 1)
+    args = _search(tmp_path / "r", table, "--trials", "20")
+    with monkeypatch.context() as m:
+        _fail_after(m, 7, error())
+        assert cli.main(args) == 2
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert line.startswith("autotune: error: 512x512x512: the search stopped: ") and said in line
+    assert "the same command resumes" in line and "Traceback" not in out + err
+    # A record of what was measured: the best config measured before the stop, written whole.
+    import optuna
+
+    url = f"sqlite:///{tmp_path}/r/{SLUG}/optuna.db"
+    (name,) = optuna.get_all_study_names(url)
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    measured = {t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated")}
+    gflops = json.loads(table.read_text())["table"]
+    rec = next((tmp_path / "r").glob("*/512x512x512.json"))
+    assert str(rec) in line
+    entry = json.loads(rec.read_text())["families"]["coarse1d"]
+    assert entry["config"]["name"] == max(measured, key=gflops.get) and len(measured) < 20
+    # The same command goes on where it stopped: 20 distinct configs in all, none twice.
+    assert cli.main(args) == 0
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    evaluated = [t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated") and t.state.is_finished()]
+    assert len(evaluated) == len(set(evaluated)) >= 20
+    assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
+
+
+def test_a_storage_that_fails_before_anything_is_measured_writes_nothing(tmp_path, table, monkeypatch, capsys):
+    from autotune import cli
+
+    _fail_after(monkeypatch, -1, _disk_full())
+    assert cli.main(_search(tmp_path / "r", table, "--trials", "20")) == 2
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert line.startswith("autotune: error: ") and "database or disk is full" in line and "Traceback" not in out
+    assert not list((tmp_path / "r").glob("*/*.json"))
+
+
+# ---- concurrent searches of one study ------------------------------------------------------
+
+
+def test_three_searches_of_one_shape_at_once_share_the_work(tmp_path, table):
+    """Three plain searches (no --workers) of one shape on one results folder share its study:
+    each reads what the others measured and have in flight before it runs a config, so no config
+    is measured twice and together they measure the budget. Each measurement takes 0.3 s, so the
+    three overlap even when the later ones first wait out the grace period of the first one's
+    trials in flight."""
+    import optuna
+
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({**json.loads(table.read_text()), "delay_s": 0.3}))
+    results = tmp_path / "r"
+    cmd = [sys.executable, "-m", "autotune.cli", *_search(results, slow, "--trials", "60")]
+    procs = [
+        subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    url = f"sqlite:///{results}/{SLUG}/optuna.db"
+    (name,) = optuna.get_all_study_names(url)
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    measured = [t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated")]
+    assert len(measured) == len(set(measured))  # none twice
+    assert 60 <= len(measured) <= 60 + 3  # the budget; a race at its end may add one a process
+    assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
+
+
+def test_the_trial_reader_reports_each_change_once(tmp_path):
+    """TrialLoop.refresh reads only what changed: new trials, state changes (a queued trial taken
+    and finished between two reads among them) and running trials (a config is named after the
+    ask), but not the reader's own trials in flight."""
+    from autotune import studies
+
+    study = studies.open_study(
+        studies.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", studies.make_sampler("random", 0)
+    )
+    reader = studies.TrialReader(study)
+    done = study.ask()
+    study.tell(done, 1.0)
+    study.enqueue_trial({"x": 1}, user_attrs={"config": "queued"})
+    assert sorted(t.state.name for t in reader.changed()) == ["COMPLETE", "WAITING"]
+    assert reader.changed() == []  # nothing changed
+    taken = study.ask()  # pops the queued trial, which another worker then finishes
+    study.tell(taken, 2.0)
+    (t,) = reader.changed()
+    assert (t.number, t.state.name, t.user_attrs["config"]) == (taken.number, "COMPLETE", "queued")
+    running = study.ask()
+    assert [t.user_attrs.get("config") for t in reader.changed()] == [None]
+    running.set_user_attr("config", "named")
+    assert [t.user_attrs.get("config") for t in reader.changed()] == ["named"]  # read again while running
+    assert reader.changed({running._trial_id}) == []  # the caller's own: it knows them
+
+
+# ---- search processes (--workers) ----------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    """The search processes a process started (multiprocessing's spawned children)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ")
+        except (OSError, IndexError):
+            continue
+        if int(stat[1]) == pid and b"spawn_main" in cmdline:
+            out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _workers_search(tmp_path, table, trials="60"):
+    """A grid search by 3 search processes, each measurement 0.2 s; returns the process, the
+    study's URL and the search processes' pids once 8 configs are measured."""
+    import time
+
+    import optuna
+
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({**json.loads(table.read_text()), "delay_s": 0.2}))
+    results = tmp_path / "r"
+    args = _search(results, slow, "--trials", trials, "--sampler", "grid", "--workers", "3")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autotune.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    url = f"sqlite:///{results}/{SLUG}/optuna.db"
+    deadline, measured = time.monotonic() + 240, 0
+    while measured < 8 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        try:
+            (name,) = optuna.get_all_study_names(url)
+            trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+        except Exception:  # noqa: BLE001 - not made yet
+            continue
+        measured = sum(1 for t in trials if t.user_attrs.get("evaluated"))
+    workers = _children(proc.pid)
+    assert measured >= 8 and len(workers) == 3, (measured, workers, proc.poll())
+    return proc, url, workers
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_killed_search_process_s_trials_are_measured_and_the_budget_met(tmp_path, table):
+    import signal
+
+    import optuna
+
+    proc, url, workers = _workers_search(tmp_path, table)
+    os.kill(workers[0], signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    (name,) = optuna.get_all_study_names(url)
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
+    measured = [t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated") and t.state.is_finished()]
+    assert len(measured) == len(set(measured)) == 60  # the budget, none twice
+    assert proc.returncode == 0, err.decode()
+    assert "killed by SIGKILL" in err.decode() and "Traceback" not in err.decode()
+    failed = [t for t in trials if t.state.name == "FAIL"]  # the dead one's trials in flight, retried
+    retried = {t.system_attrs.get("failed_trial") for t in trials} - {None}
+    assert failed and {t.number for t in failed} <= retried
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_search_processes_end_with_their_parent(tmp_path, table):
+    import signal
+    import time
+
+    proc, _url, workers = _workers_search(tmp_path, table, trials="200")  # 13 s of measuring left
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 5
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [w for w in workers if _alive(w)]
+    for w in left:
+        os.kill(w, signal.SIGKILL)
+    assert not left, "search processes outlived their parent"
