@@ -10,6 +10,7 @@ from .counts import cached_valid
 from .limits import DeviceLimits, profile_for_arch
 from .space import Family, Space, known_families, read_yaml
 from .types import Problem, UserError
+from .yamlio import read_text
 
 # `search --table`: shapes spread over the regimes a program calls, for autotune.matmul's model
 # (autotune/model.py) to choose from at shapes never tuned. Every regime has measurements near it:
@@ -53,12 +54,7 @@ def parse_problems(args) -> list[Problem]:
 
 
 def read_shapes_file(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    return read_text(path)
 
 
 def parse_problem(args) -> Problem:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .types import Config, Measurement, Problem, Status, UserError
+from .yamlio import read_text
 
 try:
     import fcntl
@@ -86,12 +87,13 @@ def load_record(path: Path) -> dict:
     """A results file, checked enough that later code can trust its shape: the fields it reads
     have the types it expects, and `best` names one of the families it holds."""
     path = Path(path)
+    text = read_text(path)  # a FIFO or /dev/zero put there is one error, not a hang
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
+        data = json.loads(text)
     except ValueError as exc:
         raise UserError(f"{path}: corrupted results file (not JSON: {exc})") from None
+    except RecursionError:
+        raise UserError(f"{path}: corrupted results file (JSON nested too deep)") from None
     try:
         _check_record(data, path)
     except (UserError, _Corrupt) as exc:

@@ -171,6 +171,12 @@ def _fifo(folder: Path) -> dict:
     return {}
 
 
+def _refifo(path: Path) -> dict:
+    path.unlink()
+    os.mkfifo(path)
+    return {}
+
+
 def _both(*setups: Callable[[Path], dict]) -> Callable[[Path], dict]:
     def setup(folder: Path) -> dict:
         env: dict = {}
@@ -592,6 +598,21 @@ CASES: list[Case] = [
         "autotune: error: results/…/64x64x64.json: corrupted results file (not JSON: …)",
         ("64x64x64.json: corrupted results file (not JSON",),
         setup=lambda f: record(f) | _files(**{f"results__{SLUG}__64x64x64.json": "{broken"})(f),
+    ),
+    Case(
+        "record: a FIFO (once waited for ever)",
+        ("list",),
+        "autotune: error: results/…/64x64x64.json: corrupted results file (not JSON: …)",
+        ("64x64x64.json: corrupted results file (not JSON",),
+        setup=lambda f: record(f) | _refifo(f / "results" / SLUG / "64x64x64.json"),
+        timeout=120,
+    ),
+    Case(
+        "shapes file: /dev/zero",
+        ("search", "--shapes-file", "/dev/zero", "--dry-run"),
+        "autotune: error: /dev/zero: more than 64 MiB, too large for an input file",
+        ("/dev/zero: more than 64 MiB, too large for an input file",),
+        timeout=120,
     ),
     Case(
         "record: gflops is a string",

@@ -374,3 +374,35 @@ def test_search_verbose_prints_the_whole_nvrtc_log(case_folder):
     assert "bad: compile_failed (e.g. bad_TILE" in r.stdout
     assert "bad: NVRTC log of bad_TILE" in r.stdout and "1 error detected in the compilation of" in r.stdout
     assert not (case_folder / "results" / SLUG / "64x64x64.json").exists()
+
+
+# ---- input files ------------------------------------------------------------------------------
+
+
+_READ = """
+import resource, sys
+from autotune.types import UserError
+from autotune.yamlio import read_text
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # /dev/zero read whole would pass this
+try:
+    print(repr(read_text(sys.argv[1])))
+except UserError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize(
+    "name, answer",
+    [
+        ("fifo", "''"),  # a FIFO nothing writes to reads as empty: no wait for ever
+        ("/dev/zero", "/dev/zero: more than 64 MiB, too large for an input file"),
+        (".", ".: cannot read (Is a directory)"),
+    ],
+)
+def test_input_files_that_never_end_or_never_come_are_one_error(tmp_path, name, answer):
+    os.mkfifo(tmp_path / "fifo")
+    r = subprocess.run(
+        [sys.executable, "-c", _READ, name], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0 and r.stdout.strip() == answer, r.stderr[-2000:]
