@@ -327,8 +327,45 @@ CASES: list[Case] = [
     Case(
         "replay table missing",
         ("search", "--size", "64", "--family", "tiled", "--replay", "nope.json"),
-        "autotune: error: nope.json: not a replay table (FileNotFoundError: …)",
-        ("nope.json: not a replay table",),
+        "autotune: error: nope.json: cannot read (No such file or directory)",
+        ("nope.json: cannot read (No such file or directory)",),
+    ),
+    *(
+        Case(
+            f"replay table: {what}",
+            ("search", "--size", "64", *_REPLAY),
+            f"autotune: error: table.json: not a replay table ({answer})",
+            (f"table.json: not a replay table ({answer}",),
+            setup=_files(**{"table.json": json.dumps(doc)}),
+            after=_absent("results"),
+        )
+        for what, doc, answer in (
+            (
+                "a GFLOP/s of 0",
+                {"table": {"tiled_TILE16": 0}},
+                "table['tiled_TILE16'] is 0, not a number >= 0.001 and at most 1e+12",
+            ),
+            (
+                "a negative GFLOP/s",
+                {"table": {"tiled_TILE16": -5}},
+                "table['tiled_TILE16'] is -5, not a number >= 0.001 and at most 1e+12",
+            ),
+            (
+                "cuBLAS GFLOP/s a string",
+                {"table": {"tiled_TILE16": 900}, "cublas_gflops": "fast"},
+                "cublas_gflops is 'fast', not a number >= 0.001 and at most 1e+12",
+            ),
+            ("'table' a list", {"table": [1, 2]}, "'table' must map config names to GFLOP/s or a status, got list"),
+            ("a list", [1, 2], "a JSON object with table, cublas_gflops, delay_s expected, got list"),
+            (
+                "a status that is not one",
+                {"table": {"tiled_TILE16": "ok"}},
+                "table['tiled_TILE16'] is 'ok': a status is one of rejected, compile_failed, launch_failed, incorrect, "
+                "timeout",
+            ),
+            ("a key that is not a config name", {"table": {"x\ny": 1}}, "table key 'x\\ny' is not a config name"),
+            ("a misspelled key", {"table": {}, "cublas_gflop": 9}, "unknown key 'cublas_gflop'"),
+        )
     ),
     Case(
         "unreachable storage",

@@ -406,3 +406,51 @@ def test_input_files_that_never_end_or_never_come_are_one_error(tmp_path, name, 
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert r.returncode == 0 and r.stdout.strip() == answer, r.stderr[-2000:]
+
+
+# ---- replay tables ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ('{"table": {"tiled_TILE16": NaN}}', "table['tiled_TILE16'] is nan, not a number >= 0.001"),
+        ('{"table": {"tiled_TILE16": Infinity}}', "table['tiled_TILE16'] is inf"),
+        ('{"table": {"tiled_TILE16": 1e400}}', "table['tiled_TILE16'] is inf"),
+        ('{"table": {"tiled_TILE16": true}}', "table['tiled_TILE16'] is True"),
+        ('{"table": {"tiled_TILE16": null}}', "table['tiled_TILE16'] is None"),
+        ('{"table": {"tiled_TILE16": [900]}}', "table['tiled_TILE16'] is [900]"),
+        ('{"table": {"tiled_TILE16": 1e13}}', "is 10000000000000.0, not a number >= 0.001 and at most 1e+12"),
+        ('{"table": {"tiled_TILE16": "fast"}}', "table['tiled_TILE16'] is 'fast': a status is one of rejected"),
+        ('{"table": {"": 900}}', "table key '' is not a config name"),
+        ('{"table": {"../x": 900}}', "table key '../x' is not a config name"),
+        ('{"table": {}, "delay_s": 1e300}', "delay_s is 1e+300, not a number >= 0 and at most 3600"),
+        ('{"table": {}, "delay_s": -1}', "delay_s is -1"),
+        ('{"table": {}, "cublas_gflops": 0}', "cublas_gflops is 0"),
+        ('{"table": {}, "cublas_gflops": null}', "cublas_gflops is None"),
+        ('{"delay_s": 0}', "no 'table'"),
+        ('"table"', "a JSON object with table, cublas_gflops, delay_s expected, got str"),
+        ("[" * 100_000, "not a replay table ("),
+        ("{", "not a replay table (not JSON: "),
+    ],
+)
+def test_a_replay_table_is_checked_whole_on_load(tmp_path, text, fragment):
+    from autotune.replay import load_replay
+
+    path = tmp_path / "table.json"
+    path.write_text(text)
+    with pytest.raises(UserError) as exc:
+        load_replay(str(path), load_profile("h100"))
+    line = str(exc.value)
+    assert line.startswith(f"{path}: ") and fragment in line and "\n" not in line, line
+
+
+def test_a_valid_replay_table_loads_as_written(tmp_path):
+    from autotune.replay import load_replay
+    from autotune.types import Status
+
+    path = tmp_path / "table.json"
+    path.write_text('{"table": {"tiled_TILE16": 900, "tiled_TILE8": "incorrect"}, "cublas_gflops": 5e3, "delay_s": 0}')
+    ev = load_replay(str(path), load_profile("h100"))
+    assert ev.table == {"tiled_TILE16": 900.0, "tiled_TILE8": Status.INCORRECT}
+    assert (ev.cublas_gflops, ev.delay_s) == (5000.0, 0.0)
