@@ -166,6 +166,14 @@ def _dirs(*names: str) -> Callable[[Path], dict]:
     return setup
 
 
+def _link(name: str, target: str) -> Callable[[Path], dict]:
+    def setup(folder: Path) -> dict:
+        (folder / name).symlink_to(target)
+        return {}
+
+    return setup
+
+
 def _fifo(folder: Path) -> dict:
     os.mkfifo(folder / "fifo")
     return {}
@@ -455,6 +463,30 @@ CASES: list[Case] = [
         "autotune: error: …/jinja.cu.j2:…: template syntax error: …",
         ("jinja.cu.j2:", "template syntax error"),
         setup=_family("jinja", lambda t: t.replace("__syncthreads();", "{% if %}__syncthreads();", 1)),
+    ),
+    *(
+        Case(
+            f"AUTOTUNE_CACHE {what} ({args[0]}{' --dry-run' if '--dry-run' in args else ' --count'})",
+            args,
+            answer,
+            code=0,
+            expect=(expect,),
+            setup=setup,
+            note="the cache is skipped: it only saves time",
+            after=_absent("c/nvrtc", "c/counts"),
+        )
+        for what, setup in (
+            ("names a file", lambda f: _files(c="")(f) | {"AUTOTUNE_CACHE": str(f / "c")}),
+            ("is a link to nothing", lambda f: _link("c", "nowhere")(f) | {"AUTOTUNE_CACHE": str(f / "c")}),
+        )
+        for args, answer, expect in (
+            (("list", "--count"), "every family counted (coarse1d: 215 valid of 625 …)", "215 valid of 625"),
+            (
+                ("search", "--size", "64", "--family", "tiled", "--dry-run"),
+                "the dry run's table (tiled: … 4/4 compiled …)",
+                "4/4",
+            ),
+        )
     ),
     Case(
         "AUTOTUNE_TEMPLATES names no folder",

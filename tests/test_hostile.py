@@ -454,3 +454,71 @@ def test_a_valid_replay_table_loads_as_written(tmp_path):
     ev = load_replay(str(path), load_profile("h100"))
     assert ev.table == {"tiled_TILE16": 900.0, "tiled_TILE8": Status.INCORRECT}
     assert (ev.cublas_gflops, ev.delay_s) == (5000.0, 0.0)
+
+
+# ---- caches that cannot be used ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling link", "read-only folder"])
+def test_an_unusable_cache_only_costs_time(tmp_path, monkeypatch, kind):
+    from autotune.gpu.compile import compile_source
+
+    cache = tmp_path / "cache"
+    if kind == "file":
+        cache.write_text("")
+    elif kind == "dangling link":
+        cache.symlink_to(tmp_path / "nowhere")
+    else:
+        cache.mkdir()
+        cache.chmod(0o555)
+        if os.access(cache, os.W_OK):
+            pytest.skip("root writes into read-only folders")
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(cache))
+    sp = Space.load("tiled")
+    assert counts.count_valid(sp, load_profile("h100")) == 4
+    assert counts.cached_valid(sp, load_profile("h100")) is None  # nothing stored, nothing read
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1.0f; }'
+    first = compile_source(src, "sm_90", "k")
+    assert not first.cached and not compile_source(src, "sm_90", "k").cached
+    assert not (tmp_path / "nowhere").exists()
+    assert [p.name for p in tmp_path.rglob("*") if p.name.endswith(".tmp")] == []
+
+
+def test_a_cache_write_that_fails_half_way_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from autotune import cachedir
+
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path))
+
+    def full(*_a):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    assert cachedir.write_atomic(cachedir.cache_folder("counts") / "x.json", b"{}") is False
+    assert list((tmp_path / "counts").iterdir()) == []
+
+
+def test_a_cache_file_gets_the_mode_the_umask_gives(tmp_path, monkeypatch):
+    """As any file written: a cache folder may be shared by a team (mkstemp would make it 0600)."""
+    from autotune import cachedir
+
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path))
+    old = os.umask(0o022)
+    try:
+        assert cachedir.write_atomic(cachedir.cache_folder("counts") / "x.json", b"{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "counts" / "x.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_no_home_folder_means_no_cache(monkeypatch):
+    from autotune import cachedir
+
+    for var in ("AUTOTUNE_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+
+    def nowhere(*_a):
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", nowhere)
+    assert cachedir.cache_root() is None and counts.cached_valid(Space.load("tiled"), load_profile("h100")) is None
+    counts.store_valid(Space.load("tiled"), load_profile("h100"), 4)  # skipped, not an error
