@@ -343,7 +343,11 @@ def _list_parser(sub) -> None:
 
 def _check_results_arg(args) -> None:
     results = getattr(args, "results", None)
-    if results is not None and results.exists() and not results.is_dir():
+    if results is None:
+        return
+    if results.is_symlink() and not results.exists():
+        raise UserError(f"--results {results}: a symbolic link to nothing ({os.readlink(results)})")
+    if results.exists() and not results.is_dir():
         raise UserError(f"--results {results}: is a file, not a folder")
 
 

@@ -235,10 +235,11 @@ def check_results_writable(root: Path, slug: str, problems: list[Problem]) -> No
     from .results import load_record, record_path
 
     existing = root / slug
-    while not existing.exists() and existing != existing.parent:
+    while not os.path.lexists(existing) and existing != existing.parent:
         existing = existing.parent  # the folders below it are the tool's own: made when writing
     if not existing.is_dir():
-        raise UserError(f"{existing}: not a folder, so no results can be written under it (--results {root})")
+        what = "a symbolic link to nothing" if not existing.exists() else "not a folder"
+        raise UserError(f"{existing}: {what}, so no results can be written under it (--results {root})")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UserError(
             f"cannot write results under {existing} (--results {root}): permission denied or a read-only folder"
@@ -275,6 +276,8 @@ def check_output_file(path: Path) -> None:
 
 def check_output_dir(path: Path) -> None:
     """report -o FOLDER: a folder that can be written, or a new one in a folder that exists."""
+    if path.is_symlink() and not path.exists():
+        raise UserError(f"-o {path}: a symbolic link to nothing ({os.readlink(path)})")
     if path.exists() and not path.is_dir():
         raise UserError(f"-o {path}: is a file, not a folder")
     writable_folder(path if path.exists() else path.parent, f"-o {path}")

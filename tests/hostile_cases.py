@@ -573,6 +573,40 @@ CASES: list[Case] = [
             ("list",),
         )
     ),
+    *(
+        Case(
+            f"--results a link to nothing ({cmd[0]})",
+            (*cmd, "--results", "gone"),
+            "autotune: error: --results gone: a symbolic link to nothing (nowhere)",
+            ("--results gone: a symbolic link to nothing (nowhere)",),
+            setup=_both(_link("gone", "nowhere"), replay_table),
+            after=_absent("nowhere", "results"),
+        )
+        for cmd in (
+            ("search", "--size", "64", *_REPLAY),
+            ("export", "--size", "64"),
+            ("check", "--static"),
+            ("report",),
+            ("list",),
+        )
+    ),
+    Case(
+        "a GPU's results folder a link to nothing",
+        ("search", "--size", "64", *_REPLAY),
+        f"autotune: error: results/{SLUG}: a symbolic link to nothing, so no results can be written under it "
+        "(--results results)",
+        (f"results/{SLUG}: a symbolic link to nothing, so no results can be written under it",),
+        setup=_both(_dirs("results"), _link(f"results/{SLUG}", "nowhere"), replay_table),
+        after=_absent("results/nowhere"),
+    ),
+    Case(
+        "report -o a link to nothing",
+        ("report", "-o", "gone"),
+        "autotune: error: -o gone: a symbolic link to nothing (nowhere)",
+        ("-o gone: a symbolic link to nothing (nowhere)",),
+        setup=_records_and(_link("gone", "nowhere")),
+        after=_absent("nowhere"),
+    ),
     Case(
         "read-only results folder, --storage elsewhere",
         ("search", "--size", "64", *_REPLAY, "--storage", "sqlite:///s.db"),
