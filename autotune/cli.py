@@ -47,14 +47,41 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
+def _number(lo: float, hi: float | None = None, *, above: bool = False, below: bool = False):
+    """An argparse type: a finite number from `lo` (excluded when `above`) to `hi` (excluded when
+    `below`); inf, nan and anything outside are refused, not clamped."""
+    bounds = f"{'>' if above else '>='} {lo:g}"
+    if hi is not None:
+        bounds += f" and {'below' if below else 'at most'} {hi:.12g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        inside = math.isfinite(value) and (value > lo if above else value >= lo)
+        if hi is not None:
+            inside = inside and (value < hi if below else value <= hi)
+        if not inside:
+            raise argparse.ArgumentTypeError(f"expected a number {bounds}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _int_in(lo: int, hi: int):
+    """An argparse type: an integer from `lo` to `hi`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer from {lo} to {hi}, got {text!r}")
+        return value
+
+    return parse
 
 
 def _finite_float(text: str) -> float:
@@ -65,6 +92,19 @@ def _finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
+
+
+# Seconds: at most about 31 years, below what a wait on a lock or a process accepts (threading's
+# TIMEOUT_MAX, 292 years), so no value gets that far and overflows there.
+_MAX_SECONDS = 1e9
+_seconds = _number(0, _MAX_SECONDS)
+_positive_seconds = _number(0, _MAX_SECONDS, above=True)
+# check --tolerance: the slow-down fraction allowed. A config measured at x times its recorded
+# GFLOP/s has changed by x - 1 > -1, so a tolerance of 1 or more could never fail a check.
+_tolerance = _number(0, 1, below=True)
+_seed = _int_in(0, 2**32 - 1)  # what NumPy's and Optuna's generators take
+_device = _int_in(0, 2**31 - 1)  # a CUDA device ordinal is a C int
+MAX_WORKERS = 64  # a process each, each with its own CUDA context or replayed table
 
 
 _ARCH = re.compile(r"^sm_\d+a?$")
@@ -200,14 +240,14 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--timeout",
-        type=_nonneg_float,
+        type=_seconds,
         metavar="SEC",
         help="wall-time budget for each shape's search (each of --sizes gets it), shared out over its "
         "families; the last 40%% of a "
         "family's time (or trials, whichever comes first) goes to neighbours of its best configs",
     )
     s.add_argument("--sampler", choices=["tpe", "random", "grid"], default="tpe", help="Optuna sampler (default tpe)")
-    s.add_argument("--seed", type=int, default=0, help="sampler and input seed (default 0)")
+    s.add_argument("--seed", type=_seed, default=0, help="sampler and input seed, 0 to 2**32 - 1 (default 0)")
     s.add_argument("--storage", metavar="URL", help="Optuna storage (default sqlite:///results/<gpu>/optuna.db)")
 
 
@@ -219,13 +259,13 @@ def _search_run_args(s: argparse.ArgumentParser) -> None:
         metavar="SM",
         help="compile for this arch, sm_<digits>[a] (default: the GPU's; sm_90 for --dry-run)",
     )
-    s.add_argument("--device", type=int, default=0, help="CUDA device index (default 0; with --workers, the first)")
+    s.add_argument("--device", type=_device, default=0, help="CUDA device index (default 0; with --workers, the first)")
     s.add_argument(
         "--workers",
-        type=_positive_int,
+        type=_int_in(1, MAX_WORKERS),
         default=1,
-        help="worker processes on one study, worker i on device --device+i (default 1); several "
-        "hosts share a study through --storage postgresql://...",
+        help=f"worker processes on one study (at most {MAX_WORKERS}), worker i on device --device+i (default 1); "
+        "several hosts share a study through --storage postgresql://...",
     )
     s.add_argument(
         "--window",
@@ -236,7 +276,7 @@ def _search_run_args(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--candidate-timeout",
-        type=_nonneg_float,
+        type=_positive_seconds,
         default=30.0,
         metavar="SEC",
         help="a candidate taking longer is recorded as a timeout and its worker replaced (default 30)",
@@ -306,9 +346,14 @@ def _check_parser(sub) -> None:
         "--static does the part that needs no GPU.",
     )
     c.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")
-    c.add_argument("--tolerance", type=_nonneg_float, default=0.05, help="allowed slow-down fraction (default 0.05)")
+    c.add_argument(
+        "--tolerance",
+        type=_tolerance,
+        default=0.05,
+        help="allowed slow-down fraction, from 0 to below 1 (default 0.05: 5%% slower fails)",
+    )
     c.add_argument("--static", action="store_true", help="no GPU: render, filter, compile, compare resources")
-    c.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    c.add_argument("--device", type=_device, default=0, help="CUDA device index (default 0)")
     c.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
 
 

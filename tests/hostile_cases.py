@@ -313,6 +313,44 @@ CASES: list[Case] = [
         "autotune: error: argument --timeout: expected a number >= 0, got '-1' (see …)",
         ("expected a number >= 0",),
     ),
+    *(
+        Case(
+            f"{what} ({cmd[0]})",
+            (*cmd, opt, value),
+            f"autotune: error: argument {opt}: expected {want}, got '{value}' (see …)",
+            (f"argument {opt}: expected {want}, got '{value}'",),
+        )
+        for what, cmd, opt, value, want in (
+            (
+                "a timeout of inf",
+                ("search", "--size", "64"),
+                "--timeout",
+                "inf",
+                "a number >= 0 and at most 1000000000",
+            ),
+            (
+                "a candidate timeout of 0",
+                ("search", "--size", "64"),
+                "--candidate-timeout",
+                "0",
+                "a number > 0 and at most 1000000000",
+            ),
+            ("a tolerance of inf", ("check", "--static"), "--tolerance", "inf", "a number >= 0 and below 1"),
+            ("a tolerance of nan", ("check", "--static"), "--tolerance", "nan", "a number >= 0 and below 1"),
+            (
+                "a tolerance of 1 (could never fail)",
+                ("check", "--static"),
+                "--tolerance",
+                "1",
+                "a number >= 0 and below 1",
+            ),
+            ("a negative tolerance", ("check", "--static"), "--tolerance", "-0.1", "a number >= 0 and below 1"),
+            ("a beta of nan", ("search", "--size", "64"), "--beta", "nan", "a finite number"),
+            ("a seed NumPy refuses", ("search", "--size", "64"), "--seed", "-1", "an integer from 0 to 4294967295"),
+            ("a negative device", ("check",), "--device", "-1", "an integer from 0 to 2147483647"),
+            ("a million workers", ("search", "--size", "64"), "--workers", "1000000", "an integer from 1 to 64"),
+        )
+    ),
     Case(
         "unknown command",
         ("frobnicate",),

@@ -522,3 +522,56 @@ def test_no_home_folder_means_no_cache(monkeypatch):
     monkeypatch.setattr(Path, "home", nowhere)
     assert cachedir.cache_root() is None and counts.cached_valid(Space.load("tiled"), load_profile("h100")) is None
     counts.store_valid(Space.load("tiled"), load_profile("h100"), 4)  # skipped, not an error
+
+
+# ---- options that are numbers -----------------------------------------------------------------
+
+
+def _number_options():
+    """(command, option) for every option of every command whose type takes a fraction."""
+    parser = cli.build_parser()
+    (commands,) = [a for a in parser._actions if a.dest == "command"]
+    out = []
+    for name, sub in commands.choices.items():
+        for action in sub._actions:
+            if action.type is None or not action.option_strings or action.type is Path:
+                continue
+            try:
+                action.type("0.5")
+            except Exception:  # noqa: BLE001 - an integer option, or a name: not a fraction
+                continue
+            out.append((name, action.option_strings[-1]))
+    return out
+
+
+def test_every_number_option_is_walked():
+    found = set(_number_options())
+    assert {("search", "--timeout"), ("search", "--beta"), ("check", "--tolerance")} <= found
+
+
+@pytest.mark.parametrize("command, option", _number_options())
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e999", "-1e999", "", "x"])
+def test_no_number_option_takes_a_value_that_is_not_finite(command, option, value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.build_parser().parse_args([command, f"{option}={value}"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(f"autotune: error: argument {option}: expected "), err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", "--size", "64", "--seed", str(2**32)],
+        ["search", "--size", "64", "--device", str(2**31)],
+        ["search", "--size", "64", "--workers", "65"],
+        ["check", "--device", "-1"],
+        ["check", "--tolerance", "1"],
+        ["search", "--size", "64", "--candidate-timeout", "0"],
+        ["search", "--size", "64", "--timeout", "1e10"],
+    ],
+)
+def test_options_outside_their_range_are_refused(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.build_parser().parse_args(argv)
+    assert exc.value.code == 2 and "expected" in capsys.readouterr().err
