@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import math
 import os
 import re
@@ -16,7 +18,7 @@ from .cli_search import cmd_search
 from .counts import cached_valid, count_valid
 from .limits import profile_for_arch
 from .space import Family, Space, known_families
-from .types import LAYOUTS, PRECISIONS, Problem, UserError
+from .types import LAYOUTS, PRECISIONS, Problem, UserError, one_line
 
 EPILOG_SEARCH = """examples:
   autotune search --size 4096                      all families, 4096^3, this GPU
@@ -29,12 +31,8 @@ EPILOG_SEARCH = """examples:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
-        self.exit(
-            2,
-            f"autotune: error: {message} (see 'autotune {self.prog.split()[-1]} --help')\n"
-            if " " in self.prog
-            else f"autotune: error: {message} (see 'autotune --help')\n",
-        )
+        see = f"autotune {self.prog.split()[-1]} --help" if " " in self.prog else "autotune --help"
+        self.exit(2, f"autotune: error: {one_line(message)} (see '{see}')\n")
 
 
 def _positive_int(text: str) -> int:
@@ -495,17 +493,105 @@ def cmd_list(args) -> int:
 COMMANDS = {"search": cmd_search, "export": cmd_export, "check": cmd_check, "report": cmd_report, "list": cmd_list}
 
 
+class OutputLost(BaseException):
+    """Standard output cannot be written (a full disk, a reader gone, a closed descriptor). A
+    BaseException, as KeyboardInterrupt is: no handler meant for the command's own errors may
+    swallow it and carry on writing."""
+
+    def __init__(self, exc: OSError):
+        super().__init__(exc)
+        self.reason = exc.strerror or str(exc) or type(exc).__name__
+
+
+class _Stdout:
+    """sys.stdout while a command runs: each write or flush that fails with an OSError raises
+    OutputLost, so that main can tell an output error from any other; a character the stream
+    cannot encode (a file name's undecodable bytes) is written escaped instead of failing."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except UnicodeEncodeError:
+            enc = getattr(self._stream, "encoding", None) or "utf-8"
+            return self.write(text.encode(enc, "backslashreplace").decode(enc))
+        except OSError as exc:
+            raise OutputLost(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OutputLost(exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+class _Closed:
+    """In place of a standard output that was closed before autotune started."""
+
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _hold_std_fds() -> None:
+    """A standard descriptor closed at start (`autotune list >&-`) is pointed at devnull: the next
+    file opened would otherwise take its number, and a print or a child process's output would
+    land in it (a results file, the study database)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+
+
+def _say(text: str) -> None:
+    if sys.stderr is None:
+        return  # closed before autotune started: the exit code is all that is left
+    try:
+        print(f"autotune: error: {one_line(text)}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # no stderr to say it on: the same
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: 0 or 1 as each command says, 2 with one `autotune: error:` line for bad
+    input or when standard output cannot be written, 130 when interrupted."""
+    closed = sys.stdout is None
+    _hold_std_fds()
+    real = sys.stdout
+    sys.stdout = _Stdout(_Closed() if closed else real)
     try:
         code = _main(argv)
         sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`autotune list | head -1`). As Python's docs advise (signal
-        # module, "Note on SIGPIPE"): point stdout at devnull so that the flush at exit does not
-        # fail again, and exit with 1, as Python does on EPIPE.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
+    except OutputLost as exc:
+        _say(f"cannot write to standard output ({exc.reason})")
+        # What is still buffered would fail again at exit: point the descriptor at devnull
+        # (Python's advice for EPIPE, signal module, "Note on SIGPIPE").
+        if not closed:
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, real.fileno())
+                os.close(devnull)
+            except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+                pass  # not a descriptor (a test's captured stream): nothing flushes it at exit
+        return 2
+    finally:
+        sys.stdout = real
     return code
 
 
@@ -513,7 +599,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         parser = build_parser()  # lists the families for --help, which reads AUTOTUNE_TEMPLATES
     except UserError as exc:
-        print(f"autotune: error: {exc}", file=sys.stderr)
+        _say(str(exc))
         return 2
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
@@ -524,7 +610,7 @@ def _main(argv: Sequence[str] | None) -> int:
         _check_results_arg(args)
         return COMMANDS[args.command](args)
     except UserError as exc:
-        print(f"autotune: error: {exc}", file=sys.stderr)
+        _say(str(exc))
         return 2
     except KeyboardInterrupt:
         print("autotune: interrupted (a search resumes with the same command)", file=sys.stderr)

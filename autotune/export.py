@@ -15,7 +15,7 @@ from .launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
 from .render import render, template
 from .results import atomic_write_text, best_entry, entry_config
 from .space import Family, Resolved
-from .types import Problem
+from .types import Problem, one_line
 
 EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
 
@@ -142,7 +142,7 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
         SECTIONS=sections,
         SECTION_NOTES=notes,
         LAYOUTS=[Problem(**r["problem"]).layout for r, _ in picks],
-        FILE_NAME=file_name,
+        FILE_NAME=one_line(file_name),  # the user's -o, in comments: a newline there would end one
         VERSION=__version__,
         DATE=_dt.date.today().isoformat(),
         SHAPE=shape.with_layout("nn").name if multi else shape.name,

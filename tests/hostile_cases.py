@@ -38,7 +38,9 @@ class Case:
     readonly: tuple[str, ...] = ()  # folders made read-only after setup (run as 'nobody' under root)
     after: Callable[[Path], None] | None = None  # asserts what must not have been written
     stdout: tuple[str, ...] = ()  # fragments of stdout too (a dry run's table before its error)
-    closed_stdout: bool = False  # stdout is a pipe whose reader is gone (`| head -1`)
+    # Where stdout goes instead of a pipe read to the end: "gone" a pipe whose reader has left
+    # (`| head -1`), "full" /dev/full (a full disk), "closed" no descriptor at all (`>&-`).
+    stdout_to: str = ""
     shown: str = ""  # the command as the table shows it, when not `autotune ARGS`
     note: str = ""  # said after the answer in the table (what is not written, when it is said)
     owner: str = ""  # fixed by other work: expected to fail here until it is merged
@@ -201,6 +203,11 @@ def _absent(*names: str) -> Callable[[Path], None]:
             assert not (folder / n).exists(), f"{n} was written"
 
     return after
+
+
+def _whole_header(path: Path) -> None:
+    text = path.read_text()
+    assert "autotune_sgemm" in text and "#endif  // AUTOTUNE_TUNED_SGEMM_H" in text.splitlines()[-1], text[-200:]
 
 
 # ---- the cases -------------------------------------------------------------------------------
@@ -797,10 +804,44 @@ CASES: list[Case] = [
     Case(
         "stdout closed early",
         ("list",),
-        "the lines that fit; nothing on stderr; exit 1, as Python exits on EPIPE",
-        code=1,
-        closed_stdout=True,
+        "the lines that fit, then autotune: error: cannot write to standard output (Broken pipe)",
+        ("cannot write to standard output (Broken pipe)",),
+        stdout_to="gone",
         shown="autotune list | head -1",
+    ),
+    Case(
+        "stdout on a full disk",
+        ("list",),
+        "autotune: error: cannot write to standard output (No space left on device)",
+        ("cannot write to standard output (No space left on device)",),
+        stdout_to="full",
+        shown="autotune list > /dev/full",
+    ),
+    Case(
+        "stdout closed",
+        ("list",),
+        "autotune: error: cannot write to standard output (Bad file descriptor)",
+        ("cannot write to standard output (Bad file descriptor)",),
+        stdout_to="closed",
+        shown="autotune list >&-",
+    ),
+    Case(
+        "export's message on a full disk",
+        ("export", "--size", "64", "-o", "t.h"),
+        "autotune: error: cannot write to standard output (No space left on device)",
+        ("cannot write to standard output (No space left on device)",),
+        setup=record,
+        stdout_to="full",
+        after=lambda f: _whole_header(f / "t.h"),
+        note="the header itself is written whole first",
+        shown="autotune export --size 64 -o t.h > /dev/full",
+    ),
+    Case(
+        "export onto /dev/full",
+        ("export", "--size", "64", "-o", "/dev/full"),
+        "autotune: error: -o /dev/full: not a regular file",
+        ("-o /dev/full: not a regular file",),
+        setup=record,
     ),
     Case(
         "two searches of one shape and results folder at once",
@@ -867,21 +908,43 @@ def run_case(case: Case, folder: Path) -> Outcome:
         (folder / name).chmod(0o555)
     argv = [*(_as_nobody() if demote else []), sys.executable, "-m", "autotune.cli", *case.args]
     try:
-        if case.closed_stdout:
-            r, w = os.pipe()
-            os.close(r)
-            try:
-                p = subprocess.run(
-                    argv, cwd=folder, env=env, stdout=w, stderr=subprocess.PIPE, text=True, timeout=case.timeout
-                )
-            finally:
-                os.close(w)
-            return Outcome(p.returncode, "", p.stderr)
+        if case.stdout_to:
+            return _run_with_stdout(case, argv, folder, env)
         p = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=case.timeout)
         return Outcome(p.returncode, p.stdout, p.stderr)
     finally:
         for name in case.readonly:
             (folder / name).chmod(0o755)
+
+
+def _run_with_stdout(case: Case, argv: list[str], folder: Path, env: dict) -> Outcome:
+    """Run with stdout a pipe nobody reads ("gone"), /dev/full ("full") or closed ("closed")."""
+    kind = case.stdout_to
+    if kind == "gone":
+        r, w = os.pipe()
+        os.close(r)
+        out, pre = w, None
+    elif kind == "full":
+        out, pre = os.open("/dev/full", os.O_WRONLY), None
+    elif kind == "closed":
+        out, pre = subprocess.DEVNULL, lambda: os.close(1)
+    else:
+        raise ValueError(f"stdout_to {kind!r}")
+    try:
+        p = subprocess.run(
+            argv,
+            cwd=folder,
+            env=env,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=case.timeout,
+            preexec_fn=pre,
+        )
+    finally:
+        if isinstance(out, int) and out >= 0:
+            os.close(out)
+    return Outcome(p.returncode, "", p.stderr)
 
 
 # ---- the README table ------------------------------------------------------------------------
