@@ -648,3 +648,50 @@ def test_an_output_name_cannot_put_code_into_the_header(tmp_path, monkeypatch, c
 def test_a_control_character_in_an_error_stays_on_its_line(capsys):
     assert cli.main(["search", "--size", "64", "--family", "tiled", "--replay", "a\nb\rc"]) == 2
     assert capsys.readouterr().err == "autotune: error: a\\nb\\rc: cannot read (No such file or directory)\n"
+
+
+# ---- the Python API without a GPU ---------------------------------------------------------------
+
+
+def _no_usable_gpu() -> bool:
+    """CuPy is installed and CUDA has no device for it (no GPU, no driver): the case to test."""
+    try:
+        from cupy_backends.cuda.api import runtime
+    except Exception:  # noqa: BLE001 - no CuPy: the API cannot be reached at all
+        return False
+    try:
+        return runtime.getDeviceCount() == 0
+    except runtime.CUDARuntimeError:
+        return True
+
+
+class _ForeignArray:
+    """What a GPU array of another library offers: a CUDA array interface (here pointing nowhere)."""
+
+    def __init__(self, rows, cols):
+        self.__cuda_array_interface__ = {
+            "shape": (rows, cols),
+            "typestr": "<f4",
+            "data": (0x7F0000000000, False),
+            "version": 3,
+            "strides": None,
+        }
+
+
+@pytest.mark.skipif(not _no_usable_gpu(), reason="needs CuPy on a machine without a usable CUDA device")
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda a: a.load(),
+        lambda a: a.load("64x64x64"),
+        lambda a: a.load(config={"family": "tiled", "params": {"TILE": 16}}),
+        lambda a: a.matmul(_ForeignArray(4, 4), _ForeignArray(4, 4)),
+    ],
+)
+def test_the_python_api_without_a_gpu_says_so(call):
+    import autotune
+
+    with pytest.raises(autotune.NoGPUError) as exc:
+        call(autotune)
+    assert str(exc.value).startswith("no CUDA GPU: ") and "\n" not in str(exc.value)
+    assert isinstance(exc.value, RuntimeError) and isinstance(exc.value, UserError)
