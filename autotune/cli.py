@@ -612,6 +612,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except UserError as exc:
         _say(str(exc))
         return 2
+    except OSError as exc:
+        # What the system refuses about a path the command line or a results folder names and no
+        # check before the work foresaw (a name too long, a folder gone meanwhile): bad input
+        # too, said in one line naming the path.
+        name = exc.filename
+        where = "" if name is None else f"{os.fsdecode(name) if isinstance(name, (str, bytes)) else name}: "
+        _say(f"{where}{exc.strerror or exc}")
+        return 2
     except KeyboardInterrupt:
         print("autotune: interrupted (a search resumes with the same command)", file=sys.stderr)
         return 130

@@ -719,6 +719,17 @@ CASES: list[Case] = [
         after=_absent("a"),
         note="no folder made",
     ),
+    *(
+        Case(
+            f"a name too long for the file system ({cmd[0]})",
+            cmd,
+            "autotune: error: xxx…x: File name too long",
+            ("xxx", ": File name too long"),
+            setup=record,
+            shown="autotune " + " ".join(cmd[:-1]) + " $(printf 'x%.0s' {1..300})",
+        )
+        for cmd in (("report", "-o", "x" * 300), ("export", "--size", "64", "-o", "x" * 300))
+    ),
     Case(
         "export of a shape never tuned",
         ("export", "--size", "128"),
