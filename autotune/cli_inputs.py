@@ -229,11 +229,17 @@ def live_limits(device: int) -> DeviceLimits | None:
     return DeviceLimits(**info)
 
 
-def check_results_writable(root: Path, slug: str, problems: list[Problem]) -> None:
+def check_results_writable(root: Path, slug: str, problems: list[Problem], storage: str | None = None) -> None:
     """Before any search work: the records can be written (the folder made, if need be) and
-    those the search will merge into are readable -- not found out after the search."""
+    those the search will merge into are readable -- not found out after the search. A SQLite
+    `storage` may not be the results folder or one on its way (it would be made a file first)."""
     from .results import load_record, record_path
 
+    if storage and storage.startswith("sqlite:///"):
+        db = Path(os.path.abspath(storage[len("sqlite:///") :]))
+        folder = Path(os.path.abspath(root / slug))
+        if db == folder or db in folder.parents:
+            raise UserError(f"--storage {storage}: the results folder's own path (--results {root}); name a file in it")
     existing = root / slug
     while not os.path.lexists(existing) and existing != existing.parent:
         existing = existing.parent  # the folders below it are the tool's own: made when writing

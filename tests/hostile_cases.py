@@ -653,6 +653,16 @@ CASES: list[Case] = [
         after=_absent("nowhere"),
     ),
     Case(
+        "--storage the results folder itself",
+        ("search", "--size", "64", *_REPLAY, "--storage", "sqlite:///results"),
+        "autotune: error: --storage sqlite:///results: the results folder's own path (--results results); name a "
+        "file in it",
+        ("--storage sqlite:///results: the results folder's own path",),
+        setup=replay_table,
+        after=_absent("results", "results.lock"),
+        note="said before searching: no database made where the folder goes",
+    ),
+    Case(
         "read-only results folder, --storage elsewhere",
         ("search", "--size", "64", *_REPLAY, "--storage", "sqlite:///s.db"),
         f"autotune: error: cannot write results under results/{SLUG} (--results results): permission denied or a "
