@@ -881,6 +881,15 @@ CASES: list[Case] = [
         handled_by="tests/test_robust.py::test_cli_arguments_never_trace_back",
     ),
     Case(
+        "generated command lines",
+        (),
+        "exit 0 or 1, or exit 2 with one line; no traceback, no temporary file, nothing made or changed that was "
+        "not asked for",
+        code=0,
+        shown="autotune search|export|check|list|report …",
+        handled_by="tests/test_hostile_generated.py::test_generated_command_lines_end_well",
+    ),
+    Case(
         "random space files",
         (),
         "valid integers from the domains, or one line naming the file",
