@@ -8,7 +8,7 @@ Importing the package does not import CuPy; only autotune.gpu touches the GPU, l
 from .api import load, matmul
 from .limits import DeviceLimits, load_profile
 from .space import Family, Space, known_families
-from .types import Config, Measurement, Problem, Status, UserError
+from .types import Config, Measurement, NoGPUError, Problem, Status, UserError
 
 __version__ = "0.1.0"
 
@@ -18,6 +18,7 @@ __all__ = [
     "DeviceLimits",
     "Family",
     "Measurement",
+    "NoGPUError",
     "Problem",
     "Space",
     "Status",

@@ -30,7 +30,7 @@ from . import model
 from .limits import DeviceLimits, gpu_slug, profile_for_arch
 from .results import entry_config, fastest, iter_records
 from .space import ROOT, Family, Space
-from .types import PRECISIONS, Config, Problem, UserError
+from .types import PRECISIONS, Config, NoGPUError, Problem, UserError
 
 # For a shape with no tuned result: the named fallback config of these families (configs/*.yaml),
 # correct everywhere; warptile needs cp.async (sm_80 and newer), older parts get float4 tiles.
@@ -490,8 +490,14 @@ def load(
     """
     cfg = _explicit_config(config) if config is not None else None  # checked before the GPU is asked
     problem = _shape(shape) if config is None and shape is not None else None
-    dev = _gpu_arrays().current_device()
-    slug, arch = _device_props(dev)
+    arrays = _gpu_arrays()
+    try:
+        dev = arrays.current_device()
+        slug, arch = _device_props(dev)
+    except RuntimeError as exc:
+        if (missing := _no_gpu(exc)) is None:
+            raise
+        raise missing from exc
     if cfg is not None:
         return _kernel(cfg, dev, arch, "explicit config")
     if problem is None:
@@ -571,6 +577,24 @@ def matmul(
     """
     if precision not in PRECISIONS:
         raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    ops = _gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
-    kernel = _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, ops.batch, None, None, beta, precision)
-    return kernel._launch(ops, alpha, beta)
+    arrays = _gpu_arrays()
+    try:
+        ops = arrays.prepare(A, B, out, beta, trans_a, trans_b)
+        kernel = _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, ops.batch, None, None, beta, precision)
+        return kernel._launch(ops, alpha, beta)
+    except RuntimeError as exc:  # free when nothing is raised: a call costs no check of the device
+        if (missing := _no_gpu(exc)) is None:
+            raise
+        raise missing from exc
+
+
+def _no_gpu(exc: RuntimeError) -> NoGPUError | None:
+    """A NoGPUError when CUDA has no device to run on, the reason `exc` came (CuPy's error for
+    it says only what CUDA said); else None."""
+    why = None if isinstance(exc, UserError) else _gpu_arrays().no_device()
+    if why is None:
+        return None
+    return NoGPUError(
+        f"no CUDA GPU: {why}; autotune.load and autotune.matmul run kernels on one "
+        "('autotune search --dry-run' and 'autotune check --static' work without)"
+    )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import math
 import os
 import re
@@ -13,12 +15,12 @@ from pathlib import Path
 from . import __version__, redact
 from .cli_fuzz import add_parser as add_fuzz_parser
 from .cli_fuzz import cmd_fuzz
-from .cli_inputs import ASK_ABOVE_S, TABLE_SHAPES, check_output_dir, check_output_file, parse_problem
+from .cli_inputs import ASK_ABOVE_S, TABLE_SHAPES, check_output_dir, check_output_file, int_in, parse_problem
 from .cli_search import cmd_search
 from .counts import cached_valid, count_valid
 from .limits import profile_for_arch
 from .space import Family, Space, known_families
-from .types import LAYOUTS, PRECISIONS, Problem, UserError
+from .types import LAYOUTS, PRECISIONS, Problem, UserError, one_line
 
 EPILOG_SEARCH = """examples:
   autotune search --size 4096                      all families, 4096^3, this GPU
@@ -31,12 +33,8 @@ EPILOG_SEARCH = """examples:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
-        self.exit(
-            2,
-            f"autotune: error: {message} (see 'autotune {self.prog.split()[-1]} --help')\n"
-            if " " in self.prog
-            else f"autotune: error: {message} (see 'autotune --help')\n",
-        )
+        see = f"autotune {self.prog.split()[-1]} --help" if " " in self.prog else "autotune --help"
+        self.exit(2, f"autotune: error: {one_line(message)} (see '{see}')\n")
 
 
 def _positive_int(text: str) -> int:
@@ -49,14 +47,26 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _nonneg_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
+def _number(lo: float, hi: float | None = None, *, above: bool = False, below: bool = False):
+    """An argparse type: a finite number from `lo` (excluded when `above`) to `hi` (excluded when
+    `below`); inf, nan and anything outside are refused, not clamped."""
+    bounds = f"{'>' if above else '>='} {lo:g}"
+    if hi is not None:
+        bounds += f" and {'below' if below else 'at most'} {hi:.12g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        inside = math.isfinite(value) and (value > lo if above else value >= lo)
+        if hi is not None:
+            inside = inside and (value < hi if below else value <= hi)
+        if not inside:
+            raise argparse.ArgumentTypeError(f"expected a number {bounds}, got {text!r}")
+        return value
+
+    return parse
 
 
 def _finite_float(text: str) -> float:
@@ -69,18 +79,17 @@ def _finite_float(text: str) -> float:
     return value
 
 
-SEED_MAX = 2**32 - 1  # what Optuna's samplers (NumPy's legacy seeding) accept
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {SEED_MAX}, got {text[:40]!r}") from None
-    if not 0 <= value <= SEED_MAX:
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {SEED_MAX}, got {shown}")
-    return value
+# Seconds: at most about 31 years, below what a wait on a lock or a process accepts (threading's
+# TIMEOUT_MAX, 292 years), so no value gets that far and overflows there.
+_MAX_SECONDS = 1e9
+_seconds = _number(0, _MAX_SECONDS)
+_positive_seconds = _number(0, _MAX_SECONDS, above=True)
+# check --tolerance: the slow-down fraction allowed. A config measured at x times its recorded
+# GFLOP/s has changed by x - 1 > -1, so a tolerance of 1 or more could never fail a check.
+_tolerance = _number(0, 1, below=True)
+_seed = int_in(0, 2**32 - 1)  # what NumPy's and Optuna's generators take
+_device = int_in(0, 2**31 - 1)  # a CUDA device ordinal is a C int
+MAX_WORKERS = 64  # a process each, each with its own CUDA context or replayed table
 
 
 _ARCH = re.compile(r"^sm_\d+a?$")
@@ -217,14 +226,14 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--timeout",
-        type=_nonneg_float,
+        type=_seconds,
         metavar="SEC",
         help="wall-time budget for each shape's search (each of --sizes gets it), shared out over its "
         "families; the last 40%% of a "
         "family's time (or trials, whichever comes first) goes to neighbours of its best configs",
     )
     s.add_argument("--sampler", choices=["tpe", "random", "grid"], default="tpe", help="Optuna sampler (default tpe)")
-    s.add_argument("--seed", type=_seed, default=0, help=f"sampler and input seed, 0 to {SEED_MAX} (default 0)")
+    s.add_argument("--seed", type=_seed, default=0, help="sampler and input seed, 0 to 2**32 - 1 (default 0)")
     s.add_argument("--storage", metavar="URL", help="Optuna storage (default sqlite:///results/<gpu>/optuna.db)")
 
 
@@ -236,13 +245,13 @@ def _search_run_args(s: argparse.ArgumentParser) -> None:
         metavar="SM",
         help="compile for this arch, sm_<digits>[a] (default: the GPU's; sm_90 for --dry-run)",
     )
-    s.add_argument("--device", type=int, default=0, help="CUDA device index (default 0; with --workers, the first)")
+    s.add_argument("--device", type=_device, default=0, help="CUDA device index (default 0; with --workers, the first)")
     s.add_argument(
         "--workers",
-        type=_positive_int,
+        type=int_in(1, MAX_WORKERS),
         default=1,
-        help="worker processes on one study, worker i on device --device+i (default 1); several "
-        "hosts share a study through --storage postgresql://...",
+        help=f"worker processes on one study (at most {MAX_WORKERS}), worker i on device --device+i (default 1); "
+        "several hosts share a study through --storage postgresql://...",
     )
     s.add_argument(
         "--window",
@@ -253,7 +262,7 @@ def _search_run_args(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--candidate-timeout",
-        type=_nonneg_float,
+        type=_positive_seconds,
         default=30.0,
         metavar="SEC",
         help="a candidate taking longer is recorded as a timeout and its worker replaced (default 30)",
@@ -323,9 +332,14 @@ def _check_parser(sub) -> None:
         "--static does the part that needs no GPU.",
     )
     c.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")
-    c.add_argument("--tolerance", type=_nonneg_float, default=0.05, help="allowed slow-down fraction (default 0.05)")
+    c.add_argument(
+        "--tolerance",
+        type=_tolerance,
+        default=0.05,
+        help="allowed slow-down fraction, from 0 to below 1 (default 0.05: 5%% slower fails)",
+    )
     c.add_argument("--static", action="store_true", help="no GPU: render, filter, compile, compare resources")
-    c.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    c.add_argument("--device", type=_device, default=0, help="CUDA device index (default 0)")
     c.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
 
 
@@ -360,7 +374,11 @@ def _list_parser(sub) -> None:
 
 def _check_results_arg(args) -> None:
     results = getattr(args, "results", None)
-    if results is not None and results.exists() and not results.is_dir():
+    if results is None:
+        return
+    if results.is_symlink() and not results.exists():
+        raise UserError(f"--results {results}: a symbolic link to nothing ({os.readlink(results)})")
+    if results.exists() and not results.is_dir():
         raise UserError(f"--results {results}: is a file, not a folder")
 
 
@@ -471,17 +489,110 @@ COMMANDS = {
 }
 
 
+class OutputLost(BaseException):
+    """Standard output cannot be written (a full disk, a reader gone, a closed descriptor). A
+    BaseException, as KeyboardInterrupt is: no handler meant for the command's own errors may
+    swallow it and carry on writing."""
+
+    def __init__(self, exc: OSError):
+        super().__init__(exc)
+        self.reason = exc.strerror or str(exc) or type(exc).__name__
+
+
+class _Stdout:
+    """sys.stdout while a command runs: each write or flush that fails with an OSError raises
+    OutputLost, so that main can tell an output error from any other; a character the stream
+    cannot encode (a file name's undecodable bytes) is written escaped instead of failing."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except UnicodeEncodeError:
+            enc = getattr(self._stream, "encoding", None) or "utf-8"
+            return self.write(text.encode(enc, "backslashreplace").decode(enc))
+        except OSError as exc:
+            raise OutputLost(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise OutputLost(exc) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+class _Closed:
+    """In place of a standard output that was closed before autotune started."""
+
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _hold_std_fds() -> None:
+    """A standard descriptor closed at start (`autotune list >&-`) is pointed at devnull: the next
+    file opened would otherwise take its number, and a print or a child process's output would
+    land in it (a results file, the study database)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            devnull = os.open(os.devnull, os.O_RDWR)
+            if devnull != fd:
+                os.dup2(devnull, fd)
+                os.close(devnull)
+
+
+def _say(text: str, secrets: tuple[str, ...] = ()) -> None:
+    if sys.stderr is None:
+        return  # closed before autotune started: the exit code is all that is left
+    try:
+        print(f"autotune: error: {error_line(redact.text(text, secrets))}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # no stderr to say it on: the same
+
+
+def _secrets(args) -> tuple[str, ...]:
+    # Whatever a message quotes (a storage URL, a driver's text), no password reaches the terminal.
+    return tuple(redact.secrets(getattr(args, "storage", None) or ""))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: 0 or 1 as each command says, 2 with one `autotune: error:` line for bad
+    input or when standard output cannot be written, 130 when interrupted."""
+    closed = sys.stdout is None
+    _hold_std_fds()
+    real = sys.stdout
+    sys.stdout = _Stdout(_Closed() if closed else real)
     try:
         code = _main(argv)
         sys.stdout.flush()
-    except BrokenPipeError:
-        # The reader went away (`autotune list | head -1`). As Python's docs advise (signal
-        # module, "Note on SIGPIPE"): point stdout at devnull so that the flush at exit does not
-        # fail again, and exit with 1, as Python does on EPIPE.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
+    except OutputLost as exc:
+        _say(f"cannot write to standard output ({exc.reason})")
+        # What is still buffered would fail again at exit: point the descriptor at devnull
+        # (Python's advice for EPIPE, signal module, "Note on SIGPIPE").
+        if not closed:
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, real.fileno())
+                os.close(devnull)
+            except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+                pass  # not a descriptor (a test's captured stream): nothing flushes it at exit
+        return 2
+    finally:
+        sys.stdout = real
     return code
 
 
@@ -489,7 +600,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         parser = build_parser()  # lists the families for --help, which reads AUTOTUNE_TEMPLATES
     except UserError as exc:
-        print(f"autotune: error: {exc}", file=sys.stderr)
+        _say(str(exc))
         return 2
     args = parser.parse_args(argv)
     args.argv = list(argv) if argv is not None else None
@@ -500,9 +611,15 @@ def _main(argv: Sequence[str] | None) -> int:
         _check_results_arg(args)
         return COMMANDS[args.command](args)
     except UserError as exc:
-        # Whatever a message quotes (a storage URL, a driver's text), no password reaches the terminal.
-        secrets = redact.secrets(getattr(args, "storage", None) or "")
-        print(f"autotune: error: {error_line(redact.text(str(exc), secrets))}", file=sys.stderr)
+        _say(str(exc), _secrets(args))
+        return 2
+    except OSError as exc:
+        # What the system refuses about a path the command line or a results folder names and no
+        # check before the work foresaw (a name too long, a folder gone meanwhile): bad input
+        # too, said in one line naming the path.
+        name = exc.filename
+        where = "" if name is None else f"{os.fsdecode(name) if isinstance(name, (str, bytes)) else name}: "
+        _say(f"{where}{exc.strerror or exc}", _secrets(args))
         return 2
     except KeyboardInterrupt:
         print("autotune: interrupted (a search resumes with the same command)", file=sys.stderr)
@@ -513,8 +630,9 @@ MAX_ERROR_CHARS = 2000  # an error is one line a person reads; anything longer q
 
 
 def error_line(message: str) -> str:
-    """A message as the one line printed: its lines joined, cut to MAX_ERROR_CHARS."""
-    line = " ".join(message.split("\n"))
+    """A message as the one line printed: control characters escaped (types.one_line: a newline
+    shows as \\n), cut to MAX_ERROR_CHARS."""
+    line = one_line(message)
     return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
 
 

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from .cli_inputs import int_in
 from .types import Problem, UserError
 
 EPILOG = """examples:
@@ -18,21 +19,6 @@ EPILOG = """examples:
   autotune fuzz --repro '[{"regime": ...}]'      run the calls a failure printed, in a fresh process
   autotune fuzz --compile-only --gpu nvidia-h100-80gb-hbm3   no GPU: fill the compile cache first
 """
-
-
-def _int_in(lo: int, hi: int):
-    """An argparse type: an integer from lo to hi."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"expected an integer from {lo} to {hi}, got {text!r}")
-        return value
-
-    return parse
 
 
 def add_parser(sub) -> None:
@@ -50,17 +36,17 @@ def add_parser(sub) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    f.add_argument("--problems", type=_int_in(1, 10**6), default=2000, help="random problems (default 2000)")
-    f.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0, help="draws the problems (default 0)")
+    f.add_argument("--problems", type=int_in(1, 10**6), default=2000, help="random problems (default 2000)")
+    f.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="draws the problems (default 0)")
     f.add_argument(
         "--coverage",
-        type=_int_in(0, 100),
+        type=int_in(0, 100),
         default=1,
         metavar="N",
         help="problems for each stored kernel in each layout and batching it can be built for (default 1; 0: none)",
     )
     f.add_argument("--results", type=Path, help="results folder (default: the one autotune.matmul reads)")
-    f.add_argument("--shrink", type=_int_in(0, 100), default=3, metavar="N", help="failures to shrink (default 3)")
+    f.add_argument("--shrink", type=int_in(0, 100), default=3, metavar="N", help="failures to shrink (default 3)")
     f.add_argument("--repro", metavar="JSON", help="run these calls (as a failure prints them) and nothing else")
     f.add_argument(
         "--compile-only",
@@ -71,7 +57,7 @@ def add_parser(sub) -> None:
     f.add_argument("--arch", metavar="SM", help="with --compile-only: the target (default: the records' own)")
     f.add_argument(
         "--seconds",
-        type=_int_in(0, 10**7),
+        type=int_in(0, 10**7),
         default=0,
         metavar="S",
         help="stop calling after S seconds and report what ran (default 0: no limit)",

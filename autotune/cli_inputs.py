@@ -3,6 +3,7 @@ paths, whether NVRTC is there, and what a run would cost."""
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from .counts import cached_valid
 from .limits import DeviceLimits, profile_for_arch
 from .space import Family, Space, known_families, read_yaml
 from .types import Problem, UserError
+from .yamlio import read_text
 
 # `search --table`: shapes spread over the regimes a program calls, for autotune.matmul's model
 # (autotune/model.py) to choose from at shapes never tuned. Every regime has measurements near it:
@@ -23,6 +25,21 @@ TABLE_SHAPES = (
     "64x4096x4096", "256x4096x4096", "4096x64x4096", "4096x256x4096",
     "64", "128",
 )  # fmt: skip
+
+
+def int_in(lo: int, hi: int):
+    """An argparse type: an integer from `lo` to `hi`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer from {lo} to {hi}, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer from {lo} to {hi}, got {text!r}")
+        return value
+
+    return parse
 
 
 def parse_problems(args) -> list[Problem]:
@@ -53,12 +70,7 @@ def parse_problems(args) -> list[Problem]:
 
 
 def read_shapes_file(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read ({exc.strerror})") from None
-    except UnicodeDecodeError as exc:
-        raise UserError(f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    return read_text(path)
 
 
 def parse_problem(args) -> Problem:
@@ -233,16 +245,23 @@ def live_limits(device: int) -> DeviceLimits | None:
     return DeviceLimits(**info)
 
 
-def check_results_writable(root: Path, slug: str, problems: list[Problem]) -> None:
+def check_results_writable(root: Path, slug: str, problems: list[Problem], storage: str | None = None) -> None:
     """Before any search work: the records can be written (the folder made, if need be) and
-    those the search will merge into are readable -- not found out after the search."""
+    those the search will merge into are readable -- not found out after the search. A SQLite
+    `storage` may not be the results folder or one on its way (it would be made a file first)."""
     from .results import load_record, record_path
 
+    if storage and storage.startswith("sqlite:///"):
+        db = Path(os.path.abspath(storage[len("sqlite:///") :]))
+        folder = Path(os.path.abspath(root / slug))
+        if db == folder or db in folder.parents:
+            raise UserError(f"--storage {storage}: the results folder's own path (--results {root}); name a file in it")
     existing = root / slug
-    while not existing.exists() and existing != existing.parent:
+    while not os.path.lexists(existing) and existing != existing.parent:
         existing = existing.parent  # the folders below it are the tool's own: made when writing
     if not existing.is_dir():
-        raise UserError(f"{existing}: not a folder, so no results can be written under it (--results {root})")
+        what = "a symbolic link to nothing" if not existing.exists() else "not a folder"
+        raise UserError(f"{existing}: {what}, so no results can be written under it (--results {root})")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UserError(
             f"cannot write results under {existing} (--results {root}): permission denied or a read-only folder"
@@ -280,6 +299,8 @@ def check_output_file(path: Path) -> None:
 def check_output_dir(path: Path) -> None:
     """report -o FOLDER: a folder that can be written, or a new one in a folder that exists; not a
     symbolic link (the plots would go wherever it points)."""
+    if path.is_symlink() and not path.exists():
+        raise UserError(f"-o {path}: a symbolic link to nothing ({os.readlink(path)})")
     if path.is_symlink():
         raise UserError(f"-o {path}: is a symbolic link; name a folder of its own")
     if path.exists() and not path.is_dir():

@@ -55,7 +55,7 @@ def cmd_search(args) -> int:
     except RuntimeError as exc:
         raise UserError(f"no usable GPU ({exc}); 'autotune search --dry-run' works without one") from None
     try:
-        check_results_writable(args.results, ev.limits.slug, problems)
+        check_results_writable(args.results, ev.limits.slug, problems, args.storage)
         return max(search_one(args, spaces, problem, ev, spec) for problem in problems)
     finally:
         ev.close()

@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from functools import lru_cache
 from pathlib import Path
 
 from . import expr, limits, space
+from .cachedir import cache_folder, read_bytes, write_atomic
 from .limits import DeviceLimits
 from .space import Space
 
 
-def cache_dir() -> Path:
-    """Beside the NVRTC cache (`$AUTOTUNE_CACHE`, else the XDG cache folder)."""
-    root = (
-        os.environ.get("AUTOTUNE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "autotune"
-    )
-    return Path(root) / "counts"
+def cache_dir() -> Path | None:
+    """Beside the NVRTC cache (cachedir.py: `$AUTOTUNE_CACHE`, else the XDG cache folder); None
+    when there is none."""
+    return cache_folder("counts")
 
 
 @lru_cache(maxsize=1)
@@ -44,25 +42,24 @@ def count_key(sp: Space, lim: DeviceLimits) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+def _entry(sp: Space, lim: DeviceLimits) -> Path | None:
+    folder = cache_dir()
+    return None if folder is None else folder / f"{count_key(sp, lim)}.json"
+
+
 def cached_valid(sp: Space, lim: DeviceLimits) -> int | None:
     """The stored count of statically valid points, or None when it was never counted."""
+    raw = read_bytes(_entry(sp, lim))
     try:
-        data = json.loads((cache_dir() / f"{count_key(sp, lim)}.json").read_text())
-        valid = data["valid"]
-    except (OSError, ValueError, KeyError, TypeError):
+        valid = json.loads(raw)["valid"] if raw is not None else None
+    except (ValueError, KeyError, TypeError, RecursionError):
         return None
     return valid if isinstance(valid, int) and not isinstance(valid, bool) and 0 <= valid <= sp.size else None
 
 
 def store_valid(sp: Space, lim: DeviceLimits, valid: int) -> None:
-    path = cache_dir() / f"{count_key(sp, lim)}.json"
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"family": sp.family.name, "valid": valid, "total": sp.size}))
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a cache that cannot be written only costs time
+    """Remember a count (a cache that cannot be written only costs time)."""
+    write_atomic(_entry(sp, lim), json.dumps({"family": sp.family.name, "valid": valid, "total": sp.size}).encode())
 
 
 def count_valid(sp: Space, lim: DeviceLimits) -> int:

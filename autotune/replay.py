@@ -8,12 +8,14 @@ A replay table is JSON: {"table": {config name: GFLOP/s or a status such as "inc
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .limits import DeviceLimits
 from .types import Config, Measurement, Problem, Status, UserError
+from .yamlio import read_text
 
 
 @dataclass
@@ -86,14 +88,73 @@ class ReplayEvaluator:
         pass
 
 
+_KEYS = ("table", "cublas_gflops", "delay_s")
+# A config name as Config.name makes it (family, then _<PARAM><value> pieces): it reaches log
+# lines and study attributes, so nothing else gets through.
+_NAME = re.compile(r"[a-z][A-Za-z0-9_-]{0,399}")
+# GFLOP/s, bounded so that the time computed from them is a positive finite number at any shape
+# the kernels take (2 * (2**31 - 1)**3 flops a matrix, 2**31 - 1 matrices).
+_GFLOPS = (1e-3, 1e12)
+_FAILURES = tuple(s.value for s in Status if s is not Status.OK)
+_MAX_DELAY_S = 3600.0
+
+
 def load_replay(path: str, limits: DeviceLimits) -> ReplayEvaluator:
     """A ReplayEvaluator from a JSON file: {"table": {config name: GFLOP/s or a status such as
-    "incorrect"}, "delay_s": seconds per evaluation, "cublas_gflops": ...}."""
+    "incorrect"}, "delay_s": seconds per evaluation, "cublas_gflops": ...}. The whole file is
+    checked here: anything else is one UserError naming the file and the key."""
+    text = read_text(path)
     try:
-        data = json.loads(open(path).read())
-        table = {k: (Status(v) if isinstance(v, str) else float(v)) for k, v in data["table"].items()}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: not a replay table ({type(exc).__name__}: {exc})") from None
+        data = json.loads(text)
+    except ValueError as exc:  # RecursionError is not one: a nesting that deep is caught below
+        raise UserError(f"{path}: not a replay table (not JSON: {exc})") from None
+    except RecursionError:
+        raise UserError(f"{path}: not a replay table (JSON nested too deep)") from None
     return ReplayEvaluator(
-        table, limits, cublas_gflops=float(data.get("cublas_gflops", 1000.0)), delay_s=float(data.get("delay_s", 0.0))
+        _table(path, data),
+        limits,
+        cublas_gflops=_number(path, "cublas_gflops", data.get("cublas_gflops", 1000.0), *_GFLOPS),
+        delay_s=_number(path, "delay_s", data.get("delay_s", 0.0), 0.0, _MAX_DELAY_S),
     )
+
+
+def _table(path: str, data) -> dict[str, float | Status]:
+    def bad(why: str) -> UserError:
+        return UserError(f"{path}: not a replay table ({why})")
+
+    if not isinstance(data, dict):
+        raise bad(f"a JSON object with {', '.join(_KEYS)} expected, got {type(data).__name__}")
+    unknown = [k for k in data if k not in _KEYS]
+    if unknown:
+        raise bad(f"unknown key {_shown(unknown[0])}; allowed: {', '.join(_KEYS)}")
+    if "table" not in data:
+        raise bad("no 'table': it maps config names to GFLOP/s or a status")
+    if not isinstance(data["table"], dict):
+        raise bad(f"'table' must map config names to GFLOP/s or a status, got {type(data.get('table')).__name__}")
+    table: dict[str, float | Status] = {}
+    for name, value in data["table"].items():
+        if not _NAME.fullmatch(name):
+            raise bad(f"table key {_shown(name)} is not a config name")
+        key = f"table[{_shown(name)}]"
+        if isinstance(value, str):
+            if value not in _FAILURES:
+                raise bad(f"{key} is {_shown(value)}: a status is one of {', '.join(_FAILURES)}")
+            table[name] = Status(value)
+        else:
+            table[name] = _number(path, key, value, *_GFLOPS)
+    return table
+
+
+def _number(path: str, key: str, value, lo: float, hi: float) -> float:
+    """A finite number in [lo, hi] (lo > 0: a positive one), else one UserError naming `key`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo <= value <= hi):
+        raise UserError(
+            f"{path}: not a replay table ({key} is {_shown(value)}, not a number >= {lo:g} and at most {hi:g})"
+        )
+    return float(value)
+
+
+def _shown(value) -> str:
+    """A value as a one-line message shows it: repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from . import redact
-from .types import Config, Measurement, Problem, Status, UserError
+from .types import Config, Measurement, Problem, Status, UserError, one_line
 
 try:
     import fcntl
@@ -193,12 +193,6 @@ def _file_kind(mode: int) -> str:
     return next((name for test, name in kinds if test(mode)), "not a plain file")
 
 
-def _one_line(text: str) -> str:
-    """`text` with every character that is not printable written as its escape ('\\n'): a
-    message quoting a record (or its path) stays one line, whatever the record holds."""
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
 def load_record(path: Path) -> dict:
     """A results file, checked as the module docstring says, so that later code can trust it;
     its `families` in the order stored, but with `best` first (so that `fastest`, which takes the
@@ -207,7 +201,7 @@ def load_record(path: Path) -> dict:
     try:
         return _load_record(Path(path))
     except UserError as exc:
-        raise UserError(_one_line(str(exc))) from None
+        raise UserError(one_line(str(exc))) from None
 
 
 def _load_record(path: Path) -> dict:
@@ -233,10 +227,10 @@ def check_record(data: Any, path: Path, fault: str = "corrupted results file") -
         _check_record(data, path)
     except (UserError, _Corrupt) as exc:
         if str(path) in str(exc):
-            raise UserError(_one_line(str(exc))) from None
-        raise UserError(_one_line(f"{path}: {fault} ({exc})")) from None
+            raise UserError(one_line(str(exc))) from None
+        raise UserError(one_line(f"{path}: {fault} ({exc})")) from None
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
-        raise UserError(_one_line(f"{path}: {fault} ({type(exc).__name__}: {_show(str(exc))[1:-1]})")) from None
+        raise UserError(one_line(f"{path}: {fault} ({type(exc).__name__}: {_show(str(exc))[1:-1]})")) from None
 
 
 def _check_record(data: Any, path: Path) -> None:
@@ -476,7 +470,7 @@ def _printable(value: Any) -> Any:
     command line or a storage URL can hold a newline) and at most _MAX_TEXT characters. What a
     search measured is written, not refused at the end for the text around it."""
     if isinstance(value, str):
-        text = _one_line(value)
+        text = one_line(value)
         return text if len(text) <= _MAX_TEXT else text[: _MAX_TEXT - 3] + "..."
     if isinstance(value, dict):
         return {_printable(k): _printable(v) for k, v in value.items()}

@@ -16,6 +16,18 @@ class UserError(Exception):
     """Bad input from the user (a file, an argument): reported as one line, exit code 2."""
 
 
+class NoGPUError(UserError, RuntimeError):
+    """No CUDA device to run on (no GPU, no driver): what `autotune.load` and `autotune.matmul`
+    raise instead of CuPy's own error, in one sentence. A RuntimeError too, as CuPy's is."""
+
+
+def one_line(text: str) -> str:
+    """`text` as one line of printable characters: a newline, another control character or an
+    undecodable byte of a file name (a lone surrogate) is shown escaped, as repr shows it. For
+    what goes into a message or a generated file's comment."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 LAYOUTS = ("nn", "nt", "tn", "tt")
 # The kernel parameters that say how A and B are stored (Problem.trans): every family built in
 # this repository declares both; a family without them reads the nn layout only.

@@ -7,6 +7,7 @@ each key stood, so that a schema error says `file:line` and not just `file`.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,11 @@ def parse(text: str, where: str, first_line: int = 1) -> Any:
             loader.dispose()
 
 
+# Inputs are configs, shape lists and replay tables: kilobytes, a few megabytes at most. A path
+# such as /dev/zero would otherwise be read until memory runs out.
+MAX_INPUT_BYTES = 64 << 20
+
+
 def _cut(text: str, limit: int = 200) -> str:
     """The first line of a parser's message, cut to `limit` characters (it may quote the text)."""
     first = (text.splitlines() or [""])[0]
@@ -161,11 +167,22 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
 
 
 def read_text(path: Path | str) -> str:
-    """A text file that must be UTF-8; any failure is one UserError naming it."""
+    """A text file that must be UTF-8; any failure is one UserError naming it. A pipe is read to
+    its end (`--shapes-file <(...)`), and one that nothing writes to reads as empty instead of
+    waiting for ever."""
     try:
-        raw = Path(path).read_bytes()
+        # Not blocking in open: a FIFO's open would wait for a writer.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            os.set_blocking(fd, True)  # a pipe with a writer is then read to its end
+            raw = f.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_INPUT_BYTES:
+        raise UserError(f"{path}: more than {MAX_INPUT_BYTES >> 20} MiB, too large for an input file")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -38,7 +38,9 @@ class Case:
     readonly: tuple[str, ...] = ()  # folders made read-only after setup (run as 'nobody' under root)
     after: Callable[[Path], None] | None = None  # asserts what must not have been written
     stdout: tuple[str, ...] = ()  # fragments of stdout too (a dry run's table before its error)
-    closed_stdout: bool = False  # stdout is a pipe whose reader is gone (`| head -1`)
+    # Where stdout goes instead of a pipe read to the end: "gone" a pipe whose reader has left
+    # (`| head -1`), "full" /dev/full (a full disk), "closed" no descriptor at all (`>&-`).
+    stdout_to: str = ""
     shown: str = ""  # the command as the table shows it, when not `autotune ARGS`
     note: str = ""  # said after the answer in the table (what is not written, when it is said)
     owner: str = ""  # fixed by other work: expected to fail here until it is merged
@@ -166,8 +168,22 @@ def _dirs(*names: str) -> Callable[[Path], dict]:
     return setup
 
 
+def _link(name: str, target: str) -> Callable[[Path], dict]:
+    def setup(folder: Path) -> dict:
+        (folder / name).symlink_to(target)
+        return {}
+
+    return setup
+
+
 def _fifo(folder: Path) -> dict:
     os.mkfifo(folder / "fifo")
+    return {}
+
+
+def _refifo(path: Path) -> dict:
+    path.unlink()
+    os.mkfifo(path)
     return {}
 
 
@@ -187,6 +203,11 @@ def _absent(*names: str) -> Callable[[Path], None]:
             assert not (folder / n).exists(), f"{n} was written"
 
     return after
+
+
+def _whole_header(path: Path) -> None:
+    text = path.read_text()
+    assert "autotune_sgemm" in text and "#endif  // AUTOTUNE_TUNED_SGEMM_H" in text.splitlines()[-1], text[-200:]
 
 
 # ---- the cases -------------------------------------------------------------------------------
@@ -299,6 +320,44 @@ CASES: list[Case] = [
         "autotune: error: argument --timeout: expected a number >= 0, got '-1' (see …)",
         ("expected a number >= 0",),
     ),
+    *(
+        Case(
+            f"{what} ({cmd[0]})",
+            (*cmd, opt, value),
+            f"autotune: error: argument {opt}: expected {want}, got '{value}' (see …)",
+            (f"argument {opt}: expected {want}, got '{value}'",),
+        )
+        for what, cmd, opt, value, want in (
+            (
+                "a timeout of inf",
+                ("search", "--size", "64"),
+                "--timeout",
+                "inf",
+                "a number >= 0 and at most 1000000000",
+            ),
+            (
+                "a candidate timeout of 0",
+                ("search", "--size", "64"),
+                "--candidate-timeout",
+                "0",
+                "a number > 0 and at most 1000000000",
+            ),
+            ("a tolerance of inf", ("check", "--static"), "--tolerance", "inf", "a number >= 0 and below 1"),
+            ("a tolerance of nan", ("check", "--static"), "--tolerance", "nan", "a number >= 0 and below 1"),
+            (
+                "a tolerance of 1 (could never fail)",
+                ("check", "--static"),
+                "--tolerance",
+                "1",
+                "a number >= 0 and below 1",
+            ),
+            ("a negative tolerance", ("check", "--static"), "--tolerance", "-0.1", "a number >= 0 and below 1"),
+            ("a beta of nan", ("search", "--size", "64"), "--beta", "nan", "a finite number"),
+            ("a seed NumPy refuses", ("search", "--size", "64"), "--seed", "-1", "an integer from 0 to 4294967295"),
+            ("a negative device", ("check",), "--device", "-1", "an integer from 0 to 2147483647"),
+            ("a million workers", ("search", "--size", "64"), "--workers", "1000000", "an integer from 1 to 64"),
+        )
+    ),
     Case(
         "unknown command",
         ("frobnicate",),
@@ -321,8 +380,45 @@ CASES: list[Case] = [
     Case(
         "replay table missing",
         ("search", "--size", "64", "--family", "tiled", "--replay", "nope.json"),
-        "autotune: error: nope.json: not a replay table (FileNotFoundError: …)",
-        ("nope.json: not a replay table",),
+        "autotune: error: nope.json: cannot read (No such file or directory)",
+        ("nope.json: cannot read (No such file or directory)",),
+    ),
+    *(
+        Case(
+            f"replay table: {what}",
+            ("search", "--size", "64", *_REPLAY),
+            f"autotune: error: table.json: not a replay table ({answer})",
+            (f"table.json: not a replay table ({answer}",),
+            setup=_files(**{"table.json": json.dumps(doc)}),
+            after=_absent("results"),
+        )
+        for what, doc, answer in (
+            (
+                "a GFLOP/s of 0",
+                {"table": {"tiled_TILE16": 0}},
+                "table['tiled_TILE16'] is 0, not a number >= 0.001 and at most 1e+12",
+            ),
+            (
+                "a negative GFLOP/s",
+                {"table": {"tiled_TILE16": -5}},
+                "table['tiled_TILE16'] is -5, not a number >= 0.001 and at most 1e+12",
+            ),
+            (
+                "cuBLAS GFLOP/s a string",
+                {"table": {"tiled_TILE16": 900}, "cublas_gflops": "fast"},
+                "cublas_gflops is 'fast', not a number >= 0.001 and at most 1e+12",
+            ),
+            ("'table' a list", {"table": [1, 2]}, "'table' must map config names to GFLOP/s or a status, got list"),
+            ("a list", [1, 2], "a JSON object with table, cublas_gflops, delay_s expected, got list"),
+            (
+                "a status that is not one",
+                {"table": {"tiled_TILE16": "ok"}},
+                "table['tiled_TILE16'] is 'ok': a status is one of rejected, compile_failed, launch_failed, incorrect, "
+                "timeout",
+            ),
+            ("a key that is not a config name", {"table": {"x\ny": 1}}, "table key 'x\\ny' is not a config name"),
+            ("a misspelled key", {"table": {}, "cublas_gflop": 9}, "unknown key 'cublas_gflop'"),
+        )
     ),
     Case(
         "unreachable storage",
@@ -413,6 +509,30 @@ CASES: list[Case] = [
         ("jinja.cu.j2:", "template syntax error"),
         setup=_family("jinja", lambda t: t.replace("__syncthreads();", "{% if %}__syncthreads();", 1)),
     ),
+    *(
+        Case(
+            f"AUTOTUNE_CACHE {what} ({args[0]}{' --dry-run' if '--dry-run' in args else ' --count'})",
+            args,
+            answer,
+            code=0,
+            expect=(expect,),
+            setup=setup,
+            note="the cache is skipped: it only saves time",
+            after=_absent("c/nvrtc", "c/counts"),
+        )
+        for what, setup in (
+            ("names a file", lambda f: _files(c="")(f) | {"AUTOTUNE_CACHE": str(f / "c")}),
+            ("is a link to nothing", lambda f: _link("c", "nowhere")(f) | {"AUTOTUNE_CACHE": str(f / "c")}),
+        )
+        for args, answer, expect in (
+            (("list", "--count"), "every family counted (coarse1d: 215 valid of 625 …)", "215 valid of 625"),
+            (
+                ("search", "--size", "64", "--family", "tiled", "--dry-run"),
+                "the dry run's table (tiled: … 4/4 compiled …)",
+                "4/4",
+            ),
+        )
+    ),
     Case(
         "AUTOTUNE_TEMPLATES names no folder",
         ("list",),
@@ -498,6 +618,50 @@ CASES: list[Case] = [
             ("list",),
         )
     ),
+    *(
+        Case(
+            f"--results a link to nothing ({cmd[0]})",
+            (*cmd, "--results", "gone"),
+            "autotune: error: --results gone: a symbolic link to nothing (nowhere)",
+            ("--results gone: a symbolic link to nothing (nowhere)",),
+            setup=_both(_link("gone", "nowhere"), replay_table),
+            after=_absent("nowhere", "results"),
+        )
+        for cmd in (
+            ("search", "--size", "64", *_REPLAY),
+            ("export", "--size", "64"),
+            ("check", "--static"),
+            ("report",),
+            ("list",),
+        )
+    ),
+    Case(
+        "a GPU's results folder a link to nothing",
+        ("search", "--size", "64", *_REPLAY),
+        f"autotune: error: results/{SLUG}: a symbolic link to nothing, so no results can be written under it "
+        "(--results results)",
+        (f"results/{SLUG}: a symbolic link to nothing, so no results can be written under it",),
+        setup=_both(_dirs("results"), _link(f"results/{SLUG}", "nowhere"), replay_table),
+        after=_absent("results/nowhere"),
+    ),
+    Case(
+        "report -o a link to nothing",
+        ("report", "-o", "gone"),
+        "autotune: error: -o gone: a symbolic link to nothing (nowhere)",
+        ("-o gone: a symbolic link to nothing (nowhere)",),
+        setup=_records_and(_link("gone", "nowhere")),
+        after=_absent("nowhere"),
+    ),
+    Case(
+        "--storage the results folder itself",
+        ("search", "--size", "64", *_REPLAY, "--storage", "sqlite:///results"),
+        "autotune: error: --storage sqlite:///results: the results folder's own path (--results results); name a "
+        "file in it",
+        ("--storage sqlite:///results: the results folder's own path",),
+        setup=replay_table,
+        after=_absent("results", "results.lock"),
+        note="said before searching: no database made where the folder goes",
+    ),
     Case(
         "read-only results folder, --storage elsewhere",
         ("search", "--size", "64", *_REPLAY, "--storage", "sqlite:///s.db"),
@@ -565,6 +729,17 @@ CASES: list[Case] = [
         after=_absent("a"),
         note="no folder made",
     ),
+    *(
+        Case(
+            f"a name too long for the file system ({cmd[0]})",
+            cmd,
+            "autotune: error: xxx…x: File name too long",
+            ("xxx", ": File name too long"),
+            setup=record,
+            shown="autotune " + " ".join(cmd[:-1]) + " $(printf 'x%.0s' {1..300})",
+        )
+        for cmd in (("report", "-o", "x" * 300), ("export", "--size", "64", "-o", "x" * 300))
+    ),
     Case(
         "export of a shape never tuned",
         ("export", "--size", "128"),
@@ -592,6 +767,21 @@ CASES: list[Case] = [
         "autotune: error: results/…/64x64x64.json: corrupted results file (not JSON: …)",
         ("64x64x64.json: corrupted results file (not JSON",),
         setup=lambda f: record(f) | _files(**{f"results__{SLUG}__64x64x64.json": "{broken"})(f),
+    ),
+    Case(
+        "record: a FIFO (once waited for ever)",
+        ("list",),
+        "autotune: error: results/…/64x64x64.json: not read as a results file: not a regular file (a pipe)",
+        ("64x64x64.json: not read as a results file: not a regular file (a pipe)",),
+        setup=lambda f: record(f) | _refifo(f / "results" / SLUG / "64x64x64.json"),
+        timeout=120,
+    ),
+    Case(
+        "shapes file: /dev/zero",
+        ("search", "--shapes-file", "/dev/zero", "--dry-run"),
+        "autotune: error: /dev/zero: more than 64 MiB, too large for an input file",
+        ("/dev/zero: more than 64 MiB, too large for an input file",),
+        timeout=120,
     ),
     Case(
         "record: gflops is a string",
@@ -635,10 +825,44 @@ CASES: list[Case] = [
     Case(
         "stdout closed early",
         ("list",),
-        "the lines that fit; nothing on stderr; exit 1, as Python exits on EPIPE",
-        code=1,
-        closed_stdout=True,
+        "the lines that fit, then autotune: error: cannot write to standard output (Broken pipe)",
+        ("cannot write to standard output (Broken pipe)",),
+        stdout_to="gone",
         shown="autotune list | head -1",
+    ),
+    Case(
+        "stdout on a full disk",
+        ("list",),
+        "autotune: error: cannot write to standard output (No space left on device)",
+        ("cannot write to standard output (No space left on device)",),
+        stdout_to="full",
+        shown="autotune list > /dev/full",
+    ),
+    Case(
+        "stdout closed",
+        ("list",),
+        "autotune: error: cannot write to standard output (Bad file descriptor)",
+        ("cannot write to standard output (Bad file descriptor)",),
+        stdout_to="closed",
+        shown="autotune list >&-",
+    ),
+    Case(
+        "export's message on a full disk",
+        ("export", "--size", "64", "-o", "t.h"),
+        "autotune: error: cannot write to standard output (No space left on device)",
+        ("cannot write to standard output (No space left on device)",),
+        setup=record,
+        stdout_to="full",
+        after=lambda f: _whole_header(f / "t.h"),
+        note="the header itself is written whole first",
+        shown="autotune export --size 64 -o t.h > /dev/full",
+    ),
+    Case(
+        "export onto /dev/full",
+        ("export", "--size", "64", "-o", "/dev/full"),
+        "autotune: error: -o /dev/full: not a regular file",
+        ("-o /dev/full: not a regular file",),
+        setup=record,
     ),
     Case(
         "two searches of one shape and results folder at once",
@@ -655,6 +879,15 @@ CASES: list[Case] = [
         code=0,
         shown="autotune search …",
         handled_by="tests/test_robust.py::test_cli_arguments_never_trace_back",
+    ),
+    Case(
+        "generated command lines",
+        (),
+        "exit 0 or 1, or exit 2 with one line; no traceback, no temporary file, nothing made or changed that was "
+        "not asked for",
+        code=0,
+        shown="autotune search|export|check|list|report …",
+        handled_by="tests/test_hostile_generated.py::test_generated_command_lines_end_well",
     ),
     Case(
         "random space files",
@@ -705,21 +938,43 @@ def run_case(case: Case, folder: Path) -> Outcome:
         (folder / name).chmod(0o555)
     argv = [*(_as_nobody() if demote else []), sys.executable, "-m", "autotune.cli", *case.args]
     try:
-        if case.closed_stdout:
-            r, w = os.pipe()
-            os.close(r)
-            try:
-                p = subprocess.run(
-                    argv, cwd=folder, env=env, stdout=w, stderr=subprocess.PIPE, text=True, timeout=case.timeout
-                )
-            finally:
-                os.close(w)
-            return Outcome(p.returncode, "", p.stderr)
+        if case.stdout_to:
+            return _run_with_stdout(case, argv, folder, env)
         p = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=case.timeout)
         return Outcome(p.returncode, p.stdout, p.stderr)
     finally:
         for name in case.readonly:
             (folder / name).chmod(0o755)
+
+
+def _run_with_stdout(case: Case, argv: list[str], folder: Path, env: dict) -> Outcome:
+    """Run with stdout a pipe nobody reads ("gone"), /dev/full ("full") or closed ("closed")."""
+    kind = case.stdout_to
+    if kind == "gone":
+        r, w = os.pipe()
+        os.close(r)
+        out, pre = w, None
+    elif kind == "full":
+        out, pre = os.open("/dev/full", os.O_WRONLY), None
+    elif kind == "closed":
+        out, pre = subprocess.DEVNULL, lambda: os.close(1)
+    else:
+        raise ValueError(f"stdout_to {kind!r}")
+    try:
+        p = subprocess.run(
+            argv,
+            cwd=folder,
+            env=env,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=case.timeout,
+            preexec_fn=pre,
+        )
+    finally:
+        if isinstance(out, int) and out >= 0:
+            os.close(out)
+    return Outcome(p.returncode, "", p.stderr)
 
 
 # ---- the README table ------------------------------------------------------------------------

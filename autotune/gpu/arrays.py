@@ -32,6 +32,17 @@ from cupy_backends.cuda.api import runtime
 
 current_device = runtime.getDevice  # cheaper than cupy.cuda.Device().id, which builds an object
 
+
+def no_device() -> str | None:
+    """Why CUDA has no device to run on (no GPU, no driver or one too old), as CUDA says it; None
+    when it has one."""
+    try:
+        count = runtime.getDeviceCount()
+    except runtime.CUDARuntimeError as exc:
+        return str(exc)
+    return None if count > 0 else "CUDA reports no device"
+
+
 _F32 = np.dtype(np.float32)
 _NDARRAY = cp.ndarray
 _DLPACK_GPU = (2, 13)  # DLPack device types a kernel can read: kDLCUDA, kDLCUDAManaged

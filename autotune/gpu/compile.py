@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
+from ..cachedir import cache_folder, read_bytes, write_atomic
 from ..types import UserError
 
 OPTIONS = ("--std=c++17", "-default-device", "-Xptxas=-v")
@@ -189,11 +190,9 @@ def parse_resources(log: str, kernel: str) -> Resources:
     )
 
 
-def cache_dir() -> Path:
-    root = (
-        os.environ.get("AUTOTUNE_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "autotune"
-    )
-    return Path(root) / "nvrtc"
+def cache_dir() -> Path | None:
+    """NVRTC's cache folder (cachedir.py): None when there is none."""
+    return cache_folder("nvrtc")
 
 
 def compile_source(
@@ -203,14 +202,15 @@ def compile_source(
     nvrtc = _nvrtc()
     opts = [f"--gpu-architecture={arch}", *OPTIONS, *options]
     key = hashlib.sha256("\0".join([nvrtc_version(), kernel, *opts, source]).encode()).hexdigest()[:32]
-    cdir = cache_dir()
-    if use_cache:
+    cdir = cache_dir() if use_cache else None
+    if cdir is not None:
+        raw, cubin = read_bytes(cdir / f"{key}.json"), read_bytes(cdir / f"{key}.cubin")
         try:
-            meta = json.loads((cdir / f"{key}.json").read_text())
-            cubin = (cdir / f"{key}.cubin").read_bytes()
-            return Compiled(cubin, kernel, arch, Resources(**meta["resources"]), meta["log"], 0.0, True)
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
+            meta = json.loads(raw) if raw is not None and cubin is not None else None
+            if meta is not None:
+                return Compiled(cubin, kernel, arch, Resources(**meta["resources"]), meta["log"], 0.0, True)
+        except (ValueError, KeyError, TypeError, RecursionError):
+            pass  # a damaged entry is a miss
     t0 = time.perf_counter()
     cubin, log = _nvrtc_compile(nvrtc, source, kernel, opts)
     try:
@@ -225,7 +225,7 @@ def compile_source(
         res = parse_resources(log, kernel)
     elapsed = time.perf_counter() - t0
     out = Compiled(cubin, kernel, arch, res, log, elapsed)
-    if use_cache:
+    if cdir is not None:
         _store(cdir, key, out)
     return out
 
@@ -280,18 +280,9 @@ def _first_error(log: str, lines: int = 3) -> str:
 
 
 def _store(cdir: Path, key: str, c: Compiled) -> None:
-    # Write-then-rename so a concurrent reader never sees half a file.
-    try:
-        cdir.mkdir(parents=True, exist_ok=True)
-        for suffix, data in (
-            (".cubin", c.cubin),
-            (".json", json.dumps({"resources": asdict(c.resources), "log": c.log}).encode()),
-        ):
-            tmp = cdir / f"{key}{suffix}.{os.getpid()}.tmp"
-            tmp.write_bytes(data)
-            os.replace(tmp, cdir / f"{key}{suffix}")
-    except OSError:
-        pass  # a cache that cannot be written only costs time
+    # The cubin first: a reader takes an entry only when it finds both files.
+    if write_atomic(cdir / f"{key}.cubin", c.cubin):
+        write_atomic(cdir / f"{key}.json", json.dumps({"resources": asdict(c.resources), "log": c.log}).encode())
 
 
 def compile_many(

@@ -1,0 +1,71 @@
+"""autotune's caches on disk: NVRTC's cubins and reports (gpu/compile.py), counts of valid points
+(counts.py). They only save time, so a cache that cannot be used costs only that: one that
+cannot be read is a miss, one that cannot be written is skipped, silently, whatever the cause
+($AUTOTUNE_CACHE naming a file or a dangling link, a read-only or full disk, no home folder).
+No temporary file is ever left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import uuid
+from pathlib import Path
+
+
+def cache_root() -> Path | None:
+    """`$AUTOTUNE_CACHE`, else `$XDG_CACHE_HOME/autotune`, else `~/.cache/autotune`; None when
+    none can be named (no home folder)."""
+    env = os.environ.get("AUTOTUNE_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg) / "autotune"
+    try:
+        return Path.home() / ".cache" / "autotune"
+    except RuntimeError:  # no $HOME and no password entry for this user
+        return None
+
+
+def cache_folder(name: str) -> Path | None:
+    """One cache's folder under the root (not made here: the first write makes it)."""
+    root = cache_root()
+    return None if root is None else root / name
+
+
+def read_bytes(path: Path | None) -> bytes | None:
+    """A cache file's bytes, or None (a miss) when it cannot be read as a regular file."""
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO there must not block
+    except (OSError, ValueError):
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            return f.read() if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+    except (OSError, ValueError):
+        return None
+
+
+def write_atomic(path: Path | None, data: bytes) -> bool:
+    """Write a cache file whole or not at all (written beside it, then renamed: a concurrent
+    reader never sees half of it); make its folder if need be. False when it could not be. The
+    file gets the mode the umask gives, as any other: a cache may be shared by a team."""
+    if path is None:
+        return False
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+        return True
+    except (OSError, ValueError):
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
