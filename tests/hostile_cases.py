@@ -215,6 +215,14 @@ def _whole_header(path: Path) -> None:
 _BIG = "more than 2147483647, the largest size the kernels' int indices hold"
 _CFG = ("search", "--size", "64", "--family", "tiled", "--config", "space.yaml", "--dry-run")
 _REPLAY = ("--family", "tiled", "--replay", "table.json")
+# Each command that reads a results folder (--results), as a case runs it without a GPU.
+_EVERY_RESULTS_COMMAND = (
+    ("search", "--size", "64", *_REPLAY),
+    ("export", "--size", "64"),
+    ("check", "--static"),
+    ("report",),
+    ("list",),
+)
 
 CASES: list[Case] = [
     # -- sizes and shapes
@@ -610,13 +618,7 @@ CASES: list[Case] = [
             ("--results f.txt: is a file, not a folder",),
             setup=_files(**{"f.txt": ""}),
         )
-        for cmd in (
-            ("search", "--size", "64", *_REPLAY),
-            ("export", "--size", "64"),
-            ("check", "--static"),
-            ("report",),
-            ("list",),
-        )
+        for cmd in _EVERY_RESULTS_COMMAND
     ),
     *(
         Case(
@@ -627,13 +629,7 @@ CASES: list[Case] = [
             setup=_both(_link("gone", "nowhere"), replay_table),
             after=_absent("nowhere", "results"),
         )
-        for cmd in (
-            ("search", "--size", "64", *_REPLAY),
-            ("export", "--size", "64"),
-            ("check", "--static"),
-            ("report",),
-            ("list",),
-        )
+        for cmd in _EVERY_RESULTS_COMMAND
     ),
     Case(
         "a GPU's results folder a link to nothing",
