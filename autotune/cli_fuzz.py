@@ -102,7 +102,7 @@ def _say(args, text: str) -> None:
 
 
 def _kernels(cases) -> int:
-    return len({repr(sorted(c.config["params"].items())) + c.config["family"] for c in cases})
+    return len({c.kernel.name for c in cases})
 
 
 def _executor():
@@ -125,9 +125,10 @@ def _executor():
 
 
 def _records(root, slug: str) -> list[tuple[Problem, dict]]:
-    from .results import iter_records
+    """The records as autotune.matmul reads them (each stored config checked by its family)."""
+    from .api import _table
 
-    return [(Problem(**rec["problem"]), rec["families"]) for _, rec in iter_records(root, slug)]
+    return _table(os.fspath(root), slug).records
 
 
 def _coverage(records, arch: str, limits, args):
@@ -146,12 +147,8 @@ def _precompile(cases, arch: str, args) -> None:
     from .api import _family
     from .gpu.compile import compile_many
     from .render import DEFAULT_KERNEL, render
-    from .types import Config
 
-    configs = {}
-    for c in cases:
-        cfg = Config.make(c.config["family"], c.config["params"])
-        configs.setdefault(cfg.name, cfg)
+    configs = {c.kernel.name: c.kernel for c in cases}
     if not configs:
         return
     t0 = time.perf_counter()

@@ -93,6 +93,11 @@ class Case:
         return self.data == "ints"
 
     @property
+    def kernel(self) -> Config | None:
+        """The stored config the case runs through autotune.load (None: through matmul)."""
+        return None if self.config is None else Config.make(self.config["family"], self.config["params"])
+
+    @property
     def problem(self) -> Problem:
         return Problem(self.M, self.N, self.K, self.layout, self.batch, self.beta, self.precision)
 

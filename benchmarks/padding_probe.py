@@ -17,8 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune import fuzz
-from autotune.api import _device_limits, _device_props, fallback_config
-from autotune.results import iter_records
+from autotune.api import _device_limits, _device_props, _table, fallback_config
 from autotune.types import Problem
 
 SHAPES = [(2, 1, 1), (5, 3, 7), (67, 45, 33), (3, 130, 5)]
@@ -32,7 +31,7 @@ def main() -> int:
     from autotune.gpu.fuzzing import Executor
 
     slug, arch = _device_props(0)
-    records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(args.results, slug)]
+    records = _table(str(args.results), slug).records  # as autotune.matmul reads them
     forms = fuzz.coverage(records, [(Problem(777, 555, 333), fallback_config(arch))], 0, 1, _device_limits(0, arch))
     calls = []
     for form in forms:
@@ -48,7 +47,7 @@ def main() -> int:
     ran = collections.Counter()
     for case, outcome in ex.run(calls):
         fam = case.config["family"]
-        name = fuzz.Config.make(fam, case.config["params"]).name
+        name = case.kernel.name
         ran[fam] += 1
         if not outcome.ok:
             bad[fam].add(name)

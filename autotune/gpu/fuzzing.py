@@ -151,18 +151,17 @@ class Executor:
         if case.config is None:
             result = self.matmul(a, b, out, case.alpha, case.beta, precision=case.precision, **flags)
         else:
-            result = self._kernel(case.config)(a, b, out, case.alpha, case.beta, **flags)
+            result = self._kernel(case.kernel)(a, b, out, case.alpha, case.beta, **flags)
         if out is not None:
             return p.call[2]
         if self.torch is not None and isinstance(result, self.torch.Tensor):
             result = cp.from_dlpack(result)
         return result
 
-    def _kernel(self, config: dict):
-        key = repr(sorted(config["params"].items())) + config["family"]
-        kernel = self.kernels.get(key)
+    def _kernel(self, config):
+        kernel = self.kernels.get(config.name)
         if kernel is None:
-            kernel = self.kernels[key] = self.load(config=config)
+            kernel = self.kernels[config.name] = self.load(config=config)
         return kernel
 
 
