@@ -265,14 +265,9 @@ def _check(p: _Prepared, bound) -> Outcome:
     if c.shape != (*case.lead, case.M, case.N) or c.dtype != cp.float32:
         return Outcome(False, math.inf, f"C has shape {c.shape} and dtype {c.dtype}")
     a64, b64 = p.a.astype(cp.float64), p.b.astype(cp.float64)
-    ref = cp.matmul(a64, b64)
-    scale = cp.matmul(cp.abs(a64), cp.abs(b64))
-    del a64, b64
-    ref *= case.alpha
-    scale *= abs(case.alpha)
+    ref = case.alpha * cp.matmul(a64, b64)
     if case.beta != 0:
         ref += case.beta * p.c0
-        scale += abs(case.beta) * cp.abs(p.c0)
     out = c.astype(cp.float64)
     err = cp.abs(out - ref)
     finite = cp.isfinite(ref)
@@ -281,9 +276,13 @@ def _check(p: _Prepared, bound) -> Outcome:
     if case.exact:
         bad |= finite & (err != 0)
         tol = None
-    else:
+    else:  # the bound scales with |alpha| |A||B| + |beta| |C0| (an exact case needs none)
+        scale = abs(case.alpha) * cp.matmul(cp.abs(a64), cp.abs(b64))
+        if case.beta != 0:
+            scale += abs(case.beta) * cp.abs(p.c0)
         tol = bound(case.precision, case.K) * scale + 1e-30  # (the floor: FP32's subnormals)
         bad |= finite & ~(err <= tol)
+    del a64, b64
     nbad = int(bad.sum())
     ratio = 0.0
     if tol is not None:
