@@ -144,6 +144,19 @@ def test_names_and_text_a_header_or_a_path_could_show_are_checked(tmp_path, keys
     _refused(_record(tmp_path, hostile_cases._set(keys, value)), fragment)
 
 
+def test_a_record_without_an_arch_exports_for_sm_90(tmp_path):
+    """gpu.arch may be null (the reader allows it): the header's nvcc flags take sm_90 then."""
+
+    def no_arch(data):
+        data["gpu"]["arch"] = None
+
+    path = _record(tmp_path, no_arch)
+    load_record(path)
+    out = tmp_path / "t.h"
+    export(tmp_path / "results", SLUG, P, out)
+    assert "-arch=sm_90" in out.read_text()
+
+
 def test_a_config_name_missing_is_refused_and_export_writes_nothing(tmp_path):
     """A record without config.name: `list` once ended in a KeyError, and `export` wrote the header
     and then crashed."""
