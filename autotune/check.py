@@ -17,7 +17,7 @@ class CheckRow:
     shape: str
     family: str
     config: str
-    status: str  # "pass", "warn" or "fail"
+    status: str  # "pass", "warn", "stale" (static: its time is of another build) or "fail"
     detail: str
     recorded_gflops: float | None = None
     gflops: float | None = None
@@ -33,16 +33,13 @@ def _limits(entry: dict) -> DeviceLimits:
 
 
 def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> list[CheckRow]:
-    """No GPU: each stored config renders, passes the filter, and compiles with the recorded
-    registers and shared memory. A difference is a failure where the source changed since the
-    record (its `source` hash), or where the record names no source and the same NVRTC version;
-    a warning where the source is the one measured (only the compiler can differ: builds of one
-    NVRTC version allocate registers differently) or, without a hash, the NVRTC version differs."""
-    from .gpu.compile import compile_source, nvrtc_version
-    from .render import DEFAULT_KERNEL, render, source_digest
-
+    """No GPU: each stored config renders, passes the filter, and compiles to the kernel that was
+    measured. A record names that kernel by the digest of its machine code (`code`): the same
+    code passes, whatever changed in the template's text; other code fails (the record measured
+    another kernel: tune again) unless the NVRTC version differs from the record's, a warning.
+    An older record without `code` is judged by its registers and shared memory and its `source`
+    hash, as before (see _judge_without_code)."""
     rows, families = [], {}
-    here = nvrtc_version()
     for _path, record in iter_records(root, gpu_slug):
         problem = Problem(**record["problem"])
         for fam_name, entry in record["families"].items():
@@ -61,35 +58,68 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
                 m = prep.measurement
                 rows.append(_with(base, "fail", f"{m.status.value}: {m.message}"))
                 continue
-            got = prep.spec["resources"]
-            diffs = _resource_diffs(entry, got)
-            if diffs:
-                # Confirm with a fresh compile: a compile-cache entry must not be what reports a
-                # regression (seen once in a test session: 247 registers cached, 243 on every
-                # fresh compile, never reproduced).
-                arch = resolved.family.compile_arch(limits.arch)
-                fresh = compile_source(render(resolved), arch, DEFAULT_KERNEL, use_cache=False).resources
-                got = dict(
-                    got,
-                    registers=fresh.registers,
-                    smem_bytes=fresh.smem_static_bytes + prep.spec["launch"].dynamic_smem,
-                )
-                diffs = _resource_diffs(entry, got)
-            recorded = (entry.get("versions") or {}).get("nvrtc")
-            source = entry.get("source")
-            same_source = bool(diffs) and source is not None and source == source_digest(resolved)
-            if not diffs:
-                rows.append(_with(base, "pass", f"{got['registers']} registers, {got['smem_bytes']} B smem"))
-            elif same_source:
-                why = f"the source measured; NVRTC {here} here, {recorded} recorded"
-                rows.append(_with(base, "warn", f"{'; '.join(diffs)} ({why})"))
-            elif source is not None:
-                rows.append(_with(base, "fail", f"{'; '.join(diffs)} (the source changed since the record)"))
-            elif recorded and recorded != here:
-                rows.append(_with(base, "warn", f"{'; '.join(diffs)} (NVRTC {here} here, {recorded} recorded)"))
-            else:
-                rows.append(_with(base, "fail", "; ".join(diffs)))
+            rows.append(_judge(base, entry, resolved, prep.spec, limits.arch))
     return rows
+
+
+_FRESH_TRIES = 3  # fresh builds tried before a record is called stale or failed
+
+
+def _judge(base: CheckRow, entry: dict, resolved, spec: dict, arch: str) -> CheckRow:
+    from .gpu.compile import compile_source, nvrtc_version
+    from .gpu.machine_code import code_digest
+    from .render import DEFAULT_KERNEL, render
+
+    got, code = spec["resources"], code_digest(spec["cubin"])
+    diffs = _resource_diffs(entry, got)
+    for _ in range(_FRESH_TRIES):
+        if not diffs and entry.get("code") in (None, code):
+            break
+        # Confirm with fresh compiles: neither a compile-cache entry nor one unlucky build may be
+        # what reports a regression. ptxas does not always emit the same code for one source:
+        # on a loaded 2-core machine about 1 build in 100 of the largest warptile kernels came
+        # out different (same registers) and the next builds as before; once, a cached entry
+        # said 247 registers where every fresh build said 243.
+        fresh = compile_source(render(resolved), resolved.family.compile_arch(arch), DEFAULT_KERNEL, use_cache=False)
+        r = fresh.resources
+        got = dict(got, registers=r.registers, smem_bytes=r.smem_static_bytes + spec["launch"].dynamic_smem)
+        code, diffs = code_digest(fresh.cubin), _resource_diffs(entry, got)
+    here, recorded = nvrtc_version(), (entry.get("versions") or {}).get("nvrtc")
+    measured = f"{got['registers']} registers, {got['smem_bytes']} B smem"
+    if entry.get("code") is None:
+        return _judge_without_code(base, entry, resolved, diffs, measured, here, recorded)
+    if entry["code"] == code and not diffs:
+        return _with(base, "pass", f"the machine code measured; {measured}")
+    if entry["code"] == code:  # the same instructions, another ptxas report: the compiler's
+        return _with(base, "warn", f"{'; '.join(diffs)} (the machine code measured)")
+    what = "; ".join(["the machine code differs from the one measured", *diffs])
+    if recorded and recorded != here:
+        return _with(base, "warn", f"{what} (NVRTC {here} here, {recorded} recorded)")
+    if diffs:
+        return _with(base, "fail", f"{what}: the record measured another kernel, tune this shape again")
+    # The same registers and shared memory, other instructions: the config still builds and
+    # launches as recorded, but its time is of an earlier build. Listed, so the exact records a
+    # template change touched are known; `autotune check` on the GPU re-times them.
+    return _with(base, "stale", f"{what}, same registers and shared memory: re-time it on the GPU")
+
+
+def _judge_without_code(base, entry, resolved, diffs, measured, here, recorded) -> CheckRow:
+    """A record from before `code`: registers and shared memory must match. A difference fails
+    where the source changed since the record (its `source` hash) or where the record names no
+    source and the same NVRTC version; it warns where the source is the one measured (only the
+    compiler can differ) or, without a hash, the NVRTC version differs."""
+    from .render import source_digest
+
+    source = entry.get("source")
+    if not diffs:
+        return _with(base, "pass", measured)
+    if source is not None and source == source_digest(resolved):
+        return _with(base, "warn", f"{'; '.join(diffs)} (the source measured; NVRTC {here} here, {recorded} recorded)")
+    if source is not None:
+        return _with(base, "fail", f"{'; '.join(diffs)} (the source changed since the record)")
+    if recorded and recorded != here:
+        return _with(base, "warn", f"{'; '.join(diffs)} (NVRTC {here} here, {recorded} recorded)")
+    return _with(base, "fail", "; ".join(diffs))
 
 
 def _resource_diffs(entry: dict, got: dict) -> list[str]:

@@ -338,7 +338,14 @@ def _check_parser(sub) -> None:
         default=0.05,
         help="allowed slow-down fraction, from 0 to below 1 (default 0.05: 5%% slower fails)",
     )
-    c.add_argument("--static", action="store_true", help="no GPU: render, filter, compile, compare resources")
+    c.add_argument(
+        "--static",
+        action="store_true",
+        help=(
+            "no GPU: render, filter and compile each stored config; its machine code must be the one"
+            " measured (the record's code digest), with its registers and shared memory"
+        ),
+    )
     c.add_argument("--device", type=_device, default=0, help="CUDA device index (default 0)")
     c.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
 
@@ -434,7 +441,12 @@ def cmd_check(args) -> int:
         raise UserError(f"no stored results for {slug} under {args.results}")
     print(format_rows(rows))
     failed = [r for r in rows if r.status == "fail"]
-    print(f"{len(rows)} checked, {len(failed)} failed" + (" (static)" if args.static else ""))
+    stale = sum(r.status == "stale" for r in rows)
+    print(
+        f"{len(rows)} checked, {len(failed)} failed"
+        + (f", {stale} stale (re-time them on the GPU: autotune check)" if stale else "")
+        + (" (static)" if args.static else "")
+    )
     return 1 if failed else 0
 
 

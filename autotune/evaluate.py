@@ -113,6 +113,20 @@ def prepare(
     return out
 
 
+def code_of(resolved, arch: str) -> str | None:
+    """The digest of the machine code `resolved` compiles to for `arch` (gpu.machine_code): what
+    a record names as the kernel it measured. On a GPU the compile is the one `prepare` made
+    (cached); a replayed search compiles here, and without NVRTC records no digest."""
+    from .gpu.compile import CompileError, NVRTCMissing, compile_source
+    from .gpu.machine_code import code_digest
+
+    try:
+        cubin = compile_source(render(resolved), resolved.family.compile_arch(arch), DEFAULT_KERNEL).cubin
+    except (NVRTCMissing, CompileError):
+        return None
+    return code_digest(cubin)
+
+
 class GPUEvaluator:
     """Compile here, run in a worker process on `device_id`.
 

@@ -134,7 +134,7 @@ _PARAM = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # parameter names
 _CHOICE = _FAMILY
 _SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # limits.gpu_slug's folder names
 _ARCH = re.compile(r"sm_[0-9]{1,4}a?")
-_DIGEST = re.compile(r"[0-9a-f]{1,64}")  # render.source_digest
+_DIGEST = re.compile(r"[0-9a-f]{1,64}")  # render.source_digest, gpu.machine_code.code_digest
 
 # Device limits a record may hold (limits.DeviceLimits' integer fields), each within what a GPU
 # could have: the model divides by several, and zero or a negative count is no device.
@@ -354,9 +354,10 @@ def _check_numbers(fam: str, entry: dict) -> None:
             raise _Corrupt(f"entry {fam}: {key} is {_show(value)}, not an integer from 0 to {top}")
     if entry["status"] != Status.OK.value:
         raise _Corrupt(f"entry {fam}: status {_show(entry['status'])}; only verified results are recorded")
-    source = entry.get("source")
-    if source is not None and (not isinstance(source, str) or not _DIGEST.fullmatch(source)):
-        raise _Corrupt(f"entry {fam}: source is {_show(source)}, not a hash of the source")
+    for key, what in (("source", "the source"), ("code", "the machine code")):
+        digest = entry.get(key)
+        if digest is not None and (not isinstance(digest, str) or not _DIGEST.fullmatch(digest)):
+            raise _Corrupt(f"entry {fam}: {key} is {_show(digest)}, not a hash of {what}")
 
 
 def _check_agrees(fam: str, entry: dict, problem: Problem) -> None:
@@ -451,6 +452,8 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
         entry["contract"] = extra["contract"]
     if extra.get("source"):  # the hash of the CUDA source measured (render.source_digest)
         entry["source"] = extra["source"]
+    if extra.get("code"):  # the hash of the machine code measured (gpu.machine_code.code_digest)
+        entry["code"] = extra["code"]
     # The command line and the storage URL as given may hold a database password.
     search = {**search, "storage": redact.url(search["storage"])} if "storage" in search else search
     entry.update(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from optuna.trial import TrialState
 
-from .evaluate import Evaluator
+from .evaluate import Evaluator, code_of
 from .render import source_digest
 from .space import Space
 from .studies import STORAGE_FAULTS, Plan, fault_line, measured_configs, next_queued, plan_family
@@ -78,7 +78,9 @@ def finish_family(
     if best is not None and cublas:
         best.extra["cublas"] = cublas
         best.extra["ratio"] = best.gflops / cublas["gflops"]
-        best.extra["source"] = source_digest(plan.space.family.resolve(best.config))
+        resolved = plan.space.family.resolve(best.config)
+        best.extra["source"] = source_digest(resolved)
+        best.extra["code"] = code_of(resolved, evaluator.limits.arch)
     counts = counts or {}
     if progress:
         progress.update(

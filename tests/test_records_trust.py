@@ -137,6 +137,7 @@ def test_a_control_character_in_a_key_or_a_name_is_refused(tmp_path):
         (("families", "tiled", "config", "name"), "tiled_TILE32\n#error", "is not its parameters'"),
         (("families", "tiled", "config", "params", "TILE"), 2**40, "beyond a C int"),
         (("families", "tiled", "source"), "$(rm -rf)", "not a hash"),
+        (("families", "tiled", "code"), "../../x", "not a hash of the machine code"),
         (("families", "tiled", "command"), "x" * 20000, "more than 16384"),
     ],
 )
