@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .evaluate import Evaluator, prepare
-from .limits import DeviceLimits
+from ..core.types import Problem, Status, UserError
+from ..kernels.limits import DeviceLimits
+from ..kernels.space import Family
+from ..search.evaluate import Evaluator, prepare
 from .results import entry_config, iter_records
-from .space import Family
-from .types import Problem, Status, UserError
 
 
 @dataclass
@@ -38,8 +38,8 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
     record (its `source` hash), or where the record names no source and the same NVRTC version;
     a warning where the source is the one measured (only the compiler can differ: builds of one
     NVRTC version allocate registers differently) or, without a hash, the NVRTC version differs."""
-    from .gpu.compile import compile_source, nvrtc_version
-    from .render import DEFAULT_KERNEL, render, source_digest
+    from ..gpu.compile import compile_source, nvrtc_version
+    from ..kernels.render import DEFAULT_KERNEL, render, source_digest
 
     rows, families = [], {}
     here = nvrtc_version()
