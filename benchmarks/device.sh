@@ -43,8 +43,9 @@
 # Needs the Python wheels in .whl/ (carried), and $OUT, the folder that comes back. Every task
 # writes its log under $OUT/logs/ and prints one summary line; the sweep's results files go to
 # $OUT/results/<gpu>/. At the end all of it is packed into $OUT/logs.tar.gz, since only a few
-# files come back one by one; unpack it into benchmarks/logs/run<N>-<gpu>/ and add a line to
-# benchmarks/logs/INDEX.md. Tasks run in the order given; one failing does not stop the next.
+# files come back one by one; add a row with its figures to benchmarks/logs/INDEX.md, and commit
+# its raw files under benchmarks/logs/run<N>-<gpu>/ only where small and cited (INDEX.md says
+# why). Tasks run in the order given; one failing does not stop the next.
 set -u
 usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 [ $# -gt 0 ] || usage
