@@ -1,4 +1,4 @@
-"""Hostile input: every case of tests/hostile_cases.py (the README's Reliability table) is one
+"""Hostile input: every case of tests/hostile_cases.py (the table of bad inputs on the results page) is one
 line and exit 2, or its documented success, with nothing half-written; and the pieces behind
 them: records validated on load and merged under a lock, strict integers, the work estimate,
 the count cache, NVRTC's log."""
@@ -80,10 +80,12 @@ def test_the_table_shows_what_is_checked():
     assert len({c.input for c in CASES}) == len(CASES)
 
 
-def test_readme_holds_the_generated_table():
+def test_the_results_page_holds_the_generated_table():
     table = hostile_cases.markdown()
-    readme = (ROOT / "README.md").read_text()
-    assert table in readme, "README's Reliability table differs: paste `python tests/hostile_cases.py --markdown`"
+    page = (ROOT / "results" / "README.md").read_text()
+    assert table in page, (
+        "results/README.md's table of bad inputs differs: paste `python tests/hostile_cases.py --markdown`"
+    )
     r = subprocess.run(
         [sys.executable, "tests/hostile_cases.py", "--markdown"], cwd=ROOT, capture_output=True, text=True
     )
