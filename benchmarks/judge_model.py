@@ -1,4 +1,4 @@
-"""autotune/model.py judged on measured candidates, without a GPU: for each shape of a
+"""autotune/dispatch/model.py judged on measured candidates, without a GPU: for each shape of a
 benchmarks/candidates.py run, the config the model picks and its measured time against cuBLAS,
 and the best measured candidate (the bound on any choice).
 
@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune import api, model
-from autotune.types import Problem
+from autotune.core.types import Problem
+from autotune.dispatch import api, model
 
 GRID = {"SHARING": (0.25, 0.5, 0.75, 1.0), "DISTANCE_WEIGHT": (0.1, 0.2, 0.3, 0.5, 0.8), "LAUNCH_US": (2.0, 4.0)}
 

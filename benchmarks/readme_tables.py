@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from autotune.results import gpu_dirs, iter_records  # noqa: E402 - after the sys.path line (runs from a checkout)
-from autotune.types import Problem  # noqa: E402 - after the sys.path line (runs from a checkout)
+from autotune.core.types import Problem  # noqa: E402 - after the sys.path line (runs from a checkout)
+from autotune.records.results import gpu_dirs, iter_records  # noqa: E402 - after the sys.path line (runs from a checkout)
 
 HEADER = (
     "| shape (MxNxK) | winning schedule (BMxBNxBK, stages, FMA order) | TFLOP/s | cuBLAS TFLOP/s | ratio | rel. error |"

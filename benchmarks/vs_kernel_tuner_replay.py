@@ -35,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vs_kernel_tuner import kt_space
 
-from autotune.limits import profile_for_arch
-from autotune.replay import ReplayEvaluator
-from autotune.search import search_family
-from autotune.space import Family, Space
-from autotune.types import Config, Problem, Status
+from autotune.core.types import Config, Problem, Status
+from autotune.kernels.limits import profile_for_arch
+from autotune.kernels.space import Family, Space
+from autotune.search.driver import search_family
+from autotune.search.replay import ReplayEvaluator
 
 TIMEOUT_S = 60  # a replayed Kernel Tuner run takes well under a second
 # greedy_ils is left out: replayed, it loops without end on most seeds (every point costs

@@ -63,8 +63,8 @@ def _write(path: Path, text: str | bytes) -> Path:
 
 def replay_table(folder: Path) -> dict:
     """table.json: every valid tiled point at 1000-4000 GFLOP/s, for searches without a GPU."""
-    from autotune.limits import load_profile
-    from autotune.space import Space
+    from autotune.kernels.limits import load_profile
+    from autotune.kernels.space import Space
 
     valid = Space.load("tiled").enumerate(load_profile("h100")).valid
     _write(folder / "table.json", json.dumps({"table": {c.name: 1000.0 * (i + 1) for i, c in enumerate(valid)}}))
@@ -73,9 +73,9 @@ def replay_table(folder: Path) -> dict:
 
 def record(folder: Path, change: Callable[[dict], None] | None = None) -> dict:
     """results/<h100>/64x64x64.json with a verified tiled entry, then `change`d by hand."""
-    from autotune.limits import load_profile
-    from autotune.results import make_entry, record_path, update_record
-    from autotune.types import Config, Measurement, Problem, Status
+    from autotune.core.types import Config, Measurement, Problem, Status
+    from autotune.kernels.limits import load_profile
+    from autotune.records.results import make_entry, record_path, update_record
 
     p = Problem(64, 64, 64)
     m = Measurement(

@@ -8,13 +8,13 @@ import shutil
 import pytest
 from helpers import RESULTS
 
-from autotune.check import check_static
 from autotune.gpu.compile import compile_source, nvrtc_version
 from autotune.gpu.machine_code import NotACubin, code_digest
-from autotune.limits import profile_for_arch
-from autotune.render import DEFAULT_KERNEL, render
-from autotune.results import entry_config
-from autotune.space import TEMPLATE_DIR, TEMPLATES_ENV, Family, Space
+from autotune.kernels.limits import profile_for_arch
+from autotune.kernels.render import DEFAULT_KERNEL, render
+from autotune.kernels.space import TEMPLATE_DIR, TEMPLATES_ENV, Family, Space
+from autotune.records.check import check_static
+from autotune.records.results import entry_config
 
 SLUG = "nvidia-h200"
 SHAPE = "4096x4096x4096.json"

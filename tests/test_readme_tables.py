@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.results import make_entry, update_record
-from autotune.types import Config, Measurement, Problem, Status
+from autotune.core.types import Config, Measurement, Problem, Status
+from autotune.records.results import make_entry, update_record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -79,7 +79,7 @@ def test_check_finds_a_drifted_row_and_passes_a_regenerated_page(results, tmp_pa
 
 def test_the_page_in_the_results_folder_is_no_gpu_and_no_record(results):
     """results/README.md sits beside the GPU folders: every reader of the folder passes it by."""
-    from autotune.results import gpu_dirs, iter_records
+    from autotune.records.results import gpu_dirs, iter_records
 
     (results / "README.md").write_text("# Results\n")
     assert gpu_dirs(results) == ["nvidia-h200"]

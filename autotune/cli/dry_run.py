@@ -7,15 +7,15 @@ import random
 import re
 import time
 
-from .cli_inputs import ask_dry_run, live_limits, need_nvrtc, readable, runs_on
-from .counts import cached_valid, store_valid
-from .limits import DeviceLimits, profile_for_arch
-from .space import Enumeration, Family, Space
-from .types import PINNED_PARAMS, Config, Problem, UserError
+from ..core.types import PINNED_PARAMS, Config, Problem, UserError
+from ..kernels.counts import cached_valid, store_valid
+from ..kernels.limits import DeviceLimits, profile_for_arch
+from ..kernels.space import Enumeration, Family, Space
+from .inputs import ask_dry_run, live_limits, need_nvrtc, readable, runs_on
 
 
 def dry_run_all(args, spaces: list[Space], problems: list[Problem]) -> int:
-    from .evaluate import default_jobs
+    from ..search.evaluate import default_jobs
 
     need_nvrtc()
 
@@ -95,7 +95,7 @@ def dry_run_family(
 ) -> tuple[str, list, int, list]:
     """One family's row, its top reasons, how many points passed, and its compile-failure kinds
     as (count, message, config), the most frequent first."""
-    from .evaluate import prepare
+    from ..search.evaluate import prepare
 
     points = en.valid
     if args.sample and len(points) > args.sample:
@@ -142,8 +142,8 @@ def print_failures(failed: list, arch: str, verbose: bool, shown: int = 3) -> No
 
 def compile_log(fam: Family, cfg: Config, arch: str) -> str:
     """NVRTC's whole log for one config (compiled again: failures are not cached)."""
-    from .gpu.compile import CompileError, compile_source
-    from .render import DEFAULT_KERNEL, render
+    from ..gpu.compile import CompileError, compile_source
+    from ..kernels.render import DEFAULT_KERNEL, render
 
     try:
         compile_source(render(fam.resolve(cfg)), fam.compile_arch(arch), DEFAULT_KERNEL, use_cache=False)

@@ -32,9 +32,9 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from . import yamlio
+from ..core import yamlio
+from ..core.types import UserError
 from .expr import Expr
-from .types import UserError
 
 _PARAM = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _CHOICE = re.compile(r"^[a-z][a-z0-9_]*$")

@@ -2,7 +2,7 @@
 
 A family is `templates/<name>.cu.j2`. Its first lines are a Jinja comment holding YAML that
 declares the parameters (integer domains or named choices), derived values, constraints and
-launch (autotune/decl.py has the schema; autotune/launch.py what the launch keys mean), so a
+launch (autotune/kernels/decl.py has the schema; autotune/kernels/launch.py what the launch keys mean), so a
 template and its rules travel together:
 
     {#- autotune
@@ -37,16 +37,16 @@ from typing import Any
 import jinja2
 import numpy as np
 
+from ..core import yamlio
+from ..core.types import LAYOUT_PARAMS, Config, Problem, UserError, name_piece
 from . import decl as _decl
-from . import yamlio
 from .launch import LaunchPlan, plan_for
 from .limits import DeviceLimits
-from .types import LAYOUT_PARAMS, Config, Problem, UserError, name_piece
 
 # The folder holding templates/ and configs/: the installed package, when it carries them (a
 # wheel: pyproject.toml maps them into it), else the checkout beside the package (an editable
 # install or PYTHONPATH=.), whose top-level templates/ and configs/ are the one source of both.
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # autotune/, above this layer's folder
 ROOT = _PACKAGE if (_PACKAGE / "templates").is_dir() else _PACKAGE.parent
 TEMPLATE_DIR = ROOT / "templates"
 CONFIG_DIR = ROOT / "configs"

@@ -37,8 +37,8 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .limits import DeviceLimits
-from .types import Config, Problem
+from ..core.types import Config, Problem
+from ..kernels.limits import DeviceLimits
 
 STAGE_COST = 40  # instructions per thread per pipeline stage besides FFMAs, fragment reads, copies
 FULL_WARPS = 8  # warps per SM past which more hide no more latency

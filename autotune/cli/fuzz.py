@@ -1,4 +1,4 @@
-"""`autotune fuzz`: the differential fuzzer of the dispatch (autotune/fuzz.py) on this GPU and its
+"""`autotune fuzz`: the differential fuzzer of the dispatch (autotune/dispatch/fuzz.py) on this GPU and its
 results folder, with progress, a table per regime, and a one-line repro for each failure."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from .cli_inputs import int_in
-from .types import Problem, UserError
+from ..core.types import Problem, UserError
+from .inputs import int_in
 
 EPILOG = """examples:
   autotune fuzz                                  2,000 random problems and every stored kernel once
@@ -66,8 +66,8 @@ def add_parser(sub) -> None:
 
 
 def cmd_fuzz(args) -> int:
-    from . import fuzz
-    from .api import _device_limits, results_dir
+    from ..dispatch import fuzz
+    from ..dispatch.api import _device_limits, results_dir
 
     root = args.results if args.results is not None else results_dir()
     if args.results is not None:
@@ -106,14 +106,14 @@ def _kernels(cases) -> int:
 
 
 def _executor():
-    from .api import _device_props, _gpu_arrays
+    from ..dispatch.api import _device_props, _gpu_arrays
 
     try:
         dev = _gpu_arrays().current_device()
         slug, arch = _device_props(dev)
-        from .api import load, matmul
-        from .fuzz import bound_factor
-        from .gpu.fuzzing import Executor
+        from ..dispatch.api import load, matmul
+        from ..dispatch.fuzz import bound_factor
+        from ..gpu.fuzzing import Executor
 
         return Executor(matmul, load, bound_factor), slug, arch, dev
     except UserError:
@@ -126,14 +126,14 @@ def _executor():
 
 def _records(root, slug: str) -> list[tuple[Problem, dict]]:
     """The records as autotune.matmul reads them (each stored config checked by its family)."""
-    from .api import _table
+    from ..dispatch.api import _table
 
     return _table(os.fspath(root), slug).records
 
 
 def _coverage(records, arch: str, limits, args):
-    from . import fuzz
-    from .api import fallback_config
+    from ..dispatch import fuzz
+    from ..dispatch.api import fallback_config
 
     if args.coverage == 0:
         return []
@@ -144,9 +144,9 @@ def _coverage(records, arch: str, limits, args):
 def _precompile(cases, arch: str, args) -> None:
     """The kernels the cases load, compiled in parallel into the compile cache first (autotune.load
     compiles one at a time)."""
-    from .api import _family
-    from .gpu.compile import compile_many
-    from .render import DEFAULT_KERNEL, render
+    from ..dispatch.api import _family
+    from ..gpu.compile import compile_many
+    from ..kernels.render import DEFAULT_KERNEL, render
 
     configs = {c.kernel.name: c.kernel for c in cases}
     if not configs:
@@ -163,8 +163,8 @@ def _precompile(cases, arch: str, args) -> None:
 
 
 def _compile_only(args, root) -> int:
-    from .limits import profile_for_arch
-    from .results import resolve_gpu
+    from ..kernels.limits import profile_for_arch
+    from ..records.results import resolve_gpu
 
     slug = resolve_gpu(root, args.gpu)
     records = _records(root, slug)
@@ -176,7 +176,7 @@ def _compile_only(args, root) -> int:
 
 
 def _records_arch(root, slug: str) -> str | None:
-    from .results import iter_records
+    from ..records.results import iter_records
 
     for _, rec in iter_records(root, slug):
         return rec["gpu"]["arch"]
@@ -184,7 +184,7 @@ def _records_arch(root, slug: str) -> str | None:
 
 
 def _run(executor, calls, args):
-    from .fuzz import Tally
+    from ..dispatch.fuzz import Tally
 
     tally, failures, fatal = Tally(), [], False
     t0 = last = before = time.perf_counter()
@@ -208,7 +208,7 @@ def _run(executor, calls, args):
 
 
 def _show_failure(executor, calls, index: int, args) -> None:
-    from .fuzz import repro_line, shrink
+    from ..dispatch.fuzz import repro_line, shrink
 
     def fails(seq):
         executor.reset()

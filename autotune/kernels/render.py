@@ -8,9 +8,9 @@ from pathlib import Path
 
 import jinja2
 
+from ..core.types import UserError
 from .launch import HELPER_ITEMS
 from .space import TEMPLATE_DIR, Resolved
-from .types import UserError
 
 DEFAULT_KERNEL = "autotune_sgemm"
 

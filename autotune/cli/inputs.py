@@ -7,14 +7,14 @@ import argparse
 import os
 from pathlib import Path
 
-from .counts import cached_valid
-from .limits import DeviceLimits, profile_for_arch
-from .space import Family, Space, known_families, read_yaml
-from .types import Problem, UserError
-from .yamlio import read_text
+from ..core.types import Problem, UserError
+from ..core.yamlio import read_text
+from ..kernels.counts import cached_valid
+from ..kernels.limits import DeviceLimits, profile_for_arch
+from ..kernels.space import Family, Space, known_families, read_yaml
 
 # `search --table`: shapes spread over the regimes a program calls, for autotune.matmul's model
-# (autotune/model.py) to choose from at shapes never tuned. Every regime has measurements near it:
+# (autotune/dispatch/model.py) to choose from at shapes never tuned. Every regime has measurements near it:
 # squares and odd sizes, rectangles, deep K over a small C, shallow K over a large C, a few rows or
 # columns (the streaming families) and 17-256 of them (tiles too big for them), small problems.
 TABLE_SHAPES = (
@@ -229,14 +229,14 @@ def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) ->
 
 def need_nvrtc() -> None:
     """Commands that compile stop at once, in one line naming the extra, without NVRTC."""
-    from .gpu.compile import nvrtc_version
+    from ..gpu.compile import nvrtc_version
 
     nvrtc_version()
 
 
 def live_limits(device: int) -> DeviceLimits | None:
     try:
-        from .gpu.runner import device_info
+        from ..gpu.runner import device_info
 
         info = device_info(device)
     except Exception:  # noqa: BLE001 - no CuPy, no driver or no GPU: use a profile
@@ -249,7 +249,7 @@ def check_results_writable(root: Path, slug: str, problems: list[Problem], stora
     """Before any search work: the records can be written (the folder made, if need be) and
     those the search will merge into are readable -- not found out after the search. A SQLite
     `storage` may not be the results folder or one on its way (it would be made a file first)."""
-    from .results import load_record, record_path
+    from ..records.results import load_record, record_path
 
     if storage and storage.startswith("sqlite:///"):
         db = Path(os.path.abspath(storage[len("sqlite:///") :]))

@@ -6,8 +6,8 @@ import collections
 import io
 from pathlib import Path
 
+from ..core.types import Problem, UserError
 from .results import atomic_write_bytes, atomic_write_text, fastest, iter_records
-from .types import Problem, UserError
 
 
 def _plt():

@@ -16,12 +16,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
 
-from .gpu.worker import Worker, WorkerLost
-from .limits import DeviceLimits, profile_for_arch
-from .render import DEFAULT_KERNEL, render
+from ..core.types import Config, Measurement, Problem, Status
+from ..gpu.worker import Worker, WorkerLost
+from ..kernels.limits import DeviceLimits, profile_for_arch
+from ..kernels.render import DEFAULT_KERNEL, render
+from ..kernels.space import Family, resource_violations
 from .replay import load_replay
-from .space import Family, resource_violations
-from .types import Config, Measurement, Problem, Status
 
 
 class Evaluator(Protocol):
@@ -65,7 +65,7 @@ def prepare(
     jobs: int | None = None,
 ) -> list[Prepared]:
     """Render, compile (in parallel) and apply the post-compile static filter."""
-    from .gpu.compile import CompileError, compile_many
+    from ..gpu.compile import CompileError, compile_many
 
     out, todo = [], []
     for cfg in configs:
@@ -117,8 +117,8 @@ def code_of(resolved, arch: str) -> str | None:
     """The digest of the machine code `resolved` compiles to for `arch` (gpu.machine_code): what
     a record names as the kernel it measured. On a GPU the compile is the one `prepare` made
     (cached); a replayed search compiles here, and without NVRTC records no digest."""
-    from .gpu.compile import CompileError, NVRTCMissing, compile_source
-    from .gpu.machine_code import code_digest
+    from ..gpu.compile import CompileError, NVRTCMissing, compile_source
+    from ..gpu.machine_code import code_digest
 
     try:
         cubin = compile_source(render(resolved), resolved.family.compile_arch(arch), DEFAULT_KERNEL).cubin

@@ -50,8 +50,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import redact
-from .types import Config, Measurement, Problem, Status, UserError, one_line
+from ..core import redact
+from ..core.types import Config, Measurement, Problem, Status, UserError, one_line
 
 try:
     import fcntl
@@ -532,7 +532,7 @@ def iter_records(root: Path | str, gpu_slug: str) -> Iterator[tuple[Path, dict]]
 
 def resolve_gpu(root: Path | str, gpu: str | None) -> str:
     """The results folder to use: the one named (a name or slug), or the only one there is."""
-    from .limits import gpu_slug
+    from ..kernels.limits import gpu_slug
 
     dirs = gpu_dirs(root)
     if gpu:
@@ -552,7 +552,7 @@ def resolve_gpu(root: Path | str, gpu: str | None) -> str:
 
 def live_gpu_slug() -> str | None:
     """The results-folder name of this machine's GPU 0, or None without a usable GPU."""
-    from .limits import gpu_slug
+    from ..kernels.limits import gpu_slug
 
     try:
         import cupy
@@ -615,7 +615,7 @@ def save_search(
     storage: str,
 ) -> tuple[Path | None, list[str], dict]:
     """Record the best of each searched family (search.FamilyResult) in the shape's file."""
-    from . import __version__
+    from ..core.version import __version__
 
     gpu = _printable({"name": limits.name, "slug": limits.slug, "arch": limits.arch})
     entries = {}

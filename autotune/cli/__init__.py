@@ -12,15 +12,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import __version__, redact
-from .cli_fuzz import add_parser as add_fuzz_parser
-from .cli_fuzz import cmd_fuzz
-from .cli_inputs import ASK_ABOVE_S, TABLE_SHAPES, check_output_dir, check_output_file, int_in, parse_problem
-from .cli_search import cmd_search
-from .counts import cached_valid, count_valid
-from .limits import profile_for_arch
-from .space import Family, Space, known_families
-from .types import LAYOUTS, PRECISIONS, Problem, UserError, one_line
+from ..core import redact
+from ..core.types import LAYOUTS, PRECISIONS, Problem, UserError, one_line
+from ..core.version import __version__
+from ..kernels.counts import cached_valid, count_valid
+from ..kernels.limits import profile_for_arch
+from ..kernels.space import Family, Space, known_families
+from .fuzz import add_parser as add_fuzz_parser
+from .fuzz import cmd_fuzz
+from .inputs import ASK_ABOVE_S, TABLE_SHAPES, check_output_dir, check_output_file, int_in, parse_problem
+from .search import cmd_search
 
 EPILOG_SEARCH = """examples:
   autotune search --size 4096                      all families, 4096^3, this GPU
@@ -201,7 +202,7 @@ def _search_parser(sub) -> argparse.ArgumentParser:
         action="store_true",
         help="a cold search: leave out each family's seeds (configs measured on other GPUs, tried first by "
         "default), as on a GPU nobody has tuned for; TPE then starts from the configs a static cost model "
-        "ranks best (autotune/cost.py); its studies are kept apart from seeded ones",
+        "ranks best (autotune/search/cost.py); its studies are kept apart from seeded ones",
     )
     s.add_argument(
         "--priors",
@@ -390,8 +391,8 @@ def _check_results_arg(args) -> None:
 
 
 def cmd_export(args) -> int:
-    from .export import export
-    from .results import resolve_gpu
+    from ..records.export import export
+    from ..records.results import resolve_gpu
 
     problem = parse_problem(args)
     layouts = _layout_list(args.layouts) if args.layouts else None
@@ -420,14 +421,14 @@ def _layout_list(text: str) -> list[str]:
 
 
 def cmd_check(args) -> int:
-    from .check import check_gpu, check_static, format_rows
-    from .results import resolve_gpu
+    from ..records.check import check_gpu, check_static, format_rows
+    from ..records.results import resolve_gpu
 
     slug = resolve_gpu(args.results, args.gpu)
     if args.static:
         rows = check_static(args.results, slug)
     else:
-        from .evaluate import GPUEvaluator
+        from ..search.evaluate import GPUEvaluator
 
         try:
             ev = GPUEvaluator(args.device)
@@ -451,8 +452,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import write_report
-    from .results import resolve_gpu
+    from ..records.report import write_report
+    from ..records.results import resolve_gpu
 
     slug = resolve_gpu(args.results, args.gpu)
     check_output_dir(args.output or args.results / slug / "report")
@@ -462,7 +463,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from .results import fastest, gpu_dirs, iter_records
+    from ..records.results import fastest, gpu_dirs, iter_records
 
     limits = profile_for_arch(args.arch)
     uncounted = []
@@ -646,7 +647,3 @@ def error_line(message: str) -> str:
     shows as \\n), cut to MAX_ERROR_CHARS."""
     line = one_line(message)
     return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from optuna.trial import TrialState
 
+from ..core.types import Measurement, Problem, Status, UserError
+from ..kernels.render import source_digest
+from ..kernels.space import Space
 from .evaluate import Evaluator, code_of
-from .render import source_digest
-from .space import Space
 from .studies import STORAGE_FAULTS, Plan, fault_line, measured_configs, next_queued, plan_family
 from .trials import Progress, TrialLoop
-from .types import Measurement, Problem, Status, UserError
 
 
 @dataclass

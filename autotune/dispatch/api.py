@@ -1,7 +1,7 @@
 """Tuned kernels from Python: `autotune.matmul(A, B)` and `autotune.load(...)`.
 
 `matmul` dispatches on the current GPU and the shape: the stored result of that shape when it
-was tuned for this GPU (results/<gpu>/), else the stored config that autotune.model predicts
+was tuned for this GPU (results/<gpu>/), else the stored config that autotune.dispatch.model predicts
 fastest there (every family's best at every tuned shape, its measured time carried over by
 occupancy, wave quantisation and the roofline), else a sound default config. Each kernel is
 verified against cuBLAS on a small awkward problem the first time it is loaded on a device.
@@ -10,7 +10,7 @@ A call costs about what calling the loaded kernel does: the device's name and ar
 per device, a GPU's results folder once per change of that folder (one stat a call tells), and
 the kernel chosen for each (device, shape, layout, batch, family, folder) is remembered.
 
-The results folder is read as the command line reads it (autotune.results): a record that is
+The results folder is read as the command line reads it (autotune.records.results): a record that is
 damaged, contradicts itself, or holds a config its (shipped) family refuses makes the call raise
 one UserError naming the file, as `autotune list` or `export` would say it; a folder with a bad
 record is not used in part. A record's entry of a family not shipped here is no candidate.
@@ -26,11 +26,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ..core.types import PRECISIONS, Config, NoGPUError, Problem, UserError
+from ..kernels.limits import DeviceLimits, gpu_slug, profile_for_arch
+from ..kernels.space import ROOT, Family, Space
+from ..records.results import entry_config, fastest, iter_records
 from . import model
-from .limits import DeviceLimits, gpu_slug, profile_for_arch
-from .results import entry_config, fastest, iter_records
-from .space import ROOT, Family, Space
-from .types import PRECISIONS, Config, NoGPUError, Problem, UserError
 
 # For a shape with no tuned result: the named fallback config of these families (configs/*.yaml),
 # correct everywhere; warptile needs cp.async (sm_80 and newer), older parts get float4 tiles.
@@ -38,7 +38,7 @@ _FALLBACK_FAMILY = {"sm_80": "warptile", "older": "vectorized"}
 _VERIFY_SHAPE = (67, 45, 33)
 
 
-_INSTALLED = ROOT == Path(__file__).resolve().parent  # a wheel: templates inside the package
+_INSTALLED = ROOT == Path(__file__).resolve().parent.parent  # a wheel: templates inside the package
 _CHECKOUT_RESULTS = str(ROOT / "results")
 
 
@@ -139,7 +139,7 @@ class _Table:
         """(tuned shape, its entry, the config to run, predicted ms or None when measured here):
         the best entry of the problem's own record when it was tuned; else the candidate of
         `_pool` -- every family's best at every tuned shape, that can run the problem and is
-        meant for it (or is the family asked for) -- that autotune.model predicts fastest here.
+        meant for it (or is the family asked for) -- that autotune.dispatch.model predicts fastest here.
         Below the highest precision the shape's FP32 record is the tier's own too (its kernels
         meet every contract): the faster of the two records' best entries serves."""
         # The shape's own records: those timed with beta 0 or not, as this call, first.
@@ -271,9 +271,9 @@ class Kernel:
     """A compiled, verified SGEMM kernel on the current device: `kernel(A, B, out, alpha, beta)`."""
 
     def __init__(self, config: Config, arch: str, source: str = "default"):
-        from .gpu.compile import compile_source
-        from .gpu.runner import LoadedKernel
-        from .render import DEFAULT_KERNEL, render
+        from ..gpu.compile import compile_source
+        from ..gpu.runner import LoadedKernel
+        from ..kernels.render import DEFAULT_KERNEL, render
 
         resolved = _family(config.family).resolve(config)
         self.config, self.source, self.family = resolved.config, source, resolved.family
@@ -342,10 +342,10 @@ _ARRAYS = None  # autotune.gpu.arrays, once imported
 def _gpu_arrays():
     global _ARRAYS
     if _ARRAYS is None:
-        from .gpu.compile import nvrtc_version
+        from ..gpu.compile import nvrtc_version
 
         nvrtc_version()  # without the CUDA extra: one error naming it, before CuPy is imported
-        from .gpu import arrays
+        from ..gpu import arrays
 
         _ARRAYS = arrays
     return _ARRAYS
@@ -359,7 +359,7 @@ _LIMITS: dict[int, DeviceLimits] = {}  # device -> its limits, read once each
 def _device_props(dev: int) -> tuple[str, str]:
     props = _DEVICES.get(dev)
     if props is None:
-        from .gpu.runner import device_info
+        from ..gpu.runner import device_info
 
         info = device_info(dev)
         props = _DEVICES[dev] = (gpu_slug(info["name"]), info["arch"])
@@ -372,7 +372,7 @@ def _device_limits(dev: int, arch: str) -> DeviceLimits:
     limits = _LIMITS.get(dev)
     if limits is None:
         try:
-            from .gpu.runner import device_info
+            from ..gpu.runner import device_info
 
             info = dict(device_info(dev))
             info.pop("versions", None)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from .types import UserError
+from ..core.types import UserError
 
-PROFILE_DIR = Path(__file__).parent / "profiles"
+# The profiles are data of the whole package (autotune/profiles/), not of this layer.
+PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .limits import DeviceLimits
-from .types import Config, Measurement, Problem, Status, UserError
-from .yamlio import read_text
+from ..core.types import Config, Measurement, Problem, Status, UserError
+from ..core.yamlio import read_text
+from ..kernels.limits import DeviceLimits
 
 
 @dataclass

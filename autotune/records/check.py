@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .evaluate import Evaluator, prepare
-from .limits import DeviceLimits
+from ..core.types import Problem, Status, UserError
+from ..kernels.limits import DeviceLimits
+from ..kernels.space import Family
+from ..search.evaluate import Evaluator, prepare
 from .results import entry_config, iter_records
-from .space import Family
-from .types import Problem, Status, UserError
 
 
 @dataclass
@@ -35,8 +35,9 @@ def _limits(entry: dict) -> DeviceLimits:
 def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> list[CheckRow]:
     """No GPU: each stored config renders, passes the filter, and compiles to the kernel that was
     measured. A record names that kernel by the digest of its machine code (`code`): the same
-    code passes, whatever changed in the template's text; other code fails (the record measured
-    another kernel: tune again) unless the NVRTC version differs from the record's, a warning.
+    code passes, whatever changed in the template's text; other code with the recorded registers
+    and shared memory is stale (its time is of another build: re-time it on the GPU), and with
+    other resources fails; either is a warning where the NVRTC version differs from the record's.
     An older record without `code` is judged by its registers and shared memory and its `source`
     hash, as before (see _judge_without_code)."""
     rows, families = [], {}
@@ -66,9 +67,9 @@ _FRESH_TRIES = 3  # fresh builds tried before a record is called stale or failed
 
 
 def _judge(base: CheckRow, entry: dict, resolved, spec: dict, arch: str) -> CheckRow:
-    from .gpu.compile import compile_source, nvrtc_version
-    from .gpu.machine_code import code_digest
-    from .render import DEFAULT_KERNEL, render
+    from ..gpu.compile import compile_source, nvrtc_version
+    from ..gpu.machine_code import code_digest
+    from ..kernels.render import DEFAULT_KERNEL, render
 
     got, code = spec["resources"], code_digest(spec["cubin"])
     diffs = _resource_diffs(entry, got)
@@ -108,7 +109,7 @@ def _judge_without_code(base, entry, resolved, diffs, measured, here, recorded) 
     where the source changed since the record (its `source` hash) or where the record names no
     source and the same NVRTC version; it warns where the source is the one measured (only the
     compiler can differ) or, without a hash, the NVRTC version differs."""
-    from .render import source_digest
+    from ..kernels.render import source_digest
 
     source = entry.get("source")
     if not diffs:

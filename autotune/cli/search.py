@@ -8,9 +8,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from . import redact
-from .cli_dry_run import compile_log, config_from_name, dry_run_all, indent
-from .cli_inputs import (
+from ..core import redact
+from ..core.types import Problem, UserError
+from ..kernels.space import Space
+from .dry_run import compile_log, config_from_name, dry_run_all, indent
+from .inputs import (
     ask_search,
     check_results_writable,
     load_spaces,
@@ -20,8 +22,6 @@ from .cli_inputs import (
     runs_on,
     trials_of,
 )
-from .space import Space
-from .types import Problem, UserError
 
 
 def cmd_search(args) -> int:
@@ -33,7 +33,7 @@ def cmd_search(args) -> int:
     prior_folders(args)  # an unknown GPU is an error before the GPU is touched
     if args.dry_run:
         return dry_run_all(args, spaces, problems)
-    from .evaluate import build_evaluator, default_jobs, default_window
+    from ..search.evaluate import build_evaluator, default_jobs, default_window
 
     args.window = args.window or default_window(args.jobs or default_jobs(), args.trials)
     if not args.yes:
@@ -74,7 +74,7 @@ def suited(spaces: list[Space], problem: Problem, named: bool, limits) -> list[S
 
 def with_priors(spaces: list[Space], problem: Problem, args) -> list[Space]:
     """--priors: each family's configs stored for those GPUs at the shapes nearest this one."""
-    from .results import stored_priors
+    from ..records.results import stored_priors
 
     folders = prior_folders(args)
     if not folders:
@@ -90,7 +90,7 @@ def with_priors(spaces: list[Space], problem: Problem, args) -> list[Space]:
 
 def prior_folders(args) -> list[tuple[Path, str]]:
     """--priors as (results root, GPU folder): a GPU's folder under --results, or a path to one."""
-    from .results import resolve_gpu
+    from ..records.results import resolve_gpu
 
     out = []
     for g in getattr(args, "priors", []):
@@ -103,10 +103,10 @@ def prior_folders(args) -> list[tuple[Path, str]]:
 
 
 def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
-    from .parallel import SearchProcesses
-    from .search import SearchStopped, plan_ahead, search
-    from .studies import STORAGE_FAULTS, default_storage, fault_line
-    from .trials import Progress
+    from ..search.driver import SearchStopped, plan_ahead, search
+    from ..search.parallel import SearchProcesses
+    from ..search.studies import STORAGE_FAULTS, default_storage, fault_line
+    from ..search.trials import Progress
 
     spaces = with_priors(suited(spaces, problem, named=bool(args.family), limits=ev.limits), problem, args)
     slug = ev.limits.slug
@@ -178,7 +178,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
 
 def record(args, problem: Problem, storage: str, ev, results) -> tuple:
     """Merge the families' results into the shape's record: save_search with this command line."""
-    from .results import save_search
+    from ..records.results import save_search
 
     command = "autotune " + shlex.join(redact.argv(sys.argv[1:] if args.argv is None else args.argv))
     return save_search(

@@ -1,6 +1,6 @@
 """The best stored config as a C header: parameters as #defines, the kernel, a host launcher.
 
-The launcher is rendered from the config's launch plan (autotune/launch.py), the description the
+The launcher is rendered from the config's launch plan (autotune/kernels/launch.py), the description the
 Python runner executes: `autotune_sgemm_plan` computes the launch values and which steps run at
 a shape (pure arithmetic, printable without a GPU), `autotune_sgemm` runs them.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
-from . import __version__
-from .launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
-from .render import render, template
+from ..core.types import Problem, UserError
+from ..core.version import __version__
+from ..kernels.launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
+from ..kernels.render import render, template
+from ..kernels.space import Family, Resolved
 from .results import atomic_write_text, best_entry, entry_config, record_path
-from .space import Family, Resolved
-from .types import Problem, UserError
 
 EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
 

@@ -42,9 +42,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.schema import CreateIndex
 
-from . import cost, redact
-from .space import Space
-from .types import Config, Problem, UserError
+from ..core import redact
+from ..core.types import Config, Problem, UserError
+from ..kernels.space import Space
+from . import cost
 
 SAMPLERS = ("tpe", "random", "grid")
 TPE_STARTUP = 10  # tpe: random trials before the model; asked at once, they need no results

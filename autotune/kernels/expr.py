@@ -15,8 +15,8 @@ import ast
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .types import UserError
-from .yamlio import shown
+from ..core.types import UserError
+from ..core.yamlio import shown
 
 
 def _cdiv(a: int, b: int) -> int:

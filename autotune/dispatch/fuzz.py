@@ -34,7 +34,7 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from .types import LAYOUTS, PRECISIONS, Config, Problem, UserError
+from ..core.types import LAYOUTS, PRECISIONS, Config, Problem, UserError
 
 U = 2.0**-24  # FP32 unit roundoff
 U_TF32 = 2.0**-11  # TF32 (10 stored mantissa bits), to nearest
@@ -369,8 +369,8 @@ def coverage(
     (tuned shape, its families' entries)) and each `extra` config (the fallback), built for each
     layout and batching it can be (within the device's `limits`, as the dispatcher builds them),
     at shapes near its tuned one where its family is meant to run."""
+    from ..records.results import entry_config
     from .api import _family, built_for
-    from .results import entry_config
 
     rng = random.Random(seed ^ 0x5EED)
     sources = [(shape, entry_config(e)) for shape, fams in records for e in fams.values()] + list(extra)

@@ -14,8 +14,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from ..core.cachedir import cache_folder, read_bytes, write_atomic
 from . import expr, limits, space
-from .cachedir import cache_folder, read_bytes, write_atomic
 from .limits import DeviceLimits
 from .space import Space
 

@@ -20,9 +20,10 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import TrialState
 
+from ..core.types import Config, Measurement, Status
+from ..kernels.space import Space
 from . import cost
 from .evaluate import Evaluator
-from .space import Space
 from .studies import (
     GRACE_S,
     STARTUP_POLL_S,
@@ -35,7 +36,6 @@ from .studies import (
     queue_plan,
     recover_stale,
 )
-from .types import Config, Measurement, Status
 
 LOCAL_SHARE = 0.4  # tpe: this share of the budget (trials or time) goes to neighbours of the best configs
 

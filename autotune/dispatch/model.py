@@ -46,8 +46,8 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .launch import LaunchPlan
-from .types import Problem
+from ..core.types import Problem
+from ..kernels.launch import LaunchPlan
 
 THREADS_PER_SM = 2048  # sm_80 and newer
 BLOCKS_PER_SM = 32

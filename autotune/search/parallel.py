@@ -17,13 +17,13 @@ import threading
 import time
 from collections.abc import Sequence
 
-from . import redact
+from ..core import redact
+from ..core.types import Problem, UserError
+from ..kernels.space import Space
+from .driver import FamilyResult, finish_family
 from .evaluate import Evaluator
-from .search import FamilyResult, finish_family
-from .space import Space
 from .studies import STORAGE_FAULTS, fault_line, make_plan, queue_plan, recover_stale
 from .trials import Progress, run_trials
-from .types import Problem, UserError
 
 WORKER_SEED_STRIDE = 1_000_003  # process i samples with seed + i * this (modulo SEED_SPAN)
 SEED_SPAN = 2**32  # Optuna's samplers take seeds below this
