@@ -341,7 +341,7 @@ def test_a_database_an_earlier_run_left_half_made_is_repaired(tmp_path):
 
     import optuna
 
-    from autotune.search import studies
+    from autotune.search import strategies, studies
 
     db = tmp_path / "optuna.db"
     url = f"sqlite:///{db}"
@@ -354,7 +354,7 @@ def test_a_database_an_earlier_run_left_half_made_is_repaired(tmp_path):
         c.execute("INSERT INTO study_directions (direction, study_id, objective) VALUES ('MINIMIZE', 2, 0)")
     with pytest.raises(Exception):  # noqa: B017 - what Optuna makes of it, as the bug showed
         optuna.load_study(study_name="s", storage=url)
-    study = studies.open_study(studies.make_storage(url), "s", studies.make_sampler("tpe", 0))
+    study = studies.open_study(studies.make_storage(url), "s", strategies.get("tpe").sampler(0))
     assert [t.params for t in study.get_trials()] == [{}] and len(study.trials) == 1  # the first study, its trial
     names, indexes = _studies_in(db)
     assert names == ["s"] and {"ix_studies_study_name", "ix_trials_study_id"} <= indexes
@@ -482,10 +482,10 @@ def test_the_trial_reader_reports_each_change_once(tmp_path):
     """TrialLoop.refresh reads only what changed: new trials, state changes (a queued trial taken
     and finished between two reads among them) and running trials (a config is named after the
     ask), but not the reader's own trials in flight."""
-    from autotune.search import studies
+    from autotune.search import strategies, studies
 
     study = studies.open_study(
-        studies.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", studies.make_sampler("random", 0)
+        studies.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", strategies.get("random").sampler(0)
     )
     reader = studies.TrialReader(study)
     done = study.ask()

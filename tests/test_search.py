@@ -162,7 +162,7 @@ def _one_step_apart(a, b, space) -> bool:
 def test_tpe_spends_its_last_share_on_neighbours_of_the_best(tmp_path, h100):
     import optuna
 
-    from autotune.search import trials as T
+    from autotune.search.strategies import tpe as T
 
     sp = Space.load("coarse2d")
     sp.seeds = []
@@ -213,9 +213,9 @@ def test_a_deadline_gives_its_last_share_of_time_to_neighbours(tmp_path, h100):
 def test_a_grid_larger_than_its_queue_chunk_is_measured_whole_once(tmp_path, h100, monkeypatch):
     """A grid's points are queued a chunk at a time (a whole large space up front took most of
     an hour of database writes); a worker whose queue runs dry queues the next."""
-    from autotune.search import studies
+    from autotune.search.strategies import grid
 
-    monkeypatch.setattr(studies, "GRID_CHUNK", 7)
+    monkeypatch.setattr(grid, "GRID_CHUNK", 7)
     sp = Space.load("coarse1d")
     valid, table = _table(sp, h100)
     assert len(valid) > 3 * 7
@@ -239,8 +239,9 @@ def test_a_worker_with_its_own_seed_queues_no_grid_point_past_the_budget(tmp_pat
     workers once measured 61 points of a 60-point grid)."""
     from autotune.search import studies
     from autotune.search.parallel import WORKER_SEED_STRIDE
+    from autotune.search.strategies import grid
 
-    monkeypatch.setattr(studies, "GRID_CHUNK", 25)
+    monkeypatch.setattr(grid, "GRID_CHUNK", 25)
     sp = Space.load("coarse1d")
     kw = dict(gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=60, sampler="grid")
     parent = studies.make_plan(sp, P, h100, seed=0, **kw)
@@ -274,7 +275,7 @@ def test_random_search_has_no_neighbour_phase(tmp_path, h100):
 
 
 def test_tpe_asks_its_random_start_at_once_then_keeps_a_window(tmp_path, h100):
-    from autotune.search import studies as S
+    from autotune.search.strategies import tpe as S
 
     class Recording(ReplayEvaluator):
         def prefetch(self, configs, problem):
@@ -563,7 +564,8 @@ def test_a_worker_waits_for_the_start_up_the_others_measure(tmp_path, h100):
     waits until the start-up is measured. Alone, it does not wait."""
     from optuna.trial import TrialState
 
-    from autotune.search.studies import TPE_STARTUP, plan_family
+    from autotune.search.strategies.tpe import TPE_STARTUP
+    from autotune.search.studies import plan_family
     from autotune.search.trials import TrialLoop
 
     sp = Space.load("coarse2d").without_seeds()

@@ -18,6 +18,7 @@ from ..core.version import __version__
 from ..kernels.counts import cached_valid, count_valid
 from ..kernels.limits import profile_for_arch
 from ..kernels.space import Family, Space, known_families
+from ..search import strategies
 from .fuzz import add_parser as add_fuzz_parser
 from .fuzz import cmd_fuzz
 from .inputs import ASK_ABOVE_S, TABLE_SHAPES, check_output_dir, check_output_file, int_in, parse_problem
@@ -233,7 +234,14 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
         "families; the last 40%% of a "
         "family's time (or trials, whichever comes first) goes to neighbours of its best configs",
     )
-    s.add_argument("--sampler", choices=["tpe", "random", "grid"], default="tpe", help="Optuna sampler (default tpe)")
+    s.add_argument(
+        "--sampler",
+        choices=strategies.names(),
+        default=strategies.DEFAULT,
+        help="search strategy: "
+        + "; ".join(f"{n}: {strategies.get(n).summary}" for n in strategies.names()).replace("%", "%%")
+        + f" (default {strategies.DEFAULT})",
+    )
     s.add_argument("--seed", type=_seed, default=0, help="sampler and input seed, 0 to 2**32 - 1 (default 0)")
     s.add_argument("--storage", metavar="URL", help="Optuna storage (default sqlite:///results/<gpu>/optuna.db)")
 

@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from ..core.types import Measurement, Problem, Status, UserError
 from ..kernels.render import source_digest
 from ..kernels.space import Space
+from . import strategies
 from .evaluate import Evaluator, code_of
 from .studies import STORAGE_FAULTS, Plan, fault_line, measured_configs, next_queued, plan_family
 from .trials import Progress, TrialLoop
@@ -116,7 +117,7 @@ def search_family(
     gpu_slug: str,
     storage: str,
     trials: int = 30,
-    sampler: str = "tpe",
+    sampler: str = strategies.DEFAULT,
     seed: int = 0,
     deadline: float | None = None,
     batch: int = 8,
@@ -174,7 +175,7 @@ def plan_ahead(
     gpu_slug: str,
     storage: str,
     trials: int = 30,
-    sampler: str = "tpe",
+    sampler: str = strategies.DEFAULT,
     seed: int = 0,
     batch: int = 8,
 ) -> Plan:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from ..core import redact
 from ..core.types import Problem, UserError
 from ..kernels.space import Space
+from . import strategies
 from .driver import FamilyResult, finish_family
 from .evaluate import Evaluator
 from .studies import STORAGE_FAULTS, fault_line, make_plan, queue_plan, recover_stale
@@ -157,7 +158,7 @@ class SearchProcesses:
         gpu_slug: str,
         storage: str,
         trials: int = 30,
-        sampler: str = "tpe",
+        sampler: str = strategies.DEFAULT,
         seed: int = 0,
         timeout_s: float | None = None,
         batch: int = 8,

@@ -19,7 +19,6 @@ import functools
 import hashlib
 import json
 import os
-import random
 import sqlite3
 import threading
 import time
@@ -45,10 +44,8 @@ from sqlalchemy.schema import CreateIndex
 from ..core import redact
 from ..core.types import Config, Problem, UserError
 from ..kernels.space import Space
-from . import cost
+from . import cost, strategies
 
-SAMPLERS = ("tpe", "random", "grid")
-TPE_STARTUP = 10  # tpe: random trials before the model; asked at once, they need no results
 STARTUP_POLL_S = 0.25  # a worker waiting for the others' start-up looks again after this
 HEARTBEAT_S, GRACE_S = 2, 8  # a worker silent for GRACE_S has its trials failed and re-queued
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -73,16 +70,6 @@ def study_name(gpu_slug: str, problem: Problem, space: Space, sampler: str) -> s
     key |= {"priors": sorted(c.name for c in space.priors)} if space.priors else {}
     blob = json.dumps(key, sort_keys=True)
     return f"{gpu_slug}/{problem.name}/{space.family.name}/{hashlib.sha1(blob.encode()).hexdigest()[:10]}"
-
-
-def make_sampler(kind: str, seed: int) -> optuna.samplers.BaseSampler:
-    if kind == "tpe":
-        return optuna.samplers.TPESampler(
-            seed=seed, n_startup_trials=TPE_STARTUP, constant_liar=True, multivariate=True
-        )
-    if kind in ("random", "grid"):  # grid points come from the queue; random only fills a race
-        return optuna.samplers.RandomSampler(seed=seed)
-    raise UserError(f"unknown sampler {kind!r}; choose from {', '.join(SAMPLERS)}")
 
 
 _STORAGES: dict[str, optuna.storages.BaseStorage] = {}
@@ -434,9 +421,17 @@ class Plan:
     def valid_by_name(self) -> dict[str, Config]:
         return {c.name: c for c in self.valid}
 
+    @functools.cached_property
+    def index_of(self) -> dict[str, int]:
+        return {c.name: i for i, c in enumerate(self.valid)}
+
+    @functools.cached_property
+    def strategy(self) -> strategies.Strategy:
+        return strategies.get(self.sampler)
+
     def open(self) -> optuna.Study:
-        """The plan's study (created on first use), with its sampler."""
-        return open_study(make_storage(self.storage_url), self.name, make_sampler(self.sampler, self.seed))
+        """The plan's study (created on first use), with its strategy's sampler."""
+        return open_study(make_storage(self.storage_url), self.name, self.strategy.sampler(self.seed))
 
 
 def make_plan(
@@ -447,11 +442,11 @@ def make_plan(
     gpu_slug: str,
     storage: str,
     trials: int = 30,
-    sampler: str = "tpe",
+    sampler: str = strategies.DEFAULT,
     seed: int = 0,
     queued_by_parent: bool = False,
     workers: int = 1,
-    window: int = TPE_STARTUP,
+    window: int = 1,
 ) -> Plan:
     """Enumerate the space (its layout parameters fixed to the problem's) and name the study;
     no storage is touched. A seed that breaks its template's rules or lies outside the value
@@ -461,8 +456,10 @@ def make_plan(
     for another layout (Space.seeds_for). `queued_by_parent`: a worker's plan, whose start-up
     the parent ranks and queues (the worker needs only whether the model ranks this search).
     `workers`: the processes that will share the study, `window`: the trials each has in flight
-    (a start-up of max(TPE_STARTUP, window) each: a first window wider than TPE's start-up would
-    otherwise be filled by TPE's random draws, most of them outside the valid space)."""
+    (a start-up of max(the strategy's random start-up, window) each: a first window wider than
+    TPE's start-up would otherwise be filled by TPE's random draws, most of them outside the
+    valid space)."""
+    strategy = strategies.get(sampler)
     written = space.seeds_for(problem)
     space = written.for_problem(problem)
     fam = space.family
@@ -490,9 +487,9 @@ def make_plan(
     # few configs of other GPUs do not make a start-up).
     priors = list(dict.fromkeys(fam.built_for(c, problem) for c in space.priors))
     priors = [c for c in priors if c.name in valid and c not in kept]
-    ranked = sampler == "tpe" and not kept and cost.applies(fam, en.valid)
+    ranked = strategy.ranks_startup and not kept and cost.applies(fam, en.valid)
     # With several workers, a start-up a worker: each one's first window is the model's picks.
-    count = max(TPE_STARTUP, window) * workers
+    count = max(strategy.random_startup, window) * workers
     startup = cost.startup(fam, en.valid, problem, limits, count, seed) if ranked and not queued_by_parent else []
     space = dataclasses.replace(space, seeds=kept + priors, priors=priors)
     return Plan(
@@ -509,42 +506,19 @@ def make_plan(
     )
 
 
-# grid: points queued at a time. A queued trial costs a write (about 4 ms on SQLite): the whole
-# of warptile's space up front would take most of an hour before the first compile.
-GRID_CHUNK = 2000
-
-
 def queue_plan(plan: Plan) -> int:
     """Open (or resume) the study and queue the seeds (or with none, the model's start-up) not yet
-    measured, and for grid the plan's next GRID_CHUNK points (a seeded shuffle after the seeds,
-    so a partial grid is an unbiased sample; a worker whose queue runs dry calls this again).
-    Returns how many trials it queued."""
-    space = plan.space
+    measured, and what else the strategy queues (grid: the plan's next points). Returns how many
+    trials it queued."""
     study = plan.open()
     measured = measured_configs(study)
-    index_of = {c.name: i for i, c in enumerate(plan.valid)}
-    order = list(dict.fromkeys([*space.seeds, *plan.startup]))  # the model may rank a prior first too
-    if plan.sampler == "grid":
-        # Every point queued before, in any state, is not queued again.
-        queued = {t.user_attrs.get("config") for t in study.get_trials(deepcopy=False) if t.user_attrs.get("planned")}
-        seeds = set(space.seeds)
-        rest = [c for c in plan.valid if c not in seeds]
-        # One order for the study, whoever queues the next chunk: each worker process samples
-        # with a seed of its own, and its own shuffle would queue points past the budget.
-        order_seed = study.user_attrs.get("grid_order_seed")
-        if order_seed is None:
-            order_seed = plan.seed
-            study.set_user_attr("grid_order_seed", order_seed)
-        random.Random(order_seed).shuffle(rest)
-        order = [c for c in (order + rest)[: plan.budget] if c.name not in queued][:GRID_CHUNK]
-    else:
-        queued = {t.user_attrs.get("config") for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))}
+    first = list(dict.fromkeys([*plan.space.seeds, *plan.startup]))  # the model may rank a prior first too
+    order, queued = plan.strategy.to_queue(plan, study, first)
     n = 0
     for cfg in order:
         if cfg.name in measured or cfg.name in queued:
             continue
-        params = {"index": index_of[cfg.name]} if plan.sampler == "grid" else cfg.as_dict()
-        study.enqueue_trial(params, user_attrs={"config": cfg.name, "planned": True})
+        study.enqueue_trial(plan.strategy.trial_params(plan, cfg), user_attrs={"config": cfg.name, "planned": True})
         n += 1
     return n
 

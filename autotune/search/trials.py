@@ -4,8 +4,9 @@ Statically invalid proposals are told to Optuna as PRUNED without compiling or l
 failures (compile, fault, hang, wrong result) are PRUNED too, with their status and reason in
 the trial's user attributes; only verified measurements are COMPLETE. A config already measured
 (or in flight here or at another worker) is never measured again: its trial is told the known
-outcome. The last LOCAL_SHARE of a TPE budget goes to neighbours of the best configs: of its
-trials, or of its time where a deadline comes first.
+outcome. Where the strategy has a neighbour phase (its `local_share`), the last share of the
+budget goes to neighbours of the best configs: of its trials, or of its time where a deadline
+comes first. What differs by strategy is read from the plan's `strategy` (search/strategies/).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from .evaluate import Evaluator
 from .studies import (
     GRACE_S,
     STARTUP_POLL_S,
-    TPE_STARTUP,
     Heartbeat,
     Plan,
     TrialReader,
@@ -36,8 +36,6 @@ from .studies import (
     queue_plan,
     recover_stale,
 )
-
-LOCAL_SHARE = 0.4  # tpe: this share of the budget (trials or time) goes to neighbours of the best configs
 
 
 class Progress:
@@ -135,7 +133,7 @@ def _measurement_attrs(m: Measurement) -> dict:
 class TrialLoop:
     """One worker's trials on one family's study.
 
-    A window of `batch` trials is in flight (all of TPE's random start-up trials at once): they
+    A window of `batch` trials is in flight (all of a strategy's random start-up at once): they
     compile (CPU threads) while the GPU runs whichever is compiled first; each finished trial is
     told and one new trial asked, so every later ask sees all results but the window's.
 
@@ -148,7 +146,7 @@ class TrialLoop:
     configs asked here and not yet told), `others` (configs other workers have in flight),
     `pending` (the window: asked trials waiting for the GPU), `counts` (status ->
     trials, this worker), `best` (best GFLOP/s of the study), `asks` (trials asked here), and
-    `exhausted` (grid: the queue ran dry).
+    `exhausted` (a strategy whose points all come from the queue: it ran dry).
     """
 
     def __init__(
@@ -186,7 +184,8 @@ class TrialLoop:
         self.pending: list[tuple[optuna.Trial, Config]] = []
         self.exhausted = False
         self.best = max((v for s, v in self.measured.values() if s == TrialState.COMPLETE and v), default=None)
-        self.local_budget = round(LOCAL_SHARE * plan.budget)
+        self.strategy = plan.strategy
+        self.local_budget = round(self.strategy.local_share * plan.budget)
         self.rng = random.Random(plan.seed)
         # A plan started from the cost model climbs by it too: the best-estimated neighbour first.
         self.rank = self._estimate if plan.ranked else None
@@ -208,7 +207,7 @@ class TrialLoop:
                 setup(self.plan.problem)
             done = 0
             while self.pending or self.waiting_for_startup():
-                if not self.pending:  # the other workers are measuring TPE's start-up
+                if not self.pending:  # the other workers are measuring the random start-up
                     time.sleep(STARTUP_POLL_S)
                     self.refill()
                     continue
@@ -235,8 +234,7 @@ class TrialLoop:
     def refill(self) -> None:
         """Ask new trials until the window is full (or nothing more is to be asked), and hand
         them to the evaluator to compile meanwhile."""
-        tpe = self.plan.sampler == "tpe"
-        window = max(self.batch, TPE_STARTUP - len(self.measured)) if tpe else self.batch
+        window = self.strategy.window(self.batch, len(self.measured))
         while len(self.pending) < window and self.more():
             got = self.ask_batch(window - len(self.pending))
             if not got:
@@ -266,19 +264,20 @@ class TrialLoop:
             self.on_trial(m)
 
     def waiting_for_startup(self) -> bool:
-        """In a shared TPE study: whether other workers are measuring the start-up (fewer than
-        TPE_STARTUP configs measured, some in flight elsewhere) and the queue is empty. An ask
+        """In a shared study: whether other workers are measuring the strategy's random start-up
+        (fewer than `random_startup` configs measured, some in flight elsewhere) and the queue
+        is empty. An ask
         now would get a random draw of the whole value lists, most of them outside the valid
         space: told at once, they crowded TPE's start-up with rejections, and two workers
         asked twice as often as one for each config measured. So this one waits."""
-        if not (self.plan.sampler == "tpe" and self.others) or not self.more():
+        if not (self.strategy.random_startup and self.others) or not self.more():
             return False
-        return len(self.measured) < TPE_STARTUP and not self.study.get_trials(
+        return len(self.measured) < self.strategy.random_startup and not self.study.get_trials(
             deepcopy=False, states=(TrialState.WAITING,)
         )
 
     def more(self) -> bool:
-        """Whether to ask more: budget, asks and deadline left, and (grid) queue not empty."""
+        """Whether to ask more: budget, asks and deadline left, and (queue_only) queue not empty."""
         return (
             not self.exhausted
             and len(self.measured) < self.plan.budget
@@ -305,14 +304,14 @@ class TrialLoop:
             trial = self.study.ask()
             self.heart.add(trial)
             self.asks += 1
-            if self.plan.sampler == "grid" and not trial.user_attrs.get("planned"):
+            if self.strategy.queue_only and not trial.user_attrs.get("planned"):
                 trial.set_user_attr("status", "unplanned")
                 self.tell(trial, state=TrialState.PRUNED)  # the queue is empty: its next chunk, if any
                 if queue_plan(self.plan):
                     continue
                 self.exhausted = True
                 break
-            cfg = self.suggest(trial)
+            cfg = self.strategy.suggest(self.plan, trial)
             trial.set_user_attr("config", cfg.name)
             # Once the config is named, not once a batch: other workers finish and take trials
             # meanwhile (TPE's draws, the same neighbour), and one just measured or taken would
@@ -344,21 +343,21 @@ class TrialLoop:
         self.others = {c for n, c in self.running.items() if c and n != asked} - self.in_flight
 
     def local_phase(self) -> bool:
-        """Whether TPE's last share of the budget has come: of its trials, or of its time to the
+        """Whether the neighbour phase has come: of the trials, or of the time to the
         deadline (a search given 300 s and no trial count, or more trials than its time allows,
         would otherwise never reach its neighbours)."""
         if self.remaining <= self.local_budget:
             return True
         if self.deadline is None:
             return False
-        return time.monotonic() >= self.deadline - LOCAL_SHARE * (self.deadline - self.started)
+        return time.monotonic() >= self.deadline - self.strategy.local_share * (self.deadline - self.started)
 
     def queue_neighbour(self) -> None:
-        """TPE's last share of the budget: queue an unmeasured neighbour of the best configs.
+        """The neighbour phase: queue an unmeasured neighbour of the best configs.
         Only into an empty queue, so that the next ask pops this neighbour and not a re-queued
         trial, which would leave the neighbour waiting after the search."""
         if (
-            self.plan.sampler != "tpe"
+            not self.strategy.local_share
             or not self.local_phase()
             or self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         ):
@@ -368,21 +367,6 @@ class TrialLoop:
         )
         if near is not None:
             self.study.enqueue_trial(near.as_dict(), user_attrs={"config": near.name, "local": True})
-
-    def suggest(self, trial: optuna.Trial) -> Config:
-        """The trial's config: a point of the plan (grid) or one value per parameter."""
-        plan = self.plan
-        if plan.sampler == "grid":
-            return plan.valid[trial.suggest_int("index", 0, len(plan.valid) - 1)]
-        # A parameter of one value is not asked for: Optuna would store it (one commit each, six
-        # of warptile's 21 here) and TPE leaves it out of its model anyway.
-        return Config.make(
-            plan.space.family.name,
-            {
-                p: trial.suggest_categorical(p, vals) if len(vals) > 1 else vals[0]
-                for p, vals in plan.space.values.items()
-            },
-        )
 
     def settle(self, trial: optuna.Trial, cfg: Config) -> bool:
         """Tell a trial that needs no run, and say whether it was one: a re-queued trial already
