@@ -97,8 +97,8 @@ def measure(args) -> None:
     from autotune.core.types import Problem
     from autotune.kernels.limits import load_profile
     from autotune.kernels.space import Space
+    from autotune.search.plans import make_plan, queue_plan
     from autotune.search.replay import ReplayEvaluator
-    from autotune.search.studies import make_plan, queue_plan
     from autotune.search.trials import run_trials
 
     limits = load_profile("h100")

@@ -33,8 +33,8 @@ from autotune.kernels.space import Space, known_families
 from autotune.records.results import record_path, save_search
 from autotune.search.driver import search
 from autotune.search.evaluate import GPUEvaluator, default_jobs
-from autotune.search.studies import default_storage
-from autotune.search.trials import Progress
+from autotune.search.progress import Progress
+from autotune.search.storage import default_storage
 
 SETS = {
     "standard": [

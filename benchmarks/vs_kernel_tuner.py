@@ -47,7 +47,7 @@ from autotune.kernels.render import DEFAULT_KERNEL, render
 from autotune.kernels.space import Family, Space
 from autotune.search.driver import search_family
 from autotune.search.evaluate import GPUEvaluator, default_jobs
-from autotune.search.studies import default_storage
+from autotune.search.storage import default_storage
 
 SPACE = {"BM": [32, 64, 128, 256], "BN": [32, 64, 128, 256], "BK": [8, 16, 32], "TM": [4, 8, 16], "TN": [4, 8]}
 # warptile's values pinned to what one Kernel Tuner launch can run (see the docstring).

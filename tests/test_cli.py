@@ -332,14 +332,14 @@ def test_a_timeout_alone_makes_the_time_the_budget(tmp_path, monkeypatch, capsys
     from autotune.cli import search as cli_search
     from autotune.cli.inputs import DEFAULT_TRIALS
     from autotune.search import driver as search
-    from autotune.search import replay, trials
+    from autotune.search import progress, replay, trials
 
     h100 = load_profile("h100")
     table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse2d").enumerate(h100).valid)}
     path = tmp_path / "table.json"
     path.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
     clock = _Clock(0.05)
-    for module in (cli_search, search, trials):
+    for module in (cli_search, search, trials, progress):
         monkeypatch.setattr(module, "time", clock)
     measured, plain = [], replay.ReplayEvaluator.evaluate
 

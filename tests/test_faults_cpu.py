@@ -88,16 +88,16 @@ def test_a_record_holds_no_storage_password(tmp_path, table, monkeypatch):
     """The record's command line and search.storage name the storage without its password (the
     storage itself stood in by SQLite here; against a PostgreSQL server in the test below)."""
     from autotune import cli
-    from autotune.search import studies, trials
+    from autotune.search import plans, trials
 
     url = f"postgresql://autotune:{PASSWORD}@db.example:5432/tune?sslpassword={PASSWORD}x"
-    real = studies.make_storage
+    real = trials.make_storage
     stand_in = f"sqlite:///{tmp_path}/stand-in.db"
 
     def make_storage(u):
         return real(stand_in if u == url else u)
 
-    monkeypatch.setattr(studies, "make_storage", make_storage)
+    monkeypatch.setattr(plans, "make_storage", make_storage)
     monkeypatch.setattr(trials, "make_storage", make_storage)
     assert cli.main(_search(tmp_path / "r", table, "--trials", "4", "--storage", url)) == 0
     text = next((tmp_path / "r").glob("*/512x512x512.json")).read_text()
@@ -341,7 +341,7 @@ def test_a_database_an_earlier_run_left_half_made_is_repaired(tmp_path):
 
     import optuna
 
-    from autotune.search import strategies, studies
+    from autotune.search import storage, strategies, studies
 
     db = tmp_path / "optuna.db"
     url = f"sqlite:///{db}"
@@ -354,7 +354,7 @@ def test_a_database_an_earlier_run_left_half_made_is_repaired(tmp_path):
         c.execute("INSERT INTO study_directions (direction, study_id, objective) VALUES ('MINIMIZE', 2, 0)")
     with pytest.raises(Exception):  # noqa: B017 - what Optuna makes of it, as the bug showed
         optuna.load_study(study_name="s", storage=url)
-    study = studies.open_study(studies.make_storage(url), "s", strategies.get("tpe").sampler(0))
+    study = studies.open_study(storage.make_storage(url), "s", strategies.get("tpe").sampler(0))
     assert [t.params for t in study.get_trials()] == [{}] and len(study.trials) == 1  # the first study, its trial
     names, indexes = _studies_in(db)
     assert names == ["s"] and {"ix_studies_study_name", "ix_trials_study_id"} <= indexes
@@ -405,10 +405,10 @@ def test_a_storage_that_fails_mid_search_is_one_line_a_record_and_a_resume(
     tmp_path, table, monkeypatch, capsys, error, said
 ):
     from autotune import cli
-    from autotune.search import studies
+    from autotune.search import heartbeats
 
-    monkeypatch.setattr(studies, "GRACE_S", 1)  # the next run re-queues the dead run's trials soon
-    monkeypatch.setattr(studies, "HEARTBEAT_S", 1)
+    monkeypatch.setattr(heartbeats, "GRACE_S", 1)  # the next run re-queues the dead run's trials soon
+    monkeypatch.setattr(heartbeats, "HEARTBEAT_S", 1)
     args = _search(tmp_path / "r", table, "--trials", "20")
     with monkeypatch.context() as m:
         _fail_after(m, 7, error())
@@ -482,10 +482,10 @@ def test_the_trial_reader_reports_each_change_once(tmp_path):
     """TrialLoop.refresh reads only what changed: new trials, state changes (a queued trial taken
     and finished between two reads among them) and running trials (a config is named after the
     ask), but not the reader's own trials in flight."""
-    from autotune.search import strategies, studies
+    from autotune.search import storage, strategies, studies
 
     study = studies.open_study(
-        studies.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", strategies.get("random").sampler(0)
+        storage.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", strategies.get("random").sampler(0)
     )
     reader = studies.TrialReader(study)
     done = study.ask()

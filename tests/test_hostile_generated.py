@@ -348,7 +348,7 @@ def _written(ex: Example, folder: Path, code: int) -> list[Path]:
         storage = _last(argv, "--storage") or ""
         if storage.startswith("sqlite:///"):
             db = storage[len("sqlite:///") :]
-            # the database and its companions: SQLite's journals, the writers' lock (studies.py)
+            # the database and its companions: SQLite's journals, the writers' lock (search/sqlite.py)
             out += [folder / f"{db}{end}" for end in ("", "-journal", "-wal", "-shm", ".lock")]
     elif cmd == "export":
         out.append(folder / _last(argv, "-o", default="tuned_sgemm.h"))

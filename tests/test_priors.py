@@ -6,7 +6,7 @@ from test_results import GPU, _entry
 from autotune.core.types import Config, Problem
 from autotune.kernels.space import Space
 from autotune.records.results import stored_priors, update_record
-from autotune.search.studies import make_plan, queue_plan
+from autotune.search.plans import make_plan, queue_plan
 
 # Three valid vectorized points that are not its seeds, and one outside its value lists (TM 3).
 A, B, C = ({"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4}, {"BM": 64, "BN": 128, "BK": 16, "TM": 4, "TN": 8},

@@ -146,17 +146,17 @@ def test_a_retry_of_a_measured_trial_is_recorded_from_its_measurement(tmp_path, 
 def test_a_trial_asked_but_never_named_is_failed(tmp_path, monkeypatch):
     """Killed between asking a trial and its first heartbeat, a worker leaves a RUNNING trial
     that Optuna never calls stale (found by the kill -9 test): the next run fails it."""
-    from autotune.search import strategies, studies
+    from autotune.search import heartbeats, storage, strategies, studies
 
-    storage = studies.make_storage(f"sqlite:///{tmp_path}/s.db")
-    study = studies.open_study(storage, "s", strategies.get("tpe").sampler(0))
+    made = storage.make_storage(f"sqlite:///{tmp_path}/s.db")
+    study = studies.open_study(made, "s", strategies.get("tpe").sampler(0))
     orphan = study.ask()  # no config, no parameters, no heartbeat
     named = study.ask()
     named.set_user_attr("config", "x")  # a live worker's trial: the heartbeats decide for it
-    studies.recover_stale(study, wait=False)
+    heartbeats.recover_stale(study, wait=False)
     assert {t.number: t.state.name for t in study.get_trials()} == {orphan.number: "RUNNING", named.number: "RUNNING"}
-    monkeypatch.setattr(studies, "GRACE_S", 0)  # now the orphan is older than the grace period
-    studies.recover_stale(study, wait=False)
+    monkeypatch.setattr(heartbeats, "GRACE_S", 0)  # now the orphan is older than the grace period
+    heartbeats.recover_stale(study, wait=False)
     assert {t.number: t.state.name for t in study.get_trials()} == {orphan.number: "FAIL", named.number: "RUNNING"}
 
 

@@ -57,7 +57,7 @@ def test_timeline_sums_each_workers_trials_from_the_study(tmp_path, h100):
     from autotune.kernels.space import Space
     from autotune.search.driver import search_family
     from autotune.search.replay import ReplayEvaluator
-    from autotune.search.studies import default_storage
+    from autotune.search.storage import default_storage
 
     sp = Space.load("coarse2d")
     valid = sp.enumerate(h100).valid

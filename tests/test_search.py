@@ -8,7 +8,7 @@ from autotune.core.types import Problem, Status, UserError
 from autotune.kernels.space import Space
 from autotune.search.driver import search, search_family
 from autotune.search.replay import ReplayEvaluator
-from autotune.search.studies import default_storage
+from autotune.search.storage import default_storage
 
 P = Problem(512, 512, 512)
 
@@ -237,21 +237,21 @@ def test_a_worker_with_its_own_seed_queues_no_grid_point_past_the_budget(tmp_pat
     """Worker processes sample with seeds of their own (parallel.WORKER_SEED_STRIDE); the grid's
     order is the study's, so a worker whose queue runs dry finds the budget all queued (three
     workers once measured 61 points of a 60-point grid)."""
-    from autotune.search import studies
+    from autotune.search import plans
     from autotune.search.parallel import WORKER_SEED_STRIDE
     from autotune.search.strategies import grid
 
     monkeypatch.setattr(grid, "GRID_CHUNK", 25)
     sp = Space.load("coarse1d")
     kw = dict(gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=60, sampler="grid")
-    parent = studies.make_plan(sp, P, h100, seed=0, **kw)
-    assert studies.queue_plan(parent) == 25
-    worker = studies.make_plan(sp, P, h100, seed=WORKER_SEED_STRIDE, queued_by_parent=True, **kw)
-    assert studies.queue_plan(worker) == 25 and studies.queue_plan(worker) == 10 and studies.queue_plan(worker) == 0
+    parent = plans.make_plan(sp, P, h100, seed=0, **kw)
+    assert plans.queue_plan(parent) == 25
+    worker = plans.make_plan(sp, P, h100, seed=WORKER_SEED_STRIDE, queued_by_parent=True, **kw)
+    assert plans.queue_plan(worker) == 25 and plans.queue_plan(worker) == 10 and plans.queue_plan(worker) == 0
     planned = [t.user_attrs["config"] for t in parent.open().get_trials() if t.user_attrs.get("planned")]
     # The same 60 points as one process alone would have queued.
-    alone = studies.make_plan(sp, P, h100, seed=0, **{**kw, "storage": default_storage(tmp_path / "b", "t")})
-    while studies.queue_plan(alone):
+    alone = plans.make_plan(sp, P, h100, seed=0, **{**kw, "storage": default_storage(tmp_path / "b", "t")})
+    while plans.queue_plan(alone):
         pass
     assert planned == [t.user_attrs["config"] for t in alone.open().get_trials() if t.user_attrs.get("planned")]
 
@@ -349,7 +349,7 @@ def test_the_search_runs_whichever_candidate_is_ready_first(tmp_path, h100):
 
 
 def test_one_storage_per_url_until_its_file_is_gone(tmp_path):
-    from autotune.search.studies import make_storage
+    from autotune.search.storage import make_storage
 
     url = default_storage(tmp_path, "t")
     first = make_storage(url)
@@ -367,10 +367,10 @@ def test_a_new_database_created_by_another_process_at_the_same_moment_is_opened(
     import optuna
     import sqlalchemy.exc
 
-    from autotune.search import studies
+    from autotune.search import sqlite, storage
 
     url = default_storage(tmp_path, "t")
-    real_init, calls = studies._SQLiteStorage.__init__, []
+    real_init, calls = sqlite.SQLiteStorage.__init__, []
 
     def racing_init(self, *args, **kwargs):
         calls.append(1)
@@ -381,18 +381,18 @@ def test_a_new_database_created_by_another_process_at_the_same_moment_is_opened(
             )
         real_init(self, *args, **kwargs)
 
-    monkeypatch.setattr(studies._SQLiteStorage, "__init__", racing_init)
-    storage = studies.make_storage(url)
-    assert len(calls) == 2 and optuna.create_study(storage=storage, study_name="s").study_name == "s"
+    monkeypatch.setattr(sqlite.SQLiteStorage, "__init__", racing_init)
+    made = storage.make_storage(url)
+    assert len(calls) == 2 and optuna.create_study(storage=made, study_name="s").study_name == "s"
 
     def broken_init(self, *args, **kwargs):
         calls.append(1)
         raise sqlalchemy.exc.OperationalError("SELECT", {}, Exception("disk I/O error"))
 
-    monkeypatch.setattr(studies._SQLiteStorage, "__init__", broken_init)
+    monkeypatch.setattr(sqlite.SQLiteStorage, "__init__", broken_init)
     calls.clear()
     with pytest.raises(UserError, match="disk I/O error"):
-        studies.make_storage(default_storage(tmp_path, "u"))
+        storage.make_storage(default_storage(tmp_path, "u"))
     assert len(calls) == 1
 
 
@@ -481,7 +481,7 @@ def test_grid_stops_when_its_queue_is_taken(tmp_path, h100):
     taken by someone else), the next ask is pruned as unplanned and the worker stops."""
     import optuna
 
-    from autotune.search.studies import plan_family
+    from autotune.search.plans import plan_family
     from autotune.search.trials import run_trials
 
     sp = Space.load("coarse1d")
@@ -564,8 +564,8 @@ def test_a_worker_waits_for_the_start_up_the_others_measure(tmp_path, h100):
     waits until the start-up is measured. Alone, it does not wait."""
     from optuna.trial import TrialState
 
+    from autotune.search.plans import plan_family
     from autotune.search.strategies.tpe import TPE_STARTUP
-    from autotune.search.studies import plan_family
     from autotune.search.trials import TrialLoop
 
     sp = Space.load("coarse2d").without_seeds()
@@ -598,7 +598,7 @@ def test_a_shared_sqlite_study_is_read_while_another_process_writes(tmp_path, h1
     import sqlite3
     import threading
 
-    from autotune.search.studies import make_storage
+    from autotune.search.storage import make_storage
 
     sp = Space.load("coarse2d")
     _, table = _table(sp, h100)
@@ -665,12 +665,12 @@ def test_search_window_sets_the_trials_in_flight_a_worker(tmp_path, h100, monkey
 def test_a_file_system_without_flock_keeps_sqlite_s_own_wait(tmp_path, h100, monkeypatch):
     """Where the OS lock cannot be taken (a network file system without flock), writes go on
     under SQLite's own locking, as before the OS lock existed."""
-    from autotune.search import studies
+    from autotune.search import sqlite
 
     def no_flock(*_args):
         raise OSError(37, "No locks available")
 
-    monkeypatch.setattr(studies.fcntl, "flock", no_flock)
+    monkeypatch.setattr(sqlite.fcntl, "flock", no_flock)
     sp = Space.load("coarse2d")
     _, table = _table(sp, h100)
     url = default_storage(tmp_path, "t")

@@ -64,7 +64,7 @@ def test_a_tier_search_keeps_the_seeds_that_fit_it_and_rejects_mistaken_ones(tmp
     """Seeds name their tier; built for the other tier, a medium seed's 128 x 256 tiles need more
     shared memory and registers than high has: that search leaves it out (it used to stop the
     whole search). A seed outside the value lists is still an error naming the file."""
-    from autotune.search.studies import make_plan
+    from autotune.search.plans import make_plan
 
     h100 = load_profile("h100")
     space = Space.load("wgmma_tf32")

@@ -105,8 +105,8 @@ def prior_folders(args) -> list[tuple[Path, str]]:
 def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
     from ..search.driver import SearchStopped, plan_ahead, search
     from ..search.parallel import SearchProcesses
-    from ..search.studies import STORAGE_FAULTS, default_storage, fault_line
-    from ..search.trials import Progress
+    from ..search.progress import Progress
+    from ..search.storage import STORAGE_FAULTS, default_storage, fault_line
 
     spaces = with_priors(suited(spaces, problem, named=bool(args.family), limits=ev.limits), problem, args)
     slug = ev.limits.slug

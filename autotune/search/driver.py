@@ -18,8 +18,11 @@ from ..kernels.render import source_digest
 from ..kernels.space import Space
 from . import strategies
 from .evaluate import Evaluator, code_of
-from .studies import STORAGE_FAULTS, Plan, fault_line, measured_configs, next_queued, plan_family
-from .trials import Progress, TrialLoop
+from .plans import Plan, next_queued, plan_family
+from .progress import Progress
+from .storage import STORAGE_FAULTS, fault_line
+from .studies import measured_configs
+from .trials import TrialLoop
 
 
 @dataclass
@@ -62,12 +65,7 @@ def finish_family(
     started = started if started is not None else time.monotonic()
     failures: dict[str, str] = {}
     if measured is None:
-        study = plan.open()
-        measured = measured_configs(study)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
-            st = t.user_attrs.get("status")
-            if t.user_attrs.get("evaluated") and st not in (Status.OK.value, Status.REJECTED.value):
-                failures.setdefault(st, f"{t.user_attrs.get('config')}: {t.user_attrs.get('reason', '')}"[:300])
+        measured, failures = _read_study(plan)
     by_name = plan.valid_by_name
     ranked = sorted(
         ((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE and n in by_name), reverse=True
@@ -107,6 +105,17 @@ def finish_family(
         retimed,
         time.monotonic() - started,
     )
+
+
+def _read_study(plan: Plan) -> tuple[dict, dict[str, str]]:
+    """What the plan's study has measured, and an example of each way a candidate failed."""
+    study = plan.open()
+    failures: dict[str, str] = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+        st = t.user_attrs.get("status")
+        if t.user_attrs.get("evaluated") and st not in (Status.OK.value, Status.REJECTED.value):
+            failures.setdefault(st, f"{t.user_attrs.get('config')}: {t.user_attrs.get('reason', '')}"[:300])
+    return measured_configs(study), failures
 
 
 def search_family(

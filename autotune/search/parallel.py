@@ -23,8 +23,11 @@ from ..kernels.space import Space
 from . import strategies
 from .driver import FamilyResult, finish_family
 from .evaluate import Evaluator
-from .studies import STORAGE_FAULTS, fault_line, make_plan, queue_plan, recover_stale
-from .trials import Progress, run_trials
+from .heartbeats import recover_stale
+from .plans import make_plan, queue_plan
+from .progress import Progress
+from .storage import STORAGE_FAULTS, fault_line
+from .trials import run_trials
 
 WORKER_SEED_STRIDE = 1_000_003  # process i samples with seed + i * this (modulo SEED_SPAN)
 SEED_SPAN = 2**32  # Optuna's samplers take seeds below this

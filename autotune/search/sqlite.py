@@ -1,0 +1,246 @@
+"""SQLite as a study's storage shared by several processes: a database file made whole, repaired
+after an interrupted creation, and transactions that serialize writers across processes while
+reads of the trials take no lock (a write-ahead log).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import sqlite3
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+from optuna.storages import RDBStorage
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.engine import make_url
+from sqlalchemy.schema import CreateIndex
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL (None for another database, or SQLite in memory)."""
+    if not url.startswith("sqlite:"):
+        return None
+    try:
+        database = make_url(url).database
+    except Exception:  # noqa: BLE001 - a malformed URL: opening it says what is wrong
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+@contextlib.contextmanager
+def _creation_lock(path: Path):
+    """The lock the writers of `path` queue on (see serialize_sqlite), held while it is made or
+    repaired; yields whether it is held (a file system without flock: not)."""
+    try:
+        f = open(f"{path}.lock", "a+b")
+    except OSError:
+        yield False
+        return
+    with f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def create_whole(path: Path) -> None:
+    """A new SQLite database comes into place whole. Optuna makes its schema one statement at a
+    time, each committed on its own: a process killed among them (kill -9, Ctrl-C in the first
+    tenths of a second of a search) left a table without its index, and the next runs, finding
+    the tables there, never made it; without the unique index on study names every retry added
+    a study row of the same name and failed on it. So the schema is made in a temporary file
+    beside the database and linked (or renamed) into place: the file is there whole, or not at
+    all."""
+    if path.exists():
+        return
+    with _creation_lock(path) as locked:
+        if path.exists():  # made meanwhile by another process
+            return
+        if locked:  # no one else is making one: what is left is a killed process's
+            for stale in path.parent.glob(f".{path.name}.*.new*"):
+                stale.unlink(missing_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.new")
+        try:
+            made = RDBStorage(f"sqlite:///{tmp}")  # the schema, its version stamped
+            made.engine.dispose()
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)  # never over a database another process put there
+            except FileExistsError:
+                pass
+            except OSError:  # a file system without hard links: the lock keeps others out
+                if not path.exists():
+                    os.replace(tmp, path)
+        finally:
+            for leftover in path.parent.glob(f"{tmp.name}*"):
+                leftover.unlink(missing_ok=True)
+
+
+def repair(path: Path) -> None:
+    """Put back the indexes a database made by an earlier, interrupted run lacks (see
+    create_whole), after dropping the study rows its retries added twice (those with no
+    trials; the first of each name is kept)."""
+    try:
+        from optuna.storages._rdb import models
+    except ImportError:  # another Optuna: its own checks stand
+        return
+    with contextlib.closing(sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=60)) as db:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    wanted = [i for t in models.BaseModel.metadata.sorted_tables if t.name in tables for i in t.indexes]
+    if all(i.name in indexes for i in wanted):
+        return
+    with _creation_lock(path), contextlib.closing(sqlite3.connect(path, timeout=60)) as db:
+        db.isolation_level = None
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if "ix_studies_study_name" not in indexes and {"studies", "trials"} <= tables:
+                _drop_repeated_studies(db)
+            for index in wanted:
+                db.execute(str(CreateIndex(index, if_not_exists=True).compile(dialect=sqlite_dialect.dialect())))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+
+def _drop_repeated_studies(db) -> None:
+    repeated = db.execute(
+        "SELECT study_id FROM studies s WHERE EXISTS (SELECT 1 FROM studies f WHERE f.study_name = s.study_name "
+        "AND f.study_id < s.study_id) AND NOT EXISTS (SELECT 1 FROM trials t WHERE t.study_id = s.study_id)"
+    ).fetchall()
+    for (sid,) in repeated:
+        for table in ("study_directions", "study_user_attributes", "study_system_attributes", "studies"):
+            db.execute(f"DELETE FROM {table} WHERE study_id = ?", (sid,))
+
+
+def lost_creation_race(exc: BaseException) -> bool:
+    """Whether creating a storage failed because another process created the same new database
+    at the same moment: Optuna creates the tables and stamps the schema's version when it opens
+    a file that has none, and the second of two processes doing so (two searches started
+    together, or a reader of the study) finds the version stamped or a table there. Opening the
+    storage again then finds the schema whole."""
+    text = str(exc)
+    return "alembic_version" in text or ("already exists" in text and "table" in text)
+
+
+_READING = threading.local()  # set while this thread runs one of Optuna's reads of trials
+
+
+class SQLiteStorage(RDBStorage):
+    """Optuna's RDB storage, its reads of trials marked as reads (see serialize_sqlite)."""
+
+    def _get_trials(self, *args, **kwargs):
+        return as_read(super()._get_trials, *args, **kwargs)
+
+    def get_trial(self, trial_id):
+        return as_read(super().get_trial, trial_id)
+
+
+def as_read(method, *args, **kwargs):
+    _READING.on = True
+    try:
+        return method(*args, **kwargs)
+    finally:
+        _READING.on = False
+
+
+def serialize_sqlite(engine) -> None:
+    """SQLite has no SELECT ... FOR UPDATE, so two processes can both pop the same queued trial
+    (WAITING -> RUNNING). Taking the write lock when each transaction begins makes Optuna's
+    read-then-update atomic across processes (SQLAlchemy's recipe for pysqlite). A read of the
+    trials takes no lock where the file has a write-ahead log: it reads a snapshot while one
+    process writes. With every transaction holding the lock, the reads (TPE reads the whole
+    study for every trial) of all the workers of a host ran one at a time, and two workers
+    were no faster than one."""
+    from sqlalchemy import event
+
+    wal = []
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_transactions(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None
+        # Optuna commits once per parameter of a trial (21 for warptile) and per attribute; in
+        # the default journal each commit waits for the disk twice, which made most of a
+        # trial's host time. With a write-ahead log a commit is an append, synced at
+        # checkpoints: a study survives a killed process (not a power cut mid-checkpoint).
+        # Where the file system cannot hold a WAL (the pragma answers another mode), commits
+        # stay as they were.
+        if dbapi_connection.execute("PRAGMA journal_mode=WAL").fetchone()[0].lower() == "wal":
+            dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+            wal.append(True)
+
+    writers = _WritersLock(engine.url.database)
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection):
+        if wal and getattr(_READING, "on", False):
+            connection.exec_driver_sql("BEGIN")
+            return
+        writers.take(connection.connection)  # the pool's proxy, as do_commit gets it
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:  # no transaction, so no COMMIT or ROLLBACK will let go of the lock
+            writers.let_go(connection.connection)
+            raise
+
+    # Let go once SQLite has let go: after the COMMIT or ROLLBACK itself (SQLAlchemy's events of
+    # those names come before it, when the next writer would still find the file busy).
+    dialect = engine.dialect
+    dialect.do_commit = writers.after(dialect.do_commit)
+    dialect.do_rollback = writers.after(dialect.do_rollback)
+
+    engine.dispose()  # connections opened before the listeners are dropped
+
+
+class _WritersLock:
+    """Writers queue on a lock of the operating system first: SQLite's own wait for a busy file
+    polls with sleeps of 1 to 100 ms, and with a few dozen short writes a trial (each parameter,
+    attribute and heartbeat) two workers lost more time asleep than they saved. The kernel hands
+    this lock over at once. One file per connection: threads of a process (the heartbeats)
+    exclude each other too."""
+
+    def __init__(self, database: str | None):
+        self.path = f"{database}.lock" if database and database != ":memory:" else None
+        self.held: dict[int, Any] = {}  # id of a connection's pool proxy -> its lock file, held
+
+    def take(self, proxied_connection) -> None:
+        if self.path is None:
+            return
+        info = proxied_connection.info
+        try:
+            if "lock" not in info:
+                info["lock"] = open(self.path, "a+b")  # kept open: it lives as long as the connection
+            fcntl.flock(info["lock"].fileno(), fcntl.LOCK_EX)
+        except OSError:  # a folder that cannot hold it, or a file system without flock
+            self.path = None  # SQLite's own wait alone, as before
+        else:
+            self.held[id(proxied_connection)] = info["lock"]
+
+    def let_go(self, proxied_connection) -> None:
+        lock = self.held.pop(id(proxied_connection), None)
+        if lock is not None:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    def after(self, end):
+        """`end` (the dialect's commit or rollback), then let go of the connection's lock."""
+
+        def wrapped(proxied_connection):
+            try:
+                end(proxied_connection)
+            finally:
+                self.let_go(proxied_connection)
+
+        return wrapped
