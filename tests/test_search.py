@@ -622,6 +622,35 @@ def test_a_shared_sqlite_study_is_read_while_another_process_writes(tmp_path, h1
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises where it is held
 
 
+def test_reads_through_optunas_cache_take_no_write_lock(tmp_path):
+    """A Study reads its trials through Optuna's cache, which calls the RDB storage's private
+    `_get_trials`; search/sqlite.SQLiteStorage overrides it to mark those reads. Should Optuna
+    rename or bypass that method, these reads would wait for the writer below (for SQLite's 60 s
+    timeout) and the search's workers of one host would read one at a time again."""
+    import sqlite3
+    import threading
+
+    from autotune.search import storage, strategies, studies
+
+    url = default_storage(tmp_path, "t")
+    study = studies.open_study(storage.make_storage(url), "s", strategies.get("random").sampler(0))
+    study.enqueue_trial({"x": 1})
+    trial_id = study.get_trials(deepcopy=False)[0]._trial_id
+    writer = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    got = []
+
+    def read():
+        got.append(len(study.get_trials(deepcopy=False)))  # through the cache: the backend's _get_trials
+        got.append(study._storage.get_trial(trial_id).number)  # an unfinished trial: the backend's get_trial
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(10)
+    writer.execute("ROLLBACK")
+    assert got == [1, 0]
+
+
 def test_each_measured_trial_says_where_its_worker_spent_the_time(tmp_path, h100):
     """A trial's "timing": when its evaluation began in its worker's loop, how long it took
     (the compile's wait and the GPU; here the replay's delay), and the host's asks and tells
