@@ -9,11 +9,11 @@ from autotune.core.types import Config, Problem
 from autotune.kernels.space import Space, known_families
 from autotune.search import cost
 from autotune.search.driver import search_family
+from autotune.search.neighbours import next_neighbour
 from autotune.search.plans import make_plan
 from autotune.search.replay import ReplayEvaluator
 from autotune.search.storage import default_storage
 from autotune.search.strategies.tpe import TPE_STARTUP
-from autotune.search.trials import next_neighbour
 
 SQUARE = Problem(4096, 4096, 4096)
 

@@ -12,7 +12,6 @@ comes first. What differs by strategy is read from the plan's `strategy` (search
 from __future__ import annotations
 
 import os
-import random
 import socket
 import time
 from collections.abc import Callable
@@ -21,46 +20,15 @@ import optuna
 from optuna.trial import TrialState
 
 from ..core.types import Config, Measurement, Status
-from ..kernels.space import Space
-from . import cost
 from .evaluate import Evaluator
 from .heartbeats import GRACE_S, Heartbeat, recover_stale
+from .neighbours import NeighbourPhase
 from .plans import Plan, queue_plan
 from .progress import Progress
 from .storage import make_storage
 from .studies import TrialReader, measured_configs
 
 STARTUP_POLL_S = 0.25  # a worker waiting for the others' start-up looks again after this
-
-
-def next_neighbour(
-    space: Space,
-    valid_by_name: dict[str, Config],
-    measured: dict,
-    busy: set[str],
-    rng: random.Random,
-    rank: Callable[[Config], float] | None = None,
-) -> Config | None:
-    """An unmeasured valid config one step from one of the best three measured so far: one
-    parameter moved to the next value up or down its sorted list (the best first). The steps
-    from a config are tried in random order, or with `rank` the highest-ranked first."""
-    ranked = sorted(
-        ((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE and v and n in valid_by_name),
-        reverse=True,
-    )
-    for _, name in ranked[:3]:
-        cfg = valid_by_name[name]
-        steps = []
-        for p, vals in space.values.items():
-            order = sorted(vals)
-            i = order.index(cfg[p])
-            steps += [(p, order[j]) for j in (i - 1, i + 1) if 0 <= j < len(order)]
-        rng.shuffle(steps)
-        near = [Config.make(cfg.family, {**cfg.as_dict(), p: v}) for p, v in steps]
-        near = [c for c in near if c.name in valid_by_name and c.name not in measured and c.name not in busy]
-        if near:
-            return max(near, key=rank) if rank else near[0]  # max keeps the first of equals
-    return None
 
 
 def _measurement_attrs(m: Measurement) -> dict:
@@ -124,14 +92,7 @@ class TrialLoop:
         self.exhausted = False
         self.best = max((v for s, v in self.measured.values() if s == TrialState.COMPLETE and v), default=None)
         self.strategy = plan.strategy
-        self.local_budget = round(self.strategy.local_share * plan.budget)
-        self.rng = random.Random(plan.seed)
-        # A plan started from the cost model climbs by it too: the best-estimated neighbour first.
-        self.rank = self._estimate if plan.ranked else None
-
-    def _estimate(self, cfg: Config) -> float:
-        fam, problem = self.plan.space.family, self.plan.problem
-        return cost.estimate(fam.derive(cfg.as_dict()), problem, self.evaluator.limits)
+        self.neighbours = NeighbourPhase(plan, evaluator.limits, self.started, deadline)
 
     def run(self) -> dict[str, int]:
         """Ask, evaluate and tell until the budget, the deadline or the asks run out; returns
@@ -239,7 +200,8 @@ class TrialLoop:
         while len(out) < min(n, self.remaining) and self.asks < self.max_asks:
             if self.past_deadline() or self.waiting_for_startup():
                 break
-            self.queue_neighbour()
+            busy = self.in_flight | self.others
+            self.neighbours.queue(self.study, self.measured, busy, self.remaining, time.monotonic())
             trial = self.study.ask()
             self.heart.add(trial)
             self.asks += 1
@@ -280,32 +242,6 @@ class TrialLoop:
             self.running.pop(t.number, None)
             self.measured.update(measured_configs(self.study, [t]))
         self.others = {c for n, c in self.running.items() if c and n != asked} - self.in_flight
-
-    def local_phase(self) -> bool:
-        """Whether the neighbour phase has come: of the trials, or of the time to the
-        deadline (a search given 300 s and no trial count, or more trials than its time allows,
-        would otherwise never reach its neighbours)."""
-        if self.remaining <= self.local_budget:
-            return True
-        if self.deadline is None:
-            return False
-        return time.monotonic() >= self.deadline - self.strategy.local_share * (self.deadline - self.started)
-
-    def queue_neighbour(self) -> None:
-        """The neighbour phase: queue an unmeasured neighbour of the best configs.
-        Only into an empty queue, so that the next ask pops this neighbour and not a re-queued
-        trial, which would leave the neighbour waiting after the search."""
-        if (
-            not self.strategy.local_share
-            or not self.local_phase()
-            or self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-        ):
-            return
-        near = next_neighbour(
-            self.plan.space, self.valid_by_name, self.measured, self.in_flight | self.others, self.rng, self.rank
-        )
-        if near is not None:
-            self.study.enqueue_trial(near.as_dict(), user_attrs={"config": near.name, "local": True})
 
     def settle(self, trial: optuna.Trial, cfg: Config) -> bool:
         """Tell a trial that needs no run, and say whether it was one: a re-queued trial already

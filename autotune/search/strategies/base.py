@@ -31,7 +31,7 @@ class Strategy:
     # instead of random draws, and climb to the best-estimated neighbour first.
     ranks_startup: ClassVar[bool] = False
     # This share of the budget (trials, or time to a deadline) goes to neighbours of the best
-    # configs measured (trials.next_neighbour); 0: no neighbour phase.
+    # configs measured (neighbours.py); 0: no neighbour phase.
     local_share: ClassVar[float] = 0.0
     # Every point comes from the study's queue (queue_plan); an ask the queue does not answer is
     # pruned and the plan's next points queued, and none left ends the search.
