@@ -12,8 +12,9 @@ from helpers import RESULTS, fake_kernels, families, restamp
 
 from autotune.core.types import Problem
 from autotune.dispatch import api
+from autotune.kernels.family import Family
 from autotune.kernels.launch import GeometryCache
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.records import results
 
 SLUG = "nvidia-h200"

@@ -10,9 +10,10 @@ from helpers import RESULTS
 
 from autotune.gpu.compile import compile_source, nvrtc_version
 from autotune.gpu.machine_code import NotACubin, code_digest
+from autotune.kernels.family import TEMPLATE_DIR, TEMPLATES_ENV, Family
 from autotune.kernels.limits import profile_for_arch
 from autotune.kernels.render import DEFAULT_KERNEL, render
-from autotune.kernels.space import TEMPLATE_DIR, TEMPLATES_ENV, Family, Space
+from autotune.kernels.space import Space
 from autotune.records.check import check_static
 from autotune.records.results import entry_config
 

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.types import PRECISIONS, Config, NoGPUError, Problem, UserError
+from ..kernels.family import ROOT, Family
 from ..kernels.limits import DeviceLimits, gpu_slug, profile_for_arch
-from ..kernels.space import ROOT, Family, Space
+from ..kernels.space import Space
 from ..records.results import entry_config, fastest, iter_records
 from . import model
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.types import Problem, Status, UserError
+from ..kernels.family import Family
 from ..kernels.limits import DeviceLimits
-from ..kernels.space import Family
 from ..search.evaluate import Evaluator, prepare
 from .results import entry_config, iter_records
 
