@@ -19,8 +19,9 @@ from autotune.cli import dry_run as cli_dry_run
 from autotune.cli import inputs as cli_inputs
 from autotune.core.types import Config, Problem, UserError
 from autotune.kernels import counts
+from autotune.kernels.family import Family
 from autotune.kernels.limits import load_profile
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.records.results import atomic_write_text, load_record, record_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -16,8 +16,9 @@ from ..core import redact
 from ..core.types import LAYOUTS, PRECISIONS, Problem, UserError, one_line
 from ..core.version import __version__
 from ..kernels.counts import cached_valid, count_valid
+from ..kernels.family import Family, known_families
 from ..kernels.limits import profile_for_arch
-from ..kernels.space import Family, Space, known_families
+from ..kernels.space import Space
 from ..search import strategies
 from .fuzz import add_parser as add_fuzz_parser
 from .fuzz import cmd_fuzz

@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.types import PRECISIONS, Config, NoGPUError, Problem, UserError
+from ..kernels.family import ROOT, Family
 from ..kernels.limits import DeviceLimits, gpu_slug, profile_for_arch
-from ..kernels.space import ROOT, Family, Space
+from ..kernels.space import Space
 from ..records.results import entry_config, fastest, iter_records
 from . import model
 
@@ -272,7 +273,7 @@ class Kernel:
 
     def __init__(self, config: Config, arch: str, source: str = "default"):
         from ..gpu.compile import compile_source
-        from ..gpu.runner import LoadedKernel
+        from ..gpu.launcher import LoadedKernel
         from ..kernels.render import DEFAULT_KERNEL, render
 
         resolved = _family(config.family).resolve(config)
