@@ -10,7 +10,7 @@ import sys
 import pytest
 from helpers import RESULTS
 
-from autotune.core.types import LAYOUTS, PRECISIONS, Problem, UserError
+from autotune.core.types import LAYOUTS, PRECISIONS, Config, Problem, UserError
 from autotune.dispatch import fuzz
 from autotune.records.results import iter_records
 
@@ -152,7 +152,7 @@ def test_coverage_runs_every_stored_entry_in_every_form_it_has():
     for _, fams in records:
         for f, entry in fams.items():
             for layout in LAYOUTS:
-                cfg = built_for(fuzz.Config.make(f, entry["config"]["params"]), layout)
+                cfg = built_for(Config.make(f, entry["config"]["params"]), layout)
                 if cfg is not None and not _family(f).gaps(Problem(1, 1, 1, layout)):
                     assert (f, json.dumps(cfg.as_dict(), sort_keys=True)) in ran
     for c in calls:
