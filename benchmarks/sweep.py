@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from autotune.cli.inputs import meant_for, runs_on
 from autotune.core.types import PRECISIONS, Problem
 from autotune.kernels.space import Space, known_families
-from autotune.records.results import record_path, save_search
+from autotune.records.results import record_path
+from autotune.records.store import save_search
 from autotune.search.driver import search
 from autotune.search.evaluate import GPUEvaluator, default_jobs
 from autotune.search.studies import default_storage

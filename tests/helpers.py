@@ -129,7 +129,7 @@ def restamp(data: dict, keep: str = "time_ms") -> dict:
     two stays), its ratio its GFLOP/s over cuBLAS's, its config's name its parameters'; `best`
     the fastest. Returns `data`."""
     from autotune.core.types import Config, Problem
-    from autotune.records.results import fastest
+    from autotune.records.validate import fastest
 
     problem = Problem(**data["problem"])
     for entry in data["families"].values():

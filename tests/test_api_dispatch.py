@@ -14,7 +14,7 @@ from autotune.core.types import Problem
 from autotune.dispatch import api
 from autotune.kernels.launch import GeometryCache
 from autotune.kernels.space import Family, Space
-from autotune.records import results
+from autotune.records import results, store
 
 SLUG = "nvidia-h200"
 LONG_AGO_NS = 1_600_000_000 * 10**9  # 2020: a folder last changed then is past any racy window
@@ -66,7 +66,7 @@ def _put(root: Path, shape: Problem, gflops: float | None = None) -> None:
         entry["gflops"] = gflops or entry["gflops"]
     restamp(data, keep="gflops")
     (root / SLUG).mkdir(parents=True, exist_ok=True)
-    results.atomic_write_text(root / SLUG / f"{shape.name}.json", json.dumps(data))
+    store.atomic_write_text(root / SLUG / f"{shape.name}.json", json.dumps(data))
 
 
 def _nearest(root, shape: Problem, family=None) -> Problem | None:
@@ -189,7 +189,7 @@ def test_a_batch_is_dispatched_to_a_kernel_built_for_batches(tmp_path, reads, lo
     data["families"] = {"warptile": data["families"]["warptile"]}
     data["families"]["warptile"]["config"]["params"] = split
     data["families"]["warptile"]["time_ms"] = 0.02  # a time that fits the shape (the model reads it)
-    results.atomic_write_text(root / SLUG / "64x64x8192.json", json.dumps(restamp(data)))
+    store.atomic_write_text(root / SLUG / "64x64x8192.json", json.dumps(restamp(data)))
     _, name, source = api._choose(0, 64, 64, 8192, "nn", 4, "warptile", root)
     assert "_BATCHED1_" in name and "_BM64_" in name and "_SPLITK1_" in name
     assert source.startswith(f"tuned for 64x64x8192 on {SLUG}, predicted")
@@ -289,7 +289,7 @@ def test_a_tier_is_served_by_the_faster_of_its_record_and_the_fp32_one(tmp_path,
     entry["config"] = {"family": "wgmma_tf32", "params": Space.load("wgmma_tf32").seeds[0].as_dict()}
     data["problem"] = Problem(4096, 4096, 4096, precision="high").as_dict()
     data["families"], data["best"] = {"wgmma_tf32": entry}, "wgmma_tf32"
-    results.atomic_write_text(root / SLUG / "4096x4096x4096_high.json", json.dumps(restamp(data, keep="gflops")))
+    store.atomic_write_text(root / SLUG / "4096x4096x4096_high.json", json.dumps(restamp(data, keep="gflops")))
     _age(root)
     _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 0.0, "high")
     record = "4096x4096x4096" + ("_high" if wins != "warptile" else "")
@@ -304,7 +304,7 @@ def test_a_config_that_would_not_fit_the_device_in_the_calls_form_is_not_chosen(
     a block of an H100 may have. It would not launch; the choice must not fall on it."""
     from autotune.core.types import Config
     from autotune.kernels.limits import load_profile
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     slug = "nvidia-h100-80gb-hbm3"
     rec = json.loads((RESULTS / slug / "4096x4096x4096.json").read_text())

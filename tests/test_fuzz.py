@@ -197,7 +197,7 @@ def test_fuzz_without_a_gpu_is_one_line(tmp_path):
 def test_compile_only_fills_the_cache_with_the_kernels_a_run_loads(tmp_path):
     """No GPU needed: the stored kernels (one tiled record here) and the fallback, each form."""
     from autotune.dispatch.api import fallback_config
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     rec = json.loads((RESULTS / "nvidia-h100-80gb-hbm3" / "4096x4096x4096.json").read_text())
     tiled = rec["families"]["tiled"]

@@ -21,7 +21,8 @@ from autotune.core.types import Config, Problem, UserError
 from autotune.kernels import counts
 from autotune.kernels.limits import load_profile
 from autotune.kernels.space import Family, Space
-from autotune.records.results import atomic_write_text, load_record, record_path
+from autotune.records.results import load_record, record_path
+from autotune.records.store import atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_cases
@@ -96,7 +97,7 @@ def test_the_results_page_holds_the_generated_table():
 
 _WRITER = r"""
 import sys, time
-from autotune.records.results import make_entry, update_record
+from autotune.records.store import make_entry, update_record
 from autotune.core.types import Config, Measurement, Problem, Status
 
 root, who, n, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])

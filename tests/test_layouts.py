@@ -91,7 +91,7 @@ def test_dispatch_prefers_records_of_the_same_layout(tmp_path, monkeypatch, h100
     any layout, the config rebuilt for this one, skipping families that cannot read it."""
     from test_results import GPU, _entry
 
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     wt = Space.load("warptile").fallback.as_dict()
     row = Problem(1, 4096, 4096)
@@ -208,7 +208,7 @@ def test_a_header_of_several_layouts_builds_and_dispatches_on_the_transposes(tmp
     from test_results import GPU, _entry
 
     from autotune.records.export import export
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     for fam, lay in [("warptile", "nn"), ("vectorized", "nt"), ("warptile", "tt")]:
         problem = Problem(64, 48, 32, lay)
@@ -233,7 +233,7 @@ def test_the_example_program_compiles_with_either_kind_of_header(tmp_path, h100,
     from test_results import GPU, _entry
 
     from autotune.records.export import export
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     shape = Problem(100, 80, 60)
     for lay in layouts:

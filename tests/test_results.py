@@ -4,13 +4,8 @@ import pytest
 from helpers import RESULTS
 
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
-from autotune.records.results import (
-    best_entry,
-    load_record,
-    make_entry,
-    record_path,
-    update_record,
-)
+from autotune.records.results import best_entry, load_record, record_path
+from autotune.records.store import make_entry, update_record
 
 GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch": "sm_90"}
 P = Problem(1000, 1000, 1000)

@@ -463,7 +463,8 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from ..records.results import fastest, gpu_dirs, iter_records
+    from ..records.results import gpu_dirs, iter_records
+    from ..records.validate import fastest
 
     limits = profile_for_arch(args.arch)
     uncounted = []

@@ -178,7 +178,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
 
 def record(args, problem: Problem, storage: str, ev, results) -> tuple:
     """Merge the families' results into the shape's record: save_search with this command line."""
-    from ..records.results import save_search
+    from ..records.store import save_search
 
     command = "autotune " + shlex.join(redact.argv(sys.argv[1:] if args.argv is None else args.argv))
     return save_search(

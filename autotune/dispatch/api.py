@@ -29,7 +29,8 @@ from typing import Any
 from ..core.types import PRECISIONS, Config, NoGPUError, Problem, UserError
 from ..kernels.limits import DeviceLimits, gpu_slug, profile_for_arch
 from ..kernels.space import ROOT, Family, Space
-from ..records.results import entry_config, fastest, iter_records
+from ..records.results import entry_config, iter_records
+from ..records.validate import fastest
 from . import model
 
 # For a shape with no tuned result: the named fallback config of these families (configs/*.yaml),

@@ -15,7 +15,7 @@ from autotune.dispatch.api import built_for
 from autotune.gpu import arrays
 from autotune.kernels.space import Family, Space
 from autotune.records.export import export
-from autotune.records.results import update_record
+from autotune.records.store import update_record
 
 pytestmark = pytest.mark.gpu
 

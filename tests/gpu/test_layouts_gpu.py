@@ -12,7 +12,7 @@ from autotune.core.types import Problem, Status
 from autotune.dispatch.api import built_for
 from autotune.kernels.space import Family, Space
 from autotune.records.export import export
-from autotune.records.results import update_record
+from autotune.records.store import update_record
 
 pytestmark = pytest.mark.gpu
 

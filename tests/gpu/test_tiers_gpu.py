@@ -155,7 +155,8 @@ def test_matmul_at_a_tier_runs_the_wgmma_record_and_is_right(tmp_path, monkeypat
 
     from autotune.core.types import Measurement
     from autotune.dispatch import api
-    from autotune.records.results import live_gpu_slug, make_entry, update_record
+    from autotune.records.results import live_gpu_slug
+    from autotune.records.store import make_entry, update_record
 
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("wgmma_tf32 runs on sm_90 only")
