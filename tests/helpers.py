@@ -109,6 +109,7 @@ def fake_kernels(monkeypatch, slug: str) -> list[tuple]:
     """autotune.dispatch.api with no GPU: the device is `slug` (sm_90), no table read before, and each
     kernel asked for is recorded as (device, config name, source) and returned as that tuple."""
     from autotune.dispatch import api
+    from autotune.dispatch import table as dispatch_table
 
     asked = []
 
@@ -116,7 +117,7 @@ def fake_kernels(monkeypatch, slug: str) -> list[tuple]:
         asked.append((dev, cfg.name, source))
         return asked[-1]
 
-    monkeypatch.setattr(api, "_TABLES", {})
+    monkeypatch.setattr(dispatch_table, "_TABLES", {})
     monkeypatch.setattr(api, "_device_props", lambda dev: (slug, "sm_90"))
     monkeypatch.setattr(api, "_kernel", kernel)
     return asked

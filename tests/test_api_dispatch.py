@@ -12,6 +12,7 @@ from helpers import RESULTS, fake_kernels, families, restamp
 
 from autotune.core.types import Problem
 from autotune.dispatch import api
+from autotune.dispatch import table as dispatch_table
 from autotune.kernels.launch import GeometryCache
 from autotune.kernels.space import Family, Space
 from autotune.records import results, store
@@ -23,7 +24,7 @@ T4096, T4097 = Problem(4096, 4096, 4096), Problem(4097, 4097, 4097)
 
 @pytest.fixture(autouse=True)
 def _no_tables_from_other_tests(monkeypatch):
-    monkeypatch.setattr(api, "_TABLES", {})
+    monkeypatch.setattr(dispatch_table, "_TABLES", {})
 
 
 @pytest.fixture
@@ -70,17 +71,17 @@ def _put(root: Path, shape: Problem, gflops: float | None = None) -> None:
 
 
 def _nearest(root, shape: Problem, family=None) -> Problem | None:
-    found = api.nearest_entry(shape, SLUG, root, family)
+    found = dispatch_table.nearest_entry(shape, SLUG, root, family)
     return found and found[0]
 
 
 def test_a_table_is_read_once_while_its_folder_is_unchanged(tmp_path, reads):
     root = _results(tmp_path)
-    first = api.nearest_entry(Problem(4000, 4100, 4096), SLUG, root)
+    first = dispatch_table.nearest_entry(Problem(4000, 4100, 4096), SLUG, root)
     assert first[0] == T4096 and first[1]["config"]["family"] == "warptile"
     assert sorted(reads) == ["4096x4096x4096.json", "4097x4097x4097.json"]
     for _ in range(3):
-        assert api.nearest_entry(Problem(4000, 4100, 4096), SLUG, root) == first
+        assert dispatch_table.nearest_entry(Problem(4000, 4100, 4096), SLUG, root) == first
     assert _nearest(root, Problem(5000, 5000, 5000)) == T4097
     assert len(reads) == 2
 
@@ -96,8 +97,8 @@ def test_a_record_added_or_replaced_is_seen_at_the_next_call(tmp_path, reads):
     before = len(reads)
     assert _nearest(root, small) == small and len(reads) == before  # trusted again
     _put(root, small, gflops=1.0)
-    assert api.nearest_entry(small, SLUG, root)[1]["gflops"] == 1.0  # replaced
-    assert api.nearest_entry(small, SLUG, root, "vectorized")[1]["gflops"] == 1.0
+    assert dispatch_table.nearest_entry(small, SLUG, root)[1]["gflops"] == 1.0  # replaced
+    assert dispatch_table.nearest_entry(small, SLUG, root, "vectorized")[1]["gflops"] == 1.0
 
 
 def test_a_change_within_one_tick_of_the_folders_clock_is_not_missed(tmp_path, reads):
@@ -131,8 +132,8 @@ def test_results_folders_are_kept_apart(tmp_path, reads, monkeypatch):
 def test_a_repeated_shape_is_a_lookup(tmp_path, reads, loads, monkeypatch):
     root = _results(tmp_path)
     asked = []
-    real = api._Table.choose
-    monkeypatch.setattr(api._Table, "choose", lambda self, *a: asked.append(a) or real(self, *a))
+    real = dispatch_table._Table.choose
+    monkeypatch.setattr(dispatch_table._Table, "choose", lambda self, *a: asked.append(a) or real(self, *a))
     kernel = api._choose(0, 4000, 4100, 4096, "nn", 1, None, root)
     assert kernel[2].startswith(f"tuned for 4096x4096x4096 on {SLUG}, predicted fastest here (")
     for _ in range(3):
@@ -336,7 +337,7 @@ def test_a_chosen_kernel_that_fails_here_gives_way_to_the_fallback_with_a_warnin
     monkeypatch.setattr(api, "_kernel", kernel)
     with pytest.warns(RuntimeWarning, match="cannot run here .*relative error 0.5.*using the fallback config"):
         got = api._choose(0, 4096, 4096, 4096, "nn", 1, None, RESULTS)
-    fallback = api.built_for(api.fallback_config("sm_90"))
+    fallback = dispatch_table.built_for(api.fallback_config("sm_90"))
     assert got == (fallback.name, "fallback config") and isinstance(fallback, Config)
 
 

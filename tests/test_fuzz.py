@@ -144,7 +144,7 @@ def test_interleave_keeps_both_orders_and_stream_pairs_together():
 
 
 def test_coverage_runs_every_stored_entry_in_every_form_it_has():
-    from autotune.dispatch.api import _family, built_for
+    from autotune.dispatch.table import built_for, cached_family
 
     records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(RESULTS, "nvidia-h100-80gb-hbm3")]
     calls = fuzz.coverage(records, [], seed=1, per_kernel=2)
@@ -153,10 +153,10 @@ def test_coverage_runs_every_stored_entry_in_every_form_it_has():
         for f, entry in fams.items():
             for layout in LAYOUTS:
                 cfg = built_for(Config.make(f, entry["config"]["params"]), layout)
-                if cfg is not None and not _family(f).gaps(Problem(1, 1, 1, layout)):
+                if cfg is not None and not cached_family(f).gaps(Problem(1, 1, 1, layout)):
                     assert (f, json.dumps(cfg.as_dict(), sort_keys=True)) in ran
     for c in calls:
-        assert not _family(c.config["family"]).unsuited(Problem(c.M, c.N, c.K))
+        assert not cached_family(c.config["family"]).unsuited(Problem(c.M, c.N, c.K))
         assert c.layout == "nt"[c.config["params"].get("TRANS_A", 0)] + "nt"[c.config["params"].get("TRANS_B", 0)]
 
 

@@ -9,7 +9,7 @@ from helpers import build_and_run_header_main, families, have_nvcc, refusals_mai
 
 from autotune.cli.inputs import meant_for
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
-from autotune.dispatch import api
+from autotune.dispatch import table as dispatch_table
 from autotune.gpu.compile import compile_source
 from autotune.kernels.render import render
 from autotune.kernels.space import Family, Space
@@ -99,15 +99,15 @@ def test_dispatch_prefers_records_of_the_same_layout(tmp_path, monkeypatch, h100
     update_record(tmp_path, GPU, row, {"warptile": _entry("warptile", wt, 1.0, h100, row)})
     tn = Problem(2048, 2048, 2048, "tn")
     update_record(tmp_path, GPU, tn, {"warptile": _entry("warptile", wt, 2.0, h100, tn)})
-    monkeypatch.setattr(api, "_TABLES", {})
-    table = api._table(str(tmp_path), GPU["slug"])
+    monkeypatch.setattr(dispatch_table, "_TABLES", {})
+    table = dispatch_table._table(str(tmp_path), GPU["slug"])
     shape, entry = table.nearest(Problem(1, 4096, 4096, "nt"), None)
     assert shape == Problem(1, 4096, 4096) and entry["config"]["family"] == "warptile"  # fewrows reads no B^T
     shape, _ = table.nearest(Problem(1, 4096, 4096, "tn"), None)
     assert shape == Problem(2048, 2048, 2048, "tn")  # same layout first, however far
     shape, entry = table.nearest(Problem(1, 4096, 4096), None)
     assert entry["config"]["family"] == "fewrows"
-    cfg = api.built_for(Config.make("warptile", wt), "tt")
+    cfg = dispatch_table.built_for(Config.make("warptile", wt), "tt")
     assert (cfg["TRANS_A"], cfg["TRANS_B"]) == (1, 1)
 
 

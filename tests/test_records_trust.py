@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from autotune import cli
 from autotune.core.types import Problem, UserError
 from autotune.dispatch import api
+from autotune.dispatch import table as dispatch_table
 from autotune.kernels.space import Space
 from autotune.records.export import c_text, export, header_for_entry
 from autotune.records.results import MAX_RECORD_BYTES, load_record, record_path
@@ -558,8 +559,8 @@ def test_a_mutated_record_is_usable_by_every_reader_or_one_line_naming_it(data):
         best = fastest(record["families"])
         assert best == record["best"]
         for call in (
-            lambda: api._read_table(str(root), SLUG).choose(Problem(100, 90, 80), None),
-            lambda: api._read_table(str(root), SLUG).choose(P, None),
+            lambda: dispatch_table._read_table(str(root), SLUG).choose(Problem(100, 90, 80), None),
+            lambda: dispatch_table._read_table(str(root), SLUG).choose(P, None),
             lambda: export(root, SLUG, P, Path(folder) / "t.h"),
         ):
             try:

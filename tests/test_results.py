@@ -92,7 +92,7 @@ def test_corrupted_file_is_not_overwritten(tmp_path, h100):
 
 
 def test_nearest_tuned_shape_with_and_without_a_family():
-    from autotune.dispatch.api import nearest_entry
+    from autotune.dispatch.table import nearest_entry
 
     root = RESULTS
     shape, entry = nearest_entry(Problem(4000, 4100, 4096), GPU["slug"], root)

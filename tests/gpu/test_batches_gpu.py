@@ -11,7 +11,7 @@ from test_correctness import CONFIGS
 
 import autotune
 from autotune.core.types import Problem, Status
-from autotune.dispatch.api import built_for
+from autotune.dispatch.table import built_for
 from autotune.gpu import arrays
 from autotune.kernels.space import Family, Space
 from autotune.records.export import export

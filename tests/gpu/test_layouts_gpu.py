@@ -9,7 +9,7 @@ from test_correctness import A_ROWS_CONFIGS, CONFIGS
 
 import autotune
 from autotune.core.types import Problem, Status
-from autotune.dispatch.api import built_for
+from autotune.dispatch.table import built_for
 from autotune.kernels.space import Family, Space
 from autotune.records.export import export
 from autotune.records.store import update_record

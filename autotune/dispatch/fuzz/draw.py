@@ -176,13 +176,13 @@ def coverage(
     layout and batching it can be (within the device's `limits`, as the dispatcher builds them),
     at shapes near its tuned one where its family is meant to run."""
     from ...records.results import entry_config
-    from ..api import _family, built_for
+    from ..table import built_for, cached_family
 
     rng = random.Random(seed ^ 0x5EED)
     sources = [(shape, entry_config(e)) for shape, fams in records for e in fams.values()] + list(extra)
     done, out = set(), []
     for tuned, config in sources:
-        fam = _family(config.family)
+        fam = cached_family(config.family)
 
         def fits(m, n, k, fam=fam):
             return not fam.unsuited(Problem(m, n, k))
