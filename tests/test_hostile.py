@@ -17,6 +17,7 @@ import pytest
 from autotune import cli
 from autotune.cli import dry_run as cli_dry_run
 from autotune.cli import inputs as cli_inputs
+from autotune.cli import stored as cli_stored
 from autotune.core.types import Config, Problem, UserError
 from autotune.kernels import counts
 from autotune.kernels.limits import load_profile
@@ -273,7 +274,7 @@ def test_a_search_estimate_counts_the_space_and_the_timeout(tmp_path, monkeypatc
 def test_list_counts_from_the_cache_and_only_counts_when_asked(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "known_families", lambda: ["coarse1d", "tiled"])  # warptile's takes long
+    monkeypatch.setattr(cli_stored, "known_families", lambda: ["coarse1d", "tiled"])  # warptile's takes long
     calls = []
     enumerate_ = Space.enumerate
 

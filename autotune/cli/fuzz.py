@@ -1,4 +1,4 @@
-"""`autotune fuzz`: the differential fuzzer of the dispatch (autotune/dispatch/fuzz.py) on this GPU and its
+"""`autotune fuzz`: the differential fuzzer of the dispatch (autotune/dispatch/fuzz/) on this GPU and its
 results folder, with progress, a table per regime, and a one-line repro for each failure."""
 
 from __future__ import annotations
