@@ -8,8 +8,9 @@ Importing the package does not import CuPy; only autotune.gpu touches the GPU, l
 from .core.types import Config, Measurement, NoGPUError, Problem, Status, UserError
 from .core.version import __version__
 from .dispatch.api import load, matmul
+from .kernels.family import Family, known_families
 from .kernels.limits import DeviceLimits, load_profile
-from .kernels.space import Family, Space, known_families
+from .kernels.space import Space
 
 __all__ = [
     "Config",

@@ -62,8 +62,8 @@ def _compile(args: tuple) -> str:
     family, params, arch = args
     from autotune.core.types import Config
     from autotune.gpu.compile import compile_source
+    from autotune.kernels.family import Family
     from autotune.kernels.render import DEFAULT_KERNEL, render
-    from autotune.kernels.space import Family
 
     compile_source(render(Family.load(family).resolve(Config.make(family, params))), arch, DEFAULT_KERNEL)
     return family

@@ -19,7 +19,7 @@ def main() -> int:
 
     import autotune
     from autotune.core.types import Problem
-    from autotune.gpu.runner import _math_mode
+    from autotune.gpu.precision import math_mode
     from autotune.kernels.space import Space
 
     sp = Space.load("mma_tf32")
@@ -36,7 +36,7 @@ def main() -> int:
         exact = float(x[0, 0]) * float(y[0, 0]) * k
         row = [f"{name}: exact {exact:.4g}", f"cuBLAS FP32 {float((x @ y)[0, 0]):.4g}"]
         out = cp.empty((m, n), cp.float32)
-        with _math_mode(tf32=True):
+        with math_mode(tf32=True):
             cublas.gemm("N", "N", x, y, out=out)
         row.append(f"cuBLAS TF32 {float(out[0, 0]):.4g}")
         for tier in ("high", "medium"):

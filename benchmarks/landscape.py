@@ -63,8 +63,8 @@ def _compile(args: tuple) -> tuple[str, int, int]:
     family, params, arch = args
     from autotune.core.types import Config
     from autotune.gpu.compile import compile_source
+    from autotune.kernels.family import Family
     from autotune.kernels.render import DEFAULT_KERNEL, render
-    from autotune.kernels.space import Family
 
     resolved = Family.load(family).resolve(Config.make(family, params))
     try:

@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune.cli.inputs import meant_for, runs_on
 from autotune.core.types import PRECISIONS, Problem
-from autotune.kernels.space import Space, known_families
+from autotune.kernels.family import known_families
+from autotune.kernels.space import Space
 from autotune.records.results import record_path
 from autotune.records.store import save_search
 from autotune.search.driver import search

@@ -43,8 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune.core.types import Config, Problem
 from autotune.gpu.compile import OPTIONS
+from autotune.kernels.family import Family
 from autotune.kernels.render import DEFAULT_KERNEL, render
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.search.driver import search_family
 from autotune.search.evaluate import GPUEvaluator, default_jobs
 from autotune.search.studies import default_storage

@@ -36,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from vs_kernel_tuner import kt_space
 
 from autotune.core.types import Config, Problem, Status
+from autotune.kernels.family import Family
 from autotune.kernels.limits import profile_for_arch
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.search.driver import search_family
 from autotune.search.replay import ReplayEvaluator
 

@@ -39,7 +39,7 @@ def families() -> list[str]:
 def tier_of(family: str) -> str:
     """A precision tier the family serves: its first PRECISION choice, or "highest" (FP32) for a
     family without one."""
-    from autotune.kernels.space import Family
+    from autotune.kernels.family import Family
 
     param = Family.load(family).params.get("PRECISION")
     return param.choices[0] if param is not None else "highest"

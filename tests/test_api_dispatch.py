@@ -13,8 +13,9 @@ from helpers import RESULTS, fake_kernels, families, restamp
 from autotune.core.types import Problem
 from autotune.dispatch import api
 from autotune.dispatch import table as dispatch_table
+from autotune.kernels.family import Family
 from autotune.kernels.launch import GeometryCache
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.records import results, store
 
 SLUG = "nvidia-h200"
@@ -252,24 +253,24 @@ def test_arrays_off_the_gpu_are_a_type_error(array, words):
 
 
 def test_a_launch_hands_the_driver_each_argument_in_its_c_type(monkeypatch):
-    """The runner launches through cuLaunchKernel with argument slots filled in place: what the
+    """A loaded kernel launches through cuLaunchKernel with argument slots filled in place: what the
     driver would read at the launch is each argument, in order, as the kernel's C type (int,
     float, pointer, long long), the shape's integers made once and the rest set per call."""
     import ctypes
 
-    from autotune.gpu import runner
+    from autotune.gpu import launcher
 
     names = ("M", "N", "K", "alpha", "A", "lda", "B", "ldb_k", "beta", "C", "ldc", "WS", "stride_a", "stride_c")
     ints = {"M": 5, "N": 6, "K": 7, "lda": 9, "ldb_k": 8, "ldc": 6}
-    step = runner._Step(0xF00, (2, 3, 1), 128, 4096, names, ints)
+    step = launcher._Step(0xF00, (2, 3, 1), 128, 4096, names, ints)
     seen = []
 
     def launch(fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         addrs = (ctypes.c_void_p * len(names)).from_address(params)
-        got = [runner._CTYPES[n].from_address(addrs[i]).value for i, n in enumerate(names)]
+        got = [launcher._CTYPES[n].from_address(addrs[i]).value for i, n in enumerate(names)]
         seen.append(((fn, gx, gy, gz, bx, by, bz, smem, stream, extra), dict(zip(names, got, strict=True))))
 
-    monkeypatch.setattr(runner.driver, "launchKernel", launch)
+    monkeypatch.setattr(launcher.driver, "launchKernel", launch)
     values = {"A": 1 << 40, "B": 2 << 40, "C": 3 << 40, "WS": 0, "alpha": 1.5, "beta": -0.25, "stride_a": 1 << 33}
     step.launch({**values, "stride_c": -4}, 77, 0)
     step.launch({**values, "alpha": 2.0, "stride_c": 8}, 78, 9)

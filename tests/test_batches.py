@@ -11,10 +11,11 @@ from helpers import build_and_run_header_main, families, have_nvcc, refusals_mai
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
 from autotune.dispatch import table as dispatch_table
 from autotune.gpu.compile import compile_source
+from autotune.kernels.family import Family
 from autotune.kernels.launch import LONGS
 from autotune.kernels.limits import profile_for_arch
 from autotune.kernels.render import render
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.records.export import header_for_entry
 from autotune.search.evaluate import prepare
 

@@ -51,8 +51,8 @@ def test_a_record_of_the_same_source_tells_a_compiler_difference_from_a_template
     """A record that names the hash of the source it measured: a register difference on the
     same source is the compiler's (builds of one NVRTC version differ), a warning; on another
     source the template changed since, a failure, whatever the NVRTC version."""
+    from autotune.kernels.family import Family
     from autotune.kernels.render import source_digest
-    from autotune.kernels.space import Family
     from autotune.records.results import entry_config
 
     root, path = one_record

@@ -369,4 +369,9 @@ def test_a_timeout_alone_makes_the_time_the_budget(tmp_path, monkeypatch, capsys
     from autotune.kernels.render import source_digest
     from autotune.records.results import entry_config
 
-    assert entry["source"] == source_digest(Space.load("coarse2d").family.resolve(entry_config(entry)))
+    resolved = Space.load("coarse2d").family.resolve(entry_config(entry))
+    assert entry["source"] == source_digest(resolved)
+    # ... and the machine code it compiled to (check --static keys the record on that).
+    from autotune.search.evaluate import code_of
+
+    assert entry["code"] == code_of(resolved, entry["limits"]["arch"]) and len(entry["code"]) == 16

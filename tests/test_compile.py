@@ -7,9 +7,10 @@ from helpers import ROOT, families
 
 from autotune.core.types import Config, Problem, Status
 from autotune.gpu.compile import CompileError, compile_source, parse_resources
+from autotune.kernels.family import Family
 from autotune.kernels.render import DEFAULT_KERNEL, render
 from autotune.kernels.sass import analyze_cubin, find_cuobjdump
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.search.evaluate import prepare
 
 LOG = """ptxas info    : 0 bytes gmem

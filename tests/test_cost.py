@@ -6,7 +6,8 @@ import optuna
 import pytest
 
 from autotune.core.types import Config, Problem
-from autotune.kernels.space import Space, known_families
+from autotune.kernels.family import known_families
+from autotune.kernels.space import Space
 from autotune.search import cost
 from autotune.search.driver import search_family
 from autotune.search.replay import ReplayEvaluator

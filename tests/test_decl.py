@@ -5,7 +5,8 @@ import pytest
 
 from autotune.core.types import Problem, UserError
 from autotune.kernels.expr import Expr
-from autotune.kernels.space import Family, Space, known_families
+from autotune.kernels.family import Family, known_families
+from autotune.kernels.space import Space
 
 GOOD = """{#- autotune
 description: a test family

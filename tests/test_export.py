@@ -5,7 +5,7 @@ from helpers import have_nvcc
 from test_results import GPU, _entry
 
 from autotune.core.types import Problem, UserError
-from autotune.kernels.space import Family
+from autotune.kernels.family import Family
 from autotune.records.export import _arch_flags, export, header_for_entry
 from autotune.records.store import update_record
 

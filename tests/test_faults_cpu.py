@@ -247,7 +247,7 @@ def test_a_yaml_alias_bomb_is_refused_in_one_short_line(tmp_path, where):
 def test_yaml_text_and_its_values_in_messages_are_bounded(tmp_path):
     from autotune.core import yamlio
     from autotune.core.types import UserError
-    from autotune.kernels.space import Family
+    from autotune.kernels.family import Family
     from autotune.kernels.space import Space as Sp
 
     with pytest.raises(UserError, match="more than the"):

@@ -20,8 +20,9 @@ from autotune.cli import inputs as cli_inputs
 from autotune.cli import stored as cli_stored
 from autotune.core.types import Config, Problem, UserError
 from autotune.kernels import counts
+from autotune.kernels.family import Family
 from autotune.kernels.limits import load_profile
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.records.results import load_record, record_path
 from autotune.records.store import atomic_write_text
 

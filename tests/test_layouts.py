@@ -11,8 +11,9 @@ from autotune.cli.inputs import meant_for
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
 from autotune.dispatch import table as dispatch_table
 from autotune.gpu.compile import compile_source
+from autotune.kernels.family import Family
 from autotune.kernels.render import render
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.records.export import header_for_entry
 
 LAYOUTS = ["nn", "nt", "tn", "tt"]

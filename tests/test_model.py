@@ -8,7 +8,8 @@ import pytest
 
 from autotune.core.types import Config, Problem
 from autotune.dispatch import model
-from autotune.kernels.space import Family, Space
+from autotune.kernels.family import Family
+from autotune.kernels.space import Space
 
 H100 = {"sm_count": 132, "regs_per_sm": 65536, "smem_per_sm": 233472}
 ROOF = model.Roof(bytes_per_ms=3.0e9, flops_per_ms=50e9)  # 3 TB/s, 50 TFLOP/s

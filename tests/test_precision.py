@@ -9,8 +9,9 @@ import pytest
 from helpers import ROOT, restamp
 
 from autotune.core.types import Problem, Status, UserError
+from autotune.kernels.family import Family
 from autotune.kernels.limits import load_profile
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.records.results import load_record
 from autotune.search.evaluate import prepare
 

@@ -111,7 +111,7 @@ def test_a_cold_search_tries_no_seed_and_shares_no_study_with_a_seeded_one(tmp_p
 
 def test_a_template_edit_is_a_different_study(tmp_path):
     """Configs measured with other template text are other code: a study must not resume them."""
-    from autotune.kernels.space import TEMPLATE_DIR, Family
+    from autotune.kernels.family import TEMPLATE_DIR, Family
     from autotune.search.studies import study_name
 
     for name in ("coarse1d.cu.j2", "_common.cuh.j2"):

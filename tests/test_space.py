@@ -7,9 +7,10 @@ import pytest
 from helpers import ROOT, families
 
 from autotune.core.types import Config, Problem, UserError
+from autotune.kernels.family import Family, known_families
 from autotune.kernels.limits import DeviceLimits
 from autotune.kernels.render import render
-from autotune.kernels.space import Family, Space, known_families
+from autotune.kernels.space import Space
 
 FAMILIES = families()
 
@@ -475,14 +476,14 @@ def test_enumeration_of_a_space_with_no_valid_point_past_the_first_level(h100):
 def test_enumeration_in_slices_of_a_few_rows_is_the_same(family, h100, monkeypatch):
     """A level whose rows would pass CHUNK_ROWS is taken in slices, one after another: the same
     points in the same order, the same blame, whatever the slice."""
-    import autotune.kernels.space as space_module
+    import autotune.kernels.enumeration as enumeration_module
 
     sp = Space.load(family).for_problem(Problem(8, 4096, 4096))
     if family == "warptile":
         few = dict(BK=[8, 32], STAGES=[2, 4], PREFETCH=[0], SPLITK=[1, 4], MMA_ORDER=[0])
         sp = Space(sp.family, dict(sp.values, **few), [], "slice")
     whole = sp.enumerate(h100)
-    monkeypatch.setattr(space_module, "CHUNK_ROWS", 37)
+    monkeypatch.setattr(enumeration_module, "CHUNK_ROWS", 37)
     sliced = sp.enumerate(h100)
     assert sliced.valid == whole.valid and sliced.rejected == whole.rejected and len(whole.valid) > 100
     assert [c.name for c in sliced.valid] == [Config(c.family, c.params).name for c in whole.valid]

@@ -7,9 +7,10 @@ import pytest
 from autotune.cli.dry_run import _enum_key
 from autotune.core.types import Config, Problem, Status
 from autotune.gpu.compile import CompileError, compile_source
+from autotune.kernels.family import Family
 from autotune.kernels.limits import load_profile
 from autotune.kernels.render import DEFAULT_KERNEL, render
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 from autotune.search.evaluate import prepare
 
 HIGH = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="high", ACC="fp32")

@@ -9,8 +9,10 @@ import time
 
 from ..core.types import PINNED_PARAMS, Config, Problem, UserError
 from ..kernels.counts import cached_valid, store_valid
+from ..kernels.enumeration import Enumeration
+from ..kernels.family import Family
 from ..kernels.limits import DeviceLimits, profile_for_arch
-from ..kernels.space import Enumeration, Family, Space
+from ..kernels.space import Space
 from .inputs import ask_dry_run, live_limits, need_nvrtc, readable, runs_on
 
 

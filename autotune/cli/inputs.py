@@ -10,8 +10,9 @@ from pathlib import Path
 from ..core.types import Problem, UserError
 from ..core.yamlio import read_text
 from ..kernels.counts import cached_valid
+from ..kernels.family import Family, known_families
 from ..kernels.limits import DeviceLimits, profile_for_arch
-from ..kernels.space import Family, Space, known_families, read_yaml
+from ..kernels.space import Space, read_yaml
 
 # `search --table`: shapes spread over the regimes a program calls, for autotune.matmul's model
 # (autotune/dispatch/model.py) to choose from at shapes never tuned. Every regime has measurements near it:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..kernels.space import known_families
+from ..kernels.family import known_families
 from .inputs import ASK_ABOVE_S, TABLE_SHAPES, int_in
 from .options import MAX_WORKERS, arch, device, positive_int, positive_seconds, seconds, seed, shape_args
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from ..core.types import LAYOUTS, Problem, UserError
 from ..kernels.counts import cached_valid, count_valid
+from ..kernels.family import Family, known_families
 from ..kernels.limits import profile_for_arch
-from ..kernels.space import Family, Space, known_families
+from ..kernels.space import Space
 from .inputs import check_output_dir, check_output_file, parse_problem
 from .options import arch, device, shape_args, tolerance
 

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.types import PRECISIONS, Config, NoGPUError, Problem, UserError
+from ..kernels.family import Family
 from ..kernels.limits import DeviceLimits, gpu_slug, profile_for_arch
-from ..kernels.space import Family, Space
+from ..kernels.space import Space
 from .kernel import Kernel, gpu_arrays
 from .table import built_for, cached_family, table_for
 

@@ -16,7 +16,7 @@ class Kernel:
 
     def __init__(self, config: Config, arch: str, source: str = "default"):
         from ..gpu.compile import compile_source
-        from ..gpu.runner import LoadedKernel
+        from ..gpu.launcher import LoadedKernel
         from ..kernels.render import DEFAULT_KERNEL, render
 
         resolved = cached_family(config.family).resolve(config)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.types import Config, Problem, UserError
+from ..kernels.family import ROOT, Family
 from ..kernels.limits import DeviceLimits
-from ..kernels.space import ROOT, Family
 from ..records.results import entry_config, iter_records
 from ..records.validate import fastest
 from . import model

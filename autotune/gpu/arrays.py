@@ -1,10 +1,7 @@
 """The operands of `autotune.matmul` and of a loaded kernel: any CUDA array in, the same kind out.
 
-A CuPy array is used as it is. A PyTorch CUDA tensor is viewed directly (what `cupy.asarray`
-would make of it, faster), another object with `__cuda_array_interface__` (Numba, ...) through
-`cupy.asarray`, one with only `__dlpack__` through `cupy.from_dlpack`: no copy in any case. A new output is made in the
-caller's kind: torch allocates it for a torch A (so it lives in torch's caching allocator),
-Numba wraps CuPy's for a Numba A, anything else gets a cupy.ndarray.
+Each operand is first a CuPy view over its memory (interop.py: CuPy, torch, Numba, DLPack; the
+stream to work on; a new output in the caller's kind).
 
 Operands are read in place whatever their strides, as long as one of their two axes is
 contiguous: a row-major operand is read as stored, a column-major one (a transpose, a Fortran-order
@@ -17,9 +14,8 @@ against each other as `cupy.matmul` does: one strided batched launch, the matric
 operand one stride apart (0 for a 2-D operand, or a broadcast axis, shared by every matrix). An
 operand whose batch axes are not one stride apart (a slice with a step across them) is copied.
 
-Work is queued on torch's current stream when an operand is a torch tensor (where torch queued
-the work that wrote it), else on CuPy's current stream; copies, workspaces and new outputs are
-made on that stream too, so nothing runs out of order with the caller's own work.
+Copies, workspaces and new outputs are made on the launch stream (torch's current one for a
+torch operand, else CuPy's), so nothing runs out of order with the caller's own work.
 """
 
 from __future__ import annotations
@@ -29,6 +25,8 @@ import contextlib
 import cupy as cp
 import numpy as np
 from cupy_backends.cuda.api import runtime
+
+from .interop import adopt, new_output_like, torch_stream
 
 current_device = runtime.getDevice  # cheaper than cupy.cuda.Device().id, which builds an object
 
@@ -45,10 +43,6 @@ def no_device() -> str | None:
 
 _F32 = np.dtype(np.float32)
 _NDARRAY = cp.ndarray
-_DLPACK_GPU = (2, 13)  # DLPack device types a kernel can read: kDLCUDA, kDLCUDAManaged
-_GPU_KINDS = "a cupy.ndarray, a CUDA torch tensor, or an array with __cuda_array_interface__ or __dlpack__"
-_STREAMS: dict[int, cp.cuda.Stream] = {}  # raw handle of a foreign stream -> CuPy's view of it
-_STREAMS_MAX = 64
 
 
 class Operands:
@@ -112,7 +106,7 @@ def prepare(A, B, out, beta: float, trans_a: bool = False, trans_b: bool = False
         M, K, N = check(a, b, out, dev)
         c = out if out is not None else _new_output(M, N, beta)
         return _placed(a, b, c, (M, N, K), dev, cp.cuda.get_current_stream(), c)
-    stream = _torch_stream((("A", A), ("B", B), ("out", out)))
+    stream = torch_stream((("A", A), ("B", B), ("out", out)))
     if stream is None:
         return _adopted(A, B, out, beta, None, trans_a, trans_b)
     with stream:  # CuPy's current stream while the views, copies and output are made
@@ -133,7 +127,7 @@ def _adopted(A, B, out, beta: float, stream: cp.cuda.Stream | None, trans_a: boo
         lead, (M, K, N) = check_batched(a, b, c, dev)
     result, wrap = out, None
     if out is None:
-        result, c, wrap = _new_output_like(A, (*lead, M, N), beta)
+        result, c, wrap = new_output_like(A, (*lead, M, N), beta)
     if lead:
         return _placed_batch(a, b, c, lead, (M, N, K), dev, stream, result, wrap)
     return _placed(a, b, c, (M, N, K), dev, stream, result, wrap)
@@ -298,24 +292,6 @@ def _extent(x: cp.ndarray) -> tuple[int, int]:
     return low, high + x.itemsize
 
 
-def adopt(name: str, x) -> cp.ndarray:
-    """`x` as a CuPy array over the same memory, or a TypeError saying what is accepted."""
-    if isinstance(x, _NDARRAY):
-        return x
-    if _is_torch(x):
-        _check_torch(name, x)
-        return _torch_view(x)
-    if hasattr(x, "__cuda_array_interface__"):
-        return cp.asarray(x)  # waits for the stream the interface names, if any (its v3 rule)
-    if hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
-        if x.__dlpack_device__()[0] in _DLPACK_GPU:
-            return cp.from_dlpack(x)  # the producer orders its work before CuPy's current stream
-        raise TypeError(f"{name} must be on the GPU ({_GPU_KINDS}); got {_kind(x)} in host memory")
-    if isinstance(x, np.ndarray) or hasattr(x, "__array__"):
-        raise TypeError(f"{name} must be on the GPU ({_GPU_KINDS}); got {_kind(x)} in host memory")
-    raise TypeError(f"{name} must be {_GPU_KINDS}; got {_kind(x)}")
-
-
 def check(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int) -> tuple[int, int, int]:
     """(M, K, N) of float32 2-D operands on `device` that chain, with a C-contiguous `out`."""
     _check_array("A", A, device)
@@ -367,88 +343,3 @@ def _new_output(M: int, N: int, beta: float) -> cp.ndarray:
     if beta != 0:
         raise ValueError("beta != 0 needs an `out` array holding C")
     return cp.empty((M, N), dtype=cp.float32)
-
-
-def _new_output_like(A, shape: tuple[int, ...], beta: float):
-    """(what the call returns, its CuPy view, a wrapper applied after the launch or None)."""
-    if beta != 0:
-        raise ValueError("beta != 0 needs an `out` array holding C")
-    if _is_torch(A):
-        import torch
-
-        t = torch.empty(shape, dtype=torch.float32, device=A.device)  # on torch's current stream
-        return t, _torch_view(t), None
-    c = cp.empty(shape, dtype=cp.float32)
-    if type(A).__module__.startswith("numba"):
-        from numba import cuda
-
-        return None, c, cuda.as_cuda_array
-    return c, c, None
-
-
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch")  # torch is imported only when one is passed
-
-
-def _check_torch(name: str, x) -> None:
-    if x.device.type != "cuda":
-        raise TypeError(f"{name} must be on the GPU ({_GPU_KINDS}); got a torch tensor on {x.device}")
-    import torch
-
-    if x.dtype != torch.float32:
-        raise TypeError(f"{name} must be float32 (strict FP32 SGEMM), got {x.dtype}")
-    if x.requires_grad:
-        raise TypeError(f"{name} requires grad, and autotune records no autograd graph: pass {name}.detach()")
-
-
-def _torch_view(x) -> cp.ndarray:
-    """What cupy.asarray(x) makes of a float32 CUDA tensor (through its __cuda_array_interface__,
-    version 2: no stream to wait for), without building that dict in Python or asking the driver
-    which device the pointer is on: several microseconds an operand."""
-    shape, stride = tuple(x.shape), x.stride()
-    extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) if x.numel() else 0
-    mem = cp.cuda.UnownedMemory(x.data_ptr(), 4 * extent, x, x.device.index)  # x kept alive
-    return cp.ndarray(shape, _F32, cp.cuda.MemoryPointer(mem, 0), tuple(4 * s for s in stride))
-
-
-def _torch_stream(named) -> cp.cuda.Stream | None:
-    """torch's current stream on the device of the first torch operand; None without one."""
-    for name, x in named:
-        if _is_torch(x):
-            _check_torch(name, x)
-            import torch
-
-            return _foreign_stream(torch.cuda.current_stream(x.device).cuda_stream)
-    return None
-
-
-def _foreign_stream(handle: int) -> cp.cuda.Stream:
-    stream = _STREAMS.get(handle)
-    if stream is None:
-        if len(_STREAMS) >= _STREAMS_MAX:
-            del _STREAMS[next(iter(_STREAMS))]
-        stream = _STREAMS[handle] = _wrap_stream(handle)
-    return stream
-
-
-class _Handle:
-    """A raw stream handle in the CUDA stream protocol, for Stream.from_external."""
-
-    def __init__(self, handle: int):
-        self.handle = handle
-
-    def __cuda_stream__(self) -> tuple[int, int]:
-        return (0, self.handle)
-
-
-def _wrap_stream(handle: int) -> cp.cuda.Stream:
-    if handle == 0:
-        return cp.cuda.Stream.null  # the legacy default stream, torch's default
-    if hasattr(cp.cuda.Stream, "from_external"):  # CuPy 14; ExternalStream is deprecated there
-        return cp.cuda.Stream.from_external(_Handle(handle))
-    return cp.cuda.ExternalStream(handle)
-
-
-def _kind(x) -> str:
-    t = type(x)
-    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"

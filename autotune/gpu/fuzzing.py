@@ -72,14 +72,10 @@ class Executor:
 
     def reset(self) -> None:
         """Fresh state for a shrink: no workspace kept from earlier calls."""
-        from . import runner
+        from . import launcher
 
         cp.cuda.Device().synchronize()
-        workspaces = getattr(runner, "WORKSPACES", None)
-        if workspaces is not None:
-            workspaces.clear()
-        else:  # an older runner's buffers
-            runner._WORKSPACES.clear()
+        launcher.WORKSPACES.clear()
 
     def _run_group(self, group: list[Case]) -> list[Outcome]:
         prepared, outcomes = [], [None] * len(group)

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..core.cachedir import cache_folder, read_bytes, write_atomic
-from . import expr, limits, space
+from . import constraints, enumeration, expr, family, limits, space
 from .limits import DeviceLimits
 from .space import Space
 
@@ -29,7 +29,7 @@ def cache_dir() -> Path | None:
 @lru_cache(maxsize=1)
 def _filter_code() -> str:
     h = hashlib.sha1()
-    for module in (space, expr, limits):
+    for module in (space, family, constraints, enumeration, expr, limits):
         h.update(Path(module.__file__).read_bytes())
     return h.hexdigest()
 

@@ -263,20 +263,7 @@ def _was(raw: Any, param: Param, path: str, spec: Any) -> tuple[str, tuple[str, 
 def _launch(raw: Any, path: str, known: set[str]) -> Launch:
     yamlio.check_keys(raw, _LAUNCH_KEYS, path, "launch")
     config_names = frozenset(known)
-    values = []
-    raw_values = raw.get("values") or {}
-    if not isinstance(raw_values, dict):
-        raise UserError(f"{yamlio.where(path, raw, 'values')}: launch.values must map names to expressions")
-    readable = set(known) | LAUNCH_NAMES
-    for vname, text in raw_values.items():
-        at = yamlio.where(path, raw_values, vname)
-        if not isinstance(vname, str) or not _PARAM.match(vname) or vname in readable:
-            raise UserError(
-                f"{at}: launch value {yamlio.shown(vname)} must be UPPER_CASE and not a parameter, derived "
-                f"value or {sorted(LAUNCH_NAMES)}"
-            )
-        values.append((vname, _expr(text, at, f"launch.values.{vname}", readable)))
-        readable.add(vname)
+    values, readable = _launch_values(raw, path, known)
 
     def expr(key: str, default: Any = None, names=None) -> Expr | None:
         if key not in raw and default is None:
@@ -317,6 +304,33 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
         box_a=box("box_a"),
         box_b=box("box_b"),
     )
+    _check_together(launch, raw, path)
+    return launch
+
+
+def _launch_values(raw: Any, path: str, known: set[str]) -> tuple[list[tuple[str, Expr]], set[str]]:
+    """launch.values in order, each read by those after it: (the named expressions, every name
+    a launch expression may read)."""
+    values = []
+    raw_values = raw.get("values") or {}
+    if not isinstance(raw_values, dict):
+        raise UserError(f"{yamlio.where(path, raw, 'values')}: launch.values must map names to expressions")
+    readable = set(known) | LAUNCH_NAMES
+    for vname, text in raw_values.items():
+        at = yamlio.where(path, raw_values, vname)
+        if not isinstance(vname, str) or not _PARAM.match(vname) or vname in readable:
+            raise UserError(
+                f"{at}: launch value {yamlio.shown(vname)} must be UPPER_CASE and not a parameter, derived "
+                f"value or {sorted(LAUNCH_NAMES)}"
+            )
+        values.append((vname, _expr(text, at, f"launch.values.{vname}", readable)))
+        readable.add(vname)
+    return values, readable
+
+
+def _check_together(launch: Launch, raw: Any, path: str) -> None:
+    """The launch keys that only work with others: tensor maps with both boxes, packing and
+    prepared operands with a workspace to live in, a packed C with a packed B."""
     if ("tensor_maps" in raw) != (launch.box_a is not None and launch.box_b is not None):
         raise UserError(f"{yamlio.where(path, raw, 'tensor_maps')}: launch.tensor_maps, box_a and box_b go together")
     needs_workspace = (
@@ -332,7 +346,6 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
             f"{yamlio.where(path, raw, 'pack_c')}: launch.pack_c needs launch.pack_b (the kernels see C's packed "
             "pitch as N, so B must be padded to it too)"
         )
-    return launch
 
 
 def _expr(text: Any, at: str, what: str, names: set[str] | frozenset[str]) -> Expr:

@@ -1,6 +1,6 @@
 """How one config launches: named launch values, then a sequence of kernel launches.
 
-One description serves both sides: `gpu/runner.py` evaluates it per shape and launches through
+One description serves both sides: `gpu/launcher.py` evaluates it per shape and launches through
 CuPy; `export.py` renders the same values and steps to C for the exported header. A family
 declares expressions (decl.Launch); a config folds what it fixes into them (`plan_for`).
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import jinja2
 
 from ..core.types import UserError
+from .family import TEMPLATE_DIR, Resolved
 from .launch import HELPER_ITEMS
-from .space import TEMPLATE_DIR, Resolved
 
 DEFAULT_KERNEL = "autotune_sgemm"
 

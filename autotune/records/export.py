@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ..core.types import Problem, UserError
 from ..core.version import __version__
+from ..kernels.family import Family, Resolved
 from ..kernels.launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
 from ..kernels.render import render, template
-from ..kernels.space import Family, Resolved
 from .results import best_entry, entry_config, record_path
 from .store import atomic_write_text
 

@@ -18,9 +18,10 @@ from typing import Protocol
 
 from ..core.types import Config, Measurement, Problem, Status
 from ..gpu.worker import Worker, WorkerLost
+from ..kernels.constraints import resource_violations
+from ..kernels.family import Family
 from ..kernels.limits import DeviceLimits, profile_for_arch
 from ..kernels.render import DEFAULT_KERNEL, render
-from ..kernels.space import Family, resource_violations
 from .replay import load_replay
 
 

@@ -7,7 +7,8 @@ from helpers import AWKWARD_SHAPES, families, tier_of
 
 from autotune.core.types import Config, Problem, Status
 from autotune.dispatch.table import built_for
-from autotune.kernels.space import Family, Space
+from autotune.kernels.family import Family
+from autotune.kernels.space import Space
 
 pytestmark = pytest.mark.gpu
 

@@ -45,7 +45,7 @@ def test_the_fuzzer_finds_counters_left_by_another_shape(executor, monkeypatch):
     """With the workspace zeroed only when allocated (as before the fix), a fewrows kernel that
     sums split K in its workspace meets, at a shape with more tile counters, the partial sums of a
     shape with fewer: the fuzzer must call that wrong, and shrink it to the calls that show it."""
-    from autotune.gpu import runner
+    from autotune.gpu import launcher
 
     cfg = Config.make(
         "fewrows",
@@ -59,7 +59,7 @@ def test_the_fuzzer_finds_counters_left_by_another_shape(executor, monkeypatch):
     calls = [case(5120, 2560, 1), case(4096, 4096, 2), case(5120, 2560, 3)]
     executor.reset()
     assert not _wrong(executor, calls)
-    monkeypatch.setattr(runner.WORKSPACES, "zero", lambda *a: None)  # the old behaviour
+    monkeypatch.setattr(launcher.WORKSPACES, "zero", lambda *a: None)  # the old behaviour
     executor.reset()
     wrong = _wrong(executor, calls)
     assert [i for i, _, _ in wrong] == [2], wrong

@@ -99,7 +99,7 @@ def test_split_launch_correct(config, shape):
     import cupy as cp
 
     from autotune.dispatch.kernel import Kernel
-    from autotune.gpu import runner
+    from autotune.gpu import launcher
 
     M, N, K = shape
     k = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}")
@@ -129,7 +129,7 @@ def test_split_launch_correct(config, shape):
         k(a, b, out, 1.5, -0.5)
         assert float(cp.linalg.norm(out - ref) / cp.linalg.norm(ref)) < 1e-5
         if one_kernel:
-            ws = runner.WORKSPACES.held(k._kernel.workspace_key())
+            ws = launcher.WORKSPACES.held(k._kernel.workspace_key())
             assert not bool(ws[:16].any()), "counters left set for the next launch"
     _assert_c_not_read_at_beta_zero(k, a, b, ab)
 
@@ -143,9 +143,9 @@ def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
 
     from autotune.core.types import Config
     from autotune.dispatch.kernel import Kernel
-    from autotune.gpu import runner
+    from autotune.gpu import launcher
 
-    monkeypatch.setattr(runner.WORKSPACES, "budget", 1)
+    monkeypatch.setattr(launcher.WORKSPACES, "budget", 1)
     base = Space.load("warptile").seeds[0].as_dict()
     arch = f"sm_{cp.cuda.Device().compute_capability}"
     packed = Kernel(Config.make("warptile", {**base, "SCHEDULE": "data_parallel", "PACKB": 1}), arch)

@@ -8,8 +8,9 @@ import pytest
 from helpers import AWKWARD_SHAPES, families
 
 from autotune.core.types import Config, Problem, Status
+from autotune.kernels.family import Family
 from autotune.kernels.limits import load_profile
-from autotune.kernels.space import Family, Space
+from autotune.kernels.space import Space
 
 pytestmark = pytest.mark.gpu
 

@@ -1,0 +1,209 @@
+"""A compiled cubin loaded into the current CUDA context and launched: the kernels its launch
+plan names (autotune/kernels/launch.py), their arguments in ctypes slots launched by
+cuLaunchKernel, and the workspaces the launches use. The runner verifies and times kernels
+through it; autotune.matmul calls them through it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import threading
+
+import cupy as cp
+from cupy_backends.cuda.api import driver, runtime
+
+from ..kernels.launch import (
+    BATCH_GRID_MAX,
+    FLOATS,
+    INTS,
+    LONGS,
+    POINTERS,
+    TENSOR_MAPS,
+    BoundedCache,
+    GeometryCache,
+    LaunchPlan,
+    Workspaces,
+)
+from . import tensor_map
+
+# Workspaces of loaded kernels (launch.Workspaces): one per (kernel uid, device, stream), so a
+# kernel's counters never meet another kernel's packed B or partial sums, and two streams
+# running one kernel at once never share one.
+WORKSPACE_BUDGET_BYTES = 2 << 30
+
+
+def _alloc_workspace(nbytes: int, stream) -> cp.ndarray:
+    with stream:  # allocated and zeroed in order with the launches that use it
+        return cp.zeros(nbytes, dtype=cp.uint8)
+
+
+def _zero_workspace(ws: cp.ndarray, start: int, stop: int, stream) -> None:
+    runtime.memsetAsync(ws.data.ptr + start, 0, stop - start, stream.ptr)
+
+
+WORKSPACES = Workspaces(_alloc_workspace, _zero_workspace, WORKSPACE_BUDGET_BYTES)
+_uids = itertools.count()
+
+
+class LoadedKernel:
+    """A compiled cubin loaded into the current CUDA context: the kernels its launch plan names
+    (autotune/kernels/launch.py), their dynamic shared-memory opt-in, and the workspace its launches need."""
+
+    def __init__(self, cubin: bytes, kernel: str, plan: LaunchPlan):
+        self.plan = plan
+        self.module = cp.cuda.function.Module()
+        self.module.load(cubin)
+        self.fns = {suffix: self.module.get_function(kernel + suffix) for suffix in plan.kernels}
+        self.fn = self.fns[""]
+        if plan.batched and plan.kernels != ("",):
+            raise ValueError(f"a batched kernel launches alone, but this plan has steps {plan.kernels}")
+        if plan.dynamic_smem > 48 * 1024:
+            for step in plan.steps:
+                if step.dynamic_smem:
+                    driver.funcSetAttribute(
+                        self.fns[step.kernel].ptr,
+                        driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        int(plan.dynamic_smem),
+                    )
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(self.fn.ptr, plan.block, plan.dynamic_smem)
+        # Blocks of this kernel the device holds at once: a grid that waits on itself (stream-K)
+        # must not be larger.
+        self.slots = int(per_sm) * cp.cuda.Device().attributes["MultiProcessorCount"]
+        self.geometry = GeometryCache(plan, self.slots)  # geometry(M, N, K) -> Geometry
+        self._prepared = BoundedCache(self._prepare)  # (M, N, K, lda, ldb, ldc) -> (geometry, steps, ints)
+        self._lock = threading.Lock()
+        self._uid = next(_uids)
+
+    def workspace_key(self, stream=None) -> tuple[int, int, int]:
+        stream = stream if stream is not None else cp.cuda.get_current_stream()
+        return (self._uid, runtime.getDevice(), stream.ptr)
+
+    def launch(
+        self,
+        M: int,
+        N: int,
+        K: int,
+        a,
+        b,
+        c,
+        alpha: float = 1.0,
+        beta: float = 0.0,
+        stream=None,
+        pitches=None,
+        batch: int = 1,
+        strides=None,
+    ) -> None:
+        """C = alpha * op(A) @ op(B) + beta * C: the plan's launches at this shape, in order.
+        `pitches`: (lda, ldb, ldc) in floats; None for contiguous operands in the kernel's layout.
+        `batch` > 1: that many products, the matrices of A, B and C `strides` floats apart (None:
+        contiguous); a BATCHED kernel runs them in one launch, another one launch each."""
+        lda, ldb, ldc = pitches if pitches is not None else self.plan.contiguous_pitches(M, N, K)
+        if batch == 1:
+            return self._launch(M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc)
+        sa, sb, sc = strides if strides is not None else (M * K, K * N, M * N)
+        a, b, c = a.data.ptr, b.data.ptr, c.data.ptr
+        per = BATCH_GRID_MAX if self.plan.batched else 1
+        for first in range(0, batch, per):
+            at = (a + 4 * first * sa, b + 4 * first * sb, c + 4 * first * sc)
+            n = min(per, batch - first)
+            self._launch(M, N, K, *at, alpha, beta, stream, lda, ldb, ldc, (n, sa, sb, sc))
+
+    def _launch(self, M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc, batch=None) -> None:
+        geo, steps, ints = self._prepared(M, N, K, lda, ldb, ldc)
+        pb, pc = _address(b), _address(c)
+        values = {"A": _address(a), "B": pb, "B_IN": pb, "C": pc, "C_IN": pc, "alpha": alpha, "beta": beta}
+        n = 0  # grid z as planned
+        if self.plan.batched:
+            n, values["stride_a"], values["stride_b"], values["stride_c"] = batch or (1, 0, 0, 0)
+        stream = stream if stream is not None else cp.cuda.get_current_stream()
+        # The steps' argument slots are shared, and the workspace's zeroed bytes are what this
+        # launch needs only until the next one of this kernel: fill, size and launch as one.
+        with self._lock:
+            if geo.has_workspace:
+                v = geo.values
+                if v["ws_bytes"]:
+                    ws = WORKSPACES.get(self.workspace_key(stream), v["ws_bytes"], v["ws_zeroed"], stream)
+                    values["WS"] = ws.data.ptr
+                else:
+                    values["WS"] = 0
+                if v.get("pack_b"):
+                    values["B"] = values["B_PACKED"] = values["WS"] + v["pack_b_at"]
+                if v.get("pack_c"):
+                    values["C"] = values["C_PACKED"] = values["WS"] + v["pack_c_at"]
+            if self.plan.tensor_maps is not None:
+                # B as the kernel reads it (packed or not)
+                maps = self._tensor_maps(M, N, K, values["A"], values["B"], lda, ints["ldb_k"])
+                values["TMAP_A"], values["TMAP_B"] = maps
+            stream_ptr = stream.ptr
+            for step in steps:
+                if beta != 0 or not step.beta_only:
+                    step.launch(values, stream_ptr, n)
+
+    def _tensor_maps(self, M: int, N: int, K: int, a: int, b: int, lda: int, ldb: int):
+        """The maps of A and B as the SGEMM kernel reads them; zeros unless both can have one
+        (the kernel tests the same pointers and pitches and copies the tiles itself then)."""
+        if not (tensor_map.mappable(a, lda) and tensor_map.mappable(b, ldb)):
+            return tensor_map.ZEROS, tensor_map.ZEROS
+        (ia, oa), (ib, ob) = self.plan.tensor_map_shapes(M, N, K)
+        box_a, box_b = self.plan.tensor_maps
+        return tensor_map.cached(a, ia, oa, lda, box_a), tensor_map.cached(b, ib, ob, ldb, box_b)
+
+    def _prepare(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int):
+        """(geometry, its launches as _Step, the integer arguments) at one shape and pitches
+        (remembered in _prepared: building them costs more host time than a launch at a small shape)."""
+        geo = self.geometry(M, N, K)
+        v = geo.values
+        ints = dict(M=M, N=N, K=K, lda=lda, ldb=ldb, ldb_k=v["pitch_b"] if v.get("pack_b") else ldb, ldc=ldc)
+        ints["ldc_k"], ints["N_k"] = (v["pitch_c"], v["pitch_c"]) if v.get("pack_c") else (ldc, N)
+        ints.update({name: v[name] for name in ("pitch_b", "pitch_c", "tail_first") if name in v})
+        steps = []
+        for step, grid in geo.launches:
+            smem = geo.dynamic_smem if step.dynamic_smem else 0
+            steps.append(_Step(self.fns[step.kernel].ptr, grid, step.block, smem, step.args, ints, step.beta_only))
+        return geo, steps, ints
+
+
+def _address(x) -> int:
+    """A device pointer: a CuPy array's data, or an address already."""
+    return x.data.ptr if isinstance(x, cp.ndarray) else int(x)
+
+
+# Kernel arguments by C type (launch.py's names); the integers of a shape are set once per _Step,
+# the others at each launch.
+_CTYPES = (
+    dict.fromkeys(POINTERS, ctypes.c_uint64)
+    | dict.fromkeys(FLOATS, ctypes.c_float)
+    | dict.fromkeys(INTS, ctypes.c_int32)
+    | dict.fromkeys(LONGS, ctypes.c_int64)
+    | dict.fromkeys(TENSOR_MAPS, tensor_map.TensorMap)
+)
+
+
+class _Step:
+    """One kernel launch at one shape and pitches, by cuLaunchKernel: its arguments in ctypes
+    slots, the array of their addresses made once (the driver copies the values at the launch,
+    so the slots can be refilled for the next). Several microseconds less host time a launch
+    than CuPy's Function call, which converts every argument each time."""
+
+    __slots__ = ("beta_only", "block", "fn", "grid", "maps", "params", "per_call", "slots", "smem")
+
+    def __init__(self, fn: int, grid: tuple[int, int, int], block: int, smem: int, names, ints, beta_only=False):
+        self.fn, self.grid, self.block, self.smem, self.beta_only = fn, grid, block, smem, beta_only
+        self.slots = [_CTYPES[n]() for n in names]  # kept alive: params points into them
+        for slot, name in zip(self.slots, names, strict=True):
+            if name in INTS:
+                slot.value = ints[name]
+        per_call = [(slot, name) for slot, name in zip(self.slots, names, strict=True) if name not in INTS]
+        self.per_call = [(slot, name) for slot, name in per_call if name not in TENSOR_MAPS]
+        self.maps = [(slot, name) for slot, name in per_call if name in TENSOR_MAPS]  # copied in by bytes
+        array = (ctypes.c_void_p * len(names))(*(ctypes.addressof(s) for s in self.slots))
+        self.params = (array, ctypes.addressof(array))
+
+    def launch(self, values: dict, stream_ptr: int, grid_z: int) -> None:
+        for slot, name in self.per_call:
+            slot.value = values[name]
+        for slot, name in self.maps:
+            ctypes.memmove(slot, values[name], ctypes.sizeof(slot))
+        gx, gy, gz = self.grid
+        driver.launchKernel(self.fn, gx, gy, grid_z or gz, self.block, 1, 1, self.smem, stream_ptr, self.params[1], 0)

@@ -1,0 +1,57 @@
+"""What the tensor-core tiers' accuracy contract is checked with (the runner's `_contract`):
+inputs of each kind, operands rounded to TF32 as the kernels round them, the two error
+measures, and cuBLAS's gemm with TF32 products (the medium tier's bar).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import cupy as cp
+
+
+@contextlib.contextmanager
+def math_mode(tf32: bool):
+    """cuBLAS's FP32 gemm with TF32 tensor-core products inside (tf32) or strict, as before."""
+    if not tf32:
+        yield
+        return
+    from cupy_backends.cuda.libs import cublas
+
+    handle = cp.cuda.device.get_cublas_handle()
+    mode = cublas.getMathMode(handle)
+    # CUBLAS_TF32_TENSOR_OP_MATH (cublas_api.h); not every CuPy names it.
+    cublas.setMathMode(handle, getattr(cublas, "CUBLAS_TF32_TENSOR_OP_MATH", 3))
+    try:
+        yield
+    finally:
+        cublas.setMathMode(handle, mode)
+
+
+def contract_input(rng, kind: str, shape) -> cp.ndarray:
+    if kind == "uniform":
+        x = rng.random(shape, dtype=cp.float32) * 2 - 1
+    elif kind == "normal":
+        x = rng.standard_normal(shape, dtype=cp.float32)
+    else:  # "wide": 2^U(-20, 20) with a random sign
+        sign = cp.where(rng.random(shape, dtype=cp.float32) < 0.5, -1.0, 1.0)
+        x = sign * cp.exp2(rng.random(shape, dtype=cp.float64) * 40 - 20)
+    return x.astype(cp.float32)
+
+
+def tf32_rounded(x) -> cp.ndarray:
+    """x rounded to TF32 (10 mantissa bits), to nearest with ties away from zero, as the
+    kernels' cvt.rna does (finite inputs)."""
+    bits = x.view(cp.uint32)
+    return ((bits + cp.uint32(0x1000)) & cp.uint32(0xFFFFE000)).view(cp.float32)
+
+
+def contract_errors(out, ref, scale) -> tuple[float, float]:
+    """(max |out - ref| / max |ref|, median of |out - ref| / scale); inf for a result with an
+    infinity or NaN (none of the contract's inputs has one)."""
+    if bool(cp.isnan(out).any()) or bool(cp.isinf(out).any()):
+        return math.inf, math.inf
+    diff = cp.abs(out.astype(cp.float64) - ref)
+    top = float(cp.abs(ref).max())
+    return float(diff.max()) / (top if top > 0 else 1.0), float(cp.median(diff / scale))
