@@ -109,11 +109,12 @@ def test_sass_of_the_warptile_seed_is_mostly_ffma_with_wide_shared_loads():
 
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
-def test_sass_main_loop_of_a_persistent_kernel_is_its_inner_loop():
+@EVERY
+def test_sass_main_loop_of_a_persistent_kernel_is_its_inner_loop(every):
     """A persistent kernel's loop over its tiles holds the main loop twice (vector and scalar B
     copies) and more FFMA than either: the report must describe the inner, hot one."""
     seed = Space.load("warptile").seeds[0].as_dict()
-    for schedule in ("stream_k", "split_persistent"):
+    for schedule in some(("stream_k", "split_persistent"), every):
         c = compile_source(
             render(Family.load("warptile").resolve({**seed, "SCHEDULE": schedule})), "sm_90", DEFAULT_KERNEL
         )
