@@ -5,13 +5,11 @@ Importing the package does not import CuPy; only autotune.gpu touches the GPU, l
 
 # matmul and load themselves, not wrappers: a call costs no import statement (api.py imports
 # CuPy only when a GPU is used).
-from .api import load, matmul
-from .limits import DeviceLimits, load_profile
-from .space import Family, Space, known_families
-from .types import Config, Measurement, NoGPUError, Problem, Status, UserError
-
-__version__ = "0.1.0"
-
+from .core.types import Config, Measurement, NoGPUError, Problem, Status, UserError
+from .core.version import __version__
+from .dispatch.api import load, matmul
+from .kernels.limits import DeviceLimits, load_profile
+from .kernels.space import Family, Space, known_families
 
 __all__ = [
     "Config",

@@ -1,5 +1,5 @@
 """Every stored config the dispatch chooses among, timed at shapes nobody tuned: the data that
-autotune/model.py is fitted on (one set of shapes) and judged on (another).
+autotune/dispatch/model.py is fitted on (one set of shapes) and judged on (another).
 
     python benchmarks/candidates.py --out candidates.json                 # both sets below
     python benchmarks/candidates.py --sets fit --out fit.json
@@ -60,10 +60,10 @@ ROUNDS, WARMUP = 3, 2
 def _compile(args: tuple) -> str:
     """In a worker process: the config's kernel into the on-disk compile cache."""
     family, params, arch = args
+    from autotune.core.types import Config
     from autotune.gpu.compile import compile_source
-    from autotune.render import DEFAULT_KERNEL, render
-    from autotune.space import Family
-    from autotune.types import Config
+    from autotune.kernels.render import DEFAULT_KERNEL, render
+    from autotune.kernels.space import Family
 
     compile_source(render(Family.load(family).resolve(Config.make(family, params))), arch, DEFAULT_KERNEL)
     return family
@@ -102,8 +102,8 @@ def main() -> int:
 
     import cupy as cp
 
-    from autotune import api
-    from autotune.types import Problem
+    from autotune.core.types import Problem
+    from autotune.dispatch import api
 
     results = args.results or api.results_dir()
     os.environ["AUTOTUNE_RESULTS"] = str(results)

@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.evaluate import GPUEvaluator
-from autotune.types import Config, Problem
+from autotune.core.types import Config, Problem
+from autotune.search.evaluate import GPUEvaluator
 
 
 def search(problem: Problem, seed: int, families: list[str], trials: int | None, work: Path, variant: str) -> dict:

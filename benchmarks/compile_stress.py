@@ -30,8 +30,8 @@ def sources(kind: str, n: int, tag: str) -> list[tuple[str, str]]:
     # A unique line per source: NVRTC and autotune's cache never serve a compile here.
     if kind == "tiny":
         return [(TINY % "stress_kernel" + f"// {tag} {i}\n", "stress_kernel") for i in range(n)]
-    from autotune.render import DEFAULT_KERNEL, render
-    from autotune.space import Family, Space
+    from autotune.kernels.render import DEFAULT_KERNEL, render
+    from autotune.kernels.space import Family, Space
 
     fam = Family.load(kind)
     seeds = Space.load(fam).seeds

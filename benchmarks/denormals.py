@@ -18,9 +18,9 @@ def main() -> int:
     from cupy import cublas
 
     import autotune
+    from autotune.core.types import Problem
     from autotune.gpu.runner import _math_mode
-    from autotune.space import Space
-    from autotune.types import Problem
+    from autotune.kernels.space import Space
 
     sp = Space.load("mma_tf32")
     m, n, k = 64, 64, 64

@@ -43,8 +43,9 @@
 # Needs the Python wheels in .whl/ (carried), and $OUT, the folder that comes back. Every task
 # writes its log under $OUT/logs/ and prints one summary line; the sweep's results files go to
 # $OUT/results/<gpu>/. At the end all of it is packed into $OUT/logs.tar.gz, since only a few
-# files come back one by one; unpack it into benchmarks/logs/run<N>-<gpu>/ and add a line to
-# benchmarks/logs/INDEX.md. Tasks run in the order given; one failing does not stop the next.
+# files come back one by one; add a row with its figures to benchmarks/logs/INDEX.md, and commit
+# its raw files under benchmarks/logs/run<N>-<gpu>/ only where small and cited (INDEX.md says
+# why). Tasks run in the order given; one failing does not stop the next.
 set -u
 usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 [ $# -gt 0 ] || usage
@@ -135,7 +136,7 @@ while [ $# -gt 0 ]; do
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi
       timeout 540 python3 benchmarks/sweep.py --trials "$trials" --out "$L/sweep.json" > "$L/sweep.txt" 2>&1
       echo "exit $?" >> "$L/sweep.txt"
-      slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
+      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
       mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"  # to copy into the repository
       echo "sweep ($trials trials): $(grep -E 'geometric|exit' "$L/sweep.txt" | head -1)" ;;
     skinny)
@@ -145,13 +146,13 @@ while [ $# -gt 0 ]; do
       timeout 540 python3 benchmarks/sweep.py --set skinny --family fewrows fewcols --trials "$trials" --out "$L/skinny.json" \
         > "$L/skinny.txt" 2>&1
       echo "exit $?" >> "$L/skinny.txt"
-      slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
+      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
       mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"
       echo "skinny ($trials trials): $(cat "$L/bandwidth.json") $(grep -E 'geometric|exit' "$L/skinny.txt" | head -1)" ;;
     small)
       trials=30
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi
-      slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
+      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
       timeout 540 python3 benchmarks/sweep.py --set small --family all --skip-tuned --trials "$trials" \
         --copy-to "$OUT/results/$slug" --out "$L/small.json" > "$L/small.txt" 2>&1
       echo "exit $?" >> "$L/small.txt"
@@ -162,7 +163,7 @@ while [ $# -gt 0 ]; do
       timeout 540 python3 benchmarks/sweep.py --set "$set_name" --trials "$trials" --out "$L/$set_name.json" \
         > "$L/$set_name.txt" 2>&1
       echo "exit $?" >> "$L/$set_name.txt"
-      slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
+      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
       mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"
       echo "$set_name ($trials trials): $(grep -E 'geometric|exit' "$L/$set_name.txt" | head -1)" ;;
     search4096)
@@ -199,7 +200,7 @@ while [ $# -gt 0 ]; do
       rc=$?
       echo "wheel: autotune list + search --size 4096 from the wheel: exit $rc wall $(elapsed "$s") s" \
         | tee -a "$L/wheel.txt"
-      slug=$(python3 -c "from autotune.results import live_gpu_slug; print(live_gpu_slug())")
+      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
       mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/" ;;
   esac
 done

@@ -20,9 +20,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.evaluate import GPUEvaluator, default_jobs
-from autotune.space import Space
-from autotune.types import Config, Problem
+from autotune.core.types import Config, Problem
+from autotune.kernels.space import Space
+from autotune.search.evaluate import GPUEvaluator, default_jobs
 
 
 def pick(args, limits) -> list[Config]:
@@ -78,8 +78,8 @@ def main() -> None:
             print(f"  {m.status.value:>14}  {m.config.name}: {m.message[:120]}")
         entry = {"cublas": [base0, base1], "measurements": [m.to_dict() for m in ms]}
         if args.sass and ok:
-            from autotune.evaluate import prepare
-            from autotune.sass import analyze_cubin
+            from autotune.kernels.sass import analyze_cubin
+            from autotune.search.evaluate import prepare
 
             entry["sass"] = {}
             for m in ok[:3]:

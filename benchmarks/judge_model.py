@@ -1,9 +1,11 @@
-"""autotune/model.py judged on measured candidates, without a GPU: for each shape of a
+"""autotune/dispatch/model.py judged on measured candidates, without a GPU: for each shape of a
 benchmarks/candidates.py run, the config the model picks and its measured time against cuBLAS,
 and the best measured candidate (the bound on any choice).
 
-    python benchmarks/judge_model.py benchmarks/logs/run70-h100/candidates.json
-    python benchmarks/judge_model.py run124-h100/candidates.json run123-h100/candidates.json  # sets pooled
+    # the measured files are in git, not the tree (each 0.35-0.7 MB):
+    git show f0bcb97:benchmarks/logs/run70-h100/candidates.json > run70.json
+    python benchmarks/judge_model.py run70.json
+    python benchmarks/judge_model.py run124.json run123.json  # sets pooled (runs 124, 123 alike)
     python benchmarks/judge_model.py FILE --set SHARING=0.75 --set LAUNCH_US=2   # other constants
     python benchmarks/judge_model.py FILE --grid          # the search its constants were chosen by
 
@@ -24,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune import api, model
-from autotune.types import Problem
+from autotune.core.types import Problem
+from autotune.dispatch import api, model
 
 GRID = {"SHARING": (0.25, 0.5, 0.75, 1.0), "DISTANCE_WEIGHT": (0.1, 0.2, 0.3, 0.5, 0.8), "LAUNCH_US": (2.0, 4.0)}
 

@@ -61,10 +61,10 @@ def write_csv(path: Path, configs: list, strata: dict, resources: dict, tables: 
 
 def _compile(args: tuple) -> tuple[str, int, int]:
     family, params, arch = args
+    from autotune.core.types import Config
     from autotune.gpu.compile import compile_source
-    from autotune.render import DEFAULT_KERNEL, render
-    from autotune.space import Family
-    from autotune.types import Config
+    from autotune.kernels.render import DEFAULT_KERNEL, render
+    from autotune.kernels.space import Family
 
     resolved = Family.load(family).resolve(Config.make(family, params))
     try:
@@ -104,9 +104,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
-    from autotune.evaluate import GPUEvaluator
-    from autotune.space import Space
-    from autotune.types import Problem
+    from autotune.core.types import Problem
+    from autotune.kernels.space import Space
+    from autotune.search.evaluate import GPUEvaluator
 
     shapes = [Problem.parse(s) for s in args.shapes.split(",")]
     ev = GPUEvaluator()

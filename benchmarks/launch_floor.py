@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from autotune.core.types import Problem
 from autotune.gpu.runner import Runner
-from autotune.types import Problem
 
 _SOURCE = r"""
 extern "C" __global__ void at_empty(const float* A, const float* B, float* C) {}

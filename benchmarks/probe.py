@@ -36,12 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sweep import SETS
 
-from autotune.api import built_for
-from autotune.evaluate import prepare
+from autotune.core.types import Config, Problem
+from autotune.dispatch.api import built_for
 from autotune.gpu.runner import Runner
-from autotune.limits import DeviceLimits
-from autotune.results import best_entry, entry_config
-from autotune.types import Config, Problem
+from autotune.kernels.limits import DeviceLimits
+from autotune.records.results import best_entry, entry_config
+from autotune.search.evaluate import prepare
 
 
 def _changed(cfg: Config, sets: list[str]) -> Config:

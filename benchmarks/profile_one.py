@@ -16,10 +16,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.evaluate import prepare
+from autotune.core.types import Config, Problem
 from autotune.gpu.runner import Runner
-from autotune.limits import DeviceLimits
-from autotune.types import Config, Problem
+from autotune.kernels.limits import DeviceLimits
+from autotune.search.evaluate import prepare
 
 
 def main() -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from autotune.core.types import Problem
 from autotune.gpu.compile import compile_source
-from autotune.render import DEFAULT_KERNEL, render
-from autotune.results import best_entry, entry_config, resolve_gpu
-from autotune.sass import analyze_cubin, find_cuobjdump
-from autotune.space import Family
-from autotune.types import Problem
+from autotune.kernels.render import DEFAULT_KERNEL, render
+from autotune.kernels.sass import analyze_cubin, find_cuobjdump
+from autotune.kernels.space import Family
+from autotune.records.results import best_entry, entry_config, resolve_gpu
 
 
 def main() -> None:

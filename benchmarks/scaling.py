@@ -77,7 +77,7 @@ class ModelLandscape(Mapping):
     TPE sees a landscape shaped like a real one (its costs do not depend on the values)."""
 
     def __init__(self, plan, limits):
-        from autotune import cost
+        from autotune.search import cost
 
         self.by_name, self.plan, self.limits, self.cost = plan.valid_by_name, plan, limits, cost
 
@@ -94,12 +94,12 @@ class ModelLandscape(Mapping):
 
 
 def measure(args) -> None:
-    from autotune.limits import load_profile
-    from autotune.replay import ReplayEvaluator
-    from autotune.space import Space
-    from autotune.studies import make_plan, queue_plan
-    from autotune.trials import run_trials
-    from autotune.types import Problem
+    from autotune.core.types import Problem
+    from autotune.kernels.limits import load_profile
+    from autotune.kernels.space import Space
+    from autotune.search.replay import ReplayEvaluator
+    from autotune.search.studies import make_plan, queue_plan
+    from autotune.search.trials import run_trials
 
     limits = load_profile("h100")
     problem = Problem(args.size, args.size, args.size)

@@ -27,14 +27,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.cli_inputs import meant_for, runs_on
-from autotune.evaluate import GPUEvaluator, default_jobs
-from autotune.results import record_path, save_search
-from autotune.search import search
-from autotune.space import Space, known_families
-from autotune.studies import default_storage
-from autotune.trials import Progress
-from autotune.types import PRECISIONS, Problem
+from autotune.cli.inputs import meant_for, runs_on
+from autotune.core.types import PRECISIONS, Problem
+from autotune.kernels.space import Space, known_families
+from autotune.records.results import record_path, save_search
+from autotune.search.driver import search
+from autotune.search.evaluate import GPUEvaluator, default_jobs
+from autotune.search.studies import default_storage
+from autotune.search.trials import Progress
 
 SETS = {
     "standard": [

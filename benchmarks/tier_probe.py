@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.evaluate import GPUEvaluator
-from autotune.space import Space
-from autotune.types import Config, Problem
+from autotune.core.types import Config, Problem
+from autotune.kernels.space import Space
+from autotune.search.evaluate import GPUEvaluator
 
 
 def _configs(space: Space, problem: Problem, sets: list[str]) -> list[Config]:

@@ -1,5 +1,5 @@
 """autotune.matmul on shapes nobody tuned, against cuBLAS: the kernel the dispatch picks from the
-stored results alone (autotune/model.py), and what the nearest tuned shape's winner would give.
+stored results alone (autotune/dispatch/model.py), and what the nearest tuned shape's winner would give.
 
     python benchmarks/untuned.py                        # results_dir()'s records, the 20 shapes below
     python benchmarks/untuned.py --results DIR --out untuned.json
@@ -31,8 +31,8 @@ os.environ.setdefault("CUPY_TF32", "0")
 import cupy as cp
 
 import autotune
-from autotune import api
-from autotune.types import Problem
+from autotune.core.types import Problem
+from autotune.dispatch import api
 
 # Spread over the regimes of the small-shape issue and large odd shapes; none is in the table.
 SHAPES = [

@@ -41,13 +41,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.evaluate import GPUEvaluator, default_jobs
+from autotune.core.types import Config, Problem
 from autotune.gpu.compile import OPTIONS
-from autotune.render import DEFAULT_KERNEL, render
-from autotune.search import search_family
-from autotune.space import Family, Space
-from autotune.studies import default_storage
-from autotune.types import Config, Problem
+from autotune.kernels.render import DEFAULT_KERNEL, render
+from autotune.kernels.space import Family, Space
+from autotune.search.driver import search_family
+from autotune.search.evaluate import GPUEvaluator, default_jobs
+from autotune.search.studies import default_storage
 
 SPACE = {"BM": [32, 64, 128, 256], "BN": [32, 64, 128, 256], "BK": [8, 16, 32], "TM": [4, 8, 16], "TN": [4, 8]}
 # warptile's values pinned to what one Kernel Tuner launch can run (see the docstring).

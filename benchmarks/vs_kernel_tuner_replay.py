@@ -1,7 +1,10 @@
 """autotune vs Kernel Tuner by replay: the fraction of the optimum each reaches, over many seeds.
 
-    python benchmarks/vs_kernel_tuner_replay.py --landscape benchmarks/logs/run21-h200/landscape_4096.json \
-        --kt-cache benchmarks/logs/run21-h200/kt_cache_4096.json --fevals 20 --seeds 100
+    # run 21's measurements are in git, not the tree (0.1 MB each):
+    git show f0bcb97:benchmarks/logs/run21-h200/landscape_4096.json > landscape_4096.json
+    git show f0bcb97:benchmarks/logs/run21-h200/kt_cache_4096.json > kt_cache_4096.json
+    python benchmarks/vs_kernel_tuner_replay.py --landscape landscape_4096.json \
+        --kt-cache kt_cache_4096.json --fevals 20 --seeds 100
 
 A live run (vs_kernel_tuner.py) gives a few repeats, too few to tell strategies apart: 20
 evaluations of 182 points land on the optimum by luck as often as by design. Here both tools
@@ -32,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vs_kernel_tuner import kt_space
 
-from autotune.limits import profile_for_arch
-from autotune.replay import ReplayEvaluator
-from autotune.search import search_family
-from autotune.space import Family, Space
-from autotune.types import Config, Problem, Status
+from autotune.core.types import Config, Problem, Status
+from autotune.kernels.limits import profile_for_arch
+from autotune.kernels.space import Family, Space
+from autotune.search.driver import search_family
+from autotune.search.replay import ReplayEvaluator
 
 TIMEOUT_S = 60  # a replayed Kernel Tuner run takes well under a second
 # greedy_ils is left out: replayed, it loops without end on most seeds (every point costs

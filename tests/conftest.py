@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.limits import load_profile
+from autotune.kernels.limits import load_profile
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -51,7 +51,7 @@ def families() -> list[str]:
 def tier_of(family: str) -> str:
     """A precision tier the family serves: its first PRECISION choice, or "highest" (FP32) for a
     family without one."""
-    from autotune.space import Family
+    from autotune.kernels.space import Family
 
     param = Family.load(family).params.get("PRECISION")
     return param.choices[0] if param is not None else "highest"
@@ -118,9 +118,9 @@ int main() {
 
 
 def fake_kernels(monkeypatch, slug: str) -> list[tuple]:
-    """autotune.api with no GPU: the device is `slug` (sm_90), no table read before, and each
+    """autotune.dispatch.api with no GPU: the device is `slug` (sm_90), no table read before, and each
     kernel asked for is recorded as (device, config name, source) and returned as that tuple."""
-    from autotune import api
+    from autotune.dispatch import api
 
     asked = []
 
@@ -136,12 +136,12 @@ def fake_kernels(monkeypatch, slug: str) -> list[tuple]:
 
 def restamp(data: dict, keep: str = "time_ms") -> dict:
     """A record edited by a test (another problem, GFLOP/s, time or config) made to agree with
-    itself again, as a search writes one (autotune.results refuses a record that does not): each
+    itself again, as a search writes one (autotune.records.results refuses a record that does not): each
     entry of the record's problem, its GFLOP/s its time at that shape (`keep` names which of the
     two stays), its ratio its GFLOP/s over cuBLAS's, its config's name its parameters'; `best`
     the fastest. Returns `data`."""
-    from autotune.results import fastest
-    from autotune.types import Config, Problem
+    from autotune.core.types import Config, Problem
+    from autotune.records.results import fastest
 
     problem = Problem(**data["problem"])
     for entry in data["families"].values():

@@ -1,7 +1,7 @@
 """Hostile inputs and what autotune answers: one source for tests/test_hostile.py and for the
-Reliability table in README.md.
+table of bad inputs on the results page, results/README.md (README.md's Reliability links it).
 
-    python tests/hostile_cases.py --markdown      # the table, as pasted into README.md
+    python tests/hostile_cases.py --markdown      # the table, as pasted into results/README.md
 
 Each case runs `autotune ARGS` in a fresh folder that its `setup` fills. The answer is one
 `autotune: error: ...` line on stderr holding every `expect` fragment, with exit code 2, or
@@ -31,7 +31,7 @@ SLUG = "nvidia-h100-80gb-hbm3"  # the replay evaluator's GPU (the H100 profile)
 class Case:
     input: str  # what the user did, in words
     args: tuple[str, ...]  # autotune's arguments, run in the case's folder
-    answer: str  # what the README shows: the line (or the success), "…" where it varies
+    answer: str  # what the table shows: the line (or the success), "…" where it varies
     expect: tuple[str, ...] = ()  # fragments of the error line (exit 2) or of stdout (otherwise)
     code: int = 2
     setup: Callable[[Path], dict] | None = None  # fills the folder; returns environment additions
@@ -63,8 +63,8 @@ def _write(path: Path, text: str | bytes) -> Path:
 
 def replay_table(folder: Path) -> dict:
     """table.json: every valid tiled point at 1000-4000 GFLOP/s, for searches without a GPU."""
-    from autotune.limits import load_profile
-    from autotune.space import Space
+    from autotune.kernels.limits import load_profile
+    from autotune.kernels.space import Space
 
     valid = Space.load("tiled").enumerate(load_profile("h100")).valid
     _write(folder / "table.json", json.dumps({"table": {c.name: 1000.0 * (i + 1) for i, c in enumerate(valid)}}))
@@ -73,9 +73,9 @@ def replay_table(folder: Path) -> dict:
 
 def record(folder: Path, change: Callable[[dict], None] | None = None) -> dict:
     """results/<h100>/64x64x64.json with a verified tiled entry, then `change`d by hand."""
-    from autotune.limits import load_profile
-    from autotune.results import make_entry, record_path, update_record
-    from autotune.types import Config, Measurement, Problem, Status
+    from autotune.core.types import Config, Measurement, Problem, Status
+    from autotune.kernels.limits import load_profile
+    from autotune.records.results import make_entry, record_path, update_record
 
     p = Problem(64, 64, 64)
     m = Measurement(
@@ -307,7 +307,7 @@ CASES: list[Case] = [
     Case(
         "unknown family",
         ("search", "--size", "64", "--family", "nope"),
-        "autotune: error: unknown family 'nope'; known: coarse1d, coarse2d, tiled, vectorized, warptile",
+        "autotune: error: unknown family 'nope'; known: coarse1d, coarse2d, colstage, …",
         ("unknown family 'nope'",),
     ),
     Case(
@@ -973,7 +973,7 @@ def _run_with_stdout(case: Case, argv: list[str], folder: Path, env: dict) -> Ou
     return Outcome(p.returncode, "", p.stderr)
 
 
-# ---- the README table ------------------------------------------------------------------------
+# ---- the table -------------------------------------------------------------------------------
 
 
 def _cell(text: str) -> str:

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from helpers import RESULTS, fake_kernels, families, restamp
 
-from autotune import api, results
-from autotune.launch import GeometryCache
-from autotune.space import Family, Space
-from autotune.types import Problem
+from autotune.core.types import Problem
+from autotune.dispatch import api
+from autotune.kernels.launch import GeometryCache
+from autotune.kernels.space import Family, Space
+from autotune.records import results
 
 SLUG = "nvidia-h200"
 LONG_AGO_NS = 1_600_000_000 * 10**9  # 2020: a folder last changed then is past any racy window
@@ -301,9 +302,9 @@ def test_a_config_that_would_not_fit_the_device_in_the_calls_form_is_not_chosen(
     """A medium-tier wgmma record built for a `high` call keeps twice the tiles a stage (the big
     and small parts): 246,784 bytes of shared memory at BM 128, BN 64, 5 stages, past the 232,448
     a block of an H100 may have. It would not launch; the choice must not fall on it."""
-    from autotune.limits import load_profile
-    from autotune.results import update_record
-    from autotune.types import Config
+    from autotune.core.types import Config
+    from autotune.kernels.limits import load_profile
+    from autotune.records.results import update_record
 
     slug = "nvidia-h100-80gb-hbm3"
     rec = json.loads((RESULTS / slug / "4096x4096x4096.json").read_text())
@@ -324,7 +325,7 @@ def test_a_config_that_would_not_fit_the_device_in_the_calls_form_is_not_chosen(
 
 
 def test_a_chosen_kernel_that_fails_here_gives_way_to_the_fallback_with_a_warning(monkeypatch):
-    from autotune.types import Config
+    from autotune.core.types import Config
 
     def kernel(cfg, dev, arch, source):
         if source != "fallback config":

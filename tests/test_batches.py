@@ -8,15 +8,15 @@ import sys
 import pytest
 from helpers import build_and_run_header_main, families, have_nvcc, refusals_main
 
-from autotune import api
-from autotune.evaluate import prepare
-from autotune.export import header_for_entry
+from autotune.core.types import Config, Measurement, Problem, Status, UserError
+from autotune.dispatch import api
 from autotune.gpu.compile import compile_source
-from autotune.launch import LONGS
-from autotune.limits import profile_for_arch
-from autotune.render import render
-from autotune.space import Family, Space
-from autotune.types import Config, Measurement, Problem, Status, UserError
+from autotune.kernels.launch import LONGS
+from autotune.kernels.limits import profile_for_arch
+from autotune.kernels.render import render
+from autotune.kernels.space import Family, Space
+from autotune.records.export import header_for_entry
+from autotune.search.evaluate import prepare
 
 LAYOUTS = ["nn", "nt", "tn", "tt"]
 BATCHING = {"tiled", "coarse1d", "coarse2d", "vectorized", "warptile", "tiny"}  # fewrows / fewcols use grid z

@@ -11,10 +11,11 @@ import sys
 import pytest
 from helpers import RESULTS, fake_kernels, restamp
 
-from autotune import api, results
-from autotune.limits import load_profile
-from autotune.space import Space
-from autotune.types import Config, Measurement, Problem, Status, UserError
+from autotune.core.types import Config, Measurement, Problem, Status, UserError
+from autotune.dispatch import api
+from autotune.kernels.limits import load_profile
+from autotune.kernels.space import Space
+from autotune.records import results
 
 SLUG = "nvidia-h200"
 

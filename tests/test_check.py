@@ -4,10 +4,10 @@ import shutil
 import pytest
 from helpers import RESULTS, restamp
 
-from autotune.check import check_gpu, check_static
-from autotune.replay import ReplayEvaluator
-from autotune.results import iter_records
-from autotune.types import Status
+from autotune.core.types import Status
+from autotune.records.check import check_gpu, check_static
+from autotune.records.results import iter_records
+from autotune.search.replay import ReplayEvaluator
 
 SLUG = "nvidia-h100-80gb-hbm3"
 
@@ -51,9 +51,9 @@ def test_a_record_of_the_same_source_tells_a_compiler_difference_from_a_template
     """A record that names the hash of the source it measured: a register difference on the
     same source is the compiler's (builds of one NVRTC version differ), a warning; on another
     source the template changed since, a failure, whatever the NVRTC version."""
-    from autotune.render import source_digest
-    from autotune.results import entry_config
-    from autotune.space import Family
+    from autotune.kernels.render import source_digest
+    from autotune.kernels.space import Family
+    from autotune.records.results import entry_config
 
     root, path = one_record
     entry = json.loads(path.read_text())["families"]["warptile"]
@@ -87,7 +87,7 @@ def test_static_check_fails_when_a_config_breaks_a_rule(one_record):
 
 
 def _replay(root, factor=1.0, broken=()):
-    from autotune.limits import load_profile
+    from autotune.kernels.limits import load_profile
 
     table = {}
     for _p, rec in iter_records(root, SLUG):

@@ -10,8 +10,8 @@ import sys
 import pytest
 from helpers import RESULTS, ROOT
 
-from autotune.limits import load_profile
-from autotune.space import Space
+from autotune.kernels.limits import load_profile
+from autotune.kernels.space import Space
 
 NO_DEVICE = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # a GPU machine looks like one without
 
@@ -155,7 +155,7 @@ def test_export_cli_writes_a_header(tmp_path):
 
 
 def test_import_does_not_import_cupy():
-    code = "import sys, autotune, autotune.cli, autotune.search; print('cupy' in sys.modules)"
+    code = "import sys, autotune, autotune.cli, autotune.search.driver; print('cupy' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert r.stdout.strip() == "False", r.stderr
 
@@ -231,8 +231,8 @@ def test_several_shapes_dry_run(tmp_path):
 def test_search_table_is_the_representative_grid(tmp_path):
     """--table tunes every shape of cli_inputs.TABLE_SHAPES (here a dry run of one family), in
     the layout asked for; with another shape option it is an error."""
-    from autotune.cli_inputs import TABLE_SHAPES
-    from autotune.types import Problem
+    from autotune.cli.inputs import TABLE_SHAPES
+    from autotune.core.types import Problem
 
     r = run("search", "--table", "--layout", "nt", "--family", "tiled", "--dry-run", "--sample", "1", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -257,7 +257,8 @@ def test_search_times_cublas_while_it_makes_the_first_plan(tmp_path, monkeypatch
     timed cuBLAS first would never reach."""
     import threading
 
-    from autotune import cli, replay
+    from autotune import cli
+    from autotune.search import replay
 
     h100 = load_profile("h100")
     table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse1d").enumerate(h100).valid)}
@@ -279,7 +280,7 @@ def test_search_times_cublas_while_it_makes_the_first_plan(tmp_path, monkeypatch
 
 
 def test_the_default_window_is_a_trial_a_compile_thread_within_an_eighth_of_the_budget():
-    from autotune.evaluate import default_window
+    from autotune.search.evaluate import default_window
 
     assert [default_window(j, t) for j, t in ((12, 128), (16, 100), (16, 30), (2, 128), (16, 1000))] == [
         12,
@@ -294,7 +295,8 @@ def test_the_default_window_is_a_trial_a_compile_thread_within_an_eighth_of_the_
 def test_a_search_keeps_a_trial_in_flight_for_each_compile_thread(tmp_path, monkeypatch, extra, window):
     """--window's default: a trial a compile thread (--jobs), at most an eighth of the budget
     (each in flight is a result TPE's next ask lacks), at least 8."""
-    from autotune import cli, search
+    from autotune import cli
+    from autotune.search import driver as search
 
     h100 = load_profile("h100")
     table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse1d").enumerate(h100).valid)}
@@ -326,8 +328,11 @@ def test_a_timeout_alone_makes_the_time_the_budget(tmp_path, monkeypatch, capsys
     """`search --timeout SEC` without --trials measures as many configs as the time allows (it
     stopped at the default 30 before), and its record says the trials were not bounded. Each
     measurement takes 0.05 s of a fake clock: 4 s allow 80, then the trials already in flight."""
-    from autotune import cli, cli_search, replay, search, trials
-    from autotune.cli_inputs import DEFAULT_TRIALS
+    from autotune import cli
+    from autotune.cli import search as cli_search
+    from autotune.cli.inputs import DEFAULT_TRIALS
+    from autotune.search import driver as search
+    from autotune.search import replay, trials
 
     h100 = load_profile("h100")
     table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse2d").enumerate(h100).valid)}
@@ -361,7 +366,7 @@ def test_a_timeout_alone_makes_the_time_the_budget(tmp_path, monkeypatch, capsys
     assert DEFAULT_TRIALS < len(measured) < len(table)
     assert entry["search"]["trials"] is None
     # The record names the source it measured (check --static tells compiler from template by it).
-    from autotune.render import source_digest
-    from autotune.results import entry_config
+    from autotune.kernels.render import source_digest
+    from autotune.records.results import entry_config
 
     assert entry["source"] == source_digest(Space.load("coarse2d").family.resolve(entry_config(entry)))

@@ -5,12 +5,12 @@ import re
 import pytest
 from helpers import EVERY, ROOT, families, some
 
-from autotune.evaluate import prepare
+from autotune.core.types import Config, Problem, Status
 from autotune.gpu.compile import CompileError, compile_source, parse_resources
-from autotune.render import DEFAULT_KERNEL, render
-from autotune.sass import analyze_cubin, find_cuobjdump
-from autotune.space import Family, Space
-from autotune.types import Config, Problem, Status
+from autotune.kernels.render import DEFAULT_KERNEL, render
+from autotune.kernels.sass import analyze_cubin, find_cuobjdump
+from autotune.kernels.space import Family, Space
+from autotune.search.evaluate import prepare
 
 LOG = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'k_scale_c' for 'sm_90'
@@ -230,7 +230,7 @@ def test_the_evaluator_offers_the_first_compiled_candidate(monkeypatch, h100):
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    import autotune.evaluate as E
+    import autotune.search.evaluate as E
 
     release = threading.Event()
 

@@ -1,17 +1,17 @@
-"""The static cost model (autotune/cost.py) and how a search without seeds starts from it."""
+"""The static cost model (autotune/search/cost.py) and how a search without seeds starts from it."""
 
 import random
 
 import optuna
 import pytest
 
-from autotune import cost
-from autotune.replay import ReplayEvaluator
-from autotune.search import search_family
-from autotune.space import Space, known_families
-from autotune.studies import TPE_STARTUP, default_storage, make_plan
-from autotune.trials import next_neighbour
-from autotune.types import Config, Problem
+from autotune.core.types import Config, Problem
+from autotune.kernels.space import Space, known_families
+from autotune.search import cost
+from autotune.search.driver import search_family
+from autotune.search.replay import ReplayEvaluator
+from autotune.search.studies import TPE_STARTUP, default_storage, make_plan
+from autotune.search.trials import next_neighbour
 
 SQUARE = Problem(4096, 4096, 4096)
 

@@ -3,9 +3,9 @@ error naming the file and the line."""
 
 import pytest
 
-from autotune.expr import Expr
-from autotune.space import Family, Space, known_families
-from autotune.types import Problem, UserError
+from autotune.core.types import Problem, UserError
+from autotune.kernels.expr import Expr
+from autotune.kernels.space import Family, Space, known_families
 
 GOOD = """{#- autotune
 description: a test family
@@ -148,7 +148,7 @@ def test_suits_name_the_shapes_a_family_is_meant_for(tmp_path):
 
 
 def test_a_search_over_all_families_leaves_out_those_not_meant_for_the_shape(capsys, h100):
-    from autotune.cli_search import suited
+    from autotune.cli.search import suited
 
     spaces = [Space.load(f) for f in ("tiled", "fewrows", "fewcols")]
     names = lambda sps: [sp.family.name for sp in sps]  # noqa: E731
@@ -162,8 +162,8 @@ def test_a_search_over_all_families_leaves_out_those_not_meant_for_the_shape(cap
 def test_a_search_on_another_gpu_leaves_out_a_family_built_for_sm_90a(capsys, h100):
     """A tier search on an A100 runs the families it can (it used to stop: wgmma_tf32 had no
     valid point there); naming the family there is a one-line error."""
-    from autotune.cli_search import suited
-    from autotune.limits import load_profile
+    from autotune.cli.search import suited
+    from autotune.kernels.limits import load_profile
 
     a100 = load_profile("a100")
     spaces = [Space.load(f) for f in ("mma_tf32", "wgmma_tf32", "warptile")]

@@ -4,10 +4,10 @@ import pytest
 from helpers import have_nvcc
 from test_results import GPU, _entry
 
-from autotune.export import _arch_flags, export, header_for_entry
-from autotune.results import update_record
-from autotune.space import Family
-from autotune.types import Problem, UserError
+from autotune.core.types import Problem, UserError
+from autotune.kernels.space import Family
+from autotune.records.export import _arch_flags, export, header_for_entry
+from autotune.records.results import update_record
 
 HARNESS = """#include "tuned.h"
 int main() {

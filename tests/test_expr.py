@@ -3,8 +3,8 @@ import subprocess
 import pytest
 from helpers import have_nvcc
 
-from autotune.expr import Expr
-from autotune.types import UserError
+from autotune.core.types import UserError
+from autotune.kernels.expr import Expr
 
 
 def test_evaluates_integer_arithmetic_and_helpers():

@@ -3,11 +3,11 @@
 import pytest
 from helpers import families
 
-from autotune.api import fallback_config
-from autotune.evaluate import prepare
-from autotune.limits import available_profiles, load_profile
-from autotune.space import Space
-from autotune.types import Problem
+from autotune.core.types import Problem
+from autotune.dispatch.api import fallback_config
+from autotune.kernels.limits import available_profiles, load_profile
+from autotune.kernels.space import Space
+from autotune.search.evaluate import prepare
 
 
 @pytest.mark.parametrize("profile", available_profiles())

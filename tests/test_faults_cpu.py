@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.limits import load_profile
-from autotune.space import Space
+from autotune.kernels.limits import load_profile
+from autotune.kernels.space import Space
 
 ROOT = Path(__file__).resolve().parent.parent
 SLUG = "nvidia-h100-80gb-hbm3"
@@ -87,7 +87,8 @@ def test_a_storage_password_is_never_printed(tmp_path, table):
 def test_a_record_holds_no_storage_password(tmp_path, table, monkeypatch):
     """The record's command line and search.storage name the storage without its password (the
     storage itself stood in by SQLite here; against a PostgreSQL server in the test below)."""
-    from autotune import cli, studies, trials
+    from autotune import cli
+    from autotune.search import studies, trials
 
     url = f"postgresql://autotune:{PASSWORD}@db.example:5432/tune?sslpassword={PASSWORD}x"
     real = studies.make_storage
@@ -138,7 +139,7 @@ def test_a_postgresql_search_records_no_password(tmp_path, table):
     ],
 )
 def test_the_redaction_helper(given, shown):
-    from autotune import redact
+    from autotune.core import redact
 
     assert redact.url(given) == shown
     assert redact.text(f"storage {given!r}: failed") == f"storage {shown!r}: failed"
@@ -164,8 +165,8 @@ def test_report_refuses_an_output_folder_that_is_a_symbolic_link(tmp_path, searc
     line = _one_line(_cli("report", "--results", str(searched), "-o", str(tmp_path / "link")))
     assert "symbolic link" in line
     assert list(elsewhere.iterdir()) == []
-    from autotune.report import write_report
-    from autotune.types import UserError
+    from autotune.core.types import UserError
+    from autotune.records.report import write_report
 
     with pytest.raises(UserError, match="symbolic link"):  # the Python API too
         write_report(searched, SLUG, tmp_path / "link")
@@ -194,7 +195,7 @@ def test_a_report_stopped_midway_leaves_whole_files(tmp_path, searched, monkeypa
     temporary file beside it."""
     import matplotlib.figure
 
-    from autotune.report import write_report
+    from autotune.records.report import write_report
 
     out = tmp_path / "out"
     write_report(searched, SLUG, out)
@@ -244,10 +245,10 @@ def test_a_yaml_alias_bomb_is_refused_in_one_short_line(tmp_path, where):
 
 
 def test_yaml_text_and_its_values_in_messages_are_bounded(tmp_path):
-    from autotune import yamlio
-    from autotune.space import Family
-    from autotune.space import Space as Sp
-    from autotune.types import UserError
+    from autotune.core import yamlio
+    from autotune.core.types import UserError
+    from autotune.kernels.space import Family
+    from autotune.kernels.space import Space as Sp
 
     with pytest.raises(UserError, match="more than the"):
         yamlio.parse("a: [" + "1, " * 600_000 + "]", "big.yaml")
@@ -340,7 +341,7 @@ def test_a_database_an_earlier_run_left_half_made_is_repaired(tmp_path):
 
     import optuna
 
-    from autotune import studies
+    from autotune.search import studies
 
     db = tmp_path / "optuna.db"
     url = f"sqlite:///{db}"
@@ -403,7 +404,8 @@ def _connection_dropped():
 def test_a_storage_that_fails_mid_search_is_one_line_a_record_and_a_resume(
     tmp_path, table, monkeypatch, capsys, error, said
 ):
-    from autotune import cli, studies
+    from autotune import cli
+    from autotune.search import studies
 
     monkeypatch.setattr(studies, "GRACE_S", 1)  # the next run re-queues the dead run's trials soon
     monkeypatch.setattr(studies, "HEARTBEAT_S", 1)
@@ -482,7 +484,7 @@ def test_the_trial_reader_reports_each_change_once(tmp_path):
     """TrialLoop.refresh reads only what changed: new trials, state changes (a queued trial taken
     and finished between two reads among them) and running trials (a config is named after the
     ask), but not the reader's own trials in flight."""
-    from autotune import studies
+    from autotune.search import studies
 
     study = studies.open_study(
         studies.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", studies.make_sampler("random", 0)

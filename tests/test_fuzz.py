@@ -10,9 +10,9 @@ import sys
 import pytest
 from helpers import RESULTS
 
-from autotune import fuzz
-from autotune.results import iter_records
-from autotune.types import LAYOUTS, PRECISIONS, Problem, UserError
+from autotune.core.types import LAYOUTS, PRECISIONS, Problem, UserError
+from autotune.dispatch import fuzz
+from autotune.records.results import iter_records
 
 
 def test_the_same_seed_draws_the_same_cases_and_another_seed_others():
@@ -144,7 +144,7 @@ def test_interleave_keeps_both_orders_and_stream_pairs_together():
 
 
 def test_coverage_runs_every_stored_entry_in_every_form_it_has():
-    from autotune.api import _family, built_for
+    from autotune.dispatch.api import _family, built_for
 
     records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(RESULTS, "nvidia-h100-80gb-hbm3")]
     calls = fuzz.coverage(records, [], seed=1, per_kernel=2)
@@ -196,8 +196,8 @@ def test_fuzz_without_a_gpu_is_one_line(tmp_path):
 
 def test_compile_only_fills_the_cache_with_the_kernels_a_run_loads(tmp_path):
     """No GPU needed: the stored kernels (one tiled record here) and the fallback, each form."""
-    from autotune.api import fallback_config
-    from autotune.results import update_record
+    from autotune.dispatch.api import fallback_config
+    from autotune.records.results import update_record
 
     rec = json.loads((RESULTS / "nvidia-h100-80gb-hbm3" / "4096x4096x4096.json").read_text())
     tiled = rec["families"]["tiled"]

@@ -1,4 +1,4 @@
-"""Hostile input: every case of tests/hostile_cases.py (the README's Reliability table) is one
+"""Hostile input: every case of tests/hostile_cases.py (the table of bad inputs on the results page) is one
 line and exit 2, or its documented success, with nothing half-written; and the pieces behind
 them: records validated on load and merged under a lock, strict integers, the work estimate,
 the count cache, NVRTC's log."""
@@ -14,11 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from autotune import cli, cli_dry_run, cli_inputs, counts
-from autotune.limits import load_profile
-from autotune.results import atomic_write_text, load_record, record_path
-from autotune.space import Family, Space
-from autotune.types import Config, Problem, UserError
+from autotune import cli
+from autotune.cli import dry_run as cli_dry_run
+from autotune.cli import inputs as cli_inputs
+from autotune.core.types import Config, Problem, UserError
+from autotune.kernels import counts
+from autotune.kernels.limits import load_profile
+from autotune.kernels.space import Family, Space
+from autotune.records.results import atomic_write_text, load_record, record_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_cases
@@ -77,10 +80,12 @@ def test_the_table_shows_what_is_checked():
     assert len({c.input for c in CASES}) == len(CASES)
 
 
-def test_readme_holds_the_generated_table():
+def test_the_results_page_holds_the_generated_table():
     table = hostile_cases.markdown()
-    readme = (ROOT / "README.md").read_text()
-    assert table in readme, "README's Reliability table differs: paste `python tests/hostile_cases.py --markdown`"
+    page = (ROOT / "results" / "README.md").read_text()
+    assert table in page, (
+        "results/README.md's table of bad inputs differs: paste `python tests/hostile_cases.py --markdown`"
+    )
     r = subprocess.run(
         [sys.executable, "tests/hostile_cases.py", "--markdown"], cwd=ROOT, capture_output=True, text=True
     )
@@ -91,8 +96,8 @@ def test_readme_holds_the_generated_table():
 
 _WRITER = r"""
 import sys, time
-from autotune.results import make_entry, update_record
-from autotune.types import Config, Measurement, Problem, Status
+from autotune.records.results import make_entry, update_record
+from autotune.core.types import Config, Measurement, Problem, Status
 
 root, who, n, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 P = Problem(64, 64, 64)
@@ -379,8 +384,8 @@ def test_search_verbose_prints_the_whole_nvrtc_log(case_folder):
 
 _READ = """
 import resource, sys
-from autotune.types import UserError
-from autotune.yamlio import read_text
+from autotune.core.types import UserError
+from autotune.core.yamlio import read_text
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # /dev/zero read whole would pass this
 try:
     print(repr(read_text(sys.argv[1])))
@@ -433,7 +438,7 @@ def test_input_files_that_never_end_or_never_come_are_one_error(tmp_path, name, 
     ],
 )
 def test_a_replay_table_is_checked_whole_on_load(tmp_path, text, fragment):
-    from autotune.replay import load_replay
+    from autotune.search.replay import load_replay
 
     path = tmp_path / "table.json"
     path.write_text(text)
@@ -444,8 +449,8 @@ def test_a_replay_table_is_checked_whole_on_load(tmp_path, text, fragment):
 
 
 def test_a_valid_replay_table_loads_as_written(tmp_path):
-    from autotune.replay import load_replay
-    from autotune.types import Status
+    from autotune.core.types import Status
+    from autotune.search.replay import load_replay
 
     path = tmp_path / "table.json"
     path.write_text('{"table": {"tiled_TILE16": 900, "tiled_TILE8": "incorrect"}, "cublas_gflops": 5e3, "delay_s": 0}')
@@ -483,7 +488,7 @@ def test_an_unusable_cache_only_costs_time(tmp_path, monkeypatch, kind):
 
 
 def test_a_cache_write_that_fails_half_way_leaves_no_temporary_file(tmp_path, monkeypatch):
-    from autotune import cachedir
+    from autotune.core import cachedir
 
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path))
 
@@ -497,7 +502,7 @@ def test_a_cache_write_that_fails_half_way_leaves_no_temporary_file(tmp_path, mo
 
 def test_a_cache_file_gets_the_mode_the_umask_gives(tmp_path, monkeypatch):
     """As any file written: a cache folder may be shared by a team (mkstemp would make it 0600)."""
-    from autotune import cachedir
+    from autotune.core import cachedir
 
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path))
     old = os.umask(0o022)
@@ -509,7 +514,7 @@ def test_a_cache_file_gets_the_mode_the_umask_gives(tmp_path, monkeypatch):
 
 
 def test_no_home_folder_means_no_cache(monkeypatch):
-    from autotune import cachedir
+    from autotune.core import cachedir
 
     for var in ("AUTOTUNE_CACHE", "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)

@@ -7,13 +7,13 @@ import subprocess
 import pytest
 from helpers import build_and_run_header_main, families, have_nvcc, refusals_main, tier_of
 
-from autotune import api
-from autotune.cli_inputs import meant_for
-from autotune.export import header_for_entry
+from autotune.cli.inputs import meant_for
+from autotune.core.types import Config, Measurement, Problem, Status, UserError
+from autotune.dispatch import api
 from autotune.gpu.compile import compile_source
-from autotune.render import render
-from autotune.space import Family, Space
-from autotune.types import Config, Measurement, Problem, Status, UserError
+from autotune.kernels.render import render
+from autotune.kernels.space import Family, Space
+from autotune.records.export import header_for_entry
 
 LAYOUTS = ["nn", "nt", "tn", "tt"]
 
@@ -91,7 +91,7 @@ def test_dispatch_prefers_records_of_the_same_layout(tmp_path, monkeypatch, h100
     any layout, the config rebuilt for this one, skipping families that cannot read it."""
     from test_results import GPU, _entry
 
-    from autotune.results import update_record
+    from autotune.records.results import update_record
 
     wt = Space.load("warptile").fallback.as_dict()
     row = Problem(1, 4096, 4096)
@@ -207,8 +207,8 @@ def test_a_header_of_several_layouts_builds_and_dispatches_on_the_transposes(tmp
     header lacks is refused like bad arguments."""
     from test_results import GPU, _entry
 
-    from autotune.export import export
-    from autotune.results import update_record
+    from autotune.records.export import export
+    from autotune.records.results import update_record
 
     for fam, lay in [("warptile", "nn"), ("vectorized", "nt"), ("warptile", "tt")]:
         problem = Problem(64, 48, 32, lay)
@@ -232,8 +232,8 @@ def test_the_example_program_compiles_with_either_kind_of_header(tmp_path, h100,
     from helpers import ROOT
     from test_results import GPU, _entry
 
-    from autotune.export import export
-    from autotune.results import update_record
+    from autotune.records.export import export
+    from autotune.records.results import update_record
 
     shape = Problem(100, 80, 60)
     for lay in layouts:

@@ -1,4 +1,4 @@
-"""The model that carries a stored measurement to a shape nobody tuned (autotune/model.py):
+"""The model that carries a stored measurement to a shape nobody tuned (autotune/dispatch/model.py):
 occupancy, wave quantisation, the roofline, and a choice that the nearest shape would get wrong.
 No GPU: plans, limits and times are written out here."""
 
@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from autotune import model
-from autotune.space import Family, Space
-from autotune.types import Config, Problem
+from autotune.core.types import Config, Problem
+from autotune.dispatch import model
+from autotune.kernels.space import Family, Space
 
 H100 = {"sm_count": 132, "regs_per_sm": 65536, "smem_per_sm": 233472}
 ROOF = model.Roof(bytes_per_ms=3.0e9, flops_per_ms=50e9)  # 3 TB/s, 50 TFLOP/s
@@ -111,7 +111,7 @@ def test_a_streaming_kernel_pays_for_rereading_its_operand():
 def test_the_api_asks_the_model_only_where_nothing_was_measured(tmp_path):
     """A tuned shape's own record is used as measured; the candidates of another shape are every
     family's best that is meant for it (fewrows is not meant for 4096 rows)."""
-    from autotune import api
+    from autotune.dispatch import api
 
     fewrows = Config.make("fewrows", Space.load("fewrows").fallback.as_dict())
     wt = Config.make("warptile", Space.load("warptile").fallback.as_dict())

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from autotune.core.types import UserError
 from autotune.gpu import compile as nvcompile
-from autotune.types import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 LINE = 'pip install "autotune[cuda13]" (or [cuda12] for a CUDA 12 driver)'

@@ -80,7 +80,7 @@ def _env(tmp_path):
 
 def test_installed_wheel_finds_its_own_templates_and_configs(installed, tmp_path):
     code = (
-        "import json, autotune, autotune.space as s; print(json.dumps([autotune.__file__, str(s.TEMPLATE_DIR),"
+        "import json, autotune, autotune.kernels.space as s; print(json.dumps([autotune.__file__, str(s.TEMPLATE_DIR),"
         " str(s.CONFIG_DIR), s.known_families()]))"
     )
     where, templates, configs, families = json.loads(

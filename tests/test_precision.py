@@ -8,11 +8,11 @@ import sys
 import pytest
 from helpers import ROOT, restamp
 
-from autotune.evaluate import prepare
-from autotune.limits import load_profile
-from autotune.results import load_record
-from autotune.space import Family, Space
-from autotune.types import Problem, Status, UserError
+from autotune.core.types import Problem, Status, UserError
+from autotune.kernels.limits import load_profile
+from autotune.kernels.space import Family, Space
+from autotune.records.results import load_record
+from autotune.search.evaluate import prepare
 
 
 def test_a_problem_names_and_reads_back_its_precision():

@@ -3,10 +3,10 @@
 from test_cli import _one_clear_line, run
 from test_results import GPU, _entry
 
-from autotune.results import stored_priors, update_record
-from autotune.space import Space
-from autotune.studies import make_plan, queue_plan
-from autotune.types import Config, Problem
+from autotune.core.types import Config, Problem
+from autotune.kernels.space import Space
+from autotune.records.results import stored_priors, update_record
+from autotune.search.studies import make_plan, queue_plan
 
 # Three valid vectorized points that are not its seeds, and one outside its value lists (TM 3).
 A, B, C = ({"BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4}, {"BM": 64, "BN": 128, "BK": 16, "TM": 4, "TN": 8},
@@ -74,7 +74,7 @@ def test_a_worker_process_plans_the_parents_study_seeded_cold_or_with_priors(h10
     priors lost it would name another study and measure beside the one the parent queued."""
     import pickle
 
-    from autotune.parallel import portable, rebuilt
+    from autotune.search.parallel import portable, rebuilt
 
     base = Space.load("warptile")
     problem = Problem(2048, 2048, 2048)

@@ -1,4 +1,4 @@
-"""benchmarks/readme_tables.py: the README's results table from stored records, and its check."""
+"""benchmarks/readme_tables.py: the results page's tables (results/README.md) from stored records, and its check."""
 
 import subprocess
 import sys
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.results import make_entry, update_record
-from autotune.types import Config, Measurement, Problem, Status
+from autotune.core.types import Config, Measurement, Problem, Status
+from autotune.records.results import make_entry, update_record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -54,23 +54,41 @@ def test_rows_in_sweep_order_with_their_schedule(results):
     ]
 
 
-def test_check_finds_a_drifted_row_and_passes_a_regenerated_table(results, tmp_path):
-    table = "\n".join(readme_tables.table(results, "nvidia-h200"))
-    readme = tmp_path / "README.md"
-    readme.write_text(
-        f"# x\n\n## Results on an H100\n\n{table}\n\n## Results on an H200 (strict)\n\nText.\n\n{table}\n"
-    )
-    assert readme_tables.check(readme, results, "nvidia-h200") == []
-    drifted = table.replace("| 34.1 | 32.0 | 1.07x |", "| 34.0 | 32.0 | 1.06x |")
-    readme.write_text(f"## Results on an H200\n\n{drifted}\n\n## Results on an H100\n\n{table}\n")
-    (diff,) = readme_tables.check(readme, results, "nvidia-h200")
-    assert diff.startswith("1000x1000x1000: README has '| 1000x1000x1000 |") and "34.0" in diff
+def test_check_finds_a_drifted_row_and_passes_a_regenerated_page(results, tmp_path):
+    page = results / "README.md"  # where the page lives: beside the GPU folders it describes
+    page.write_text(f"# Results\n\nText.\n\n{readme_tables.BEGIN}\n{readme_tables.END}\n\nAfter.\n")
+    readme_tables.write(page, results)
+    text = page.read_text()
+    assert text.startswith("# Results\n\nText.\n\n") and text.endswith("\n\nAfter.\n")  # the rest is kept
+    assert "## NVIDIA H200\n" in text and "\n".join(readme_tables.table(results, "nvidia-h200")) in text
+    assert readme_tables.check(page, results) == []
+    page.write_text(text.replace("| 34.1 | 32.0 | 1.07x |", "| 34.0 | 32.0 | 1.06x |"))
+    diff = readme_tables.check(page, results)
+    assert [d for d in diff if d.startswith("-| 1000x1000x1000 |") and "34.0" in d]
+    assert [d for d in diff if d.startswith("+| 1000x1000x1000 |") and "34.1" in d]
     r = subprocess.run(
-        [sys.executable, "benchmarks/readme_tables.py", "--results", str(results), "--check", str(readme)],
+        [sys.executable, "benchmarks/readme_tables.py", "--results", str(results), "--check", str(page)],
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
-    assert r.returncode == 1 and "1000x1000x1000: README has" in r.stdout
-    readme.write_text("## Results on an H200\n\nno table\n")
-    assert "no table headed" in readme_tables.check(readme, results, "nvidia-h200")[0]
+    assert r.returncode == 1 and "-| 1000x1000x1000 |" in r.stdout and "--write" in r.stdout
+    page.write_text("# Results\n\nno tables\n")
+    assert "no generated block" in readme_tables.check(page, results)[0]
+
+
+def test_the_page_in_the_results_folder_is_no_gpu_and_no_record(results):
+    """results/README.md sits beside the GPU folders: every reader of the folder passes it by."""
+    from autotune.records.results import gpu_dirs, iter_records
+
+    (results / "README.md").write_text("# Results\n")
+    assert gpu_dirs(results) == ["nvidia-h200"]
+    assert len(list(iter_records(results, "nvidia-h200"))) == 4
+    r = subprocess.run(
+        [sys.executable, "-m", "autotune", "list", "--results", str(results)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "nvidia-h200" in r.stdout and "README" not in r.stdout

@@ -23,11 +23,12 @@ from helpers import ROOT, fake_kernels, have_nvcc, restamp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autotune import api, cli
-from autotune.export import c_text, export, header_for_entry
-from autotune.results import MAX_RECORD_BYTES, fastest, load_record, record_path
-from autotune.space import Space
-from autotune.types import Problem, UserError
+from autotune import cli
+from autotune.core.types import Problem, UserError
+from autotune.dispatch import api
+from autotune.kernels.space import Space
+from autotune.records.export import c_text, export, header_for_entry
+from autotune.records.results import MAX_RECORD_BYTES, fastest, load_record, record_path
 
 SLUG = hostile_cases.SLUG
 P = Problem(64, 64, 64)
@@ -137,6 +138,7 @@ def test_a_control_character_in_a_key_or_a_name_is_refused(tmp_path):
         (("families", "tiled", "config", "name"), "tiled_TILE32\n#error", "is not its parameters'"),
         (("families", "tiled", "config", "params", "TILE"), 2**40, "beyond a C int"),
         (("families", "tiled", "source"), "$(rm -rf)", "not a hash"),
+        (("families", "tiled", "code"), "../../x", "not a hash of the machine code"),
         (("families", "tiled", "command"), "x" * 20000, "more than 16384"),
     ],
 )
@@ -380,7 +382,7 @@ def test_a_record_that_would_be_refused_is_never_written(tmp_path, h100):
     that list, export or matmul would then refuse."""
     from test_results import GPU, _entry
 
-    from autotune.results import update_record
+    from autotune.records.results import update_record
 
     entry = _entry("tiled", {"TILE": 32}, 8000.0, h100, P)
     entry["ratio"] *= 2
@@ -392,8 +394,8 @@ def test_a_record_that_would_be_refused_is_never_written(tmp_path, h100):
 def test_text_around_a_measurement_is_stored_printable(tmp_path, h100):
     """A command line or a storage URL may hold a newline: the search's record is written, with
     that text escaped, rather than refused after the search."""
-    from autotune.results import make_entry, update_record
-    from autotune.types import Config, Measurement, Status
+    from autotune.core.types import Config, Measurement, Status
+    from autotune.records.results import make_entry, update_record
 
     m = Measurement(Config.make("tiled", {"TILE": 32}), P, Status.OK, time_ms=0.1, gflops=P.flops / 1e5, error=1e-7)
     command = "autotune search --size 64 --storage 'sqlite:///a\nb.db'"

@@ -3,14 +3,14 @@ import json
 import pytest
 from helpers import RESULTS
 
-from autotune.results import (
+from autotune.core.types import Config, Measurement, Problem, Status, UserError
+from autotune.records.results import (
     best_entry,
     load_record,
     make_entry,
     record_path,
     update_record,
 )
-from autotune.types import Config, Measurement, Problem, Status, UserError
 
 GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch": "sm_90"}
 P = Problem(1000, 1000, 1000)
@@ -97,7 +97,7 @@ def test_corrupted_file_is_not_overwritten(tmp_path, h100):
 
 
 def test_nearest_tuned_shape_with_and_without_a_family():
-    from autotune.api import nearest_entry
+    from autotune.dispatch.api import nearest_entry
 
     root = RESULTS
     shape, entry = nearest_entry(Problem(4000, 4100, 4096), GPU["slug"], root)
@@ -111,7 +111,7 @@ def test_nearest_tuned_shape_with_and_without_a_family():
 
 
 def test_several_gpus_resolve_to_the_named_one_or_this_machines(tmp_path, h100, monkeypatch):
-    from autotune import results
+    from autotune.records import results
 
     small = Problem(64, 64, 64)
     for slug in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autotune.limits import load_profile
-from autotune.space import Space
-from autotune.types import UserError
+from autotune.core.types import UserError
+from autotune.kernels.limits import load_profile
+from autotune.kernels.space import Space
 
 ROOT = Path(__file__).resolve().parent.parent
 SLUG = "nvidia-h100-80gb-hbm3"
@@ -146,7 +146,7 @@ def test_a_retry_of_a_measured_trial_is_recorded_from_its_measurement(tmp_path, 
 def test_a_trial_asked_but_never_named_is_failed(tmp_path, monkeypatch):
     """Killed between asking a trial and its first heartbeat, a worker leaves a RUNNING trial
     that Optuna never calls stale (found by the kill -9 test): the next run fails it."""
-    from autotune import studies
+    from autotune.search import studies
 
     study = studies.open_study(studies.make_storage(f"sqlite:///{tmp_path}/s.db"), "s", studies.make_sampler("tpe", 0))
     orphan = study.ask()  # no config, no parameters, no heartbeat

@@ -53,11 +53,11 @@ def test_timeline_sums_each_workers_trials_from_the_study(tmp_path, h100):
     trials, the evaluations' seconds (here the replay's delay) and the host's."""
     import random
 
-    from autotune.replay import ReplayEvaluator
-    from autotune.search import search_family
-    from autotune.space import Space
-    from autotune.studies import default_storage
-    from autotune.types import Problem
+    from autotune.core.types import Problem
+    from autotune.kernels.space import Space
+    from autotune.search.driver import search_family
+    from autotune.search.replay import ReplayEvaluator
+    from autotune.search.studies import default_storage
 
     sp = Space.load("coarse2d")
     valid = sp.enumerate(h100).valid

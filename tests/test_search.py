@@ -4,11 +4,11 @@ import random
 
 import pytest
 
-from autotune.replay import ReplayEvaluator
-from autotune.search import search, search_family
-from autotune.space import Space
-from autotune.studies import default_storage
-from autotune.types import Problem, Status, UserError
+from autotune.core.types import Problem, Status, UserError
+from autotune.kernels.space import Space
+from autotune.search.driver import search, search_family
+from autotune.search.replay import ReplayEvaluator
+from autotune.search.studies import default_storage
 
 P = Problem(512, 512, 512)
 
@@ -111,8 +111,8 @@ def test_a_cold_search_tries_no_seed_and_shares_no_study_with_a_seeded_one(tmp_p
 
 def test_a_template_edit_is_a_different_study(tmp_path):
     """Configs measured with other template text are other code: a study must not resume them."""
-    from autotune.space import TEMPLATE_DIR, Family
-    from autotune.studies import study_name
+    from autotune.kernels.space import TEMPLATE_DIR, Family
+    from autotune.search.studies import study_name
 
     for name in ("coarse1d.cu.j2", "_common.cuh.j2"):
         (tmp_path / name).write_text((TEMPLATE_DIR / name).read_text())
@@ -144,7 +144,7 @@ def test_timeout_stops_the_search(tmp_path, h100):
 
 
 def test_unreachable_storage_is_a_user_error(h100):
-    from autotune.types import UserError
+    from autotune.core.types import UserError
 
     sp = Space.load("tiled")
     with pytest.raises(UserError, match="storage"):
@@ -162,7 +162,7 @@ def _one_step_apart(a, b, space) -> bool:
 def test_tpe_spends_its_last_share_on_neighbours_of_the_best(tmp_path, h100):
     import optuna
 
-    from autotune import trials as T
+    from autotune.search import trials as T
 
     sp = Space.load("coarse2d")
     sp.seeds = []
@@ -213,7 +213,7 @@ def test_a_deadline_gives_its_last_share_of_time_to_neighbours(tmp_path, h100):
 def test_a_grid_larger_than_its_queue_chunk_is_measured_whole_once(tmp_path, h100, monkeypatch):
     """A grid's points are queued a chunk at a time (a whole large space up front took most of
     an hour of database writes); a worker whose queue runs dry queues the next."""
-    from autotune import studies
+    from autotune.search import studies
 
     monkeypatch.setattr(studies, "GRID_CHUNK", 7)
     sp = Space.load("coarse1d")
@@ -237,8 +237,8 @@ def test_a_worker_with_its_own_seed_queues_no_grid_point_past_the_budget(tmp_pat
     """Worker processes sample with seeds of their own (parallel.WORKER_SEED_STRIDE); the grid's
     order is the study's, so a worker whose queue runs dry finds the budget all queued (three
     workers once measured 61 points of a 60-point grid)."""
-    from autotune import studies
-    from autotune.parallel import WORKER_SEED_STRIDE
+    from autotune.search import studies
+    from autotune.search.parallel import WORKER_SEED_STRIDE
 
     monkeypatch.setattr(studies, "GRID_CHUNK", 25)
     sp = Space.load("coarse1d")
@@ -274,7 +274,7 @@ def test_random_search_has_no_neighbour_phase(tmp_path, h100):
 
 
 def test_tpe_asks_its_random_start_at_once_then_keeps_a_window(tmp_path, h100):
-    from autotune import studies as S
+    from autotune.search import studies as S
 
     class Recording(ReplayEvaluator):
         def prefetch(self, configs, problem):
@@ -303,7 +303,7 @@ def test_tpe_asks_its_random_start_at_once_then_keeps_a_window(tmp_path, h100):
 def test_plan_ahead_compiles_the_first_window_the_search_then_asks(tmp_path, h100):
     """plan_ahead (made while cuBLAS is timed) hands the evaluator the configs the first asks
     will get; the search then runs on that plan."""
-    from autotune.search import plan_ahead, search
+    from autotune.search.driver import plan_ahead, search
 
     class Recording(ReplayEvaluator):
         def prefetch(self, configs, problem):
@@ -348,7 +348,7 @@ def test_the_search_runs_whichever_candidate_is_ready_first(tmp_path, h100):
 
 
 def test_one_storage_per_url_until_its_file_is_gone(tmp_path):
-    from autotune.studies import make_storage
+    from autotune.search.studies import make_storage
 
     url = default_storage(tmp_path, "t")
     first = make_storage(url)
@@ -366,7 +366,7 @@ def test_a_new_database_created_by_another_process_at_the_same_moment_is_opened(
     import optuna
     import sqlalchemy.exc
 
-    from autotune import studies
+    from autotune.search import studies
 
     url = default_storage(tmp_path, "t")
     real_init, calls = studies._SQLiteStorage.__init__, []
@@ -420,7 +420,7 @@ def _invalid_point(space, limits):
     """A config inside the space's value lists that the static filter rejects."""
     import itertools
 
-    from autotune.types import Config
+    from autotune.core.types import Config
 
     valid = {c.name for c in space.enumerate(limits).valid}
     for combo in itertools.product(*space.values.values()):
@@ -480,8 +480,8 @@ def test_grid_stops_when_its_queue_is_taken(tmp_path, h100):
     taken by someone else), the next ask is pruned as unplanned and the worker stops."""
     import optuna
 
-    from autotune.studies import plan_family
-    from autotune.trials import run_trials
+    from autotune.search.studies import plan_family
+    from autotune.search.trials import run_trials
 
     sp = Space.load("coarse1d")
     sp.seeds = []
@@ -533,7 +533,7 @@ def test_the_search_and_the_gpu_workers_parent_side_import_no_cupy():
     import sys
 
     code = (
-        "import sys, autotune.parallel, autotune.search, autotune.replay, autotune.gpu.worker; "
+        "import sys, autotune.search.parallel, autotune.search.driver, autotune.search.replay, autotune.gpu.worker; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'cupy'))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -563,8 +563,8 @@ def test_a_worker_waits_for_the_start_up_the_others_measure(tmp_path, h100):
     waits until the start-up is measured. Alone, it does not wait."""
     from optuna.trial import TrialState
 
-    from autotune.studies import TPE_STARTUP, plan_family
-    from autotune.trials import TrialLoop
+    from autotune.search.studies import TPE_STARTUP, plan_family
+    from autotune.search.trials import TrialLoop
 
     sp = Space.load("coarse2d").without_seeds()
     valid, table = _table(sp, h100)
@@ -596,7 +596,7 @@ def test_a_shared_sqlite_study_is_read_while_another_process_writes(tmp_path, h1
     import sqlite3
     import threading
 
-    from autotune.studies import make_storage
+    from autotune.search.studies import make_storage
 
     sp = Space.load("coarse2d")
     _, table = _table(sp, h100)
@@ -643,7 +643,7 @@ def test_search_window_sets_the_trials_in_flight_a_worker(tmp_path, h100, monkey
     """`search --window N`: the trial loop keeps N trials in flight (the default 8)."""
     import json
 
-    import autotune.search as search_module
+    import autotune.search.driver as search_module
     from autotune import cli
 
     sp = Space.load("coarse2d")
@@ -663,7 +663,7 @@ def test_search_window_sets_the_trials_in_flight_a_worker(tmp_path, h100, monkey
 def test_a_file_system_without_flock_keeps_sqlite_s_own_wait(tmp_path, h100, monkeypatch):
     """Where the OS lock cannot be taken (a network file system without flock), writes go on
     under SQLite's own locking, as before the OS lock existed."""
-    from autotune import studies
+    from autotune.search import studies
 
     def no_flock(*_args):
         raise OSError(37, "No locks available")

@@ -6,10 +6,10 @@ import random
 import pytest
 from helpers import ROOT, families
 
-from autotune.limits import DeviceLimits
-from autotune.render import render
-from autotune.space import Family, Space, known_families
-from autotune.types import Config, Problem, UserError
+from autotune.core.types import Config, Problem, UserError
+from autotune.kernels.limits import DeviceLimits
+from autotune.kernels.render import render
+from autotune.kernels.space import Family, Space, known_families
 
 FAMILIES = families()
 
@@ -485,7 +485,7 @@ def test_enumeration_of_a_space_with_no_valid_point_past_the_first_level(h100):
 def test_enumeration_in_slices_of_a_few_rows_is_the_same(family, h100, monkeypatch):
     """A level whose rows would pass CHUNK_ROWS is taken in slices, one after another: the same
     points in the same order, the same blame, whatever the slice."""
-    import autotune.space as space_module
+    import autotune.kernels.space as space_module
 
     sp = Space.load(family).for_problem(Problem(8, 4096, 4096))
     if family == "warptile":
@@ -503,8 +503,8 @@ def test_the_readmes_family_table_lists_every_family_with_its_valid_space(h100, 
     points that pass the static filter under sm_90's limits, as `autotune list --count` prints."""
     import re
 
-    from autotune.counts import count_valid
-    from autotune.limits import profile_for_arch
+    from autotune.kernels.counts import count_valid
+    from autotune.kernels.limits import profile_for_arch
 
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path))  # counted now, not read from a cache
     rows = {}

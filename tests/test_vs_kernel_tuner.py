@@ -14,8 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import vs_kernel_tuner as vkt  # noqa: E402 - after the sys.path line that finds benchmarks/
 
-from autotune.limits import load_profile  # noqa: E402
-from autotune.types import Config, Problem  # noqa: E402
+from autotune.core.types import Config, Problem  # noqa: E402
+from autotune.kernels.limits import load_profile  # noqa: E402
 
 LIMITS = load_profile("h100")
 

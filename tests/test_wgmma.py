@@ -4,13 +4,13 @@ and its kernel compiled the way the search compiles it."""
 
 import pytest
 
-from autotune.cli_dry_run import _enum_key
-from autotune.evaluate import prepare
+from autotune.cli.dry_run import _enum_key
+from autotune.core.types import Config, Problem, Status
 from autotune.gpu.compile import CompileError, compile_source
-from autotune.limits import load_profile
-from autotune.render import DEFAULT_KERNEL, render
-from autotune.space import Family, Space
-from autotune.types import Config, Problem, Status
+from autotune.kernels.limits import load_profile
+from autotune.kernels.render import DEFAULT_KERNEL, render
+from autotune.kernels.space import Family, Space
+from autotune.search.evaluate import prepare
 
 HIGH = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="high", ACC="fp32")
 
@@ -64,7 +64,7 @@ def test_a_tier_search_keeps_the_seeds_that_fit_it_and_rejects_mistaken_ones(tmp
     """Seeds name their tier; built for the other tier, a medium seed's 128 x 256 tiles need more
     shared memory and registers than high has: that search leaves it out (it used to stop the
     whole search). A seed outside the value lists is still an error naming the file."""
-    from autotune.studies import make_plan
+    from autotune.search.studies import make_plan
 
     h100 = load_profile("h100")
     space = Space.load("wgmma_tf32")

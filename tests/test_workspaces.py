@@ -6,7 +6,7 @@ split sums and warptile's stream-K do."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotune.launch import Workspaces
+from autotune.kernels.launch import Workspaces
 
 
 class _Buffer:

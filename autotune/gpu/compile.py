@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
-from ..cachedir import cache_folder, read_bytes, write_atomic
-from ..types import UserError
+from ..core.cachedir import cache_folder, read_bytes, write_atomic
+from ..core.types import UserError
 
 OPTIONS = ("--std=c++17", "-default-device", "-Xptxas=-v")
 

@@ -1,4 +1,4 @@
-"""Fuzz cases (autotune.fuzz.Case) on the device: their arrays, the call, the FP64 reference and
+"""Fuzz cases (autotune.dispatch.fuzz.Case) on the device: their arrays, the call, the FP64 reference and
 the element-by-element check.
 
 Every operand lies inside a larger buffer whose bytes outside the operand are NaN: a kernel that
@@ -21,7 +21,7 @@ import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 
 if TYPE_CHECKING:
-    from ..fuzz import Case
+    from ..dispatch.fuzz import Case
 
 _FATAL = (driver.CUDADriverError, runtime.CUDARuntimeError)
 

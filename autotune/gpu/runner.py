@@ -1,6 +1,6 @@
 """The GPU side of an evaluation: load a cubin, verify against cuBLAS, time with CUDA events.
 
-Runs inside the worker process (autotune.evaluate), the only place that holds a CUDA context,
+Runs inside the worker process (autotune.search.evaluate), the only place that holds a CUDA context,
 so a candidate that faults or hangs takes only the worker down. Everything here returns
 plain dicts (they cross a pipe).
 """
@@ -21,7 +21,7 @@ import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 from cupy_backends.cuda.libs import nvrtc
 
-from ..launch import (
+from ..kernels.launch import (
     BATCH_GRID_MAX,
     FLOATS,
     INTS,
@@ -114,7 +114,7 @@ _uids = itertools.count()
 
 class LoadedKernel:
     """A compiled cubin loaded into the current CUDA context: the kernels its launch plan names
-    (autotune/launch.py), their dynamic shared-memory opt-in, and the workspace its launches need."""
+    (autotune/kernels/launch.py), their dynamic shared-memory opt-in, and the workspace its launches need."""
 
     def __init__(self, cubin: bytes, kernel: str, plan: LaunchPlan):
         self.plan = plan

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 import functools
 
-from ..launch import TENSOR_MAP_BYTES, BoundedCache
+from ..kernels.launch import TENSOR_MAP_BYTES, BoundedCache
 
 # cuda.h's enumerators
 _TFLOAT32 = 11  # CU_TENSOR_MAP_DATA_TYPE_TFLOAT32: the copy rounds each float to TF32 (nearest)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-from ..types import Status
+from ..core.types import Status
 
 
 def serve(conn, device_id: int) -> None:  # pragma: no cover - runs on a GPU machine

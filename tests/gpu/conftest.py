@@ -22,7 +22,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def gpu_evaluator():
-    from autotune.evaluate import GPUEvaluator
+    from autotune.search.evaluate import GPUEvaluator
 
     ev = GPUEvaluator(0, timeout_s=60)
     yield ev

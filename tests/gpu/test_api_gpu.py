@@ -10,9 +10,9 @@ import pytest
 from helpers import RESULTS
 
 import autotune
-from autotune.api import nearest_entry
-from autotune.results import entry_config
-from autotune.types import Problem
+from autotune.core.types import Problem
+from autotune.dispatch.api import nearest_entry
+from autotune.records.results import entry_config
 
 pytestmark = pytest.mark.gpu
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.gpu
 def _stored_results(tmp_path_factory, monkeypatch):
     """This GPU's stored results: the H200 fixtures (sm_90: a split launch at 4096^3, split-K with
     packed B at 4097^3), filed under this machine's GPU, so that no test reads results/."""
-    from autotune.results import live_gpu_slug
+    from autotune.records.results import live_gpu_slug
 
     root = tmp_path_factory.getbasetemp() / "api-results"
     if not root.exists():
@@ -52,10 +52,10 @@ def test_matmul_is_correct(shape):
 
 
 def test_load_uses_the_stored_config_predicted_fastest():
-    """A shape not tuned: the config autotune.model predicts fastest among the stored ones (its
+    """A shape not tuned: the config autotune.dispatch.model predicts fastest among the stored ones (its
     record and predicted time in the source); a tuned shape: its own record, as measured."""
-    from autotune import api
-    from autotune.results import live_gpu_slug
+    from autotune.dispatch import api
+    from autotune.records.results import live_gpu_slug
 
     slug = live_gpu_slug()
     k = autotune.load("4000x4100x4096")
@@ -243,9 +243,10 @@ def test_numba_arrays_in_numba_array_out():
 
 
 def test_a_repeated_call_reads_no_record_and_loads_no_kernel(monkeypatch):
-    from autotune import api, results
+    from autotune.dispatch import api
     from autotune.gpu import runner
-    from autotune.results import live_gpu_slug
+    from autotune.records import results
+    from autotune.records.results import live_gpu_slug
 
     folder = Path(os.environ["AUTOTUNE_RESULTS"]) / live_gpu_slug()
     os.utime(folder, ns=(LONG_AGO_NS, LONG_AGO_NS))  # a table read now is trusted at once

@@ -10,12 +10,12 @@ from helpers import have_nvcc, run_example_program
 from test_correctness import CONFIGS
 
 import autotune
-from autotune.api import built_for
-from autotune.export import export
+from autotune.core.types import Problem, Status
+from autotune.dispatch.api import built_for
 from autotune.gpu import arrays
-from autotune.results import update_record
-from autotune.space import Family, Space
-from autotune.types import Problem, Status
+from autotune.kernels.space import Family, Space
+from autotune.records.export import export
+from autotune.records.results import update_record
 
 pytestmark = pytest.mark.gpu
 

@@ -5,9 +5,9 @@ import random
 import pytest
 from helpers import AWKWARD_SHAPES, families, tier_of
 
-from autotune.api import built_for
-from autotune.space import Family, Space
-from autotune.types import Config, Problem, Status
+from autotune.core.types import Config, Problem, Status
+from autotune.dispatch.api import built_for
+from autotune.kernels.space import Family, Space
 
 pytestmark = pytest.mark.gpu
 
@@ -19,7 +19,7 @@ FAMILIES = [f for f in families() if tier_of(f) == "highest"]
 def _configs() -> list[Config]:
     """Each family's seeds plus a few random valid points (fixed seed), and warptile's
     split-K, pipeline-depth, padding, schedule, A-as-stored and 16-row tile variants."""
-    from autotune.limits import load_profile
+    from autotune.kernels.limits import load_profile
 
     lim = load_profile("h100")
     rng = random.Random(7)

@@ -5,8 +5,8 @@ between launches."""
 import pytest
 from helpers import RESULTS
 
-from autotune import fuzz
-from autotune.types import Config, Problem
+from autotune.core.types import Config, Problem
+from autotune.dispatch import fuzz
 
 pytestmark = pytest.mark.gpu
 
@@ -31,8 +31,8 @@ def test_random_problems_through_matmul_are_right(executor, monkeypatch, seed):
 
 
 def test_every_stored_kernel_is_right_near_its_shape_in_every_form(executor, monkeypatch):
-    from autotune.api import fallback_config
-    from autotune.results import iter_records
+    from autotune.dispatch.api import fallback_config
+    from autotune.records.results import iter_records
 
     monkeypatch.setenv("AUTOTUNE_RESULTS", str(RESULTS))
     records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(RESULTS, "nvidia-h100-80gb-hbm3")]

@@ -8,11 +8,11 @@ from helpers import AWKWARD_SHAPES, ROOT, have_nvcc, run_example_program
 from test_correctness import A_ROWS_CONFIGS, CONFIGS
 
 import autotune
-from autotune.api import built_for
-from autotune.export import export
-from autotune.results import update_record
-from autotune.space import Family, Space
-from autotune.types import Problem, Status
+from autotune.core.types import Problem, Status
+from autotune.dispatch.api import built_for
+from autotune.kernels.space import Family, Space
+from autotune.records.export import export
+from autotune.records.results import update_record
 
 pytestmark = pytest.mark.gpu
 

@@ -140,8 +140,8 @@ def test_exported_stream_k_header_with_packed_b_runs(tmp_path, schedule, shape):
     frees it all); a split launch scales the tail's tiles of C, runs the main kernel where whole
     waves exist (the second shape) and then the tail; in one kernel (split_persistent and
     split_fused), the kernel does all of that over a zeroed workspace."""
-    from autotune.export import header_for_entry
-    from autotune.space import Space
+    from autotune.kernels.space import Space
+    from autotune.records.export import header_for_entry
 
     seeds = Space.load("warptile").seeds
     seed = next(c for c in seeds if c["SCHEDULE"] == "stream_k") if schedule == "stream_k" else seeds[0]

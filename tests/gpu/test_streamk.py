@@ -5,7 +5,7 @@ difference between two launches on the same inputs is a race in the hand-over.""
 
 import pytest
 
-from autotune.space import Space
+from autotune.kernels.space import Space
 
 pytestmark = pytest.mark.gpu
 
@@ -40,7 +40,7 @@ def _assert_c_not_read_at_beta_zero(k, a, b, ab):
 def test_stream_k_correct_and_repeatable(config, shape):
     import cupy as cp
 
-    from autotune.api import Kernel
+    from autotune.dispatch.api import Kernel
 
     M, N, K = shape
     k = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}")
@@ -62,7 +62,7 @@ def test_stream_k_correct_and_repeatable(config, shape):
 
 
 def _split_configs():
-    from autotune.types import Config
+    from autotune.core.types import Config
 
     base = Space.load("warptile").seeds[0].as_dict()
     return [
@@ -98,7 +98,7 @@ def test_split_launch_correct(config, shape):
     would add into tiles not yet scaled)."""
     import cupy as cp
 
-    from autotune.api import Kernel
+    from autotune.dispatch.api import Kernel
     from autotune.gpu import runner
 
     M, N, K = shape
@@ -141,9 +141,9 @@ def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
     correct."""
     import cupy as cp
 
-    from autotune.api import Kernel
+    from autotune.core.types import Config
+    from autotune.dispatch.api import Kernel
     from autotune.gpu import runner
-    from autotune.types import Config
 
     monkeypatch.setattr(runner.WORKSPACES, "budget", 1)
     base = Space.load("warptile").seeds[0].as_dict()

@@ -7,9 +7,9 @@ import random
 import pytest
 from helpers import AWKWARD_SHAPES, families
 
-from autotune.limits import load_profile
-from autotune.space import Family, Space
-from autotune.types import Config, Problem, Status
+from autotune.core.types import Config, Problem, Status
+from autotune.kernels.limits import load_profile
+from autotune.kernels.space import Family, Space
 
 pytestmark = pytest.mark.gpu
 
@@ -100,8 +100,8 @@ def test_tier_kernels_run_a_strided_batch(gpu_evaluator):
 def test_the_high_contract_rejects_a_one_product_kernel():
     """A medium (one TF32 product) kernel run against high's contract, bypassing the static
     filter that would reject it: its errors, some 100x FP32's, are named in the reason."""
-    from autotune.evaluate import prepare
     from autotune.gpu.runner import Runner
+    from autotune.search.evaluate import prepare
 
     fam = TIER_FAMILIES[0]
     sp = Space.load(fam)
@@ -153,9 +153,9 @@ def test_matmul_at_a_tier_runs_the_wgmma_record_and_is_right(tmp_path, monkeypat
     by it. Hopper only."""
     import cupy as cp
 
-    from autotune import api
-    from autotune.results import live_gpu_slug, make_entry, update_record
-    from autotune.types import Measurement
+    from autotune.core.types import Measurement
+    from autotune.dispatch import api
+    from autotune.records.results import live_gpu_slug, make_entry, update_record
 
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("wgmma_tf32 runs on sm_90 only")

@@ -1,0 +1,245 @@
+"""`autotune search`: tune each shape, record the best, print the summary."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from ..core import redact
+from ..core.types import Problem, UserError
+from ..kernels.space import Space
+from .dry_run import compile_log, config_from_name, dry_run_all, indent
+from .inputs import (
+    ask_search,
+    check_results_writable,
+    load_spaces,
+    meant_for,
+    need_nvrtc,
+    parse_problems,
+    runs_on,
+    trials_of,
+)
+
+
+def cmd_search(args) -> int:
+    # --timeout alone: the clock is the budget (its record says trials null).
+    args.timed_only = args.trials is None and args.timeout is not None
+    args.trials = trials_of(args)
+    problems = parse_problems(args)
+    spaces = load_spaces(args)
+    prior_folders(args)  # an unknown GPU is an error before the GPU is touched
+    if args.dry_run:
+        return dry_run_all(args, spaces, problems)
+    from ..search.evaluate import build_evaluator, default_jobs, default_window
+
+    args.window = args.window or default_window(args.jobs or default_jobs(), args.trials)
+    if not args.yes:
+        ask_search(args, spaces, problems, args.jobs or default_jobs())
+    if args.replay:
+        spec = {"kind": "replay", "path": args.replay, "arch": args.arch}
+    else:
+        need_nvrtc()
+        spec = {
+            "kind": "gpu",
+            "device": args.device,
+            "arch": args.arch,
+            "timeout_s": args.candidate_timeout,
+            "seed": args.seed,
+            "jobs": args.jobs or default_jobs(),
+        }
+    try:
+        ev = build_evaluator(spec)
+    except RuntimeError as exc:
+        raise UserError(f"no usable GPU ({exc}); 'autotune search --dry-run' works without one") from None
+    try:
+        check_results_writable(args.results, ev.limits.slug, problems, args.storage)
+        return max(search_one(args, spaces, problem, ev, spec) for problem in problems)
+    finally:
+        ev.close()
+
+
+def suited(spaces: list[Space], problem: Problem, named: bool, limits) -> list[Space]:
+    """The families meant for this shape (their declared `suits`), unless the user named them,
+    that this GPU runs (a named family it cannot run is an error)."""
+    keep = runs_on(meant_for(spaces, problem, named), limits, named)
+    for sp in spaces:
+        if sp not in keep:
+            why = sp.family.gaps(problem) + sp.family.unsuited(problem) + sp.family.device_gaps(limits)
+            print(f"{sp.family.name}: not for {problem.name} ({'; '.join(why)})", flush=True)
+    return keep
+
+
+def with_priors(spaces: list[Space], problem: Problem, args) -> list[Space]:
+    """--priors: each family's configs stored for those GPUs at the shapes nearest this one."""
+    from ..records.results import stored_priors
+
+    folders = prior_folders(args)
+    if not folders:
+        return spaces
+    out = []
+    for sp in spaces:
+        priors = [c for root, slug in folders for c in stored_priors(root, slug, sp.family.name, problem)]
+        if not getattr(args, "quiet", False):
+            print(f"{sp.family.name}: {len(priors)} priors from {', '.join(s for _, s in folders)}", flush=True)
+        out.append(sp.with_priors(priors))
+    return out
+
+
+def prior_folders(args) -> list[tuple[Path, str]]:
+    """--priors as (results root, GPU folder): a GPU's folder under --results, or a path to one."""
+    from ..records.results import resolve_gpu
+
+    out = []
+    for g in getattr(args, "priors", []):
+        path = Path(g)
+        if path.is_dir() and any(path.glob("*.json")):
+            out.append((path.parent, path.name))
+        else:
+            out.append((Path(args.results), resolve_gpu(args.results, g)))
+    return out
+
+
+def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
+    from ..search.driver import SearchStopped, plan_ahead, search
+    from ..search.parallel import SearchProcesses
+    from ..search.studies import STORAGE_FAULTS, default_storage, fault_line
+    from ..search.trials import Progress
+
+    spaces = with_priors(suited(spaces, problem, named=bool(args.family), limits=ev.limits), problem, args)
+    slug = ev.limits.slug
+    storage = args.storage or default_storage(args.results, slug)
+    plan_kw = dict(gpu_slug=slug, storage=storage, trials=args.trials, sampler=args.sampler, seed=args.seed)
+    t0 = time.monotonic()
+    # cuBLAS is timed on its own thread (it waits on the GPU worker) while this one makes the
+    # first plan and starts its first compiles, or starts the search processes: their start-up
+    # and the baseline overlap. The processes ask for trials only once the baseline is done.
+    procs = first = None
+    with ThreadPoolExecutor(1, thread_name_prefix="cublas") as bg:
+        timing = bg.submit(ev.baseline, problem)
+        try:
+            if args.workers > 1:
+                procs = SearchProcesses(
+                    spaces, problem, spec, args.workers, ev.limits, timeout_s=args.timeout, batch=args.window, **plan_kw
+                )
+            elif spaces:
+                first = plan_ahead(spaces[0], problem, ev, batch=args.window, **plan_kw)
+            base = timing.result()
+        except BaseException:
+            if procs is not None:
+                procs.stop()
+            raise
+    print(
+        f"{ev.limits.name}: {problem.name}, cuBLAS {base['gflops']:.0f} GFLOP/s "
+        f"(strict FP32, same process), {len(spaces)} families, "
+        + (f"until {args.timeout:g} s" if args.timed_only else f"{args.trials} trials each")
+        + (f", {args.workers} workers" if args.workers > 1 else ""),
+        flush=True,
+    )
+    progress = Progress(enabled=not args.quiet, cublas_gflops=base["gflops"])
+    try:
+        if procs is not None:
+            results = procs.run(ev, progress=progress)
+        else:
+            results = search(
+                spaces,
+                problem,
+                ev,
+                timeout_s=args.timeout,
+                first_plan=first,
+                progress=progress,
+                batch=args.window,
+                **plan_kw,
+            )
+    except SearchStopped as stop:
+        raise SearchStopped(stopped_line(args, problem, storage, ev, str(stop), stop.results), []) from None
+    except STORAGE_FAULTS as exc:  # the parent of search processes, reading the study
+        raise SearchStopped(stopped_line(args, problem, storage, ev, fault_line(storage, exc), []), []) from None
+    elapsed = time.monotonic() - t0
+    path, changed, entries = record(args, problem, storage, ev, results)
+    print(summary(results, base, elapsed))
+    if args.verbose:
+        print_search_logs(results, spaces, getattr(ev, "arch", None) or args.arch or ev.limits.arch)
+    if path:
+        kept = sorted(set(entries) - set(changed))
+        print(f"wrote {path}" + (f" (kept faster stored entries for {', '.join(kept)})" if kept else ""))
+    restarts = getattr(getattr(ev, "worker", None), "restarts", 0)
+    if restarts:
+        print(f"GPU worker replaced {restarts} time(s) after faults or hangs")
+    if procs is not None and procs.short:  # search processes died and their share was not made up
+        short = "; ".join(procs.short)
+        line = f"autotune: error: {problem.name}: short of its budget ({short}); the same command resumes"
+        print(line, file=sys.stderr)
+        return 1
+    return 0 if entries else 1
+
+
+def record(args, problem: Problem, storage: str, ev, results) -> tuple:
+    """Merge the families' results into the shape's record: save_search with this command line."""
+    from ..records.results import save_search
+
+    command = "autotune " + shlex.join(redact.argv(sys.argv[1:] if args.argv is None else args.argv))
+    return save_search(
+        args.results,
+        ev.limits,
+        ev.versions,
+        problem,
+        results,
+        command=command,
+        sampler=args.sampler,
+        seed=args.seed,
+        trials=None if args.timed_only else args.trials,
+        storage=storage,
+    )
+
+
+def stopped_line(args, problem: Problem, storage: str, ev, fault: str, results) -> str:
+    """A search its storage failed under: the best of what was measured recorded (if anything
+    verified was), and the one line that says what failed, what was kept and how to go on."""
+    kept = [r for r in results if r.best is not None]
+    try:
+        path = record(args, problem, storage, ev, kept)[0] if kept else None
+        where = f"; the best of each family so far written to {path}" if path else ""
+    except UserError as exc:  # the disk that filled up holds the results folder too
+        where = f"; its record was not written ({exc})"
+    return (
+        f"{problem.name}: the search stopped: {fault}; the trials told before it stay in the study{where}; "
+        "the same command resumes"
+    )
+
+
+def print_search_logs(results, spaces: list[Space], arch: str) -> None:
+    """--verbose: NVRTC's whole log for the example of each family's compile failures (the
+    study keeps 'config: reason'; the config is compiled again for its log)."""
+    families = {sp.family.name: sp.family for sp in spaces}
+    for r in results:
+        example = r.failures.get("compile_failed")
+        if not example or r.family not in families:
+            continue
+        cfg = config_from_name(families[r.family], example.split(":")[0])
+        if cfg is not None:
+            print(f"{r.family}: NVRTC log of {cfg.name}:\n" + indent(compile_log(families[r.family], cfg, arch)))
+
+
+def summary(results, base: dict, elapsed: float) -> str:
+    head = f"{'family':<11} {'GFLOP/s':>8} {'x cuBLAS':>8} {'error':>8} {'tried':>6}  params"
+    lines = ["", head, "-" * len(head)]
+    for r in sorted(results, key=lambda r: -(r.best.gflops if r.best else 0)):
+        if r.best is None:
+            lines.append(
+                f"{r.family:<11} {'-':>8} {'-':>8} {'-':>8} {r.evaluated:>6}  no correct config "
+                f"({', '.join(f'{k} {v}' for k, v in r.counts.items())})"
+            )
+            continue
+        params = " ".join(f"{k}={v}" for k, v in r.best.config.params)
+        lines.append(
+            f"{r.family:<11} {r.best.gflops:8.0f} {r.best.extra['ratio']:8.2f} {r.best.error:8.1e} "
+            f"{r.evaluated:>6}  {params}"
+        )
+    for r in results:
+        for status, example in r.failures.items():
+            lines.append(f"{r.family}: {status} (e.g. {example})")
+    lines.append(f"cuBLAS {base['gflops']:.0f} GFLOP/s at the start; search took {elapsed:.0f} s")
+    return "\n".join(lines)

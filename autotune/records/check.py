@@ -1,0 +1,177 @@
+"""Regression check of stored results: still correct, still as fast, still the same build."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.types import Problem, Status, UserError
+from ..kernels.limits import DeviceLimits
+from ..kernels.space import Family
+from ..search.evaluate import Evaluator, prepare
+from .results import entry_config, iter_records
+
+
+@dataclass
+class CheckRow:
+    shape: str
+    family: str
+    config: str
+    status: str  # "pass", "warn", "stale" (static: its time is of another build) or "fail"
+    detail: str
+    recorded_gflops: float | None = None
+    gflops: float | None = None
+
+
+def _limits(entry: dict) -> DeviceLimits:
+    try:
+        lim = dict(entry["limits"])
+        lim.pop("versions", None)
+        return DeviceLimits(**lim)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"stored limits are not device limits ({type(exc).__name__}: {exc})") from None
+
+
+def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> list[CheckRow]:
+    """No GPU: each stored config renders, passes the filter, and compiles to the kernel that was
+    measured. A record names that kernel by the digest of its machine code (`code`): the same
+    code passes, whatever changed in the template's text; other code with the recorded registers
+    and shared memory is stale (its time is of another build: re-time it on the GPU), and with
+    other resources fails; either is a warning where the NVRTC version differs from the record's.
+    An older record without `code` is judged by its registers and shared memory and its `source`
+    hash, as before (see _judge_without_code)."""
+    rows, families = [], {}
+    for _path, record in iter_records(root, gpu_slug):
+        problem = Problem(**record["problem"])
+        for fam_name, entry in record["families"].items():
+            cfg = entry_config(entry)
+            base = CheckRow(problem.name, fam_name, cfg.name, "fail", "")
+            try:
+                if fam_name not in families:
+                    families[fam_name] = Family.load(fam_name)
+                resolved = families[fam_name].resolve(cfg)
+                limits = _limits(entry)
+            except UserError as exc:
+                rows.append(_with(base, "fail", str(exc)))
+                continue
+            (prep,) = prepare([cfg], problem, limits, limits.arch, families, jobs)
+            if prep.measurement is not None:
+                m = prep.measurement
+                rows.append(_with(base, "fail", f"{m.status.value}: {m.message}"))
+                continue
+            rows.append(_judge(base, entry, resolved, prep.spec, limits.arch))
+    return rows
+
+
+_FRESH_TRIES = 3  # fresh builds tried before a record is called stale or failed
+
+
+def _judge(base: CheckRow, entry: dict, resolved, spec: dict, arch: str) -> CheckRow:
+    from ..gpu.compile import compile_source, nvrtc_version
+    from ..gpu.machine_code import code_digest
+    from ..kernels.render import DEFAULT_KERNEL, render
+
+    got, code = spec["resources"], code_digest(spec["cubin"])
+    diffs = _resource_diffs(entry, got)
+    for _ in range(_FRESH_TRIES):
+        if not diffs and entry.get("code") in (None, code):
+            break
+        # Confirm with fresh compiles: neither a compile-cache entry nor one unlucky build may be
+        # what reports a regression. ptxas does not always emit the same code for one source:
+        # on a loaded 2-core machine about 1 build in 100 of the largest warptile kernels came
+        # out different (same registers) and the next builds as before; once, a cached entry
+        # said 247 registers where every fresh build said 243.
+        fresh = compile_source(render(resolved), resolved.family.compile_arch(arch), DEFAULT_KERNEL, use_cache=False)
+        r = fresh.resources
+        got = dict(got, registers=r.registers, smem_bytes=r.smem_static_bytes + spec["launch"].dynamic_smem)
+        code, diffs = code_digest(fresh.cubin), _resource_diffs(entry, got)
+    here, recorded = nvrtc_version(), (entry.get("versions") or {}).get("nvrtc")
+    measured = f"{got['registers']} registers, {got['smem_bytes']} B smem"
+    if entry.get("code") is None:
+        return _judge_without_code(base, entry, resolved, diffs, measured, here, recorded)
+    if entry["code"] == code and not diffs:
+        return _with(base, "pass", f"the machine code measured; {measured}")
+    if entry["code"] == code:  # the same instructions, another ptxas report: the compiler's
+        return _with(base, "warn", f"{'; '.join(diffs)} (the machine code measured)")
+    what = "; ".join(["the machine code differs from the one measured", *diffs])
+    if recorded and recorded != here:
+        return _with(base, "warn", f"{what} (NVRTC {here} here, {recorded} recorded)")
+    if diffs:
+        return _with(base, "fail", f"{what}: the record measured another kernel, tune this shape again")
+    # The same registers and shared memory, other instructions: the config still builds and
+    # launches as recorded, but its time is of an earlier build. Listed, so the exact records a
+    # template change touched are known; `autotune check` on the GPU re-times them.
+    return _with(base, "stale", f"{what}, same registers and shared memory: re-time it on the GPU")
+
+
+def _judge_without_code(base, entry, resolved, diffs, measured, here, recorded) -> CheckRow:
+    """A record from before `code`: registers and shared memory must match. A difference fails
+    where the source changed since the record (its `source` hash) or where the record names no
+    source and the same NVRTC version; it warns where the source is the one measured (only the
+    compiler can differ) or, without a hash, the NVRTC version differs."""
+    from ..kernels.render import source_digest
+
+    source = entry.get("source")
+    if not diffs:
+        return _with(base, "pass", measured)
+    if source is not None and source == source_digest(resolved):
+        return _with(base, "warn", f"{'; '.join(diffs)} (the source measured; NVRTC {here} here, {recorded} recorded)")
+    if source is not None:
+        return _with(base, "fail", f"{'; '.join(diffs)} (the source changed since the record)")
+    if recorded and recorded != here:
+        return _with(base, "warn", f"{'; '.join(diffs)} (NVRTC {here} here, {recorded} recorded)")
+    return _with(base, "fail", "; ".join(diffs))
+
+
+def _resource_diffs(entry: dict, got: dict) -> list[str]:
+    return [
+        f"{k} {entry.get(k)} -> {got[k]}"
+        for k in ("registers", "smem_bytes")
+        if entry.get(k) is not None and entry.get(k) != got[k]
+    ]
+
+
+def check_gpu(root: Path | str, gpu_slug: str, evaluator: Evaluator, tolerance: float = 0.05) -> list[CheckRow]:
+    """Re-verify and re-time every stored config on this GPU; slower than recorded by more
+    than `tolerance` (a fraction), or incorrect, fails."""
+    if evaluator.limits.slug != gpu_slug:
+        raise UserError(
+            f"this GPU is {evaluator.limits.name} ({evaluator.limits.slug}); "
+            f"the results are for {gpu_slug}: run check on that GPU, or 'check --static'"
+        )
+    rows = []
+    for _path, record in iter_records(root, gpu_slug):
+        problem = Problem(**record["problem"])
+        entries = list(record["families"].items())
+        ms = evaluator.evaluate([entry_config(e) for _, e in entries], problem, retime=True)
+        cublas = evaluator.baseline(problem)
+        for (fam_name, entry), m in zip(entries, ms, strict=True):
+            row = CheckRow(problem.name, fam_name, m.config.name, "fail", "", entry["gflops"], m.gflops)
+            if m.status is not Status.OK:
+                row.detail = f"{m.status.value}: {m.message}"
+            else:
+                change = m.gflops / entry["gflops"] - 1
+                slow = change < -tolerance
+                row.status = "fail" if slow else "pass"
+                row.detail = (
+                    f"{change:+.1%} vs record, error {m.error:.1e}, "
+                    f"{m.gflops / cublas['gflops']:.2f}x cuBLAS now "
+                    f"({entry['ratio']:.2f}x recorded)"
+                )
+            rows.append(row)
+    return rows
+
+
+def _with(row: CheckRow, status: str, detail: str) -> CheckRow:
+    row.status, row.detail = status, detail
+    return row
+
+
+def format_rows(rows: list[CheckRow]) -> str:
+    head = f"{'shape':<16} {'family':<11} {'result':<6} {'record':>9} {'now':>9}  detail"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        rec = f"{r.recorded_gflops:9.0f}" if r.recorded_gflops else f"{'-':>9}"
+        now = f"{r.gflops:9.0f}" if r.gflops else f"{'-':>9}"
+        lines.append(f"{r.shape:<16} {r.family:<11} {r.status.upper():<6} {rec} {now}  {r.detail}")
+    return "\n".join(lines)

@@ -1,0 +1,212 @@
+"""The best stored config as a C header: parameters as #defines, the kernel, a host launcher.
+
+The launcher is rendered from the config's launch plan (autotune/kernels/launch.py), the description the
+Python runner executes: `autotune_sgemm_plan` computes the launch values and which steps run at
+a shape (pure arithmetic, printable without a GPU), `autotune_sgemm` runs them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+from ..core.types import Problem, UserError
+from ..core.version import __version__
+from ..kernels.launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
+from ..kernels.render import render, template
+from ..kernels.space import Family, Resolved
+from .results import atomic_write_text, best_entry, entry_config, record_path
+
+EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
+
+# Kernel arguments (launch.py's names) as the launcher's C expressions.
+_C_ARGS = {
+    "M": "m",
+    "N": "n",
+    "N_k": "n_used",
+    "K": "k",
+    "alpha": "alpha",
+    "beta": "beta",
+    "A": "A",
+    "B": "B_used",
+    "B_IN": "B",
+    "B_PACKED": "B_packed",
+    "C": "C_used",
+    "C_IN": "C",
+    "C_PACKED": "C_packed",
+    "WS": "ws",
+    "lda": "lda",
+    "ldb": "ldb",
+    "ldc": "ldc",
+    "ldb_k": "ldb_used",
+    "ldc_k": "ldc_used",
+    "pitch_b": "(int)p.pitch_b",
+    "pitch_c": "(int)p.pitch_c",
+    "tail_first": "(int)p.tail_first",
+    "stride_a": "strideA",
+    "stride_b": "strideB",
+    "stride_c": "strideC",
+    "TMAP_A": "tmap_a",
+    "TMAP_B": "tmap_b",
+}
+assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS + LONGS + TENSOR_MAPS)
+_PLAN_FIELDS = (
+    "ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "pack_c", "pack_c_at", "pitch_c", "tail_first",
+)  # fmt: skip
+
+
+# What text may keep as it is in a header's comments and string literals: printable ASCII but the
+# backslash (it splices lines, so a comment could swallow the next line or end elsewhere), '"'
+# (ends a literal), '*' ('*/' ends a block comment, '/*' opens one), '?' ('??/' is a backslash
+# to compilers that read trigraphs) and '%' (the escape below).
+_C_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 !#$&'()+,-./:;<=>@[]^_`{|}~")
+
+
+def c_text(text: object, longest: int = 256) -> str:
+    """`text` made inert inside a C/C++ comment (// or /* */) and inside a string literal: each
+    character not in _C_SAFE (newlines and other control characters, backslash, quote, '*', '?',
+    '%', anything past ASCII) written as %XX per UTF-8 byte, and at most `longest` characters
+    (cut with '...'). Everything from outside that a header shows -- a GPU's name, a file name,
+    names and figures from a record -- goes through this, however it was validated before."""
+    out = "".join(c if c in _C_SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "replace")) for c in str(text))
+    return out if len(out) <= longest else out[: longest - 3] + "..."
+
+
+def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
+    """What _export.h.j2 needs to write the launch plan and the launcher of `resolved`."""
+    plan = resolved.plan
+    values = plan.c_values(host_only=True)
+    names = {n for n, _ in values}
+    steps = []
+    for step in plan.steps:
+        when, grid = plan.c_step(step)
+        steps.append(
+            {
+                "kernel": kernel_name + step.kernel,
+                "when": when,
+                "grid": grid,
+                "block": step.block,
+                "dynamic_smem": step.dynamic_smem,
+                "args": [_C_ARGS[a] for a in step.args],
+                "beta_only": step.beta_only,
+            }
+        )
+    return dict(
+        KERNEL_NAME=kernel_name,
+        BATCHED=plan.batched,
+        BATCH_GRID_MAX=BATCH_GRID_MAX,
+        THREADS=plan.block,
+        DYNAMIC_SMEM=plan.dynamic_smem,
+        NEEDS_SLOTS=plan.needs_slots,
+        HAS_WS=plan.has_workspace,
+        PACKS_B=plan.packs_b,
+        PACKS_C=plan.packs_c,
+        VALUES=values,
+        STEPS=steps,
+        FIELDS=[(f, f if f in names else "0") for f in _PLAN_FIELDS],
+        SMEM_KERNELS=[s["kernel"] for s in steps if s["dynamic_smem"]],
+        TENSOR_MAPS=plan.tensor_maps,
+        # (floats along a stored row, rows) of A and B as stored, in the launcher's m, n, k
+        MAP_DIMS=tuple(", ".join(dims) for dims in plan.tensor_map_shapes("m", "n", "k")),
+    )
+
+
+def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h") -> str:
+    """Header text for one results entry."""
+    return header_for_entries([(record, entry)], file_name)
+
+
+# How the header names the accuracy tier its kernels were tuned and checked for.
+_TIERS = {
+    "highest": "strict-FP32",
+    "high": "FP32-accurate tensor-core (precision high: 3xTF32 products, errors within 1.5x FP32 cuBLAS's)",
+    "medium": "TF32 tensor-core (precision medium: one TF32 product, errors within 1.5x TF32 cuBLAS's)",
+}
+
+
+def _arch_flags(arch: str) -> str:
+    """nvcc's flags for `arch`: an architecture-specific target (sm_90a) needs the -gencode form
+    (the -arch=sm_90a shorthand also runs a plain sm_90 pass, which rejects wgmma)."""
+    if arch.endswith("a"):
+        num = arch.removeprefix("sm_")
+        return f"-gencode=arch=compute_{num},code=sm_{num}"
+    return f"-arch={arch}"
+
+
+def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_sgemm.h") -> str:
+    """Header text for results entries of one shape: one (the header of that layout, its entry
+    points global) or one per layout (each kernel and its launchers in namespace autotune_<layout>,
+    cuBLAS's entry points dispatching on the transposes)."""
+    multi = len(picks) > 1
+    sections, notes, first = [], [], None
+    for record, entry in picks:
+        cfg = entry_config(entry)
+        resolved = Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
+        layout = Problem(**record["problem"]).layout
+        kernel_name = EXPORT_KERNEL + (f"_{layout}" if multi else "")
+        context = launcher_context(resolved, kernel_name)
+        source = render(resolved, kernel_name=kernel_name).strip()
+        section = template(resolved.family.path.parent, "_export_section.h.j2")
+        text = section.render(KERNEL_SOURCE=source, TRANS=resolved.plan.layout, **context)
+        sections.append((f"autotune_{layout}" if multi else "", text.strip()))
+        notes.append(c_text(f"{layout}: {resolved.name}, {entry['gflops']:.0f} GFLOP/s, {entry['ratio']:.2f}x cuBLAS"))
+        first = first or (record, entry, resolved, context)
+    record, entry, resolved, context = first
+    p = record["problem"]
+    shape = Problem(**p)
+    # Text (a C comment's or a string literal's) through c_text; numbers as numbers.
+    return template(resolved.family.path.parent, "_export.h.j2").render(
+        MULTI=multi,
+        SECTIONS=sections,
+        SECTION_NOTES=notes,
+        LAYOUTS=[c_text(Problem(**r["problem"]).layout) for r, _ in picks],
+        FILE_NAME=c_text(file_name),
+        VERSION=c_text(__version__),
+        DATE=c_text(_dt.date.today().isoformat()),
+        SHAPE=c_text(shape.with_layout("nn").name if multi else shape.name),
+        TRANS=resolved.plan.layout,
+        GPU=c_text(record["gpu"]["name"]),
+        CONFIG_NAME=c_text(resolved.name, 1024),
+        GFLOPS=float(entry["gflops"]),
+        RATIO=float(entry["ratio"]),
+        REGISTERS=_count(entry.get("registers")),
+        SMEM_BYTES=_count(entry.get("smem_bytes")),
+        ARCH_FLAGS=c_text(_arch_flags(resolved.family.compile_arch(record["gpu"].get("arch") or "sm_90"))),
+        TIER=c_text(_TIERS[shape.precision]),
+        FAMILY=c_text(resolved.family.name),
+        M=p["M"],
+        N=p["N"],
+        K=p["K"],
+        PARAMS=sorted(resolved.config.params),
+        **context,
+    )
+
+
+def _count(value: object) -> str:
+    """A record's count (registers, bytes) as the header's comment says it: digits, or "unknown"."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "unknown"
+
+
+def export(
+    root: Path | str,
+    gpu_slug: str,
+    problem: Problem,
+    out: Path | str,
+    family: str | None = None,
+    layouts: list[str] | None = None,
+) -> tuple[Path, dict]:
+    """Write the header for the best stored result (one per layout of `layouts`, each stored for
+    the problem's shape in that layout); returns (path, the first entry)."""
+    picks = []
+    for lay in layouts or [problem.layout]:
+        record, entry = best_entry(root, gpu_slug, problem.with_layout(lay), family)  # read and checked
+        cfg = entry_config(entry)
+        try:  # the config as its family takes it, or the record named
+            Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
+        except UserError as exc:
+            raise UserError(f"{record_path(root, gpu_slug, problem.with_layout(lay))}: {exc}") from None
+        picks.append((record, entry))
+    out = Path(out)
+    text = header_for_entries(picks, out.name)  # all of it before anything is written
+    atomic_write_text(out, text)
+    return out, picks[0][1]

@@ -1,0 +1,129 @@
+"""A static cost model: how fast a config should run, from what is known before compiling it.
+
+Where a family has no seeds (`search --no-seeds`, a GPU nobody has tuned for), TPE's start-up
+would be random draws from a space of up to 600,000 valid points, of which a few dozen are
+within 5% of the best; the search then spends its budget climbing from there. This model
+ranks points instead: the start-up is the best-ranked points of distinct tile shapes, and the
+neighbour phase tries the best-ranked neighbours first. It only orders candidates; every one
+is still compiled, verified and timed, and nothing is pruned on its word.
+
+The estimate (relative; 1.0 is the FFMA peak) is a product of terms, each a known way an
+FFMA-pipe SGEMM loses throughput, read from the derived values a family declares (`BM`, `BN`,
+`THREADS`; `BK`, `ACC_M` / `ACC_N`, `A_LOADS` / `B_LOADS4`, `MINB`, `SPLITK`, `SCHEDULE`,
+`SMEM_BYTES`, `PREFETCH` where it has them) and the device's limits, so it carries to
+GPUs that were never measured:
+
+- issue: the share of a k-step's instructions that are FFMAs, against shared-memory fragment
+  reads (16-byte), global-to-shared copies and a fixed per-stage cost (barrier, waits, loop);
+- occupancy: warps per SM from registers (estimated), shared memory and threads, with the
+  gain flattening off above 8 warps (the thread tile's independent FFMAs hide the rest);
+- waves: the last wave's idle SMs for a grid of whole tiles (the split and stream-K
+  schedules share out the tail: 0.97 at worst), the padding of tiles past M and N;
+- split-K: the partial sums' extra traffic through memory, against the depth K that pays it;
+- L2: global traffic per FMA of the block tile, against an L2 that serves about 4 FMAs a byte;
+- spills: the chance that ptxas spills under the launch bounds' register cap, from the
+  accumulators plus fragments, copies and schedule state (a spilled config is rejected).
+
+Constants were chosen on one landscape (warptile at 2048^3 on the H100, run 107: 1016
+sampled points, benchmarks/landscape.py) and checked on two others (4096^3, 8192x8192x1024);
+see notes/search.md. Families without BM, BN and THREADS (or with tensor-core products, whose
+issue model this is not) get no estimate, and their start-up stays random.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.types import Config, Problem
+from ..kernels.limits import DeviceLimits
+
+STAGE_COST = 40  # instructions per thread per pipeline stage besides FFMAs, fragment reads, copies
+FULL_WARPS = 8  # warps per SM past which more hide no more latency
+SPLIT_BALANCE = 21  # FLOPs per byte of memory bandwidth (H100: 67 TFLOP/s over 3.2 TB/s)
+L2_FMA_PER_BYTE = 4  # FMAs an L2 byte feeds at full FFMA rate
+SPILL_MARGIN, SPILL_WIDTH = 18, 7  # registers spare at which half the configs spill, and the spread
+SCORED = 50_000  # points scored for the start-up (a seeded sample of larger spaces)
+# What the model reads of a config's tiling: configs that agree on these differ only in what it
+# cannot see (FMA order, group size, stages, padding, ...), so the start-up takes one of each.
+SHAPE_KEYS = ("BM", "BN", "BK", "THREADS", "ACC_M", "ACC_N", "MINB", "SPLITK", "SCHEDULE")
+
+
+def scorable(env: Mapping[str, Any]) -> bool:
+    """Whether the model applies: a block tile and threads, and products on the FFMA pipe, each
+    thread owning its outputs over all of K (groups of threads that share K out, tiny's KS, are
+    latency-bound kernels the model does not describe)."""
+    return all(k in env for k in ("BM", "BN", "THREADS")) and "PRECISION" not in env and "KS" not in env
+
+
+def estimate(env: Mapping[str, Any], problem: Problem, limits: DeviceLimits) -> float:
+    """Predicted throughput as a share of the FFMA peak (only the order between configs matters)."""
+    m, n, k = problem.M, problem.N, problem.K
+    threads, bm, bn, bk = env["THREADS"], env["BM"], env["BN"], env.get("BK", 8)
+    acc = bm * bn / threads
+    acc_m, acc_n = env.get("ACC_M", math.sqrt(acc)), env.get("ACC_N", math.sqrt(acc))
+    copies = (
+        env["A_LOADS"] + env["B_LOADS4"] if "A_LOADS" in env and "B_LOADS4" in env else (bm + bn) * bk / (4 * threads)
+    )
+    ffma = bk * acc
+    issue = ffma / (ffma + bk * (acc_m + acc_n) / 4 + 2 * copies + STAGE_COST)
+
+    minb, splitk = env.get("MINB", 1), env.get("SPLITK", 1)
+    split = env.get("SCHEDULE", "data_parallel") != "data_parallel"
+    cap = min(limits.max_regs_per_thread, limits.regs_per_sm // (threads * minb))
+    regs = math.ceil(min(cap, acc + 64) / 8) * 8
+    smem = env.get("SMEM_BYTES", 0)
+    blocks = min(
+        limits.regs_per_sm // (threads * regs),
+        limits.smem_per_sm // (smem + 1024) if smem else 32,
+        2048 // threads,
+        32,
+    )
+    blocks = max(1, blocks)
+    occupancy = min(1.0, blocks * threads / 32 / FULL_WARPS) ** 0.25
+
+    tiles = math.ceil(m / bm) * math.ceil(n / bn) * splitk
+    slots = limits.sm_count * blocks
+    waves = tiles / (math.ceil(tiles / slots) * slots)
+    if split:
+        waves = max(waves, 0.97)
+    padding = m * n / (math.ceil(m / bm) * bm * math.ceil(n / bn) * bn)
+    splitting = 1 / (1 + 4 * (splitk - 1) * SPLIT_BALANCE / k)
+    l2 = 1 / max(1.0, L2_FMA_PER_BYTE * 4 * (1 / bm + 1 / bn))
+
+    need = acc + acc_m + acc_n + 8 * env.get("B_LOADS4", 0) + env.get("A_LOADS", 0)
+    need += 10 * env.get("PREFETCH", 0) + 12 * (splitk > 1) + 6 * split
+    no_spill = 1 / (1 + math.exp(-(cap - need - SPILL_MARGIN) / SPILL_WIDTH))
+    return issue * occupancy * waves * padding * splitting * l2 * no_spill
+
+
+def applies(family, valid: Sequence[Config]) -> bool:
+    """Whether the model ranks this family's points (every point of a family derives the same names)."""
+    return bool(valid) and scorable(family.derive(valid[0].as_dict()))
+
+
+def startup(
+    family, valid: Sequence[Config], problem: Problem, limits: DeviceLimits, count: int, seed: int
+) -> list[Config]:
+    """The `count` best-estimated configs of distinct tile shapes (SHAPE_KEYS), ties broken by a
+    seeded shuffle; [] when the model does not apply to the family."""
+    if not applies(family, valid):
+        return []
+    rng = random.Random(seed)
+    pool = list(valid) if len(valid) <= SCORED else rng.sample(list(valid), SCORED)
+    rng.shuffle(pool)
+    scored = []
+    for cfg in pool:
+        env = family.derive(cfg.as_dict())
+        scored.append((estimate(env, problem, limits), tuple(env.get(k) for k in SHAPE_KEYS), cfg))
+    scored.sort(key=lambda s: -s[0])  # stable: the shuffle breaks ties
+    seen, out = set(), []
+    for _, shape, cfg in scored:
+        if shape not in seen:
+            seen.add(shape)
+            out.append(cfg)
+            if len(out) == count:
+                break
+    return out

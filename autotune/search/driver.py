@@ -1,0 +1,221 @@
+"""Search a family's space for one problem: plan the study, run the trials, re-time the best.
+
+`search_family` is one family in this process; `search` is several in turn, sharing a timeout.
+The study and its storage are in `studies`, the loop of one worker in `trials`, several worker
+processes on one study in `parallel`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from optuna.trial import TrialState
+
+from ..core.types import Measurement, Problem, Status, UserError
+from ..kernels.render import source_digest
+from ..kernels.space import Space
+from .evaluate import Evaluator, code_of
+from .studies import STORAGE_FAULTS, Plan, fault_line, measured_configs, next_queued, plan_family
+from .trials import Progress, TrialLoop
+
+
+@dataclass
+class FamilyResult:
+    family: str
+    best: Measurement | None  # after the top-K re-time
+    cublas: dict | None  # cuBLAS timed right after the re-time, same process
+    study_name: str
+    valid_points: int
+    evaluated: int  # distinct configs measured in this study (all sessions, all workers)
+    counts: dict[str, int] = field(default_factory=dict)  # status -> trials, this session
+    failures: dict[str, str] = field(default_factory=dict)  # failed status -> an example, whole study
+    retimed: list[Measurement] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class SearchStopped(UserError):
+    """A search its storage failed under (a full disk, a dropped connection): one line, and the
+    families' results made from what was measured (`results`, to be recorded)."""
+
+    def __init__(self, message: str, results: list[FamilyResult]):
+        super().__init__(message)
+        self.results = results
+
+
+def finish_family(
+    plan: Plan,
+    evaluator: Evaluator,
+    *,
+    retime_top: int = 3,
+    counts: dict | None = None,
+    started: float | None = None,
+    progress: Progress | None = None,
+    deadline: float | None = None,
+    measured: dict | None = None,
+) -> FamilyResult:
+    """Re-time the top few (from every session and worker of the study), then cuBLAS.
+    `measured` (config name -> (state, value)): what a trial loop knows was measured, for when
+    the study cannot be read."""
+    started = started if started is not None else time.monotonic()
+    failures: dict[str, str] = {}
+    if measured is None:
+        study = plan.open()
+        measured = measured_configs(study)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
+            st = t.user_attrs.get("status")
+            if t.user_attrs.get("evaluated") and st not in (Status.OK.value, Status.REJECTED.value):
+                failures.setdefault(st, f"{t.user_attrs.get('config')}: {t.user_attrs.get('reason', '')}"[:300])
+    by_name = plan.valid_by_name
+    ranked = sorted(
+        ((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE and n in by_name), reverse=True
+    )[:retime_top]
+    retimed = evaluator.evaluate([by_name[n] for _, n in ranked], plan.problem, retime=True) if ranked else []
+    ok = [m for m in retimed if m.ok]
+    best = max(ok, key=lambda m: m.gflops) if ok else None
+    cublas = evaluator.baseline(plan.problem) if best else None
+    if best is not None and cublas:
+        best.extra["cublas"] = cublas
+        best.extra["ratio"] = best.gflops / cublas["gflops"]
+        resolved = plan.space.family.resolve(best.config)
+        best.extra["source"] = source_digest(resolved)
+        best.extra["code"] = code_of(resolved, evaluator.limits.arch)
+    counts = counts or {}
+    if progress:
+        progress.update(
+            plan.space.family.name,
+            len(measured),
+            plan.budget,
+            best.gflops if best else None,
+            cublas["gflops"] if cublas else None,
+            counts,
+            started,
+            final=True,
+            deadline=deadline,
+        )
+    return FamilyResult(
+        plan.space.family.name,
+        best,
+        cublas,
+        plan.name,
+        len(plan.valid),
+        len(measured),
+        counts,
+        failures,
+        retimed,
+        time.monotonic() - started,
+    )
+
+
+def search_family(
+    space: Space,
+    problem: Problem,
+    evaluator: Evaluator,
+    *,
+    gpu_slug: str,
+    storage: str,
+    trials: int = 30,
+    sampler: str = "tpe",
+    seed: int = 0,
+    deadline: float | None = None,
+    batch: int = 8,
+    retime_top: int = 3,
+    progress: Progress | None = None,
+    on_trial: Callable[[Measurement], None] | None = None,
+    plan: Plan | None = None,
+) -> FamilyResult:
+    """Search one family's space for `problem` in this process; `trials` counts distinct
+    configs measured in the study. `plan`: made beforehand by plan_ahead with the same settings.
+    A storage that fails meanwhile stops the search (SearchStopped): the trials told so far stay
+    in the study, and the best of what was measured is re-timed from what the loop knows."""
+    t0 = time.monotonic()
+    loop = None
+    try:
+        if plan is None:
+            plan = plan_ahead(
+                space,
+                problem,
+                evaluator,
+                gpu_slug=gpu_slug,
+                storage=storage,
+                trials=trials,
+                sampler=sampler,
+                seed=seed,
+                batch=batch,
+            )
+        loop = TrialLoop(plan, evaluator, deadline=deadline, batch=batch, progress=progress, on_trial=on_trial)
+        counts = loop.run()
+        return finish_family(
+            plan, evaluator, retime_top=retime_top, counts=counts, started=t0, progress=progress, deadline=deadline
+        )
+    except STORAGE_FAULTS as exc:
+        line = fault_line(storage, exc)
+        if loop is None or not any(s == TrialState.COMPLETE for s, _v in loop.measured.values()):
+            raise SearchStopped(line, []) from None
+        kept = finish_family(
+            plan,
+            evaluator,
+            retime_top=retime_top,
+            counts=loop.counts,
+            started=t0,
+            progress=progress,
+            deadline=deadline,
+            measured=loop.measured,
+        )
+        raise SearchStopped(line, [kept]) from None
+
+
+def plan_ahead(
+    space: Space,
+    problem: Problem,
+    evaluator: Evaluator,
+    *,
+    gpu_slug: str,
+    storage: str,
+    trials: int = 30,
+    sampler: str = "tpe",
+    seed: int = 0,
+    batch: int = 8,
+) -> Plan:
+    """A family's plan, queued, with its first window handed to the evaluator to compile: the
+    start of search_family, made while the GPU is busy elsewhere (the cuBLAS baseline)."""
+    plan = plan_family(
+        space,
+        problem,
+        evaluator.limits,
+        gpu_slug=gpu_slug,
+        storage=storage,
+        trials=trials,
+        sampler=sampler,
+        seed=seed,
+        window=batch,
+    )
+    evaluator.prefetch(next_queued(plan, batch), problem)
+    return plan
+
+
+def search(
+    spaces: Sequence[Space],
+    problem: Problem,
+    evaluator: Evaluator,
+    *,
+    timeout_s: float | None = None,
+    first_plan: Plan | None = None,
+    **kwargs,
+) -> list[FamilyResult]:
+    """Search each family in turn; a global `timeout_s` is shared out over the families left.
+    `first_plan`: the first family's, made beforehand (plan_ahead)."""
+    start = time.monotonic()
+    out = []
+    for i, space in enumerate(spaces):
+        deadline = None
+        if timeout_s is not None:
+            left = timeout_s - (time.monotonic() - start)
+            deadline = time.monotonic() + max(0.0, left) / (len(spaces) - i)
+        plan = first_plan if i == 0 else None
+        try:
+            out.append(search_family(space, problem, evaluator, deadline=deadline, plan=plan, **kwargs))
+        except SearchStopped as stop:  # the families searched before it are results too
+            raise SearchStopped(str(stop), out + stop.results) from None
+    return out

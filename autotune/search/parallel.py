@@ -1,0 +1,237 @@
+"""Several search processes on one study: process i runs trials on device i.
+
+Optuna's storage coordinates them (see `studies`): each asks, measures and tells its own
+trials; a killed one's trials are failed and re-queued, and measured by this process when no
+worker is left to. The best configs of each family are re-timed afterwards on one GPU, in this
+process. The processes end with this one, however it ends.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing as mp
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from ..core import redact
+from ..core.types import Problem, UserError
+from ..kernels.space import Space
+from .driver import FamilyResult, finish_family
+from .evaluate import Evaluator
+from .studies import STORAGE_FAULTS, fault_line, make_plan, queue_plan, recover_stale
+from .trials import Progress, run_trials
+
+WORKER_SEED_STRIDE = 1_000_003  # process i samples with seed + i * this (modulo SEED_SPAN)
+SEED_SPAN = 2**32  # Optuna's samplers take seeds below this
+
+
+def portable(space: Space) -> tuple:
+    """What a spawned process needs to load the same space (a Space holds compiled expressions,
+    which do not pickle): the same values, seeds or none, and priors, so the same study name."""
+    return (space.family.name, space.source, space.cold, list(space.priors))
+
+
+def rebuilt(portable_space: tuple) -> Space:
+    family, source, cold, priors = portable_space
+    space = Space.load(family, source)
+    space = space.without_seeds() if cold else space
+    return space.with_priors(priors) if priors else space
+
+
+def run_search_process(
+    index: int,
+    evaluator_spec: dict,
+    families: list[tuple],
+    problem: Problem,
+    plan_kwargs: dict,
+    queued,
+    deadline_wall: float | None,
+    batch: int,
+) -> None:  # pragma: no cover - subprocess
+    """The body of search process `index`: the trials of each family in turn on its own
+    evaluator (device index + the spec's device), the time left shared out over the families.
+    It starts its evaluator and makes its plans while the parent makes and queues the same plans,
+    and asks for trials once `queued` is set (a study whose seeds or start-up are not queued yet
+    would hand it TPE's draws instead)."""
+    _die_with_parent()
+    try:
+        _search_process(index, evaluator_spec, families, problem, plan_kwargs, queued, deadline_wall, batch)
+    except KeyboardInterrupt:  # Ctrl-C reaches every process of the group; the parent says so
+        sys.exit(130)
+    except (UserError, *STORAGE_FAULTS) as exc:  # one line, as the command prints it (a bug keeps its traceback)
+        storage = plan_kwargs.get("storage", "")
+        line = str(exc) if isinstance(exc, UserError) else fault_line(storage, exc)
+        line = " ".join(redact.text(line, redact.secrets(storage)).split("\n"))[:2000]
+        print(f"autotune: worker {index}: error: {line}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
+def _search_process(
+    index: int,
+    evaluator_spec: dict,
+    families: list[tuple],
+    problem: Problem,
+    plan_kwargs: dict,
+    queued,
+    deadline_wall: float | None,
+    batch: int,
+) -> None:  # pragma: no cover - subprocess
+    from .evaluate import build_evaluator
+
+    ev = build_evaluator(evaluator_spec, index)
+    try:
+        # Each process its own sampler seed: with one seed, processes that start together draw
+        # the same configs at the same moments, and measure some twice.
+        kw = dict(plan_kwargs, seed=(plan_kwargs["seed"] + WORKER_SEED_STRIDE * index) % SEED_SPAN)
+        plans = [make_plan(rebuilt(f), problem, ev.limits, queued_by_parent=True, **kw) for f in families]
+        while not queued.wait(1.0):
+            if mp.parent_process() is not None and not mp.parent_process().is_alive():
+                return
+        for i, plan in enumerate(plans):
+            deadline = None
+            if deadline_wall is not None:
+                left = deadline_wall - time.time()
+                deadline = time.monotonic() + max(0.0, left) / (len(plans) - i)
+            run_trials(plan, ev, deadline=deadline, batch=batch, shared=True, recover=False)
+    finally:
+        ev.close()
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2), Linux
+
+
+def _die_with_parent() -> None:  # pragma: no cover - subprocess
+    """End this search process when the one that started it ends, however it ends (kill -9
+    too): a search process left behind went on measuring into the study, holding its GPU. Linux
+    sends SIGTERM at once (prctl PR_SET_PDEATHSIG); everywhere, a thread waits on the parent's
+    sentinel and sends it too (and catches a parent that died before the prctl). SIGTERM ends the
+    process through SystemExit, so that its evaluator (and its GPU worker) is closed."""
+
+    def _end(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _end)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
+    parent = mp.parent_process()
+    if parent is not None:
+
+        def _watch() -> None:
+            parent.join()
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=_watch, name="parent-watch", daemon=True).start()
+
+
+def _ended(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit {exitcode}"
+
+
+class SearchProcesses:
+    """`workers` processes (process i on device i) sharing one study per family; Optuna's storage
+    coordinates them. Made in two steps so that the start-up overlaps the parent's cuBLAS
+    baseline: the constructor starts the processes (their imports, GPU workers and plans) and
+    makes and queues the parent's plans; `run` lets the processes ask for trials, waits for
+    them and re-times the top configs on `final_evaluator` (one GPU)."""
+
+    def __init__(
+        self,
+        spaces: Sequence[Space],
+        problem: Problem,
+        evaluator_spec: dict,
+        workers: int,
+        limits,
+        *,
+        gpu_slug: str,
+        storage: str,
+        trials: int = 30,
+        sampler: str = "tpe",
+        seed: int = 0,
+        timeout_s: float | None = None,
+        batch: int = 8,
+    ):
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + timeout_s if timeout_s is not None else None
+        self.batch = batch
+        self.short: list[str] = []  # families left short of their budget (see run)
+        deadline_wall = time.time() + timeout_s if timeout_s is not None else None
+        kwargs = dict(gpu_slug=gpu_slug, storage=storage, trials=trials, sampler=sampler, seed=seed, window=batch)
+        ctx = mp.get_context("spawn")
+        # Set once the plans are queued and the parent's GPU is free: process 0 shares device 0
+        # with the parent, whose cuBLAS baseline is timed meanwhile.
+        self.queued = ctx.Event()
+        fams = [portable(sp) for sp in spaces]
+        self.procs = [
+            ctx.Process(
+                target=run_search_process,
+                args=(i, evaluator_spec, fams, problem, kwargs, self.queued, deadline_wall, batch),
+            )
+            for i in range(workers)
+        ]
+        for p in self.procs:
+            p.start()
+        try:
+            self.plans = [make_plan(sp, problem, limits, workers=workers, **kwargs) for sp in spaces]
+            for plan in self.plans:
+                queue_plan(plan)
+                recover_stale(plan.open(), wait=True)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.is_alive():
+                p.terminate()
+
+    def run(
+        self, final_evaluator: Evaluator, retime_top: int = 3, progress: Progress | None = None
+    ) -> list[FamilyResult]:
+        """Let the processes ask, wait for them, and re-time each family's best here. Where a
+        process died (killed, or an error), the trials it had in flight are failed and re-queued
+        once they stop beating, and this process measures them and whatever else the budget
+        holds, on `final_evaluator`. A family still short of its budget (its time not spent) is
+        named in `short`."""
+        self.queued.set()
+        try:
+            for p in self.procs:
+                p.join()
+        except BaseException:
+            self.stop()
+            raise
+        failed = {i: p.exitcode for i, p in enumerate(self.procs) if p.exitcode != 0}
+        stream = progress.stream if progress else sys.stderr
+        if failed:
+            ended = ", ".join(f"{i} ({_ended(code)})" for i, code in failed.items())
+            stream.write(f"worker(s) {ended} ended early: their trials in flight are re-queued and measured here\n")
+            stream.flush()
+            for plan in self.plans:
+                recover_stale(plan.open(), wait=True)
+                run_trials(
+                    plan, final_evaluator, deadline=self.deadline, batch=self.batch, progress=progress, recover=False
+                )
+        results = [
+            finish_family(
+                plan, final_evaluator, retime_top=retime_top, started=self.t0, progress=progress, deadline=self.deadline
+            )
+            for plan in self.plans
+        ]
+        timed_out = self.deadline is not None and time.monotonic() >= self.deadline
+        self.short = [
+            f"{r.family}: {r.evaluated} of {plan.budget} configs measured"
+            for plan, r in zip(self.plans, results, strict=True)
+            if r.evaluated < plan.budget and not timed_out
+        ]
+        return results

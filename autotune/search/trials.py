@@ -1,0 +1,437 @@
+"""The ask/evaluate/tell loop of one worker on one family's study.
+
+Statically invalid proposals are told to Optuna as PRUNED without compiling or launching;
+failures (compile, fault, hang, wrong result) are PRUNED too, with their status and reason in
+the trial's user attributes; only verified measurements are COMPLETE. A config already measured
+(or in flight here or at another worker) is never measured again: its trial is told the known
+outcome. The last LOCAL_SHARE of a TPE budget goes to neighbours of the best configs: of its
+trials, or of its time where a deadline comes first.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import sys
+import time
+from collections.abc import Callable
+
+import optuna
+from optuna.trial import TrialState
+
+from ..core.types import Config, Measurement, Status
+from ..kernels.space import Space
+from . import cost
+from .evaluate import Evaluator
+from .studies import (
+    GRACE_S,
+    STARTUP_POLL_S,
+    TPE_STARTUP,
+    Heartbeat,
+    Plan,
+    TrialReader,
+    make_storage,
+    measured_configs,
+    queue_plan,
+    recover_stale,
+)
+
+LOCAL_SHARE = 0.4  # tpe: this share of the budget (trials or time) goes to neighbours of the best configs
+
+
+class Progress:
+    """A live status line: configs measured, best so far (GFLOP/s and x cuBLAS), rejected and
+    failed counts, ETA. Rewritten in place on a terminal, a line per batch otherwise."""
+
+    def __init__(self, stream=None, enabled: bool = True, cublas_gflops: float | None = None):
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.cublas_gflops = cublas_gflops
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+
+    def update(
+        self,
+        family: str,
+        done: int,
+        budget: int,
+        best: float | None,
+        cublas: float | None,
+        counts: dict,
+        started: float,
+        final: bool = False,
+        deadline: float | None = None,
+    ) -> None:
+        """`deadline`: where the clock rather than the budget ends the search (a search bounded by
+        --timeout alone has the whole valid space as its budget), the bar and ETA follow the
+        time left and the count stands alone."""
+        if not self.enabled:
+            return
+        cublas = cublas or self.cublas_gflops
+        now = time.monotonic()
+        elapsed = now - started
+        eta = elapsed / done * (budget - done) if done and not final else 0.0
+        left = max(0.0, deadline - now) if deadline is not None else None
+        timed = left is not None and done < budget and (final or not done or eta > left)
+        share = min(done, budget) / budget if budget else 1.0
+        if timed:
+            eta = 0.0 if final else left
+            share = 1.0 if final else elapsed / max(elapsed + left, 1e-9)
+        width = 20
+        filled = int(width * share)
+        bar = "#" * filled + "." * (width - filled)
+        count = f"{done:3d}" if timed else f"{done:3d}/{budget}"
+        best_s = f"{best:7.0f} GFLOP/s" if best else "      - GFLOP/s"
+        ratio = f" {best / cublas:4.2f}x cuBLAS" if best and cublas else ""
+        rejected = counts.get(Status.REJECTED.value, 0)
+        failed = sum(v for k, v in counts.items() if k not in (Status.OK.value, Status.REJECTED.value))
+        line = (
+            f"[{family:>10}] [{bar}] {count}  best {best_s}{ratio}  rejected {rejected} "
+            f"failed {failed}  {elapsed:5.1f}s  eta {eta:4.0f}s"
+        )
+        if self.tty and not final:
+            self.stream.write("\r" + line)
+        else:
+            self.stream.write(("\r" if self.tty else "") + line + "\n")
+        self.stream.flush()
+
+
+def next_neighbour(
+    space: Space,
+    valid_by_name: dict[str, Config],
+    measured: dict,
+    busy: set[str],
+    rng: random.Random,
+    rank: Callable[[Config], float] | None = None,
+) -> Config | None:
+    """An unmeasured valid config one step from one of the best three measured so far: one
+    parameter moved to the next value up or down its sorted list (the best first). The steps
+    from a config are tried in random order, or with `rank` the highest-ranked first."""
+    ranked = sorted(
+        ((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE and v and n in valid_by_name),
+        reverse=True,
+    )
+    for _, name in ranked[:3]:
+        cfg = valid_by_name[name]
+        steps = []
+        for p, vals in space.values.items():
+            order = sorted(vals)
+            i = order.index(cfg[p])
+            steps += [(p, order[j]) for j in (i - 1, i + 1) if 0 <= j < len(order)]
+        rng.shuffle(steps)
+        near = [Config.make(cfg.family, {**cfg.as_dict(), p: v}) for p, v in steps]
+        near = [c for c in near if c.name in valid_by_name and c.name not in measured and c.name not in busy]
+        if near:
+            return max(near, key=rank) if rank else near[0]  # max keeps the first of equals
+    return None
+
+
+def _measurement_attrs(m: Measurement) -> dict:
+    d = m.to_dict()
+    d.pop("extra", None)
+    return d
+
+
+class TrialLoop:
+    """One worker's trials on one family's study.
+
+    A window of `batch` trials is in flight (all of TPE's random start-up trials at once): they
+    compile (CPU threads) while the GPU runs whichever is compiled first; each finished trial is
+    told and one new trial asked, so every later ask sees all results but the window's.
+
+    The study may be shared, by the workers of one search (`shared`: the parent recovered it) or
+    by searches of the same shape started apart on one results folder or storage: every loop
+    reads what the others have measured and have in flight before it runs a config, so a config
+    is measured once whoever asks for it.
+
+    State: `measured` (config name -> (state, value), this study, all workers), `in_flight` (the
+    configs asked here and not yet told), `others` (configs other workers have in flight),
+    `pending` (the window: asked trials waiting for the GPU), `counts` (status ->
+    trials, this worker), `best` (best GFLOP/s of the study), `asks` (trials asked here), and
+    `exhausted` (grid: the queue ran dry).
+    """
+
+    def __init__(
+        self,
+        plan: Plan,
+        evaluator: Evaluator,
+        *,
+        deadline: float | None = None,
+        batch: int = 8,
+        progress: Progress | None = None,
+        shared: bool = False,
+        recover: bool = True,
+        on_trial: Callable[[Measurement], None] | None = None,
+    ):
+        self.started = time.monotonic()
+        self.plan, self.evaluator = plan, evaluator
+        self.deadline, self.batch, self.shared, self.on_trial = deadline, batch, shared, on_trial
+        self.progress = progress or Progress(enabled=False)
+        self.worker = f"{socket.gethostname()}:{getattr(evaluator, 'device_id', 'replay')}"
+        self.study = plan.open()
+        if recover:
+            recover_stale(self.study, wait=not shared)
+        self.recovered = time.monotonic()
+        self.reader = TrialReader(self.study)
+        self.valid_by_name = plan.valid_by_name
+        self.heart: Heartbeat | None = None  # beats while `run` runs
+        self.counts: dict[str, int] = {}
+        self.measured = measured_configs(self.study)
+        self.max_asks = max(50 * plan.budget, 500)
+        self.asks = 0
+        self.in_flight: set[str] = set()
+        self.host_s = 0.0  # asks and tells since the last evaluation
+        self.others: set[str] = set()
+        self.running: dict[int, str | None] = {}  # trial number -> config, the study's trials in flight
+        self.pending: list[tuple[optuna.Trial, Config]] = []
+        self.exhausted = False
+        self.best = max((v for s, v in self.measured.values() if s == TrialState.COMPLETE and v), default=None)
+        self.local_budget = round(LOCAL_SHARE * plan.budget)
+        self.rng = random.Random(plan.seed)
+        # A plan started from the cost model climbs by it too: the best-estimated neighbour first.
+        self.rank = self._estimate if plan.ranked else None
+
+    def _estimate(self, cfg: Config) -> float:
+        fam, problem = self.plan.space.family, self.plan.problem
+        return cost.estimate(fam.derive(cfg.as_dict()), problem, self.evaluator.limits)
+
+    def run(self) -> dict[str, int]:
+        """Ask, evaluate and tell until the budget, the deadline or the asks run out; returns
+        this worker's trial counts by status."""
+        self.heart = Heartbeat(make_storage(self.plan.storage_url))
+        try:
+            self.refill()
+            # The problem's inputs onto the GPU while the first window compiles (a worker of a
+            # search over several GPUs has done no baseline that made them).
+            setup = getattr(self.evaluator, "setup", None)
+            if setup is not None:
+                setup(self.plan.problem)
+            done = 0
+            while self.pending or self.waiting_for_startup():
+                if not self.pending:  # the other workers are measuring TPE's start-up
+                    time.sleep(STARTUP_POLL_S)
+                    self.refill()
+                    continue
+                self.evaluate_next()
+                t = time.monotonic()
+                self.refill()
+                self.host_s += time.monotonic() - t
+                done += 1
+                if self.progress.tty or done % self.batch == 0 or not self.pending:
+                    self.progress.update(
+                        self.plan.space.family.name,
+                        len(self.measured),
+                        self.plan.budget,
+                        self.best,
+                        None,
+                        self.counts,
+                        self.started,
+                        deadline=self.deadline,
+                    )
+        finally:
+            self.heart.close()
+        return self.counts
+
+    def refill(self) -> None:
+        """Ask new trials until the window is full (or nothing more is to be asked), and hand
+        them to the evaluator to compile meanwhile."""
+        tpe = self.plan.sampler == "tpe"
+        window = max(self.batch, TPE_STARTUP - len(self.measured)) if tpe else self.batch
+        while len(self.pending) < window and self.more():
+            got = self.ask_batch(window - len(self.pending))
+            if not got:
+                return
+            self.pending.extend(got)
+
+    def evaluate_next(self) -> None:
+        """Evaluate the pending trial the evaluator has ready first, and tell its outcome."""
+        problem = self.plan.problem
+        trial, cfg = self.pending.pop(self.evaluator.first_ready([c for _, c in self.pending], problem))
+        t0 = time.monotonic()
+        (m,) = self.evaluator.evaluate([cfg], problem)
+        t1 = time.monotonic()
+        self.in_flight.discard(cfg.name)
+        trial.set_user_attr("worker", self.worker)
+        trial.set_user_attr("status", m.status.value)
+        trial.set_user_attr("measurement", _measurement_attrs(m))
+        # Where this worker's time went (a search over several GPUs is read from these): the
+        # evaluation (waiting for its compile, then the GPU), and the host's asks and tells
+        # since the last one, all on this loop's thread.
+        timing = {"at_s": t0 - self.started, "evaluate_s": t1 - t0, "host_s": self.host_s}
+        trial.set_user_attr("timing", {"pid": os.getpid(), **{k: round(v, 3) for k, v in timing.items()}})
+        trial.set_user_attr("evaluated", True)  # last: "evaluated" implies a measurement
+        self.record(trial, cfg, m)
+        self.host_s = time.monotonic() - t1
+        if self.on_trial:
+            self.on_trial(m)
+
+    def waiting_for_startup(self) -> bool:
+        """In a shared TPE study: whether other workers are measuring the start-up (fewer than
+        TPE_STARTUP configs measured, some in flight elsewhere) and the queue is empty. An ask
+        now would get a random draw of the whole value lists, most of them outside the valid
+        space: told at once, they crowded TPE's start-up with rejections, and two workers
+        asked twice as often as one for each config measured. So this one waits."""
+        if not (self.plan.sampler == "tpe" and self.others) or not self.more():
+            return False
+        return len(self.measured) < TPE_STARTUP and not self.study.get_trials(
+            deepcopy=False, states=(TrialState.WAITING,)
+        )
+
+    def more(self) -> bool:
+        """Whether to ask more: budget, asks and deadline left, and (grid) queue not empty."""
+        return (
+            not self.exhausted
+            and len(self.measured) < self.plan.budget
+            and self.asks < self.max_asks
+            and not self.past_deadline()
+        )
+
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+    @property
+    def remaining(self) -> int:
+        """Budget not yet measured nor in flight (here or at other workers)."""
+        return self.plan.budget - len(self.measured) - len(self.in_flight) - len(self.others)
+
+    def ask_batch(self, n: int) -> list[tuple[optuna.Trial, Config]]:
+        """Up to `n` new, valid, unmeasured configs to run; trials that need no run are told at once."""
+        out: list[tuple[optuna.Trial, Config]] = []
+        self.refresh()
+        while len(out) < min(n, self.remaining) and self.asks < self.max_asks:
+            if self.past_deadline() or self.waiting_for_startup():
+                break
+            self.queue_neighbour()
+            trial = self.study.ask()
+            self.heart.add(trial)
+            self.asks += 1
+            if self.plan.sampler == "grid" and not trial.user_attrs.get("planned"):
+                trial.set_user_attr("status", "unplanned")
+                self.tell(trial, state=TrialState.PRUNED)  # the queue is empty: its next chunk, if any
+                if queue_plan(self.plan):
+                    continue
+                self.exhausted = True
+                break
+            cfg = self.suggest(trial)
+            trial.set_user_attr("config", cfg.name)
+            # Once the config is named, not once a batch: other workers finish and take trials
+            # meanwhile (TPE's draws, the same neighbour), and one just measured or taken would
+            # run twice. Of two workers naming one config at once, the later sees the earlier.
+            self.refresh(asked=trial.number)
+            if self.settle(trial, cfg):
+                continue
+            self.in_flight.add(cfg.name)
+            out.append((trial, cfg))
+            # Its compile starts now, not once the batch is asked: a window's asks take a
+            # second or more, the first compile of a search waited for all of them.
+            self.evaluator.prefetch([cfg], self.plan.problem)
+        return out
+
+    def refresh(self, asked: int | None = None) -> None:
+        """Take in what other workers (or other searches of the study) have measured and have in
+        flight (not counting trial `asked`, this worker's latest). Now and then, first fail and
+        re-queue the trials of workers that stopped beating (killed since this loop started),
+        which would otherwise stay in flight, never measured and never asked again."""
+        if time.monotonic() - self.recovered >= GRACE_S:
+            recover_stale(self.study, wait=False)
+            self.recovered = time.monotonic()
+        for t in self.reader.changed({trial._trial_id for trial, _cfg in self.pending}):
+            if t.state == TrialState.RUNNING:
+                self.running[t.number] = t.user_attrs.get("config")
+                continue
+            self.running.pop(t.number, None)
+            self.measured.update(measured_configs(self.study, [t]))
+        self.others = {c for n, c in self.running.items() if c and n != asked} - self.in_flight
+
+    def local_phase(self) -> bool:
+        """Whether TPE's last share of the budget has come: of its trials, or of its time to the
+        deadline (a search given 300 s and no trial count, or more trials than its time allows,
+        would otherwise never reach its neighbours)."""
+        if self.remaining <= self.local_budget:
+            return True
+        if self.deadline is None:
+            return False
+        return time.monotonic() >= self.deadline - LOCAL_SHARE * (self.deadline - self.started)
+
+    def queue_neighbour(self) -> None:
+        """TPE's last share of the budget: queue an unmeasured neighbour of the best configs.
+        Only into an empty queue, so that the next ask pops this neighbour and not a re-queued
+        trial, which would leave the neighbour waiting after the search."""
+        if (
+            self.plan.sampler != "tpe"
+            or not self.local_phase()
+            or self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        ):
+            return
+        near = next_neighbour(
+            self.plan.space, self.valid_by_name, self.measured, self.in_flight | self.others, self.rng, self.rank
+        )
+        if near is not None:
+            self.study.enqueue_trial(near.as_dict(), user_attrs={"config": near.name, "local": True})
+
+    def suggest(self, trial: optuna.Trial) -> Config:
+        """The trial's config: a point of the plan (grid) or one value per parameter."""
+        plan = self.plan
+        if plan.sampler == "grid":
+            return plan.valid[trial.suggest_int("index", 0, len(plan.valid) - 1)]
+        # A parameter of one value is not asked for: Optuna would store it (one commit each, six
+        # of warptile's 21 here) and TPE leaves it out of its model anyway.
+        return Config.make(
+            plan.space.family.name,
+            {
+                p: trial.suggest_categorical(p, vals) if len(vals) > 1 else vals[0]
+                for p, vals in plan.space.values.items()
+            },
+        )
+
+    def settle(self, trial: optuna.Trial, cfg: Config) -> bool:
+        """Tell a trial that needs no run, and say whether it was one: a re-queued trial already
+        measured, a config outside the valid space, or a config measured or in flight."""
+        if trial.user_attrs.get("evaluated") and cfg.name not in self.measured:
+            # A re-queued trial whose worker measured it but died before telling: record
+            # that measurement instead of running the candidate again.
+            self.record(trial, cfg, Measurement.from_dict(trial.user_attrs["measurement"]))
+            return True
+        if cfg.name not in self.valid_by_name:
+            reasons = self.plan.space.family.violations(cfg, self.evaluator.limits) or ["not a point of the space"]
+            trial.set_user_attr("status", Status.REJECTED.value)
+            trial.set_user_attr("reason", "; ".join(reasons)[:500])
+            self.tell(trial, state=TrialState.PRUNED)
+            self.counts[Status.REJECTED.value] = self.counts.get(Status.REJECTED.value, 0) + 1
+            return True
+        if cfg.name in self.measured or cfg.name in self.in_flight or cfg.name in self.others:
+            # Measured or on its way: tell the known outcome (or a pruned placeholder),
+            # spending no GPU time and no budget.
+            state, value = self.measured.get(cfg.name, (TrialState.PRUNED, None))
+            trial.set_user_attr("duplicate", True)
+            self.tell(trial, value, state)
+            return True
+        return False
+
+    def record(self, trial: optuna.Trial, cfg: Config, m: Measurement) -> None:
+        """Count a measurement, tell it (COMPLETE with its GFLOP/s, or PRUNED with the reason)
+        and remember the config as measured."""
+        self.counts[m.status.value] = self.counts.get(m.status.value, 0) + 1
+        # Known as measured before it is told: a storage that fails on the tell stops the search,
+        # whose record is then made from what this loop knows (search.search_family).
+        if m.ok:
+            self.measured[cfg.name] = (TrialState.COMPLETE, m.gflops)
+            self.best = max(self.best or 0.0, m.gflops)
+            self.tell(trial, m.gflops)
+        else:
+            self.measured[cfg.name] = (TrialState.PRUNED, None)
+            trial.set_user_attr("reason", m.message[:500])
+            self.tell(trial, state=TrialState.PRUNED)
+
+    def tell(self, trial: optuna.Trial, value=None, state=TrialState.COMPLETE) -> None:
+        """Tell Optuna a trial's outcome and stop its heartbeat."""
+        self.heart.done(trial)
+        try:
+            self.study.tell(trial, value if state == TrialState.COMPLETE else None, state=state)
+        except (ValueError, RuntimeError):
+            pass  # already failed as stale by another worker: it has been re-queued
+
+
+def run_trials(plan: Plan, evaluator: Evaluator, **kwargs) -> dict[str, int]:
+    """The ask/evaluate/tell loop of one worker (see TrialLoop); returns its trial counts by status."""
+    return TrialLoop(plan, evaluator, **kwargs).run()

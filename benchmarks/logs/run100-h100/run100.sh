@@ -1,9 +1,0 @@
-#!/bin/bash
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD AUTOTUNE_CACHE=/tmp/atcache PYTHONUNBUFFERED=1
-L=$OUT/logs; mkdir -p $L; cp run100.sh $L/
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $L/gpu.txt
-git log --oneline -1 > $L/commit.txt 2>/dev/null
-timeout 560 python3 -m pytest -q -p no:cacheprovider -n 8 tests/gpu > $L/gpu_tests.txt 2>&1
-tail -15 $L/gpu_tests.txt
-tar czf $OUT/logs.tar.gz -C $OUT logs

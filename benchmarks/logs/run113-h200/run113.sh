@@ -1,9 +1,0 @@
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 CUPY_TF32=0
-L=$OUT/logs/run113-h200; mkdir -p $L
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > $L/gpu.txt
-python3 benchmarks/cold_search.py --shapes $SHAPE --seeds 0,1,2 --family warptile --stored results/nvidia-h200 \
-  --variant "" --variant "--no-seeds --priors $PWD/results/nvidia-h100-80gb-hbm3" --out $L/$SHAPE > $L/cold_$SHAPE.txt 2>&1
-cat $L/cold_$SHAPE.txt
-rm -rf $L/$SHAPE/work
-tar czf $OUT/logs.tar.gz -C $OUT logs

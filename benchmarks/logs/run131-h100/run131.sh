@@ -1,9 +1,0 @@
-#!/usr/bin/env bash
-# Run 131: the WK / AK GPU test again with a config the static filter keeps (run 130's MR 8 case
-# spilled under TRANS_A with the last-block reduction and was rejected before it ran).
-set -u
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD AUTOTUNE_CACHE=/tmp/atcache PYTHONUNBUFFERED=1 CUPY_TF32=0
-L=$OUT/logs/run131-h100; mkdir -p $L; cp run131.sh $L/
-timeout 200 python3 -m pytest -q -p no:cacheprovider -n 5 tests/gpu/test_correctness.py -k "warps_along_k" > $L/gpu_tests.txt 2>&1
-tail -3 $L/gpu_tests.txt
