@@ -451,6 +451,8 @@ def test_a_storage_that_fails_before_anything_is_measured_writes_nothing(tmp_pat
 # ---- concurrent searches of one study ------------------------------------------------------
 
 
+# A long run (real 0.3 s measurements, three processes): under -m slow.
+@pytest.mark.slow
 def test_three_searches_of_one_shape_at_once_share_the_work(tmp_path, table):
     """Three plain searches (no --workers) of one shape on one results folder share its study:
     each reads what the others measured and have in flight before it runs a config, so no config
