@@ -2,6 +2,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 # A few stored results (copies of real ones), so that no test reads the repository's results/.
 RESULTS = Path(__file__).resolve().parent / "data" / "results"
@@ -24,6 +26,16 @@ AWKWARD_SHAPES = [
     (96, 100, 4),
     (2500, 4100, 100),  # stream-K: more tiles than two waves, split tiles first, then whole ones
 ]
+
+
+# A sweep's whole list of cases (every seed, every layout) is `-m slow`'s (CI's second step); the
+# default run checks a representative part of it: `@EVERY` gives the test `every`, and
+# `some(cases, every)` is then all of them or the first `n`.
+EVERY = pytest.mark.parametrize("every", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["some", "every"])
+
+
+def some(cases, every: bool, n: int = 1) -> list:
+    return list(cases) if every else list(cases)[:n]
 
 
 def have_nvcc() -> bool:

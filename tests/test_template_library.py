@@ -7,8 +7,8 @@ import re
 import pytest
 
 from autotune.core.types import UserError
+from autotune.kernels.family import TEMPLATE_DIR, Family
 from autotune.kernels.render import render
-from autotune.kernels.space import TEMPLATE_DIR, Family
 
 # Lines that carry no code of their own: a block of them is spelling, not a repeated piece.
 _TRIVIA = re.compile(r"^([{}();]*|#pragma unroll( \d+)?|\{%-? *(else|endif|endfor|endcall|endmacro) *-?%\})$")

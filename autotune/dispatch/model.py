@@ -14,7 +14,7 @@ of the layout) is a candidate, and its time at the new shape is predicted from i
   at once as fit (wave quantisation), and blocks resident together share its issue rate: n of
   them take n ** (1 - SHARING) times one alone (`sm_load`). The measured time scales by that
   busiest-SM load. Without the sharing, a small tile measured with one block an SM (at 512^3)
-  was predicted to run 8 a SM at 1500^3 as fast, and chosen there at 0.65x cuBLAS. For the
+  was predicted to run with 8 a SM at 1500^3 as fast, and chosen there at 0.65x cuBLAS. For the
   streaming families a block's work is the slab of the operand it reads, so this scales their
   memory traffic too (a group of MR rows re-reads B).
 - Roofline: no kernel beats the best bandwidth (ideal bytes: A and B read once, C written once)
@@ -25,7 +25,7 @@ of the layout) is a candidate, and its time at the new shape is predicted from i
   each unit of log-distance in its grid (the SGEMM blocks) and in the depth of K each block sums
   adds DISTANCE_WEIGHT to the predicted time, so between two close predictions the measurement of
   the more alike launch wins. The distance is the launch's, not the shape's: the 32 x 128 split tile
-  measured at 200 x 3000 x 1000 runs 660 blocks 255 deep there and 660 blocks 206 deep at 777^3
+  measured at 200 x 3000 x 1000 launches 660 blocks 255 deep there and 660 blocks 206 deep at 777^3
   (0.21 apart), so that measurement carries there almost as it is, though the shapes are 2.96
   apart in log(M, N, K).
 

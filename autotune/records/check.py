@@ -64,10 +64,11 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
 
 
 # Fresh builds tried before a record is called stale or failed. NVRTC does not always emit the
-# same code for one source: its PTX for the largest warptile kernels differs from run to run
-# (virtual register numbering), and about one build in ten of one split-launch tail kernel left
-# ptxas one instruction longer (same registers). A record names one of the builds; five tries
-# make a false report about one in 10^5 for such a kernel.
+# same code for one source: for the largest warptile and colstream kernels its front end emits
+# another PTX program from one build to the next (it depends on where memory lies: with address
+# randomisation off, a new process's first build is the same every time), and ptxas then differs
+# too, now and then by a few registers. A record names one of those builds; a build that differs
+# is built again before it is reported.
 _FRESH_TRIES = 5
 
 

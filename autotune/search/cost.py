@@ -24,7 +24,7 @@ GPUs that were never measured:
 - spills: the chance that ptxas spills under the launch bounds' register cap, from the
   accumulators plus fragments, copies and schedule state (a spilled config is rejected).
 
-Constants were chosen on one landscape (warptile at 2048^3 on the H100, run 107: 1016
+Constants were chosen on one landscape (warptile at 2048^3 on the H100: 1016
 sampled points, benchmarks/landscape.py) and checked on two others (4096^3, 8192x8192x1024);
 see notes/search.md. Families without BM, BN and THREADS (or with tensor-core products, whose
 issue model this is not) get no estimate, and their start-up stays random.
