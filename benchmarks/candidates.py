@@ -5,7 +5,7 @@ autotune/dispatch/model.py is fitted on (one set of shapes) and judged on (anoth
     python benchmarks/candidates.py --sets fit --out fit.json
 
 For each shape: every candidate of the results table (each family's best at each tuned shape that
-can run the shape and is meant for it, built for its layout: `api._Table._candidates`), compiled
+can run the shape and is meant for it, built for its layout: `table._Table._candidates`), compiled
 in parallel first, then each timed by CUDA events around back-to-back launches on the same
 operands after a warm-up (the median of ROUNDS rounds), and cupy.matmul (cuBLAS) the same way.
 Each result is checked against float64 once. What the model predicted is not stored: it is
@@ -104,12 +104,13 @@ def main() -> int:
 
     from autotune.core.types import Problem
     from autotune.dispatch import api
+    from autotune.dispatch import table as dispatch_table
 
-    results = args.results or api.results_dir()
+    results = args.results or dispatch_table.results_dir()
     os.environ["AUTOTUNE_RESULTS"] = str(results)
     dev = cp.cuda.Device().id
     slug, arch = api._device_props(dev)
-    table = api._table_for(results, slug)
+    table = dispatch_table.table_for(results, slug)
     tuned = {shape for shape, _ in table.records}
     shapes = []
     for name in args.sets.split(","):

@@ -40,7 +40,7 @@ os.environ.setdefault("CUPY_TF32", "0")  # strict FP32 for cupy.matmul (cuBLAS),
 import cupy as cp
 
 import autotune
-from autotune.dispatch.api import results_dir
+from autotune.dispatch.table import results_dir
 
 SIZES = (64, 256, 1024)
 CALLS = {64: 2000, 256: 2000, 1024: 400}  # wall: enough that the first calls' cost is small

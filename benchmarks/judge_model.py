@@ -9,7 +9,7 @@ and the best measured candidate (the bound on any choice).
     python benchmarks/judge_model.py FILE --set SHARING=0.75 --set LAUNCH_US=2   # other constants
     python benchmarks/judge_model.py FILE --grid          # the search its constants were chosen by
 
-The candidates are the ones the stored results give (`api._Table._candidates`) that the file
+The candidates are the ones the stored results give (`table._Table._candidates`) that the file
 timed: records added after that run are left out, so the choice is among what was measured.
 --grid ranks constant sets by the geometric mean on the "fit" shapes and shows the "score" shapes
 beside them (the ones the result is reported on).
@@ -27,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune.core.types import Problem
-from autotune.dispatch import api, model
+from autotune.dispatch import model
+from autotune.dispatch import table as dispatch_table
 
 GRID = {"SHARING": (0.25, 0.5, 0.75, 1.0), "DISTANCE_WEIGHT": (0.1, 0.2, 0.3, 0.5, 0.8), "LAUNCH_US": (2.0, 4.0)}
 
@@ -61,7 +62,7 @@ def main() -> int:
     datas = [json.loads(f.read_text()) for f in args.files]
     if len({d["device"] for d in datas}) > 1:
         sys.exit("the files were measured on different GPUs")
-    table = api._table_for(args.results, datas[0]["device"])
+    table = dispatch_table.table_for(args.results, datas[0]["device"])
     rows = [r for d in datas for r in d["rows"]]
     sets = {name: got for name in ("fit", "score", "check") if (got := [r for r in rows if r["set"] == name])}
     if "fit" not in sets:

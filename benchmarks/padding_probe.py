@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune.core.types import Problem
 from autotune.dispatch import fuzz
-from autotune.dispatch.api import _device_limits, _device_props, _table, fallback_config
+from autotune.dispatch.api import _device_limits, _device_props, fallback_config
+from autotune.dispatch.table import _table
 
 SHAPES = [(2, 1, 1), (5, 3, 7), (67, 45, 33), (3, 130, 5)]
 PADS = [((3, 3, 0), (0, 0, 0)), ((5, 1, 0), (1, 2, 0))]

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sweep import SETS
 
 from autotune.core.types import Config, Problem
-from autotune.dispatch.api import built_for
+from autotune.dispatch.table import built_for
 from autotune.gpu.runner import Runner
 from autotune.kernels.limits import DeviceLimits
 from autotune.records.results import best_entry, entry_config

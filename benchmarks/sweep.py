@@ -31,7 +31,8 @@ from autotune.cli.inputs import meant_for, runs_on
 from autotune.core.types import PRECISIONS, Problem
 from autotune.kernels.family import known_families
 from autotune.kernels.space import Space
-from autotune.records.results import record_path, save_search
+from autotune.records.results import record_path
+from autotune.records.store import save_search
 from autotune.search.driver import search
 from autotune.search.evaluate import GPUEvaluator, default_jobs
 from autotune.search.progress import Progress

@@ -33,6 +33,8 @@ import cupy as cp
 import autotune
 from autotune.core.types import Problem
 from autotune.dispatch import api
+from autotune.dispatch import table as dispatch_table
+from autotune.records.results import entry_config
 
 # Spread over the regimes of the small-shape issue and large odd shapes; none is in the table.
 SHAPES = [
@@ -85,7 +87,7 @@ def measure(problem: Problem, table, slug: str, arch: str) -> dict:
     out = cp.empty((M, N), dtype=cp.float32)
     chosen = api._choose(cp.cuda.Device().id, M, N, K, "nn", 1, None, None)
     near = table.nearest(problem, None)
-    nearest = api._kernel(api.built_for(api.entry_config(near[1])), cp.cuda.Device().id, arch, "nearest")
+    nearest = api._kernel(dispatch_table.built_for(entry_config(near[1])), cp.cuda.Device().id, arch, "nearest")
     calls = {
         "model": lambda: chosen(a, b, out),
         "nearest": lambda: nearest(a, b, out),
@@ -132,10 +134,10 @@ def main() -> int:
     ap.add_argument("--shapes", help="comma list instead of the 20 built in")
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
     args = ap.parse_args()
-    results = args.results or api.results_dir()
+    results = args.results or dispatch_table.results_dir()
     os.environ["AUTOTUNE_RESULTS"] = str(results)
     slug, arch = api._device_props(cp.cuda.Device().id)
-    table = api._table_for(results, slug)
+    table = dispatch_table.table_for(results, slug)
     tuned = {shape for shape, _ in table.records}
     rows = []
     for text in args.shapes.split(",") if args.shapes else SHAPES:

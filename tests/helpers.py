@@ -2,6 +2,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 # A few stored results (copies of real ones), so that no test reads the repository's results/.
 RESULTS = Path(__file__).resolve().parent / "data" / "results"
@@ -24,6 +26,16 @@ AWKWARD_SHAPES = [
     (96, 100, 4),
     (2500, 4100, 100),  # stream-K: more tiles than two waves, split tiles first, then whole ones
 ]
+
+
+# A sweep's whole list of cases (every seed, every layout) is `-m slow`'s (CI's second step); the
+# default run checks a representative part of it: `@EVERY` gives the test `every`, and
+# `some(cases, every)` is then all of them or the first `n`.
+EVERY = pytest.mark.parametrize("every", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["some", "every"])
+
+
+def some(cases, every: bool, n: int = 1) -> list:
+    return list(cases) if every else list(cases)[:n]
 
 
 def have_nvcc() -> bool:
@@ -109,6 +121,7 @@ def fake_kernels(monkeypatch, slug: str) -> list[tuple]:
     """autotune.dispatch.api with no GPU: the device is `slug` (sm_90), no table read before, and each
     kernel asked for is recorded as (device, config name, source) and returned as that tuple."""
     from autotune.dispatch import api
+    from autotune.dispatch import table as dispatch_table
 
     asked = []
 
@@ -116,7 +129,7 @@ def fake_kernels(monkeypatch, slug: str) -> list[tuple]:
         asked.append((dev, cfg.name, source))
         return asked[-1]
 
-    monkeypatch.setattr(api, "_TABLES", {})
+    monkeypatch.setattr(dispatch_table, "_TABLES", {})
     monkeypatch.setattr(api, "_device_props", lambda dev: (slug, "sm_90"))
     monkeypatch.setattr(api, "_kernel", kernel)
     return asked
@@ -129,7 +142,7 @@ def restamp(data: dict, keep: str = "time_ms") -> dict:
     two stays), its ratio its GFLOP/s over cuBLAS's, its config's name its parameters'; `best`
     the fastest. Returns `data`."""
     from autotune.core.types import Config, Problem
-    from autotune.records.results import fastest
+    from autotune.records.validate import fastest
 
     problem = Problem(**data["problem"])
     for entry in data["families"].values():

@@ -75,7 +75,8 @@ def record(folder: Path, change: Callable[[dict], None] | None = None) -> dict:
     """results/<h100>/64x64x64.json with a verified tiled entry, then `change`d by hand."""
     from autotune.core.types import Config, Measurement, Problem, Status
     from autotune.kernels.limits import load_profile
-    from autotune.records.results import make_entry, record_path, update_record
+    from autotune.records.results import record_path
+    from autotune.records.store import make_entry, update_record
 
     p = Problem(64, 64, 64)
     m = Measurement(

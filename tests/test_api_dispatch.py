@@ -12,10 +12,11 @@ from helpers import RESULTS, fake_kernels, families, restamp
 
 from autotune.core.types import Problem
 from autotune.dispatch import api
+from autotune.dispatch import table as dispatch_table
 from autotune.kernels.family import Family
 from autotune.kernels.launch import GeometryCache
 from autotune.kernels.space import Space
-from autotune.records import results
+from autotune.records import results, store
 
 SLUG = "nvidia-h200"
 LONG_AGO_NS = 1_600_000_000 * 10**9  # 2020: a folder last changed then is past any racy window
@@ -24,7 +25,7 @@ T4096, T4097 = Problem(4096, 4096, 4096), Problem(4097, 4097, 4097)
 
 @pytest.fixture(autouse=True)
 def _no_tables_from_other_tests(monkeypatch):
-    monkeypatch.setattr(api, "_TABLES", {})
+    monkeypatch.setattr(dispatch_table, "_TABLES", {})
 
 
 @pytest.fixture
@@ -67,21 +68,21 @@ def _put(root: Path, shape: Problem, gflops: float | None = None) -> None:
         entry["gflops"] = gflops or entry["gflops"]
     restamp(data, keep="gflops")
     (root / SLUG).mkdir(parents=True, exist_ok=True)
-    results.atomic_write_text(root / SLUG / f"{shape.name}.json", json.dumps(data))
+    store.atomic_write_text(root / SLUG / f"{shape.name}.json", json.dumps(data))
 
 
 def _nearest(root, shape: Problem, family=None) -> Problem | None:
-    found = api.nearest_entry(shape, SLUG, root, family)
+    found = dispatch_table.nearest_entry(shape, SLUG, root, family)
     return found and found[0]
 
 
 def test_a_table_is_read_once_while_its_folder_is_unchanged(tmp_path, reads):
     root = _results(tmp_path)
-    first = api.nearest_entry(Problem(4000, 4100, 4096), SLUG, root)
+    first = dispatch_table.nearest_entry(Problem(4000, 4100, 4096), SLUG, root)
     assert first[0] == T4096 and first[1]["config"]["family"] == "warptile"
     assert sorted(reads) == ["4096x4096x4096.json", "4097x4097x4097.json"]
     for _ in range(3):
-        assert api.nearest_entry(Problem(4000, 4100, 4096), SLUG, root) == first
+        assert dispatch_table.nearest_entry(Problem(4000, 4100, 4096), SLUG, root) == first
     assert _nearest(root, Problem(5000, 5000, 5000)) == T4097
     assert len(reads) == 2
 
@@ -97,8 +98,8 @@ def test_a_record_added_or_replaced_is_seen_at_the_next_call(tmp_path, reads):
     before = len(reads)
     assert _nearest(root, small) == small and len(reads) == before  # trusted again
     _put(root, small, gflops=1.0)
-    assert api.nearest_entry(small, SLUG, root)[1]["gflops"] == 1.0  # replaced
-    assert api.nearest_entry(small, SLUG, root, "vectorized")[1]["gflops"] == 1.0
+    assert dispatch_table.nearest_entry(small, SLUG, root)[1]["gflops"] == 1.0  # replaced
+    assert dispatch_table.nearest_entry(small, SLUG, root, "vectorized")[1]["gflops"] == 1.0
 
 
 def test_a_change_within_one_tick_of_the_folders_clock_is_not_missed(tmp_path, reads):
@@ -132,8 +133,8 @@ def test_results_folders_are_kept_apart(tmp_path, reads, monkeypatch):
 def test_a_repeated_shape_is_a_lookup(tmp_path, reads, loads, monkeypatch):
     root = _results(tmp_path)
     asked = []
-    real = api._Table.choose
-    monkeypatch.setattr(api._Table, "choose", lambda self, *a: asked.append(a) or real(self, *a))
+    real = dispatch_table._Table.choose
+    monkeypatch.setattr(dispatch_table._Table, "choose", lambda self, *a: asked.append(a) or real(self, *a))
     kernel = api._choose(0, 4000, 4100, 4096, "nn", 1, None, root)
     assert kernel[2].startswith(f"tuned for 4096x4096x4096 on {SLUG}, predicted fastest here (")
     for _ in range(3):
@@ -190,7 +191,7 @@ def test_a_batch_is_dispatched_to_a_kernel_built_for_batches(tmp_path, reads, lo
     data["families"] = {"warptile": data["families"]["warptile"]}
     data["families"]["warptile"]["config"]["params"] = split
     data["families"]["warptile"]["time_ms"] = 0.02  # a time that fits the shape (the model reads it)
-    results.atomic_write_text(root / SLUG / "64x64x8192.json", json.dumps(restamp(data)))
+    store.atomic_write_text(root / SLUG / "64x64x8192.json", json.dumps(restamp(data)))
     _, name, source = api._choose(0, 64, 64, 8192, "nn", 4, "warptile", root)
     assert "_BATCHED1_" in name and "_BM64_" in name and "_SPLITK1_" in name
     assert source.startswith(f"tuned for 64x64x8192 on {SLUG}, predicted")
@@ -290,7 +291,7 @@ def test_a_tier_is_served_by_the_faster_of_its_record_and_the_fp32_one(tmp_path,
     entry["config"] = {"family": "wgmma_tf32", "params": Space.load("wgmma_tf32").seeds[0].as_dict()}
     data["problem"] = Problem(4096, 4096, 4096, precision="high").as_dict()
     data["families"], data["best"] = {"wgmma_tf32": entry}, "wgmma_tf32"
-    results.atomic_write_text(root / SLUG / "4096x4096x4096_high.json", json.dumps(restamp(data, keep="gflops")))
+    store.atomic_write_text(root / SLUG / "4096x4096x4096_high.json", json.dumps(restamp(data, keep="gflops")))
     _age(root)
     _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 0.0, "high")
     record = "4096x4096x4096" + ("_high" if wins != "warptile" else "")
@@ -305,7 +306,7 @@ def test_a_config_that_would_not_fit_the_device_in_the_calls_form_is_not_chosen(
     a block of an H100 may have. It would not launch; the choice must not fall on it."""
     from autotune.core.types import Config
     from autotune.kernels.limits import load_profile
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     slug = "nvidia-h100-80gb-hbm3"
     rec = json.loads((RESULTS / slug / "4096x4096x4096.json").read_text())
@@ -337,7 +338,7 @@ def test_a_chosen_kernel_that_fails_here_gives_way_to_the_fallback_with_a_warnin
     monkeypatch.setattr(api, "_kernel", kernel)
     with pytest.warns(RuntimeWarning, match="cannot run here .*relative error 0.5.*using the fallback config"):
         got = api._choose(0, 4096, 4096, 4096, "nn", 1, None, RESULTS)
-    fallback = api.built_for(api.fallback_config("sm_90"))
+    fallback = dispatch_table.built_for(api.fallback_config("sm_90"))
     assert got == (fallback.name, "fallback config") and isinstance(fallback, Config)
 
 

@@ -9,7 +9,7 @@ import pytest
 from helpers import build_and_run_header_main, families, have_nvcc, refusals_main
 
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
-from autotune.dispatch import api
+from autotune.dispatch import table as dispatch_table
 from autotune.gpu.compile import compile_source
 from autotune.kernels.family import Family
 from autotune.kernels.launch import LONGS
@@ -57,12 +57,12 @@ def test_a_split_k_config_is_batched_in_its_data_parallel_form():
     fallback = Space.load("warptile").fallback
     for change in ({"SPLITK": 4}, {"SCHEDULE": "stream_k"}, {"SCHEDULE": "split_fused"}):
         cfg = Config.make("warptile", {**fallback.as_dict(), **change})
-        batched = api.built_for(cfg, "tn", 2)
+        batched = dispatch_table.built_for(cfg, "tn", 2)
         assert not fam.broken_rules(batched)
         assert [batched[p] for p in ("TRANS_A", "BATCHED", "SPLITK", "SCHEDULE")] == [1, 1, 1, "data_parallel"]
         kept = ("TRANS_A", "BATCHED", "SPLITK", "SCHEDULE")
         assert {k: v for k, v in batched.params if k not in kept} == {k: v for k, v in cfg.params if k not in kept}
-        assert api.built_for(cfg, "nt") == fam.resolve({**cfg.as_dict(), "TRANS_B": 1}).config
+        assert dispatch_table.built_for(cfg, "nt") == fam.resolve({**cfg.as_dict(), "TRANS_B": 1}).config
     broken = Config.make("warptile", {**fallback.as_dict(), "BM": 96})  # a rule broken before: left as it is
     assert fam.broken_rules(fam.built_for(broken, Problem(8, 8, 8, "nn", 2)))
 
@@ -96,7 +96,7 @@ def test_a_kernel_built_for_one_matrix_is_not_timed_on_a_batch():
     before anything is compiled."""
     h100 = profile_for_arch("sm_90")
     single = Space.load("tiled").fallback
-    batched = api.built_for(single, "nn", 8)
+    batched = dispatch_table.built_for(single, "nn", 8)
     (p,) = prepare([single], Problem(64, 64, 64, "nn", 8), h100, "sm_90", {})
     assert p.measurement.status is Status.REJECTED and "not a batch of 8" in p.measurement.message
     (p,) = prepare([batched], Problem(64, 64, 64), h100, "sm_90", {})

@@ -15,7 +15,7 @@ from autotune.core.types import Config, Measurement, Problem, Status, UserError
 from autotune.dispatch import api
 from autotune.kernels.limits import load_profile
 from autotune.kernels.space import Space
-from autotune.records import results
+from autotune.records import results, store
 
 SLUG = "nvidia-h200"
 
@@ -87,7 +87,7 @@ def test_a_call_with_beta_takes_the_record_searched_with_one(tmp_path, loads):
     data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
     data["problem"] = Problem(4096, 4096, 4096, beta=3).as_dict()
     data["families"], data["best"] = {"vectorized": data["families"]["vectorized"]}, "vectorized"
-    results.atomic_write_text(root / SLUG / "4096x4096x4096_beta3.json", json.dumps(restamp(data)))
+    store.atomic_write_text(root / SLUG / "4096x4096x4096_beta3.json", json.dumps(restamp(data)))
     _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 2.0)
     assert source == f"tuned for 4096x4096x4096_beta3 on {SLUG}" and name.startswith("vectorized_")
     _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 0.0)

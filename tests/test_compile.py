@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from helpers import ROOT, families
+from helpers import EVERY, ROOT, families, some
 
 from autotune.core.types import Config, Problem, Status
 from autotune.gpu.compile import CompileError, compile_source, parse_resources
@@ -110,11 +110,12 @@ def test_sass_of_the_warptile_seed_is_mostly_ffma_with_wide_shared_loads():
 
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
-def test_sass_main_loop_of_a_persistent_kernel_is_its_inner_loop():
+@EVERY
+def test_sass_main_loop_of_a_persistent_kernel_is_its_inner_loop(every):
     """A persistent kernel's loop over its tiles holds the main loop twice (vector and scalar B
     copies) and more FFMA than either: the report must describe the inner, hot one."""
     seed = Space.load("warptile").seeds[0].as_dict()
-    for schedule in ("stream_k", "split_persistent"):
+    for schedule in some(("stream_k", "split_persistent"), every):
         c = compile_source(
             render(Family.load("warptile").resolve({**seed, "SCHEDULE": schedule})), "sm_90", DEFAULT_KERNEL
         )
@@ -254,13 +255,14 @@ def test_the_evaluator_offers_the_first_compiled_candidate(monkeypatch, h100):
     ev._compiler.shutdown()
 
 
-def test_fewcols_lane_rows_seeds_compile_in_both_layouts_without_spills():
+@EVERY
+def test_fewcols_lane_rows_seeds_compile_in_both_layouts_without_spills(every):
     """fewcols' lane-a-row kernel (LANE_ROWS): its seeds (16-64 columns) build for B stored K x N
     and N x K with no spills, a bigger tile of rows per block than the lanes-along-K kernel."""
     fam = Family.load("fewcols")
     rows = [c for c in Space.load("fewcols").seeds if dict(c.params).get("LANE_ROWS")]
     assert {dict(c.params)["NR"] for c in rows} >= {16, 32, 64}
-    for cfg in rows:
+    for cfg in some(rows, every):
         for trans_b in (0, 1):
             resolved = fam.resolve({**cfg.as_dict(), "TRANS_B": trans_b})
             env = resolved.env
@@ -272,23 +274,24 @@ def test_fewcols_lane_rows_seeds_compile_in_both_layouts_without_spills():
     assert fam.broken_rules(Config.make("fewcols", {**rows[0].as_dict(), "NR": 2}))
 
 
-def _seeds_build_without_spills_in_both_b_layouts(fam: Family, sp: Space) -> None:
+def _seeds_build_without_spills_in_both_b_layouts(fam: Family, sp: Space, every: bool) -> None:
     """A few-column family's seeds and fallback, for B stored K x N and N x K, build for sm_90
-    within the register file and without spills."""
-    for cfg in [*sp.seeds, sp.fallback]:
+    within the register file and without spills (`every`: else the fallback and the first seed)."""
+    for cfg in [sp.fallback, *some(sp.seeds, every)]:
         for trans_b in (0, 1):
             resolved = fam.resolve({**cfg.as_dict(), "TRANS_B": trans_b})
             res = compile_source(render(resolved), "sm_90", DEFAULT_KERNEL).resources
             assert res.spill_bytes == 0 and res.registers <= 255, (cfg.name, trans_b, res)
 
 
-def test_colstream_seeds_compile_without_spills_and_read_b_off_distinct_banks():
+@EVERY
+def test_colstream_seeds_compile_without_spills_and_read_b_off_distinct_banks(every):
     """colstream: its seeds and fallback build for B stored K x N and N x K with no spills, and at
     every NR of its space the ring's padding puts the 16-byte reads of B by 8 consecutive lanes
     (lane l reads row 4 l + t of a step) in 8 distinct groups of four banks."""
     fam = Family.load("colstream")
     sp = Space.load("colstream")
-    _seeds_build_without_spills_in_both_b_layouts(fam, sp)
+    _seeds_build_without_spills_in_both_b_layouts(fam, sp, every)
     for nr in sp.values["NR"]:
         env = fam.derive({**sp.fallback.as_dict(), "NR": nr})
         for t in range(4):
@@ -300,7 +303,8 @@ def test_colstream_seeds_compile_without_spills_and_read_b_off_distinct_banks():
     assert fam.broken_rules(Config.make("colstream", {**sp.fallback.as_dict(), "NR": 32, "RPW": 4}))
 
 
-def test_colstage_seeds_compile_without_spills_and_read_a_and_b_off_distinct_banks():
+@EVERY
+def test_colstage_seeds_compile_without_spills_and_read_a_and_b_off_distinct_banks(every):
     """colstage: its seeds and fallback build for B stored K x N and N x K with no spills; at every
     split of a warp's lanes (KL lanes along K) a quarter warp's float4 reads of A (lane l: row
     (l / KL) of its rows, k 4 (l % KL)) fall in 8 distinct groups of four banks with the rows'
@@ -308,7 +312,7 @@ def test_colstage_seeds_compile_without_spills_and_read_a_and_b_off_distinct_ban
     groups as there are distinct addresses."""
     fam = Family.load("colstage")
     sp = Space.load("colstage")
-    _seeds_build_without_spills_in_both_b_layouts(fam, sp)
+    _seeds_build_without_spills_in_both_b_layouts(fam, sp, every)
 
     def a_groups(kl_lanes, pitch):
         return {((lane // kl_lanes) * pitch + 4 * (lane % kl_lanes)) // 4 % 8 for lane in range(8)}
@@ -327,36 +331,39 @@ def test_colstage_seeds_compile_without_spills_and_read_a_and_b_off_distinct_ban
 
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
-def test_b_transposed_into_the_workspace_runs_the_nn_kernel():
+@EVERY
+def test_b_transposed_into_the_workspace_runs_the_nn_kernel(every):
     """PACKB 2 (B stored N x K copied transposed into the workspace first): the SGEMM kernel of an
     nt config is the nn config's, instruction for instruction, and tt's is tn's; the pack kernel
     is the transposing one (through shared memory), where nn's packs rows as they lie."""
-    for seed in [s for s in Space.load("warptile").seeds if s["PACKB"] == 2]:
-        for trans_a in (0, 1):
-            # Branch targets aside: two builds of one kernel (in separate modules) have come out
-            # with one branch aimed 16 bytes apart and every instruction at every address the same
-            # (in full test runs on the CPU machine, never with the test alone).
-            packed, in_place, c = _two_builds(
-                {**seed.as_dict(), "TRANS_A": trans_a},
-                {**seed.as_dict(), "TRANS_A": trans_a, "TRANS_B": 0, "PACKB": 1},
-                mask_targets=True,
-            )
-            assert len(packed) > 1000 and packed == in_place, (seed.name, trans_a)
-            r = parse_resources(c.log, DEFAULT_KERNEL)
-            assert r.spill_bytes == 0 and r.registers <= 255
-            pack, _ = _sass({**seed.as_dict(), "TRANS_A": trans_a}, DEFAULT_KERNEL + "_pack_b")
-            rows, _ = _sass({**seed.as_dict(), "TRANS_B": 0, "PACKB": 1}, DEFAULT_KERNEL + "_pack_b")
-            assert any("STS" in i for i in pack) and not any("STS" in i for i in rows)
+    seeds = [s for s in Space.load("warptile").seeds if s["PACKB"] == 2]
+    # Each case is four builds of a large kernel, two of them fresh: the default run takes nt's.
+    for seed, trans_a in some([(s, t) for s in seeds for t in (0, 1)], every):
+        # Branch targets aside: two builds of one kernel (in separate modules) have come out
+        # with one branch aimed 16 bytes apart and every instruction at every address the same
+        # (in full test runs on the CPU machine, never with the test alone).
+        packed, in_place, c = _two_builds(
+            {**seed.as_dict(), "TRANS_A": trans_a},
+            {**seed.as_dict(), "TRANS_A": trans_a, "TRANS_B": 0, "PACKB": 1},
+            mask_targets=True,
+        )
+        assert len(packed) > 1000 and packed == in_place, (seed.name, trans_a)
+        r = parse_resources(c.log, DEFAULT_KERNEL)
+        assert r.spill_bytes == 0 and r.registers <= 255
+        pack, _ = _sass({**seed.as_dict(), "TRANS_A": trans_a}, DEFAULT_KERNEL + "_pack_b")
+        rows, _ = _sass({**seed.as_dict(), "TRANS_B": 0, "PACKB": 1}, DEFAULT_KERNEL + "_pack_b")
+        assert any("STS" in i for i in pack) and not any("STS" in i for i in rows)
 
 
-def test_fewrows_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100):
+@EVERY
+def test_fewrows_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100, every):
     """fewrows with WK warps of a block along K: its seeds build for A stored M x K and K x M with
     no spills and their sums' buffer inside the shared memory the rules allow; WK = 1 renders no
     such buffer, and a block of WK x WARPS warps above 1024 threads is refused."""
     fam = Family.load("fewrows")
     deep = [c for c in Space.load("fewrows").seeds if dict(c.params).get("WK", 1) > 1]
     assert {dict(c.params)["MR"] for c in deep} >= {1, 8, 16}
-    for cfg in deep:
+    for cfg in some(deep, every):
         for trans_a in (0, 1):
             resolved = fam.resolve({**cfg.as_dict(), "TRANS_A": trans_a})
             env = resolved.env
@@ -409,7 +416,8 @@ def test_fewcols_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100
     assert not fam.broken_rules(Config.make("fewcols", {**point, "KCHUNK": 512}))
 
 
-def test_fewcols_b_through_the_ring_frees_the_chunk_from_shared_memory(h100):
+@EVERY
+def test_fewcols_b_through_the_ring_frees_the_chunk_from_shared_memory(h100, every):
     """fewcols with B's rows through A's ring (B_RING): the seeds and the GPU test's points build in
     both layouts with no spills; the shared memory they declare is the launch's (all dynamic) and
     does not grow with KCHUNK, so a chunk of 16384 fits where without B_RING it does not; and
@@ -426,7 +434,7 @@ def test_fewcols_b_through_the_ring_frees_the_chunk_from_shared_memory(h100):
     points += [(4, 2, 2, 2, 256, 2, 3)]
     keys = ("NR", "RPW", "WARPS", "WK", "KCHUNK", "UNROLL", "A_STAGES")
     base = dict(LANE_ROWS=1, B_RING=1, STREAM=1)
-    for params in seeds + [base | dict(zip(keys, p, strict=True)) for p in points]:
+    for params in some(seeds + [base | dict(zip(keys, p, strict=True)) for p in points], every):
         for trans_b, reduce in ((0, "atomic"), (1, "last_block")):
             resolved = fam.resolve({**params, "TRANS_B": trans_b, "REDUCE": reduce})
             assert not fam.violations(resolved, h100), resolved.config.name

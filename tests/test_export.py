@@ -7,7 +7,7 @@ from test_results import GPU, _entry
 from autotune.core.types import Problem, UserError
 from autotune.kernels.family import Family
 from autotune.records.export import _arch_flags, export, header_for_entry
-from autotune.records.results import update_record
+from autotune.records.store import update_record
 
 HARNESS = """#include "tuned.h"
 int main() {

@@ -10,7 +10,7 @@ import sys
 import pytest
 from helpers import RESULTS
 
-from autotune.core.types import LAYOUTS, PRECISIONS, Problem, UserError
+from autotune.core.types import LAYOUTS, PRECISIONS, Config, Problem, UserError
 from autotune.dispatch import fuzz
 from autotune.records.results import iter_records
 
@@ -144,7 +144,7 @@ def test_interleave_keeps_both_orders_and_stream_pairs_together():
 
 
 def test_coverage_runs_every_stored_entry_in_every_form_it_has():
-    from autotune.dispatch.api import _family, built_for
+    from autotune.dispatch.table import built_for, cached_family
 
     records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(RESULTS, "nvidia-h100-80gb-hbm3")]
     calls = fuzz.coverage(records, [], seed=1, per_kernel=2)
@@ -152,11 +152,11 @@ def test_coverage_runs_every_stored_entry_in_every_form_it_has():
     for _, fams in records:
         for f, entry in fams.items():
             for layout in LAYOUTS:
-                cfg = built_for(fuzz.Config.make(f, entry["config"]["params"]), layout)
-                if cfg is not None and not _family(f).gaps(Problem(1, 1, 1, layout)):
+                cfg = built_for(Config.make(f, entry["config"]["params"]), layout)
+                if cfg is not None and not cached_family(f).gaps(Problem(1, 1, 1, layout)):
                     assert (f, json.dumps(cfg.as_dict(), sort_keys=True)) in ran
     for c in calls:
-        assert not _family(c.config["family"]).unsuited(Problem(c.M, c.N, c.K))
+        assert not cached_family(c.config["family"]).unsuited(Problem(c.M, c.N, c.K))
         assert c.layout == "nt"[c.config["params"].get("TRANS_A", 0)] + "nt"[c.config["params"].get("TRANS_B", 0)]
 
 
@@ -197,7 +197,7 @@ def test_fuzz_without_a_gpu_is_one_line(tmp_path):
 def test_compile_only_fills_the_cache_with_the_kernels_a_run_loads(tmp_path):
     """No GPU needed: the stored kernels (one tiled record here) and the fallback, each form."""
     from autotune.dispatch.api import fallback_config
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     rec = json.loads((RESULTS / "nvidia-h100-80gb-hbm3" / "4096x4096x4096.json").read_text())
     tiled = rec["families"]["tiled"]

@@ -17,12 +17,14 @@ import pytest
 from autotune import cli
 from autotune.cli import dry_run as cli_dry_run
 from autotune.cli import inputs as cli_inputs
+from autotune.cli import stored as cli_stored
 from autotune.core.types import Config, Problem, UserError
 from autotune.kernels import counts
 from autotune.kernels.family import Family
 from autotune.kernels.limits import load_profile
 from autotune.kernels.space import Space
-from autotune.records.results import atomic_write_text, load_record, record_path
+from autotune.records.results import load_record, record_path
+from autotune.records.store import atomic_write_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_cases
@@ -97,7 +99,7 @@ def test_the_results_page_holds_the_generated_table():
 
 _WRITER = r"""
 import sys, time
-from autotune.records.results import make_entry, update_record
+from autotune.records.store import make_entry, update_record
 from autotune.core.types import Config, Measurement, Problem, Status
 
 root, who, n, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
@@ -273,7 +275,7 @@ def test_a_search_estimate_counts_the_space_and_the_timeout(tmp_path, monkeypatc
 def test_list_counts_from_the_cache_and_only_counts_when_asked(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AUTOTUNE_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "known_families", lambda: ["coarse1d", "tiled"])  # warptile's takes long
+    monkeypatch.setattr(cli_stored, "known_families", lambda: ["coarse1d", "tiled"])  # warptile's takes long
     calls = []
     enumerate_ = Space.enumerate
 

@@ -9,7 +9,7 @@ from helpers import build_and_run_header_main, families, have_nvcc, refusals_mai
 
 from autotune.cli.inputs import meant_for
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
-from autotune.dispatch import api
+from autotune.dispatch import table as dispatch_table
 from autotune.gpu.compile import compile_source
 from autotune.kernels.family import Family
 from autotune.kernels.render import render
@@ -92,7 +92,7 @@ def test_dispatch_prefers_records_of_the_same_layout(tmp_path, monkeypatch, h100
     any layout, the config rebuilt for this one, skipping families that cannot read it."""
     from test_results import GPU, _entry
 
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     wt = Space.load("warptile").fallback.as_dict()
     row = Problem(1, 4096, 4096)
@@ -100,15 +100,15 @@ def test_dispatch_prefers_records_of_the_same_layout(tmp_path, monkeypatch, h100
     update_record(tmp_path, GPU, row, {"warptile": _entry("warptile", wt, 1.0, h100, row)})
     tn = Problem(2048, 2048, 2048, "tn")
     update_record(tmp_path, GPU, tn, {"warptile": _entry("warptile", wt, 2.0, h100, tn)})
-    monkeypatch.setattr(api, "_TABLES", {})
-    table = api._table(str(tmp_path), GPU["slug"])
+    monkeypatch.setattr(dispatch_table, "_TABLES", {})
+    table = dispatch_table._table(str(tmp_path), GPU["slug"])
     shape, entry = table.nearest(Problem(1, 4096, 4096, "nt"), None)
     assert shape == Problem(1, 4096, 4096) and entry["config"]["family"] == "warptile"  # fewrows reads no B^T
     shape, _ = table.nearest(Problem(1, 4096, 4096, "tn"), None)
     assert shape == Problem(2048, 2048, 2048, "tn")  # same layout first, however far
     shape, entry = table.nearest(Problem(1, 4096, 4096), None)
     assert entry["config"]["family"] == "fewrows"
-    cfg = api.built_for(Config.make("warptile", wt), "tt")
+    cfg = dispatch_table.built_for(Config.make("warptile", wt), "tt")
     assert (cfg["TRANS_A"], cfg["TRANS_B"]) == (1, 1)
 
 
@@ -209,7 +209,7 @@ def test_a_header_of_several_layouts_builds_and_dispatches_on_the_transposes(tmp
     from test_results import GPU, _entry
 
     from autotune.records.export import export
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     for fam, lay in [("warptile", "nn"), ("vectorized", "nt"), ("warptile", "tt")]:
         problem = Problem(64, 48, 32, lay)
@@ -234,7 +234,7 @@ def test_the_example_program_compiles_with_either_kind_of_header(tmp_path, h100,
     from test_results import GPU, _entry
 
     from autotune.records.export import export
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     shape = Problem(100, 80, 60)
     for lay in layouts:

@@ -112,7 +112,7 @@ def test_a_streaming_kernel_pays_for_rereading_its_operand():
 def test_the_api_asks_the_model_only_where_nothing_was_measured(tmp_path):
     """A tuned shape's own record is used as measured; the candidates of another shape are every
     family's best that is meant for it (fewrows is not meant for 4096 rows)."""
-    from autotune.dispatch import api
+    from autotune.dispatch import table as dispatch_table
 
     fewrows = Config.make("fewrows", Space.load("fewrows").fallback.as_dict())
     wt = Config.make("warptile", Space.load("warptile").fallback.as_dict())
@@ -124,7 +124,7 @@ def test_the_api_asks_the_model_only_where_nothing_was_measured(tmp_path):
                 "smem_bytes": 20000, "limits": lim, "gflops": shape.flops / ms / 1e6}  # fmt: skip
 
     s1, s2 = Problem(1, 4096, 4096), Problem(2048, 2048, 2048)
-    table = api._Table(
+    table = dispatch_table._Table(
         "x", None, [(s1, {"fewrows": entry(fewrows, s1, 0.012)}), (s2, {"warptile": entry(wt, s2, 0.35)})], True
     )
     shape, _, cfg, predicted = table.choose(s2, None)

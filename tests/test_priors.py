@@ -5,7 +5,8 @@ from test_results import GPU, _entry
 
 from autotune.core.types import Config, Problem
 from autotune.kernels.space import Space
-from autotune.records.results import stored_priors, update_record
+from autotune.records.results import stored_priors
+from autotune.records.store import update_record
 from autotune.search.plans import make_plan, queue_plan
 
 # Three valid vectorized points that are not its seeds, and one outside its value lists (TM 3).

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from autotune.core.types import Config, Measurement, Problem, Status
-from autotune.records.results import make_entry, update_record
+from autotune.records.store import make_entry, update_record
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

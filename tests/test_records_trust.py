@@ -26,9 +26,11 @@ from hypothesis import strategies as st
 from autotune import cli
 from autotune.core.types import Problem, UserError
 from autotune.dispatch import api
+from autotune.dispatch import table as dispatch_table
 from autotune.kernels.space import Space
 from autotune.records.export import c_text, export, header_for_entry
-from autotune.records.results import MAX_RECORD_BYTES, fastest, load_record, record_path
+from autotune.records.results import MAX_RECORD_BYTES, load_record, record_path
+from autotune.records.validate import fastest
 
 SLUG = hostile_cases.SLUG
 P = Problem(64, 64, 64)
@@ -382,7 +384,7 @@ def test_a_record_that_would_be_refused_is_never_written(tmp_path, h100):
     that list, export or matmul would then refuse."""
     from test_results import GPU, _entry
 
-    from autotune.records.results import update_record
+    from autotune.records.store import update_record
 
     entry = _entry("tiled", {"TILE": 32}, 8000.0, h100, P)
     entry["ratio"] *= 2
@@ -395,7 +397,7 @@ def test_text_around_a_measurement_is_stored_printable(tmp_path, h100):
     """A command line or a storage URL may hold a newline: the search's record is written, with
     that text escaped, rather than refused after the search."""
     from autotune.core.types import Config, Measurement, Status
-    from autotune.records.results import make_entry, update_record
+    from autotune.records.store import make_entry, update_record
 
     m = Measurement(Config.make("tiled", {"TILE": 32}), P, Status.OK, time_ms=0.1, gflops=P.flops / 1e5, error=1e-7)
     command = "autotune search --size 64 --storage 'sqlite:///a\nb.db'"
@@ -557,8 +559,8 @@ def test_a_mutated_record_is_usable_by_every_reader_or_one_line_naming_it(data):
         best = fastest(record["families"])
         assert best == record["best"]
         for call in (
-            lambda: api._read_table(str(root), SLUG).choose(Problem(100, 90, 80), None),
-            lambda: api._read_table(str(root), SLUG).choose(P, None),
+            lambda: dispatch_table._read_table(str(root), SLUG).choose(Problem(100, 90, 80), None),
+            lambda: dispatch_table._read_table(str(root), SLUG).choose(P, None),
             lambda: export(root, SLUG, P, Path(folder) / "t.h"),
         ):
             try:

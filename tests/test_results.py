@@ -4,13 +4,8 @@ import pytest
 from helpers import RESULTS
 
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
-from autotune.records.results import (
-    best_entry,
-    load_record,
-    make_entry,
-    record_path,
-    update_record,
-)
+from autotune.records.results import best_entry, load_record, record_path
+from autotune.records.store import make_entry, update_record
 
 GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch": "sm_90"}
 P = Problem(1000, 1000, 1000)
@@ -97,7 +92,7 @@ def test_corrupted_file_is_not_overwritten(tmp_path, h100):
 
 
 def test_nearest_tuned_shape_with_and_without_a_family():
-    from autotune.dispatch.api import nearest_entry
+    from autotune.dispatch.table import nearest_entry
 
     root = RESULTS
     shape, entry = nearest_entry(Problem(4000, 4100, 4096), GPU["slug"], root)

@@ -176,6 +176,9 @@ def _check_once(trials):
     assert all(t.state.name == "COMPLETE" for t in planned)
 
 
+# Two searches, one of three processes: under -m slow (the cold workers' test below shares a
+# study between processes in the default run).
+@pytest.mark.slow
 def test_three_workers_share_one_study(tmp_path, replay):
     path, _ = replay
     single = _run_workers(tmp_path / "one", path, 1)

@@ -301,7 +301,12 @@ def test_enumeration_equals_brute_force(family, h100):
 @pytest.mark.parametrize(
     "family, cut",
     [
-        ("warptile", dict(BK=[8, 32], STAGES=[2, 4], SPLITK=[1, 4], PREFETCH=[0], MMA_ORDER=[0])),
+        # warptile's slice is its walk's too (test_enumeration_is_the_walk_...): brute force under -m slow.
+        pytest.param(
+            "warptile",
+            dict(BK=[8, 32], STAGES=[2, 4], SPLITK=[1, 4], PREFETCH=[0], MMA_ORDER=[0]),
+            marks=pytest.mark.slow,
+        ),
         ("colstage", dict(STAGES=[2, 4], KSPLIT=[1, 4])),
     ],
 )
@@ -450,7 +455,12 @@ def _walk(sp: Space, limits) -> tuple[list[Config], collections.Counter]:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (1, 4096, 4096), (3000, 8, 77), (8192, 8192, 1024)])
+# One shape for every family in the default run; the others (a row, a sliver, a short K) under -m slow.
+@pytest.mark.parametrize(
+    "shape",
+    [(4096, 4096, 4096)]
+    + [pytest.param(s, marks=pytest.mark.slow) for s in [(1, 4096, 4096), (3000, 8, 77), (8192, 8192, 1024)]],
+)
 def test_enumeration_is_the_walk_in_its_order_with_the_same_blame(family, shape, h100):
     sp = Space.load(family)
     problem = Problem(*shape)

@@ -20,7 +20,8 @@ from autotune.kernels.limits import load_profile  # noqa: E402
 LIMITS = load_profile("h100")
 
 
-@pytest.mark.parametrize("family", ["vectorized", "warptile"])
+# warptile's space is the large one: its restriction under -m slow.
+@pytest.mark.parametrize("family", ["vectorized", pytest.param("warptile", marks=pytest.mark.slow)])
 def test_the_restriction_is_exactly_the_valid_space(family):
     space, _ = vkt.compared_space(family)
     fam = space.family

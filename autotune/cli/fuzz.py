@@ -1,4 +1,4 @@
-"""`autotune fuzz`: the differential fuzzer of the dispatch (autotune/dispatch/fuzz.py) on this GPU and its
+"""`autotune fuzz`: the differential fuzzer of the dispatch (autotune/dispatch/fuzz/) on this GPU and its
 results folder, with progress, a table per regime, and a one-line repro for each failure."""
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def add_parser(sub) -> None:
 
 def cmd_fuzz(args) -> int:
     from ..dispatch import fuzz
-    from ..dispatch.api import _device_limits, results_dir
+    from ..dispatch.api import _device_limits
+    from ..dispatch.table import results_dir
 
     root = args.results if args.results is not None else results_dir()
     if args.results is not None:
@@ -106,10 +107,11 @@ def _kernels(cases) -> int:
 
 
 def _executor():
-    from ..dispatch.api import _device_props, _gpu_arrays
+    from ..dispatch.api import _device_props
+    from ..dispatch.kernel import gpu_arrays
 
     try:
-        dev = _gpu_arrays().current_device()
+        dev = gpu_arrays().current_device()
         slug, arch = _device_props(dev)
         from ..dispatch.api import load, matmul
         from ..dispatch.fuzz import bound_factor
@@ -126,7 +128,7 @@ def _executor():
 
 def _records(root, slug: str) -> list[tuple[Problem, dict]]:
     """The records as autotune.matmul reads them (each stored config checked by its family)."""
-    from ..dispatch.api import _table
+    from ..dispatch.table import _table
 
     return _table(os.fspath(root), slug).records
 
@@ -144,7 +146,7 @@ def _coverage(records, arch: str, limits, args):
 def _precompile(cases, arch: str, args) -> None:
     """The kernels the cases load, compiled in parallel into the compile cache first (autotune.load
     compiles one at a time)."""
-    from ..dispatch.api import _family
+    from ..dispatch.table import cached_family
     from ..gpu.compile import compile_many
     from ..kernels.render import DEFAULT_KERNEL, render
 
@@ -154,7 +156,7 @@ def _precompile(cases, arch: str, args) -> None:
     t0 = time.perf_counter()
     jobs = []
     for cfg in configs.values():
-        resolved = _family(cfg.family).resolve(cfg)
+        resolved = cached_family(cfg.family).resolve(cfg)
         jobs.append((render(resolved), DEFAULT_KERNEL, resolved.family.compile_arch(arch)))
     done = compile_many(jobs, arch)
     failed = sum(1 for d in done if isinstance(d, Exception))

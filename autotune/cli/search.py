@@ -103,8 +103,7 @@ def prior_folders(args) -> list[tuple[Path, str]]:
 
 
 def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
-    from ..search.driver import SearchStopped, plan_ahead, search
-    from ..search.parallel import SearchProcesses
+    from ..search.driver import SearchStopped, search
     from ..search.progress import Progress
     from ..search.storage import STORAGE_FAULTS, default_storage, fault_line
 
@@ -113,24 +112,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
     storage = args.storage or default_storage(args.results, slug)
     plan_kw = dict(gpu_slug=slug, storage=storage, trials=args.trials, sampler=args.sampler, seed=args.seed)
     t0 = time.monotonic()
-    # cuBLAS is timed on its own thread (it waits on the GPU worker) while this one makes the
-    # first plan and starts its first compiles, or starts the search processes: their start-up
-    # and the baseline overlap. The processes ask for trials only once the baseline is done.
-    procs = first = None
-    with ThreadPoolExecutor(1, thread_name_prefix="cublas") as bg:
-        timing = bg.submit(ev.baseline, problem)
-        try:
-            if args.workers > 1:
-                procs = SearchProcesses(
-                    spaces, problem, spec, args.workers, ev.limits, timeout_s=args.timeout, batch=args.window, **plan_kw
-                )
-            elif spaces:
-                first = plan_ahead(spaces[0], problem, ev, batch=args.window, **plan_kw)
-            base = timing.result()
-        except BaseException:
-            if procs is not None:
-                procs.stop()
-            raise
+    procs, first, base = _start(args, spaces, problem, ev, spec, plan_kw)
     print(
         f"{ev.limits.name}: {problem.name}, cuBLAS {base['gflops']:.0f} GFLOP/s "
         f"(strict FP32, same process), {len(spaces)} families, "
@@ -176,9 +158,35 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
     return 0 if entries else 1
 
 
+def _start(args, spaces: list[Space], problem: Problem, ev, spec: dict, plan_kw: dict) -> tuple:
+    """(the search processes or None, the first family's plan or None, cuBLAS's timing). cuBLAS is
+    timed on its own thread (it waits on the GPU worker) while this one makes the first plan and
+    starts its first compiles, or starts the search processes: their start-up and the baseline
+    overlap. The processes ask for trials only once the baseline is done."""
+    from ..search.driver import plan_ahead
+    from ..search.parallel import SearchProcesses
+
+    procs = first = None
+    with ThreadPoolExecutor(1, thread_name_prefix="cublas") as bg:
+        timing = bg.submit(ev.baseline, problem)
+        try:
+            if args.workers > 1:
+                procs = SearchProcesses(
+                    spaces, problem, spec, args.workers, ev.limits, timeout_s=args.timeout, batch=args.window, **plan_kw
+                )
+            elif spaces:
+                first = plan_ahead(spaces[0], problem, ev, batch=args.window, **plan_kw)
+            base = timing.result()
+        except BaseException:
+            if procs is not None:
+                procs.stop()
+            raise
+    return procs, first, base
+
+
 def record(args, problem: Problem, storage: str, ev, results) -> tuple:
     """Merge the families' results into the shape's record: save_search with this command line."""
-    from ..records.results import save_search
+    from ..records.store import save_search
 
     command = "autotune " + shlex.join(redact.argv(sys.argv[1:] if args.argv is None else args.argv))
     return save_search(

@@ -15,7 +15,8 @@ from ..core.version import __version__
 from ..kernels.family import Family, Resolved
 from ..kernels.launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
 from ..kernels.render import render, template
-from .results import atomic_write_text, best_entry, entry_config, record_path
+from .results import best_entry, entry_config, record_path
+from .store import atomic_write_text
 
 EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
 

@@ -7,7 +7,9 @@ import io
 from pathlib import Path
 
 from ..core.types import Problem, UserError
-from .results import atomic_write_bytes, atomic_write_text, fastest, iter_records
+from .results import iter_records
+from .store import atomic_write_bytes, atomic_write_text
+from .validate import fastest
 
 
 def _plt():

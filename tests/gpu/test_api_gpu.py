@@ -11,7 +11,7 @@ from helpers import RESULTS
 
 import autotune
 from autotune.core.types import Problem
-from autotune.dispatch.api import nearest_entry
+from autotune.dispatch.table import nearest_entry
 from autotune.records.results import entry_config
 
 pytestmark = pytest.mark.gpu
@@ -55,18 +55,19 @@ def test_load_uses_the_stored_config_predicted_fastest():
     """A shape not tuned: the config autotune.dispatch.model predicts fastest among the stored ones (its
     record and predicted time in the source); a tuned shape: its own record, as measured."""
     from autotune.dispatch import api
+    from autotune.dispatch import table as dispatch_table
     from autotune.records.results import live_gpu_slug
 
     slug = live_gpu_slug()
     k = autotune.load("4000x4100x4096")
     limits = api._device_limits(cp.cuda.Device().id, f"sm_{cp.cuda.Device().compute_capability}")
-    tuned, _, cfg, predicted = api._table_for(None, slug).choose(Problem(4000, 4100, 4096), None, limits)
+    tuned, _, cfg, predicted = dispatch_table.table_for(None, slug).choose(Problem(4000, 4100, 4096), None, limits)
     assert k.config == cfg and predicted > 0
     assert k.source.startswith(f"tuned for {tuned.name} on {slug}, predicted fastest here (")
     exact = autotune.load("4096x4096x4096")
     _, entry = nearest_entry(Problem(4096, 4096, 4096), slug)
     # The stored config as its family reads it today (parameters added since take their defaults).
-    stored = api._family(entry["config"]["family"]).resolve(entry_config(entry)).config
+    stored = dispatch_table.cached_family(entry["config"]["family"]).resolve(entry_config(entry)).config
     assert exact.source == f"tuned for 4096x4096x4096 on {slug}" and exact.config == stored
 
 

@@ -6,7 +6,7 @@ import pytest
 from helpers import AWKWARD_SHAPES, families, tier_of
 
 from autotune.core.types import Config, Problem, Status
-from autotune.dispatch.api import built_for
+from autotune.dispatch.table import built_for
 from autotune.kernels.family import Family
 from autotune.kernels.space import Space
 

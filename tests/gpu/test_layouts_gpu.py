@@ -9,11 +9,11 @@ from test_correctness import A_ROWS_CONFIGS, CONFIGS
 
 import autotune
 from autotune.core.types import Problem, Status
-from autotune.dispatch.api import built_for
+from autotune.dispatch.table import built_for
 from autotune.kernels.family import Family
 from autotune.kernels.space import Space
 from autotune.records.export import export
-from autotune.records.results import update_record
+from autotune.records.store import update_record
 
 pytestmark = pytest.mark.gpu
 

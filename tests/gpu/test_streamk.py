@@ -40,7 +40,7 @@ def _assert_c_not_read_at_beta_zero(k, a, b, ab):
 def test_stream_k_correct_and_repeatable(config, shape):
     import cupy as cp
 
-    from autotune.dispatch.api import Kernel
+    from autotune.dispatch.kernel import Kernel
 
     M, N, K = shape
     k = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}")
@@ -98,7 +98,7 @@ def test_split_launch_correct(config, shape):
     would add into tiles not yet scaled)."""
     import cupy as cp
 
-    from autotune.dispatch.api import Kernel
+    from autotune.dispatch.kernel import Kernel
     from autotune.gpu import launcher
 
     M, N, K = shape
@@ -142,7 +142,7 @@ def test_kernels_keep_their_own_workspaces_under_a_small_budget(monkeypatch):
     import cupy as cp
 
     from autotune.core.types import Config
-    from autotune.dispatch.api import Kernel
+    from autotune.dispatch.kernel import Kernel
     from autotune.gpu import launcher
 
     monkeypatch.setattr(launcher.WORKSPACES, "budget", 1)

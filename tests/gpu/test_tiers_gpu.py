@@ -156,7 +156,9 @@ def test_matmul_at_a_tier_runs_the_wgmma_record_and_is_right(tmp_path, monkeypat
 
     from autotune.core.types import Measurement
     from autotune.dispatch import api
-    from autotune.records.results import live_gpu_slug, make_entry, update_record
+    from autotune.dispatch import table as dispatch_table
+    from autotune.records.results import live_gpu_slug
+    from autotune.records.store import make_entry, update_record
 
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("wgmma_tf32 runs on sm_90 only")
@@ -170,7 +172,7 @@ def test_matmul_at_a_tier_runs_the_wgmma_record_and_is_right(tmp_path, monkeypat
     gpu = {"name": "this GPU", "slug": live_gpu_slug(), "arch": "sm_90"}
     update_record(tmp_path, gpu, shape, {"wgmma_tf32": entry})
     monkeypatch.setenv("AUTOTUNE_RESULTS", str(tmp_path))
-    monkeypatch.setattr(api, "_TABLES", {})
+    monkeypatch.setattr(dispatch_table, "_TABLES", {})
     rng = cp.random.default_rng(3)
     a = rng.random((1000, 300), dtype=cp.float32) * 2 - 1
     b = rng.random((300, 777), dtype=cp.float32) * 2 - 1

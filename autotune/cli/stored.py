@@ -1,0 +1,204 @@
+"""The commands over stored results: export (a C header), check (re-verify and re-time), report
+(plots), list (families and results); their options and what each prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.types import LAYOUTS, Problem, UserError
+from ..kernels.counts import cached_valid, count_valid
+from ..kernels.family import Family, known_families
+from ..kernels.limits import profile_for_arch
+from ..kernels.space import Space
+from .inputs import check_output_dir, check_output_file, parse_problem
+from .options import arch, device, shape_args, tolerance
+
+
+def add_parsers(sub) -> None:
+    _export_parser(sub)
+    _check_parser(sub)
+    _report_parser(sub)
+    _list_parser(sub)
+
+
+def _export_parser(sub) -> None:
+    e = sub.add_parser(
+        "export",
+        help="write the best stored config as a C header",
+        description="Write the best stored config for a shape and layout as a header: #defines, "
+        "the kernel and host launchers: autotune_sgemm(transa, transb, m, n, k, alpha, A, lda, B, ldb, "
+        "beta, C, ldc, stream) in cuBLAS's column-major convention, autotune_sgemm_row_major(...) and "
+        "the contiguous autotune_sgemm(M, N, K, alpha, A, B, beta, C, stream).",
+    )
+    shape_args(e)
+    e.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")
+    e.add_argument("--family", metavar="F", help="best of this family instead of the overall best")
+    e.add_argument(
+        "--layouts",
+        metavar="LIST",
+        help="several layouts in one header (nn,nt,tn,tt or 'all'): each layout's best record of the shape, "
+        "cuBLAS's entry points dispatching on the transposes (a drop-in for programs that call several)",
+    )
+    e.add_argument(
+        "-o", "--output", type=Path, default=Path("tuned_sgemm.h"), help="header path (default tuned_sgemm.h)"
+    )
+    e.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
+
+
+def _check_parser(sub) -> None:
+    c = sub.add_parser(
+        "check",
+        help="regression check of stored results (exit 1 on a regression)",
+        description="Re-render, re-compile, re-verify and re-time every stored result for "
+        "this GPU; exit 1 when one became incorrect or slower than recorded beyond --tolerance. "
+        "--static does the part that needs no GPU.",
+    )
+    c.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")
+    c.add_argument(
+        "--tolerance",
+        type=tolerance,
+        default=0.05,
+        help="allowed slow-down fraction, from 0 to below 1 (default 0.05: 5%% slower fails)",
+    )
+    c.add_argument(
+        "--static",
+        action="store_true",
+        help=(
+            "no GPU: render, filter and compile each stored config; its machine code must be the one"
+            " measured (the record's code digest), with its registers and shared memory"
+        ),
+    )
+    c.add_argument("--device", type=device, default=0, help="CUDA device index (default 0)")
+    c.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
+
+
+def _report_parser(sub) -> None:
+    rp = sub.add_parser(
+        "report",
+        help="PNG plots and a Markdown page of stored results and studies",
+        description="Plots (GFLOP/s per trial with the cuBLAS line, each study's best so far against "
+        "trials and wall time, parameter importance, best per family, GFLOP/s vs shape against cuBLAS) "
+        "and report.md, from results/<gpu>/.",
+    )
+    rp.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")
+    rp.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
+    rp.add_argument("-o", "--output", type=Path, help="output folder (default results/<gpu>/report)")
+
+
+def _list_parser(sub) -> None:
+    ls = sub.add_parser(
+        "list",
+        help="families, their spaces, and stored results",
+        description="List families (parameters, space size, valid points for a profile) and stored results.",
+    )
+    ls.add_argument("--arch", type=arch, metavar="SM", help="limits profile for counting valid points (default sm_90)")
+    ls.add_argument(
+        "--count",
+        action="store_true",
+        help="count the valid points of every space now (a few seconds for all); the counts "
+        "are cached per template, space and limits, and shown from the cache otherwise",
+    )
+    ls.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
+
+
+def cmd_export(args) -> int:
+    from ..records.export import export
+    from ..records.results import resolve_gpu
+
+    problem = parse_problem(args)
+    layouts = _layout_list(args.layouts) if args.layouts else None
+    if layouts and args.layout != "nn":
+        raise UserError("give --layout or --layouts, not both")
+    slug = resolve_gpu(args.results, args.gpu)
+    check_output_file(args.output)
+    path, entry = export(args.results, slug, problem, args.output, args.family, layouts)
+    if layouts and len(layouts) > 1:
+        print(f"wrote {path}: layouts {' '.join(layouts)} of {problem.with_layout('nn').name} on {slug}")
+        return 0
+    print(
+        f"wrote {path}: {entry['config']['name']} ({entry['gflops']:.0f} GFLOP/s, "
+        f"{entry['ratio']:.2f}x cuBLAS on {slug})"
+    )
+    return 0
+
+
+def _layout_list(text: str) -> list[str]:
+    names = [t.strip().lower() for t in text.split(",") if t.strip()]
+    names = list(LAYOUTS) if names == ["all"] else names
+    bad = [n for n in names if n not in LAYOUTS]
+    if bad or not names:
+        raise UserError(f"--layouts {text!r}: a comma list of {', '.join(LAYOUTS)} (or 'all')")
+    return list(dict.fromkeys(names))
+
+
+def cmd_check(args) -> int:
+    from ..records.check import check_gpu, check_static, format_rows
+    from ..records.results import resolve_gpu
+
+    slug = resolve_gpu(args.results, args.gpu)
+    if args.static:
+        rows = check_static(args.results, slug)
+    else:
+        from ..search.evaluate import GPUEvaluator
+
+        try:
+            ev = GPUEvaluator(args.device)
+        except RuntimeError as exc:
+            raise UserError(f"no usable GPU ({exc}); 'autotune check --static' works without one") from None
+        try:
+            rows = check_gpu(args.results, slug, ev, args.tolerance)
+        finally:
+            ev.close()
+    if not rows:
+        raise UserError(f"no stored results for {slug} under {args.results}")
+    print(format_rows(rows))
+    failed = [r for r in rows if r.status == "fail"]
+    stale = sum(r.status == "stale" for r in rows)
+    print(
+        f"{len(rows)} checked, {len(failed)} failed"
+        + (f", {stale} stale (re-time them on the GPU: autotune check)" if stale else "")
+        + (" (static)" if args.static else "")
+    )
+    return 1 if failed else 0
+
+
+def cmd_report(args) -> int:
+    from ..records.report import write_report
+    from ..records.results import resolve_gpu
+
+    slug = resolve_gpu(args.results, args.gpu)
+    check_output_dir(args.output or args.results / slug / "report")
+    path = write_report(args.results, slug, args.output)
+    print(f"wrote {path} and its plots")
+    return 0
+
+
+def cmd_list(args) -> int:
+    from ..records.results import gpu_dirs, iter_records
+    from ..records.validate import fastest
+
+    limits = profile_for_arch(args.arch)
+    uncounted = []
+    for name in known_families():
+        fam = Family.load(name)
+        sp = Space.load(fam)
+        valid = count_valid(sp, limits) if args.count else cached_valid(sp, limits)
+        if valid is None:
+            uncounted.append(name)
+        print(f"{name:<11} {'?' if valid is None else valid:>6} valid of {sp.size:<8} params {' '.join(fam.params)}")
+        print(f"{'':<11} {fam.description.strip()}")
+    if uncounted:
+        print(
+            f"? = not counted yet for {limits.name} ({', '.join(uncounted)}): 'autotune list --count' counts "
+            "them once (a few seconds), a dry run too"
+        )
+    for slug in gpu_dirs(args.results):
+        for _p, rec in iter_records(args.results, slug):
+            best = fastest(rec["families"])
+            if best is not None:
+                b = rec["families"][best]
+                print(
+                    f"{slug}  {Problem(**rec['problem']).name:<16} best {b['config']['name']} "
+                    f"{b['gflops']:.0f} GFLOP/s ({b['ratio']:.2f}x cuBLAS)"
+                )
+    return 0

@@ -1,0 +1,261 @@
+"""Which stored config runs a shape: one GPU's records in a results folder, read once per change of
+that folder (`table_for`), each tuned shape's best entry and the model's prediction for a shape
+never tuned (`_Table.choose`), every config built for the call's layout, batch and tier
+(`built_for`).
+
+The results folder is read as the command line reads it (autotune.records.results): a record that is
+damaged, contradicts itself, or holds a config its (shipped) family refuses makes the call raise
+one UserError naming the file, as `autotune list` or `export` would say it; a folder with a bad
+record is not used in part. A record's entry of a family not shipped here is no candidate.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..core.types import Config, Problem, UserError
+from ..kernels.family import ROOT, Family
+from ..kernels.limits import DeviceLimits
+from ..records.results import entry_config, iter_records
+from ..records.validate import fastest
+from . import model
+
+if TYPE_CHECKING:
+    from .kernel import Kernel
+
+
+_INSTALLED = ROOT == Path(__file__).resolve().parent.parent  # a wheel: templates inside the package
+_CHECKOUT_RESULTS = str(ROOT / "results")
+
+
+def results_dir() -> Path:
+    """$AUTOTUNE_RESULTS, else ./results when it exists, else the checkout's results/ when autotune
+    runs from a checkout (an installed wheel has no results of its own)."""
+    env = os.environ.get("AUTOTUNE_RESULTS")
+    if env:
+        return Path(env)
+    return Path("results" if _INSTALLED or os.path.isdir("results") else _CHECKOUT_RESULTS)
+
+
+@functools.cache
+def cached_family(name: str) -> Family:
+    """A family's declaration, parsed once a process: choosing a kernel for a new shape asks
+    every stored record's families whether they read its layout."""
+    return Family.load(name)
+
+
+def _reads(family: str, problem: Problem) -> bool:
+    """Whether `family` (known here) can be built for the problem's layout and batch."""
+    try:
+        return not cached_family(family).gaps(problem)
+    except UserError:
+        return False  # a family no longer shipped: its records cannot be used
+
+
+def built_for(
+    config: Config, layout: str = "nn", batch: int = 1, precision: str = "highest", limits: DeviceLimits | None = None
+) -> Config | None:
+    """`config` built for `layout`, batch > 1 for a batch, and `precision`: its TRANS_A / TRANS_B /
+    BATCHED (and PRECISION, where it has one) set to theirs; None when that breaks one of its
+    family's rules (a split-K config has no batched form) or, given a device's `limits`, one of the
+    device's (a medium-tier wgmma config built for high holds twice the tiles in shared memory,
+    past what a block may have: it would not launch)."""
+    return _built_for(config, layout, batch > 1, precision, limits)
+
+
+@functools.lru_cache(maxsize=8192)
+def _built_for(config: Config, layout: str, batched: bool, precision: str, limits: DeviceLimits | None):
+    # Remembered: choosing a kernel for a new shape builds every stored config for its layout,
+    # which costs more than the rest of the choice.
+    fam = cached_family(config.family)
+    cfg = fam.built_for(config, Problem(1, 1, 1, layout, 2 if batched else 1, precision=precision))
+    if fam.broken_rules(cfg) or (limits is not None and fam.violations(cfg, limits)):
+        return None
+    return cfg
+
+
+def nearest_entry(
+    problem: Problem, slug: str, root: Path | None = None, family: str | None = None
+) -> tuple[Problem, dict] | None:
+    """(tuned shape, best entry, of `family` if given) nearest to `problem` in log-space, or
+    None when none is stored."""
+    return table_for(root, slug).nearest(problem, family)
+
+
+# A table is trusted while its folder's state (device, inode, mtime) is unchanged, but only once
+# the folder's mtime is older than this when the table is read: a record renamed into the folder
+# within the same timestamp tick (coarse on most filesystems, 2 s on FAT) as the change already
+# seen would leave the mtime as it was. Until then the table is read again at each call.
+_RACY_NS = 2_000_000_000
+_CHOICES_MAX = 4096  # shapes remembered per table; the oldest goes first
+
+
+class _Table:
+    """One GPU's records in one results folder, as read at one state of that folder, and the
+    kernel chosen for each (device, M, N, K, layout, batch, family) asked since."""
+
+    def __init__(self, folder: str, state: tuple | None, records: list[tuple[Problem, dict]], clean: bool):
+        self.folder, self.state, self.records, self.clean = folder, state, records, clean
+        self.choices: dict[tuple, Kernel] = {}
+        self.plans: dict[str, object] = {}  # config name -> its launch plan (the model's)
+
+    def _pool(self, problem: Problem) -> list[tuple[Problem, dict]]:
+        """The records a choice draws on: of the problem's layout and batching (batch or not) when
+        there are any, else of its layout, else all (configs tuned for another layout or
+        batching, to be built for this one)."""
+        batched = problem.batch > 1
+        same = [(shape, fams) for shape, fams in self.records if shape.layout == problem.layout]
+        alike = [(shape, fams) for shape, fams in same if (shape.batch > 1) == batched]
+        return alike or same or self.records
+
+    def nearest(self, problem: Problem, family: str | None) -> tuple[Problem, dict] | None:
+        """The nearest tuned shape's best entry (of `family`, if given) among the families that
+        can run the problem, from `_pool`."""
+        best = None
+        for shape, fams in self._pool(problem):
+            pick = fastest(fams, lambda f: family in (None, f) and _reads(f, problem))
+            entry = fams[pick] if pick is not None else None
+            if entry and (best is None or model.distance(problem, shape) < model.distance(problem, best[0])):
+                best = (shape, entry)
+        return best
+
+    def choose(
+        self, problem: Problem, family: str | None, limits: DeviceLimits | None = None
+    ) -> tuple[Problem, dict, Config, float | None] | None:
+        """(tuned shape, its entry, the config to run, predicted ms or None when measured here):
+        the best entry of the problem's own record when it was tuned; else the candidate of
+        `_pool` -- every family's best at every tuned shape, that can run the problem and is
+        meant for it (or is the family asked for) -- that autotune.dispatch.model predicts fastest here.
+        Below the highest precision the shape's FP32 record is the tier's own too (its kernels
+        meet every contract): the faster of the two records' best entries serves."""
+        # The shape's own records: those timed with beta 0 or not, as this call, first.
+        tiers = {problem.precision, "highest"}
+        same = problem.with_beta(0.0)
+        exact = [
+            ((shape.beta == 0) != (problem.beta == 0), shape, fams)
+            for shape, fams in self.records
+            if shape.precision in tiers and shape.with_beta(0.0).with_precision(problem.precision) == same
+        ]
+        for other_beta in (False, True):
+            picks = []
+            for _, shape, fams in (r for r in exact if r[0] == other_beta):
+                pick = fastest(fams, lambda f: family in (None, f) and _reads(f, problem))
+                if pick is not None:
+                    entry = fams[pick]
+                    cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision, limits)
+                    if cfg is not None:
+                        picks.append((entry["gflops"], shape, entry, cfg))
+            if picks:
+                _, shape, entry, cfg = max(picks, key=lambda p: p[0])
+                return shape, entry, cfg, None
+        candidates = [
+            c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, family, limits)
+        ]
+        best = model.fastest(candidates, problem, self.roof)
+        if best is None:
+            return None
+        shape, entry, cfg = best[0].what
+        return shape, entry, cfg, best[1]
+
+    def _candidates(self, shape: Problem, fams: dict, problem: Problem, family: str | None, limits=None):
+        for f, entry in fams.items():
+            if (
+                family not in (None, f)
+                or not _reads(f, problem)
+                or (family is None and cached_family(f).unsuited(problem))
+            ):
+                continue
+            try:
+                cfg = built_for(entry_config(entry), problem.layout, problem.batch, problem.precision, limits)
+                if cfg is None:
+                    continue
+                measured = self._plan(entry_config(entry))
+                slots = model.slots(measured, entry["registers"], entry["smem_bytes"], entry["limits"])
+                plan = self._plan(cfg)
+                sms = entry["limits"]["sm_count"]
+                yield model.Candidate(shape, measured, plan, entry["time_ms"], slots, sms, (shape, entry, cfg))
+            except (UserError, KeyError, TypeError, ValueError):
+                continue  # an entry from an older format, or a family no longer shipped
+
+    def _plan(self, cfg: Config):
+        plan = self.plans.get(cfg.name)
+        if plan is None:
+            plan = self.plans[cfg.name] = cached_family(cfg.family).resolve(cfg).plan
+        return plan
+
+    @functools.cached_property
+    def roof(self) -> model.Roof:
+        return model.Roof.of(
+            (shape, e["time_ms"]) for shape, fams in self.records for e in fams.values() if e.get("time_ms")
+        )
+
+    def remember(self, key: tuple, kernel: Kernel) -> Kernel:
+        if len(self.choices) >= _CHOICES_MAX:
+            del self.choices[next(iter(self.choices))]
+        self.choices[key] = kernel
+        return kernel
+
+
+_TABLES: dict[tuple[str, str], _Table] = {}  # (results folder, GPU slug) -> its table
+
+
+def table_for(results: str | Path | None, slug: str) -> _Table:
+    """The table of `slug` in `results`, by default in results_dir(), found with one stat in the
+    usual cases (a folder named, $AUTOTUNE_RESULTS, a wheel, or ./results holding this GPU)."""
+    if results:
+        return _table(os.fspath(results), slug)
+    env = os.environ.get("AUTOTUNE_RESULTS")
+    if env:
+        return _table(env, slug)
+    table = _table("results", slug)
+    if _INSTALLED or table.state is not None or os.path.isdir("results"):
+        return table
+    return _table(_CHECKOUT_RESULTS, slug)
+
+
+def _table(root: str, slug: str) -> _Table:
+    """The records of `slug` under `root`, read again only when that folder changed (one stat)."""
+    table = _TABLES.get((root, slug))
+    if table is None or not table.clean or table.state != _folder_state(table.folder):
+        table = _TABLES[(root, slug)] = _read_table(root, slug)
+    return table
+
+
+def _folder_state(folder: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None  # no such folder: no records (until it appears, which changes the state)
+    return (st.st_dev, st.st_ino, st.st_mtime_ns)
+
+
+def _read_table(root: str, slug: str) -> _Table:
+    folder = os.path.join(root, slug)
+    now = time.time_ns()  # before the stat: a change after it gets a later mtime once clean
+    state = _folder_state(folder)
+    records = []
+    if state is not None:
+        for path, rec in iter_records(root, slug):
+            _check_configs(path, rec)
+            records.append((Problem(**rec["problem"]), rec["families"]))
+    return _Table(folder, state, records, state is None or now - state[2] > _RACY_NS)
+
+
+def _check_configs(path: Path, record: dict) -> None:
+    """Each entry's config as its family takes it (parameters declared, values in their domains),
+    else one UserError naming the record; entries of families not shipped here are left to
+    `_reads`, which makes them no candidate."""
+    for entry in record["families"].values():
+        cfg = entry_config(entry)
+        try:
+            fam = cached_family(cfg.family)
+        except UserError:
+            continue
+        try:
+            fam.resolve(cfg, f"stored config {cfg.name}")
+        except UserError as exc:
+            raise UserError(f"{path}: {exc}") from None

@@ -1,0 +1,192 @@
+"""Writing records: a file written whole or not at all (`atomic_write_text`), a search's best
+configs made entries (`make_entry`) and merged into the shape's record under a folder lock
+(`update_record`, `save_search`); a record is checked as a reader will see it before it is written."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..core import redact
+from ..core.types import Measurement, Problem, Status, UserError, one_line
+from .results import load_record, record_path
+from .validate import MAX_TEXT, SCHEMA, check_record, fastest
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
+
+
+def atomic_write_text(path: Path | str, text: str) -> None:
+    """Write through a temporary file beside `path` and a rename, so a reader never sees half a
+    file. The folder must exist: folders nobody asked for are not created here. On any failure
+    the temporary file is removed and the error is one UserError naming the path."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    """atomic_write_text for bytes (a PNG). A symbolic link at `path` is replaced, not written
+    through: the file it points to is left alone."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+LOCK_NAME = ".autotune.lock"  # in each GPU's results folder
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Held around a record's read-merge-write: two searches of one shape finishing together
+    would otherwise both read the old file, and the second write would drop the first's entry."""
+    if fcntl is None:
+        # No fcntl (Windows): no lock. Two processes writing one shape's record in one results
+        # folder at the same moment may lose an entry there.
+        yield
+        return
+    try:
+        f = open(folder / LOCK_NAME, "a")
+    except OSError as exc:
+        raise UserError(f"{folder}: cannot write results there ({exc.strerror or exc})") from None
+    with f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, command: str, limits: dict) -> dict:
+    if m.status is not Status.OK or m.gflops is None:
+        raise ValueError("only verified measurements are recorded")
+    entry = m.to_dict()
+    extra = entry.pop("extra", {})
+    if extra.get("contract"):  # a tensor-core tier's errors on each kind of input, against its limits
+        entry["contract"] = extra["contract"]
+    if extra.get("source"):  # the hash of the CUDA source measured (render.source_digest)
+        entry["source"] = extra["source"]
+    if extra.get("code"):  # the hash of the machine code measured (gpu.machine_code.code_digest)
+        entry["code"] = extra["code"]
+    # The command line and the storage URL as given may hold a database password.
+    search = {**search, "storage": redact.url(search["storage"])} if "storage" in search else search
+    entry.update(
+        cublas={k: cublas[k] for k in ("time_ms", "time_iqr_ms", "gflops", "error", "path", "paths") if k in cublas},
+        ratio=m.gflops / cublas["gflops"],
+        search=search,
+        versions=versions,
+        limits=limits,
+        date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        command=redact.text(command),
+    )
+    return _printable(entry)
+
+
+def _printable(value: Any) -> Any:
+    """`value` with every string (keys too) as a record may hold it: printable (an argument of the
+    command line or a storage URL can hold a newline) and at most MAX_TEXT characters. What a
+    search measured is written, not refused at the end for the text around it."""
+    if isinstance(value, str):
+        text = one_line(value)
+        return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_printable(v) for v in value]
+    return value
+
+
+def update_record(
+    root: Path | str, gpu: dict, problem: Problem, entries: dict[str, dict], replace: bool = False
+) -> tuple[Path, list[str]]:
+    """Merge family entries into the shape's file; an entry replaces a stored one when faster,
+    when it measures the same config again (the current code and GPU state, e.g. after a
+    template edit), or with `replace`. Returns the path and the families whose entry changed."""
+    path = record_path(root, gpu["slug"], problem)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # the results folders are the tool's own
+    except OSError as exc:
+        raise UserError(f"{path.parent}: cannot create the results folder ({exc.strerror or exc})") from None
+    with _folder_lock(path.parent):
+        data = (
+            load_record(path)
+            if path.exists()
+            else {
+                "schema": SCHEMA,
+                "gpu": gpu,
+                "problem": problem.as_dict(),
+                "families": {},
+            }
+        )
+        changed = []
+        for fam, entry in entries.items():
+            old = data["families"].get(fam)
+            if replace or old is None or entry["gflops"] > old["gflops"] or entry["config"] == old["config"]:
+                data["families"][fam] = entry
+                changed.append(fam)
+        data["gpu"] = gpu
+        data["best"] = fastest(data["families"])
+        # Checked as a reader will see it: the tool never writes a record it would refuse.
+        check_record(json.loads(json.dumps(data)), path, "not written, the record would not be valid")
+        atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+    return path, changed
+
+
+def save_search(
+    root: Path | str,
+    limits,
+    versions: dict,
+    problem: Problem,
+    family_results,
+    *,
+    command: str,
+    sampler: str,
+    seed: int,
+    trials: int | None,
+    storage: str,
+) -> tuple[Path | None, list[str], dict]:
+    """Record the best of each searched family (search.FamilyResult) in the shape's file."""
+    from ..core.version import __version__
+
+    gpu = _printable({"name": limits.name, "slug": limits.slug, "arch": limits.arch})
+    entries = {}
+    for r in family_results:
+        if r.best is None:
+            continue
+        entries[r.family] = make_entry(
+            r.best,
+            r.cublas,
+            command=command,
+            versions={**versions, "autotune": __version__},
+            limits=limits.to_dict(),
+            search={
+                "sampler": sampler,
+                "seed": seed,
+                "trials": trials,
+                "evaluated": r.evaluated,
+                "valid_points": r.valid_points,
+                "study": r.study_name,
+                "storage": storage,
+                "seconds": round(r.seconds, 1),
+            },
+        )
+    if not entries:
+        return None, [], entries
+    path, changed = update_record(root, gpu, problem, entries)
+    return path, changed, entries
