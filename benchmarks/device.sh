@@ -9,8 +9,8 @@
 #                                                                       -> logs/gpu_shard_K_of_N.txt
 #   fuzz N [SEED]    autotune fuzz --problems N --seed SEED (0): N random problems through
 #                    autotune.matmul and every stored kernel in each form   -> logs/fuzz_SEED.txt
-#   fuzz-before N    the same fuzzer (no stored-kernel pass) over the runner of before the
-#                    workspace fix, carried in .before/runner.py            -> logs/fuzz_before.txt
+#   fuzz-before N    the same fuzzer (no stored-kernel pass) with workspaces zeroed only when
+#                    made, as before the workspace fix                      -> logs/fuzz_before.txt
 #   padding          benchmarks/padding_probe.py: every stored kernel form with NaN past K in its
 #                    operands' rows                                     -> logs/padding.txt
 #   cache            pack the compile cache into $OUT/cache.tar.xz (carry it as .fuzzcache.tar.xz)
@@ -104,12 +104,14 @@ while [ $# -gt 0 ]; do
       echo "exit $? wall $(elapsed "$s") s" >> "$L/fuzz_$seed.txt"
       echo "fuzz $count seed $seed: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_$seed.txt") $(tail -1 "$L/fuzz_$seed.txt")" ;;
     fuzz-before)
+      # The code of before the workspace fix, in this tree: workspaces zeroed only when made
+      # (as tests/gpu/test_fuzz_gpu.py switches it), so counters left by one shape stay.
       count=$1; shift
-      rm -rf /tmp/before && mkdir /tmp/before && cp -r autotune templates configs /tmp/before/
-      cp .before/runner.py /tmp/before/autotune/gpu/runner.py
-      repo=$PWD
-      (cd /tmp/before && PYTHONPATH=/tmp/site:/tmp/before AUTOTUNE_RESULTS=$repo/results timeout "$(left)" \
-        python3 -m autotune.cli fuzz --problems "$count" --coverage 0 --shrink 2 --seconds 150) > "$L/fuzz_before.txt" 2>&1
+      timeout "$(left)" python3 -c 'import sys
+from autotune.gpu import launcher
+launcher.WORKSPACES.zero = lambda *a, **k: None
+from autotune.cli import main
+sys.exit(main(sys.argv[1:]))' fuzz --problems "$count" --coverage 0 --shrink 2 --seconds 150 > "$L/fuzz_before.txt" 2>&1
       echo "exit $?" >> "$L/fuzz_before.txt"
       echo "fuzz-before $count: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_before.txt")" ;;
     padding)
