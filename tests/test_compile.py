@@ -497,7 +497,8 @@ FEWCOLS_BEFORE_WK = "578abe9"
 
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
-def test_fewcols_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
+@EVERY
+def test_fewcols_one_warp_along_k_builds_the_kernel_before_wk(tmp_path, every):
     """fewcols with WK = 1 is the kernel the family built before WK, instruction for instruction
     (branch targets aside, as in the PACKB 2 comparison), for every seed in both layouts with both
     reductions: what was measured before WK still describes it. Needs the checkout's history."""
@@ -505,23 +506,25 @@ def test_fewcols_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
     assert "WK" not in old.params and new.params["WK"].default == 1
     flat = [c for c in Space.load("fewcols").seeds if c["WK"] == 1]
     assert len(flat) >= 8 and {c["LANE_ROWS"] for c in flat} == {0, 1}
-    for seed in flat:
-        for trans_b in (0, 1):
-            for reduce in ("atomic", "last_block"):
-                # Parameters added since (WK, A_STAGES) at their defaults: the kernel of before.
-                later = {k: v for k, v in seed.as_dict().items() if k not in old.params}
-                assert later == {k: new.params[k].default for k in later}, seed.name
-                params = {k: v for k, v in seed.as_dict().items() if k in old.params} | {
-                    "TRANS_B": trans_b,
-                    "REDUCE": reduce,
-                }
-                was, _ = _sass(params, family=old)
-                now, _ = _sass({**params, **later}, family=new)
-                assert len(now) > 1000 and _without_branch_targets(was) == _without_branch_targets(now), (
-                    seed.name,
-                    trans_b,
-                    reduce,
-                )
+    # By default a seed of each LANE_ROWS, in one layout and reduction each; `every`: all of them.
+    firsts = [next(c for c in flat if c["LANE_ROWS"] == lr) for lr in (0, 1)]
+    combos = [(firsts[0], 0, "atomic"), (firsts[1], 1, "last_block")]
+    combos += [(c, t, r) for c in flat for t in (0, 1) for r in ("atomic", "last_block") if (c, t, r) not in combos]
+    for seed, trans_b, reduce in some(combos, every, n=2):
+        # Parameters added since (WK, A_STAGES) at their defaults: the kernel of before.
+        later = {k: v for k, v in seed.as_dict().items() if k not in old.params}
+        assert later == {k: new.params[k].default for k in later}, seed.name
+        params = {k: v for k, v in seed.as_dict().items() if k in old.params} | {
+            "TRANS_B": trans_b,
+            "REDUCE": reduce,
+        }
+        was, _ = _sass(params, family=old)
+        now, _ = _sass({**params, **later}, family=new)
+        assert len(now) > 1000 and _without_branch_targets(was) == _without_branch_targets(now), (
+            seed.name,
+            trans_b,
+            reduce,
+        )
 
 
 @pytest.mark.parametrize("reduce", ["atomic", "last_block"])
@@ -542,7 +545,8 @@ def test_fewrows_largest_shared_memory_point_compiles_to_what_it_declares(reduce
 FEWROWS_BEFORE_WK = "84e737c"  # fewrows' template before warps along K (7447bef) and AK (cf116fc)
 
 
-def test_fewrows_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
+@EVERY
+def test_fewrows_one_warp_along_k_builds_the_kernel_before_wk(tmp_path, every):
     """fewrows with WK = 1 (and A's chunk row-major, AK = 0) is the kernel the family built before
     WK, instruction for instruction (branch targets aside), for its one-warp-along-K seeds in both
     layouts with both reductions: what was measured before WK still describes it. Needs the
@@ -551,15 +555,16 @@ def test_fewrows_one_warp_along_k_builds_the_kernel_before_wk(tmp_path):
     assert "WK" not in old.params and "AK" not in old.params and new.params["WK"].default == 1
     flat = [c for c in Space.load("fewrows").seeds if c["WK"] == 1 and c["AK"] == 0]
     assert len(flat) >= 6 and {c["MR"] for c in flat} >= {1, 2, 4, 8, 16}
-    for seed in flat:
-        for trans_a in (0, 1):
-            for reduce in ("atomic", "last_block"):
-                params = {k: v for k, v in seed.as_dict().items() if k not in ("WK", "AK")}
-                params |= {"TRANS_A": trans_a, "REDUCE": reduce}
-                was, _ = _sass(params, family=old)
-                now, _ = _sass({**params, "WK": 1, "AK": 0}, family=new)
-                assert len(now) > 300 and _without_branch_targets(was) == _without_branch_targets(now), (
-                    seed.name,
-                    trans_a,
-                    reduce,
-                )
+    # By default the first seed in each layout, one reduction each; `every`: all of them.
+    combos = [(flat[0], 0, "atomic"), (flat[0], 1, "last_block")]
+    combos += [(c, t, r) for c in flat for t in (0, 1) for r in ("atomic", "last_block") if (c, t, r) not in combos]
+    for seed, trans_a, reduce in some(combos, every, n=2):
+        params = {k: v for k, v in seed.as_dict().items() if k not in ("WK", "AK")}
+        params |= {"TRANS_A": trans_a, "REDUCE": reduce}
+        was, _ = _sass(params, family=old)
+        now, _ = _sass({**params, "WK": 1, "AK": 0}, family=new)
+        assert len(now) > 300 and _without_branch_targets(was) == _without_branch_targets(now), (
+            seed.name,
+            trans_a,
+            reduce,
+        )

@@ -560,6 +560,7 @@ def _workers_search(tmp_path, table, trials="60"):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.slow  # two worker processes to the budget (about 20 s on 2 cores)
 def test_a_killed_search_process_s_trials_are_measured_and_the_budget_met(tmp_path, table):
     import signal
 

@@ -25,9 +25,9 @@ def _compile(resolved, extra=""):
     return compile_source(render(resolved) + extra, "sm_90", DEFAULT_KERNEL, use_cache=False)
 
 
-# vectorized: a kernel NVRTC builds the same way every time. The largest warptile kernels do
-# not (check.py's _FRESH_TRIES), which test_a_build_that_differs_once_is_confirmed_by_another covers.
-FAMILY = "vectorized"
+# tiled: a small kernel NVRTC builds the same way every time (quick to build again). The largest
+# warptile kernels are not (check.py's _FRESH_TRIES): test_a_build_that_differs_once_... covers that.
+FAMILY = "tiled"
 
 
 def _entry():

@@ -1,5 +1,6 @@
 """search --priors: configs tuned on another GPU, tried here like seeds where they are valid."""
 
+import pytest
 from test_cli import _one_clear_line, run
 from test_results import GPU, _entry
 
@@ -70,6 +71,7 @@ def test_an_unknown_prior_gpu_is_one_clear_line_before_any_gpu_work(tmp_path):
     assert "no-such-gpu" in _one_clear_line(r)
 
 
+@pytest.mark.slow  # plans a search in worker processes, cold and with priors (about 35 s)
 def test_a_worker_process_plans_the_parents_study_seeded_cold_or_with_priors(h100):
     """search --workers: each process loads the space again (a Space does not pickle); with the
     priors lost it would name another study and measure beside the one the parent queued."""

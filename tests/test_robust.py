@@ -59,6 +59,7 @@ def _trials(results):
     return optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
 
 
+@pytest.mark.slow  # a search killed and run again (about 20 s)
 def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
     path, table = replay
     cmd = _cmd(tmp_path, path, "--trials", "40")
@@ -199,6 +200,7 @@ def test_cold_workers_share_the_cold_study(tmp_path, replay):
     not os.environ.get("AUTOTUNE_TEST_POSTGRES"),
     reason="set AUTOTUNE_TEST_POSTGRES to a postgresql:// URL (.ci/run starts a server)",
 )
+@pytest.mark.slow  # workers on a PostgreSQL study (about 17 s; .ci/run starts the server)
 def test_workers_share_a_postgresql_study(tmp_path, replay):
     path, _ = replay
     url = os.environ["AUTOTUNE_TEST_POSTGRES"]

@@ -210,6 +210,7 @@ def test_a_deadline_gives_its_last_share_of_time_to_neighbours(tmp_path, h100):
     assert len([t for t in late if t.user_attrs.get("local")]) >= 0.5 * len(late)  # a window asked earlier
 
 
+@pytest.mark.slow  # a grid measured whole, chunk by chunk (about 13 s)
 def test_a_grid_larger_than_its_queue_chunk_is_measured_whole_once(tmp_path, h100, monkeypatch):
     """A grid's points are queued a chunk at a time (a whole large space up front took most of
     an hour of database writes); a worker whose queue runs dry queues the next."""

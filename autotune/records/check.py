@@ -79,8 +79,10 @@ def _judge(base: CheckRow, entry: dict, resolved, spec: dict, arch: str) -> Chec
 
     got, code = spec["resources"], code_digest(spec["cubin"])
     diffs = _resource_diffs(entry, got)
-    for _ in range(_FRESH_TRIES):
-        if not diffs and entry.get("code") in (None, code):
+    for attempt in range(_FRESH_TRIES):
+        # Built again while the code differs from the record's; a resource difference alone
+        # (the same code, or a record without one) is confirmed by one fresh build.
+        if entry.get("code") in (None, code) and (not diffs or attempt > 0):
             break
         # Confirm with fresh compiles: neither a compile-cache entry nor one build of several
         # possible (above) may be what reports a regression (once, a cached entry said 247
