@@ -291,7 +291,11 @@ def test_the_default_window_is_a_trial_a_compile_thread_within_an_eighth_of_the_
     ]
 
 
-@pytest.mark.parametrize(("extra", "window"), [(["--jobs", "9", "--trials", "72"], 9), (["--window", "5"], 5)])
+@pytest.mark.parametrize(
+    ("extra", "window"),
+    # 72 trials for a window of 9 (about 15 s) under -m slow; --window 5 in the default run.
+    [pytest.param(["--jobs", "9", "--trials", "72"], 9, marks=pytest.mark.slow), (["--window", "5"], 5)],
+)
 def test_a_search_keeps_a_trial_in_flight_for_each_compile_thread(tmp_path, monkeypatch, extra, window):
     """--window's default: a trial a compile thread (--jobs), at most an eighth of the budget
     (each in flight is a result TPE's next ask lacks), at least 8."""

@@ -383,6 +383,7 @@ def test_fewrows_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100
     assert any("threads 2048" in v for v in fam.violations(too_many, h100))
 
 
+@pytest.mark.slow  # every warps-along-K seed in both layouts (about 12 s)
 def test_fewcols_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100):
     """fewcols with WK warps of a block along K: its seeds build for B stored K x N and N x K with
     no spills and the shared memory they declare (B's chunk, the warps' sums and the last block's

@@ -53,6 +53,7 @@ def test_the_model_applies_to_ffma_tiles_only():
     assert {f for f, env in envs.items() if cost.scorable(env)} == {"coarse1d", "coarse2d", "vectorized", "warptile"}
 
 
+@pytest.mark.slow  # ranks warptile's whole space (about 10 s)
 def test_the_startup_is_the_best_estimated_of_distinct_tile_shapes(warptile, h100):
     space = warptile.without_seeds().for_problem(SQUARE)
     valid = space.enumerate(h100).valid

@@ -194,6 +194,7 @@ def test_fuzz_without_a_gpu_is_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # compiles every kernel a fuzz run loads (about 7 s)
 def test_compile_only_fills_the_cache_with_the_kernels_a_run_loads(tmp_path):
     """No GPU needed: the stored kernels (one tiled record here) and the fallback, each form."""
     from autotune.dispatch.api import fallback_config

@@ -22,6 +22,7 @@ def _table(space, h100, seed=0):
     return valid, table
 
 
+@pytest.mark.slow  # a grid search to its end (about 17 s)
 def test_grid_search_finds_the_known_best_and_never_repeats(tmp_path, h100):
     sp = Space.load("coarse1d")
     sp.seeds = []
@@ -130,6 +131,7 @@ def test_a_template_edit_is_a_different_study(tmp_path):
     assert len({first, included, name_now()}) == 3
 
 
+@pytest.mark.slow  # a search stopped by its timeout, really waited for (about 8 s)
 def test_timeout_stops_the_search(tmp_path, h100):
     sp = Space.load("coarse2d")
     _, table = _table(sp, h100)
@@ -184,6 +186,7 @@ def test_tpe_spends_its_last_share_on_neighbours_of_the_best(tmp_path, h100):
     assert len(set(ev.calls)) == len(ev.calls) == 30
 
 
+@pytest.mark.slow  # a 6-second deadline really waited for
 def test_a_deadline_gives_its_last_share_of_time_to_neighbours(tmp_path, h100):
     """More trials than the time allows (or --timeout alone): the neighbour phase comes with the
     last LOCAL_SHARE of the time, not only of the trials, which such a search never reaches."""

@@ -454,8 +454,9 @@ def _walk(sp: Space, limits) -> tuple[list[Config], collections.Counter]:
     return valid, rejected
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-# One shape for every family in the default run; the others (a row, a sliver, a short K) under -m slow.
+@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) if f == "fewcols" else f for f in FAMILIES])
+# One shape for every family but fewcols (17 s) in the default run; fewcols and the other shapes
+# (a row, a sliver, a short K) under -m slow.
 @pytest.mark.parametrize(
     "shape",
     [(4096, 4096, 4096)]
