@@ -161,7 +161,7 @@ def test_example_program_checks_a_batched_header_against_cublas(tmp_path, h100, 
 
     cfg = built_for(Space.load("warptile").fallback, layout, 8)
     problem = Problem(1000, 1000, 1000, layout, 8)
-    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100)})
+    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100, problem)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
     assert "runs a batch in one launch" in (tmp_path / "tuned_sgemm.h").read_text()
     out = run_example_program(tmp_path)

@@ -148,7 +148,7 @@ def test_example_program_checks_the_exported_header_against_cublas(tmp_path, h10
 
     cfg = built_for(Space.load("warptile").fallback, layout)
     problem = Problem(1000, 1000, 1000, layout)
-    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100)})
+    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100, problem)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
     run_example_program(tmp_path)
 
@@ -163,7 +163,7 @@ def test_example_program_checks_a_colstage_header_against_cublas(tmp_path, h100,
 
     params = dict(NR=16, KL=2, RPW=2, WARPS=8, KSTAGE=128, STAGES=4, KSPLIT=2, ROT=1, TRANS_B=int(layout == "nt"))
     problem = Problem(4096, 16, 4096, layout)
-    update_record(tmp_path, GPU, problem, {"colstage": _entry("colstage", params, 17000.0, h100)})
+    update_record(tmp_path, GPU, problem, {"colstage": _entry("colstage", params, 17000.0, h100, problem)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
     run_example_program(tmp_path)
 
@@ -179,7 +179,7 @@ def test_example_program_checks_a_header_that_transposes_b_first(tmp_path, h100,
     cfg = built_for(seed, layout)
     assert cfg["PACKB"] == 2
     problem = Problem(1000, 1000, 1000, layout)
-    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100)})
+    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg.as_dict(), 30000.0, h100, problem)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
     assert "_pack_b<<<" in (tmp_path / "tuned_sgemm.h").read_text()
     run_example_program(tmp_path)
@@ -198,7 +198,7 @@ def test_example_program_checks_a_split_header_that_packs_c(tmp_path, h100, sche
     resolved = Family.load("warptile").resolve(cfg)
     assert resolved.plan.geometry(127, 129, 131, 132).pack_c  # the case this test is for
     problem = Problem(1000, 1000, 1000)
-    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg, 30000.0, h100)})
+    update_record(tmp_path, GPU, problem, {"warptile": _entry("warptile", cfg, 30000.0, h100, problem)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h")
     assert "_unpack_c<<<" in (tmp_path / "tuned_sgemm.h").read_text()
     run_example_program(tmp_path)
@@ -214,7 +214,7 @@ def test_example_program_checks_a_header_of_every_layout_against_cublas(tmp_path
     for lay in ["nn", "nt", "tn", "tt"]:
         cfg = built_for(Space.load("warptile").fallback, lay)
         update_record(
-            tmp_path, GPU, problem.with_layout(lay), {"warptile": _entry("warptile", cfg.as_dict(), 3e4, h100)}
+            tmp_path, GPU, problem.with_layout(lay), {"warptile": _entry("warptile", cfg.as_dict(), 3e4, h100, problem.with_layout(lay))}
         )
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h", layouts=["nn", "nt", "tn", "tt"])
     out = run_example_program(tmp_path)
