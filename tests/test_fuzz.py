@@ -12,6 +12,7 @@ from helpers import RESULTS
 
 from autotune.core.types import LAYOUTS, PRECISIONS, Config, Problem, UserError
 from autotune.dispatch import fuzz
+from autotune.kernels.limits import load_profile
 from autotune.records.results import iter_records
 
 
@@ -143,20 +144,24 @@ def test_interleave_keeps_both_orders_and_stream_pairs_together():
             assert mixed[i + 1].stream == 2
 
 
-def test_coverage_runs_every_stored_entry_in_every_form_it_has():
+def test_coverage_runs_every_stored_entry_in_every_form_it_has(h100):
     from autotune.dispatch.table import built_for, cached_family
 
     records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(RESULTS, "nvidia-h100-80gb-hbm3")]
-    calls = fuzz.coverage(records, [], seed=1, per_kernel=2)
+    calls = fuzz.coverage(records, [], seed=1, per_kernel=2, limits=h100)
     ran = {(c.config["family"], json.dumps(c.config["params"], sort_keys=True)) for c in calls}
     for _, fams in records:
         for f, entry in fams.items():
             for layout in LAYOUTS:
-                cfg = built_for(Config.make(f, entry["config"]["params"]), layout)
+                cfg = built_for(Config.make(f, entry["config"]["params"]), layout, limits=h100)
                 if cfg is not None and not cached_family(f).gaps(Problem(1, 1, 1, layout)):
                     assert (f, json.dumps(cfg.as_dict(), sort_keys=True)) in ran
     for c in calls:
-        assert not cached_family(c.config["family"]).unsuited(Problem(c.M, c.N, c.K))
+        fam = cached_family(c.config["family"])
+        assert not fam.unsuited(Problem(c.M, c.N, c.K))
+        # Every form drawn is one the dispatcher could build on this device: none past its limits
+        # (a coarse1d form with TRANS_B padding past 48 KB of static shared memory once was).
+        assert not fam.violations(fam.resolve(Config.make(c.config["family"], c.config["params"])), h100)
         assert c.layout == "nt"[c.config["params"].get("TRANS_A", 0)] + "nt"[c.config["params"].get("TRANS_B", 0)]
 
 
@@ -209,7 +214,11 @@ def test_compile_only_fills_the_cache_with_the_kernels_a_run_loads(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     forms = fuzz.coverage(
-        [(Problem(4096, 4096, 4096), {"tiled": tiled})], [(Problem(777, 555, 333), fallback_config("sm_90"))], 0, 1
+        [(Problem(4096, 4096, 4096), {"tiled": tiled})],
+        [(Problem(777, 555, 333), fallback_config("sm_90"))],
+        0,
+        1,
+        load_profile("h100"),
     )
     kernels = {json.dumps([c.config["family"], c.config["params"]], sort_keys=True) for c in forms}
     assert len(list((cache / "nvrtc").glob("*.cubin"))) == len(kernels)

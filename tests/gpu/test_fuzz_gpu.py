@@ -31,12 +31,18 @@ def test_random_problems_through_matmul_are_right(executor, monkeypatch, seed):
 
 
 def test_every_stored_kernel_is_right_near_its_shape_in_every_form(executor, monkeypatch):
-    from autotune.dispatch.api import fallback_config
+    import cupy as cp
+
+    from autotune.dispatch.api import _device_limits, _device_props, fallback_config
     from autotune.records.results import iter_records
 
     monkeypatch.setenv("AUTOTUNE_RESULTS", str(RESULTS))
     records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(RESULTS, "nvidia-h100-80gb-hbm3")]
-    calls = fuzz.coverage(records, [(Problem(777, 555, 333), fallback_config("sm_90"))], seed=3, per_kernel=2)
+    dev = cp.cuda.Device().id
+    arch = _device_props(dev)[1]
+    # The forms this device's dispatcher can build, as `autotune fuzz` draws them.
+    limits = _device_limits(dev, arch)
+    calls = fuzz.coverage(records, [(Problem(777, 555, 333), fallback_config(arch))], 3, 2, limits)
     assert len({c.config["family"] for c in calls}) >= 4
     assert not _wrong(executor, calls)
 

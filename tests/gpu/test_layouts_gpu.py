@@ -213,9 +213,8 @@ def test_example_program_checks_a_header_of_every_layout_against_cublas(tmp_path
     problem = Problem(1000, 1000, 1000)
     for lay in ["nn", "nt", "tn", "tt"]:
         cfg = built_for(Space.load("warptile").fallback, lay)
-        update_record(
-            tmp_path, GPU, problem.with_layout(lay), {"warptile": _entry("warptile", cfg.as_dict(), 3e4, h100, problem.with_layout(lay))}
-        )
+        keyed = problem.with_layout(lay)
+        update_record(tmp_path, GPU, keyed, {"warptile": _entry("warptile", cfg.as_dict(), 3e4, h100, keyed)})
     export(tmp_path, GPU["slug"], problem, tmp_path / "tuned_sgemm.h", layouts=["nn", "nt", "tn", "tt"])
     out = run_example_program(tmp_path)
     assert out.count("cublas-convention") == 4 * 6 and out.count("batch 3 strided") == 4 * 6

@@ -7,9 +7,13 @@ import dataclasses
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ...core.types import LAYOUTS, PRECISIONS, Config, Problem
 from .case import COVERAGE, DATA, MAX_ELEMENTS, MAX_FLOP, REGIMES, Case, broadcast
+
+if TYPE_CHECKING:
+    from ...kernels.limits import DeviceLimits
 
 
 def _dim(rng: random.Random, lo: int, hi: int) -> int:
@@ -169,12 +173,15 @@ def coverage(
     extra: Sequence[tuple[Problem, Config]],
     seed: int,
     per_kernel: int,
-    limits=None,
+    limits: DeviceLimits,
 ) -> list[Case]:
     """`per_kernel` cases for each kernel the dispatcher can choose: each stored entry (`records`:
     (tuned shape, its families' entries)) and each `extra` config (the fallback), built for each
     layout and batching it can be (within the device's `limits`, as the dispatcher builds them),
-    at shapes near its tuned one where its family is meant to run."""
+    at shapes near its tuned one where its family is meant to run.
+
+    `limits` is required: without a device's, a form past its shared memory or threads would be
+    drawn, one the dispatcher never builds, and reported as a kernel that fails."""
     from ...records.results import entry_config
     from ..table import built_for, cached_family
 
