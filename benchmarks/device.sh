@@ -7,6 +7,9 @@
 #   gpu-shard K/N    python -m pytest tests/gpu --shard K/N (one of N shards, each well inside a
 #                    call's 10 minutes; every shard shares one compile cache)
 #                                                                       -> logs/gpu_shard_K_of_N.txt
+#   gpu-suite [N]    the whole GPU suite in one call: its N shards (8) at the same time, sharing
+#                    the GPU, the cores and one compile cache; prints each shard's closing line
+#                                                                       -> logs/gpu_shard_K_of_N.txt
 #   fuzz N [SEED]    autotune fuzz --problems N --seed SEED (0): N random problems through
 #                    autotune.matmul and every stored kernel in each form   -> logs/fuzz_SEED.txt
 #   fuzz-before N    the same fuzzer (no stored-kernel pass) with workspaces zeroed only when
@@ -51,6 +54,7 @@ usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 [ $# -gt 0 ] || usage
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
+    gpu-suite) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     gpu-tests|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel|cache|padding) ;;
     gpu-shard) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+/[0-9]+$ ]] || { echo "gpu-shard needs K/N" >&2; usage; } ;;
     fuzz) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz needs a count" >&2; usage; }
@@ -95,6 +99,20 @@ while [ $# -gt 0 ]; do
       timeout "$(left)" python3 -m pytest -q -p no:cacheprovider --durations=15 tests/gpu --shard "$shard" > "$L/$name.txt" 2>&1
       echo "exit $?" >> "$L/$name.txt"
       echo "gpu-shard $shard: $(grep -E 'passed|failed|error' "$L/$name.txt" | tail -1)" ;;
+    gpu-suite)
+      n=8
+      if [[ ${1:-} =~ ^[0-9]+$ ]]; then n=$1; shift; fi
+      s=$(date +%s.%N)
+      for k in $(seq 1 "$n"); do
+        name=gpu_shard_${k}_of_$n
+        ( timeout "$(left)" python3 -m pytest -q -p no:cacheprovider --durations=15 tests/gpu --shard "$k/$n" \
+            > "$L/$name.txt" 2>&1; echo "exit $?" >> "$L/$name.txt" ) &
+      done
+      wait
+      echo "gpu-suite: $n shards at once, wall $(elapsed "$s") s"
+      for k in $(seq 1 "$n"); do
+        echo "  shard $k/$n: $(grep -E 'passed|failed|error' "$L/gpu_shard_${k}_of_$n.txt" | tail -1)"
+      done ;;
     fuzz)
       count=$1; shift; seed=0
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then seed=$1; shift; fi
