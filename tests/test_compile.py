@@ -1,5 +1,6 @@
 """NVRTC without a GPU: compile for sm_90, read registers and spills, reject what spills."""
 
+import os
 import re
 
 import pytest
@@ -569,3 +570,59 @@ def test_fewrows_one_warp_along_k_builds_the_kernel_before_wk(tmp_path, every):
             trans_a,
             reduce,
         )
+
+
+def test_one_process_builds_an_entry_that_others_want_at_the_same_time(monkeypatch):
+    """Workers that want one kernel at once (the GPU suite's shards) build it once: the others
+    wait on the entry's lock and read what the first stored."""
+    import threading
+    import time
+
+    from autotune.gpu import compile as compile_mod
+
+    real, builders = compile_mod._nvrtc_compile, set()
+
+    def slow_compile(*args):
+        builders.add(threading.get_ident())
+        time.sleep(0.5)  # both callers are inside compile_source before the first one stores
+        return real(*args)
+
+    monkeypatch.setattr(compile_mod, "_nvrtc_compile", slow_compile)
+    source = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = 7919.0f; }'  # no other test's
+    out = [None, None]
+
+    def one(i):
+        out[i] = compile_source(source, "sm_90", "k")
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builders) == 1
+    assert out[0].cubin == out[1].cubin and sorted([out[0].cached, out[1].cached]) == [False, True]
+
+
+def test_a_planted_lock_never_blocks_nor_stops_a_build(tmp_path):
+    """The lock is only a saving: a FIFO, a link or a folder at its path, or a lock held past the
+    wait, and the caller builds anyway."""
+    import fcntl
+    import time
+
+    from autotune.core.cachedir import entry_lock
+
+    os_fifo = tmp_path / "fifo.lock"
+    os.mkfifo(os_fifo)
+    (tmp_path / "link.lock").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "dir.lock").mkdir()
+    for name in ("fifo.lock", "link.lock", "dir.lock"):
+        with entry_lock(tmp_path / name, wait_s=1):
+            pass
+    assert not (tmp_path / "elsewhere").exists()
+    held = os.open(tmp_path / "held.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    t0 = time.monotonic()
+    with entry_lock(tmp_path / "held.lock", wait_s=0.3):
+        pass
+    assert time.monotonic() - t0 < 30  # it gave up waiting (a hang guard, not a speed test)
+    os.close(held)

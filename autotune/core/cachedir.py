@@ -7,10 +7,18 @@ No temporary file is ever left behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: there every process builds its own entries
+    fcntl = None
 
 
 def cache_root() -> Path | None:
@@ -69,3 +77,44 @@ def write_atomic(path: Path | None, data: bytes) -> bool:
         except OSError:
             pass
         return False
+
+
+@contextlib.contextmanager
+def entry_lock(path: Path | None, wait_s: float = 300.0) -> Iterator[None]:
+    """Held while one process builds a cache entry, so that others wanting the same entry wait for
+    it and read it instead of building it again (the GPU suite's shards, or test workers, compile
+    the same kernels at the same time). Never an error: where the lock cannot be had (no folder,
+    a read-only disk, no fcntl) or is held past `wait_s` (a stuck builder), the caller builds.
+
+    Example:
+        with entry_lock(folder / f"{key}.lock"):
+            entry = read_bytes(folder / key) or build_and_write(folder / key)
+    """
+    fd = None
+    if path is not None and fcntl is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # No link followed, and a FIFO planted there cannot block the open.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                fd = None
+        except (OSError, ValueError):
+            fd = None
+    held = False
+    deadline = time.monotonic() + wait_s
+    while fd is not None and not held:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        except OSError:
+            break
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # releases the lock; the empty file stays, as removing it races the next taker

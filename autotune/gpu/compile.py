@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
 
-from ..core.cachedir import cache_folder, read_bytes, write_atomic
+from ..core.cachedir import cache_folder, entry_lock, read_bytes, write_atomic
 from ..core.types import UserError
 
 OPTIONS = ("--std=c++17", "-default-device", "-Xptxas=-v")
@@ -203,14 +203,33 @@ def compile_source(
     opts = [f"--gpu-architecture={arch}", *OPTIONS, *options]
     key = hashlib.sha256("\0".join([nvrtc_version(), kernel, *opts, source]).encode()).hexdigest()[:32]
     cdir = cache_dir() if use_cache else None
-    if cdir is not None:
-        raw, cubin = read_bytes(cdir / f"{key}.json"), read_bytes(cdir / f"{key}.cubin")
-        try:
-            meta = json.loads(raw) if raw is not None and cubin is not None else None
-            if meta is not None:
-                return Compiled(cubin, kernel, arch, Resources(**meta["resources"]), meta["log"], 0.0, True)
-        except (ValueError, KeyError, TypeError, RecursionError):
-            pass  # a damaged entry is a miss
+    if cdir is None:
+        return _build(nvrtc, source, arch, kernel, opts)
+    found = _cached(cdir, key, kernel, arch)
+    if found is not None:
+        return found
+    with entry_lock(cdir / f"{key}.lock"):
+        found = _cached(cdir, key, kernel, arch)  # built by the process that held the lock
+        if found is not None:
+            return found
+        out = _build(nvrtc, source, arch, kernel, opts)
+        _store(cdir, key, out)
+        return out
+
+
+def _cached(cdir: Path, key: str, kernel: str, arch: str) -> Compiled | None:
+    """The cache's entry for `key`, or None for a miss (a damaged entry is one)."""
+    raw, cubin = read_bytes(cdir / f"{key}.json"), read_bytes(cdir / f"{key}.cubin")
+    try:
+        meta = json.loads(raw) if raw is not None and cubin is not None else None
+        if meta is not None:
+            return Compiled(cubin, kernel, arch, Resources(**meta["resources"]), meta["log"], 0.0, True)
+    except (ValueError, KeyError, TypeError, RecursionError):
+        pass
+    return None
+
+
+def _build(nvrtc, source: str, arch: str, kernel: str, opts: list[str]) -> Compiled:
     t0 = time.perf_counter()
     cubin, log = _nvrtc_compile(nvrtc, source, kernel, opts)
     try:
@@ -223,11 +242,7 @@ def compile_source(
         nonce = f'\nextern "C" __global__ void autotune_nonce_{time.time_ns()}_{os.getpid()}() {{}}\n'
         cubin, log = _nvrtc_compile(nvrtc, source + nonce, kernel, opts)
         res = parse_resources(log, kernel)
-    elapsed = time.perf_counter() - t0
-    out = Compiled(cubin, kernel, arch, res, log, elapsed)
-    if cdir is not None:
-        _store(cdir, key, out)
-    return out
+    return Compiled(cubin, kernel, arch, res, log, time.perf_counter() - t0)
 
 
 def _nvrtc_compile(nvrtc, source: str, kernel: str, opts: list[str]) -> tuple[bytes, str]:
