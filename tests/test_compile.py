@@ -178,7 +178,7 @@ def _without_branch_targets(sass: list[str]) -> list[str]:
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 def test_split_launch_main_kernel_is_the_whole_tile_kernel():
     """The split launch's module holds the whole-tile kernel and the tail: its whole waves must
-    run exactly the whole-tile config's code (the A/B of run 36 rests on it)."""
+    run exactly the whole-tile config's code (an A/B of the two schedules rests on it)."""
     seed = {**Space.load("warptile").seeds[0].as_dict(), "LANES_N": 4}  # its tail needs 254 registers
     split, whole, c = _two_builds({**seed, "SCHEDULE": "split_launch"}, {**seed, "SCHEDULE": "data_parallel"})
     assert len(whole) > 1000 and split == whole
@@ -189,7 +189,7 @@ def test_split_launch_main_kernel_is_the_whole_tile_kernel():
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 def test_split_launch_tail_keeps_its_main_loop_out_of_the_loop_over_pieces():
     """Inlined into the tail kernel's loop over pieces, the main loop ran 6-7% slower per
-    k-iteration than the whole-tile kernel's (run 44); out of line, 0.8% (run 45). Its hot loop
+    k-iteration than the whole-tile kernel's; out of line, 0.8% (benchmarks/logs/INDEX.md). Its hot loop
     must stay the whole-tile kernel's size, not grow with the pieces' bookkeeping."""
     seed = Space.load("warptile").seeds[0].as_dict()
     c = compile_source(
@@ -204,7 +204,7 @@ def test_split_launch_tail_keeps_its_main_loop_out_of_the_loop_over_pieces():
 
 
 def test_nvrtc_own_cache_is_off_unless_the_user_set_it(tmp_path):
-    """NVRTC's cache (under CUDA's JIT cache switch) drops ptxas's report on a hit (runs 12-13);
+    """NVRTC's cache (under CUDA's JIT cache switch) drops ptxas's report on a hit;
     autotune turns it off for itself before the first compile, and keeps a user's setting."""
     import os
     import subprocess
