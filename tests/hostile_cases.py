@@ -492,6 +492,29 @@ CASES: list[Case] = [
         after=_absent("results"),
         note="no results written",
     ),
+    *(
+        Case(
+            f"a SQLite URL {what}",
+            ("search", "--size", "64", *_REPLAY, "--storage", url),
+            f"autotune: error: storage '{url}': {answer}",
+            (f"storage '{url}': {answer}",),
+            setup=replay_table,
+            after=_absent("results", "s.db", "s.db.lock"),
+            note="no database left behind",
+        )
+        for what, url, answer in (
+            (
+                "with an argument of the wrong type",
+                "sqlite:///s.db?timeout=abc",
+                "ValueError: could not convert string to float: 'abc'",
+            ),
+            (
+                "with an argument SQLite would ignore",
+                "sqlite:///s.db?mode=ro",
+                "SAWarning: Query string argument(s) 'mode' are not accepted by the pysqlite driver",
+            ),
+        )
+    ),
     # -- space files (--config)
     Case(
         "config: malformed YAML",

@@ -75,7 +75,7 @@ ARCHS = ["sm_1", "sm_999", "sm_0", "x;rm", "", "SM_90", "sm_90\n", "sm_9a0"]
 STORAGES = [
     "sqlite:///d", "sqlite:///missing/x.db", "sqlite:///f.txt", "x", "", "sqlite:///gone",
     "postgresql://nobody@127.0.0.1:9/none", "sqlite://", "redis://x", "sqlite:///fifo",
-    "sqlite:///results", "sqlite:///table.json",
+    "sqlite:///results", "sqlite:///table.json", "sqlite:///s.db?timeout=abc", "sqlite:///s.db?mode=ro",
 ]  # fmt: skip
 HOSTILE = 0.25  # the chance that an option's value is drawn from the hostile pool
 
