@@ -214,6 +214,9 @@ def _whole_header(path: Path) -> None:
 # ---- the cases -------------------------------------------------------------------------------
 
 _BIG = "more than 2147483647, the largest size the kernels' int indices hold"
+_INT = "a positive integer at most 2147483647 (the largest size the kernels' int indices hold)"
+_FP32_RANGE = "0, or a magnitude from 1.4e-45 to 3.4e+38"
+_FP32 = f"a finite number FP32 holds ({_FP32_RANGE})"
 _CFG = ("search", "--size", "64", "--family", "tiled", "--config", "space.yaml", "--dry-run")
 _REPLAY = ("--family", "tiled", "--replay", "table.json")
 # Each command that reads a results folder (--results), as a case runs it without a GPU.
@@ -242,14 +245,20 @@ CASES: list[Case] = [
     Case(
         "size beyond a C int",
         ("search", "--size", "10000000000", "--dry-run"),
-        f"autotune: error: M=10000000000 is {_BIG}",
-        (f"M=10000000000 is {_BIG}",),
+        f"autotune: error: argument --size: expected {_INT}, got '10000000000' (see …)",
+        (f"argument --size: expected {_INT}, got '10000000000'",),
     ),
     Case(
         "one dimension beyond a C int",
         ("search", "--m", "3000000000", "--n", "64", "--k", "64", "--dry-run"),
-        f"autotune: error: M=3000000000 is {_BIG}",
-        (f"M=3000000000 is {_BIG}",),
+        f"autotune: error: argument --m: expected {_INT}, got '3000000000' (see …)",
+        (f"argument --m: expected {_INT}, got '3000000000'",),
+    ),
+    Case(
+        "a batch beyond a C int",
+        ("search", "--size", "64", "--batch", "2147483648", "--dry-run"),
+        f"autotune: error: argument --batch: expected {_INT}, got '2147483648' (see …)",
+        (f"argument --batch: expected {_INT}, got '2147483648'",),
     ),
     Case(
         "beyond a C int in --sizes",
@@ -267,8 +276,8 @@ CASES: list[Case] = [
     Case(
         "beyond a C int on the replay path (once wrote a record)",
         ("search", "--m", "3000000000", "--n", "8", "--k", "8", *_REPLAY),
-        f"autotune: error: M=3000000000 is {_BIG}",
-        (f"M=3000000000 is {_BIG}",),
+        f"autotune: error: argument --m: expected {_INT}, got '3000000000' (see …)",
+        (f"argument --m: expected {_INT}, got '3000000000'",),
         setup=replay_table,
         after=_absent("results"),
         note="nothing written",
@@ -284,6 +293,18 @@ CASES: list[Case] = [
         ("search", "--size", "8", "--m", "8", "--n", "8", "--k", "8"),
         "autotune: error: give either --size or --m/--n/--k, not both",
         ("not both",),
+    ),
+    Case(
+        "a beta FP32 cannot hold in --sizes",
+        ("search", "--sizes", "64_beta1e39", "--family", "tiled", "--dry-run"),
+        f"autotune: error: --sizes: shape '64_beta1e39': beta 1e39 is not a number FP32 holds ({_FP32_RANGE})",
+        ("--sizes: shape '64_beta1e39': beta 1e39 is not a number FP32 holds",),
+    ),
+    Case(
+        "a batch of a digit that is not 0-9 (once a traceback)",
+        ("search", "--sizes", "64_b²", "--family", "tiled", "--dry-run"),
+        "autotune: error: --sizes: shape '64_b²': 'b²': expected N or MxNxK, optionally … after it",
+        ("--sizes: shape '64_b²': 'b²': expected N or MxNxK",),
     ),
     Case(
         "shape list with text",
@@ -361,7 +382,23 @@ CASES: list[Case] = [
                 "a number >= 0 and below 1",
             ),
             ("a negative tolerance", ("check", "--static"), "--tolerance", "-0.1", "a number >= 0 and below 1"),
-            ("a beta of nan", ("search", "--size", "64"), "--beta", "nan", "a finite number"),
+            ("a beta of nan", ("search", "--size", "64"), "--beta", "nan", _FP32),
+            ("a beta FP32 makes infinite", ("search", "--size", "64"), "--beta", "1e39", _FP32),
+            ("a beta FP32 makes 0", ("search", "--size", "64"), "--beta", "1e-50", _FP32),
+            (
+                "a compile pool of a thousand threads",
+                ("search", "--size", "64"),
+                "--jobs",
+                "1000",
+                "a positive integer at most 256 (compile threads)",
+            ),
+            (
+                "a window of 100,000 trials in flight",
+                ("search", "--size", "64"),
+                "--window",
+                "100000",
+                "a positive integer at most 4096 (trials in flight, each holding its compile)",
+            ),
             ("a seed NumPy refuses", ("search", "--size", "64"), "--seed", "-1", "an integer from 0 to 4294967295"),
             ("a negative device", ("check",), "--device", "-1", "an integer from 0 to 2147483647"),
             ("a million workers", ("search", "--size", "64"), "--workers", "1000000", "an integer from 1 to 64"),
@@ -379,6 +416,23 @@ CASES: list[Case] = [
         "autotune: error: argument --arch: expected sm_<digits> with an optional 'a' (e.g. sm_90, sm_90a), got 'x;rm' "
         "(see …)",
         ("argument --arch: expected sm_<digits> with an optional 'a'", "got 'x;rm'"),
+    ),
+    Case(
+        "an arch that is not sm_XX (fuzz, once a traceback)",
+        ("fuzz", "--compile-only", "--arch", "x;rm"),
+        "autotune: error: argument --arch: expected sm_<digits> with an optional 'a' (…), got 'x;rm' (see …)",
+        ("argument --arch: expected sm_<digits>", "got 'x;rm'"),
+        setup=record,
+    ),
+    Case(
+        "trials beyond a 64-bit integer (once searched, then refused to save)",
+        ("search", "--size", "64", *_REPLAY, "--trials", "9223372036854775808"),
+        "autotune: error: argument --trials: expected a positive integer at most 1000000000 (more than any search "
+        "measures), got '9223372036854775808' (see …)",
+        ("argument --trials: expected a positive integer at most 1000000000",),
+        setup=replay_table,
+        after=_absent("results"),
+        note="before anything is measured or made",
     ),
     Case(
         "an arch that is not sm_XX (list)",
@@ -437,6 +491,29 @@ CASES: list[Case] = [
         setup=replay_table,
         after=_absent("results"),
         note="no results written",
+    ),
+    *(
+        Case(
+            f"a SQLite URL {what}",
+            ("search", "--size", "64", *_REPLAY, "--storage", url),
+            f"autotune: error: storage '{url}': {answer}",
+            (f"storage '{url}': {answer}",),
+            setup=replay_table,
+            after=_absent("results", "s.db", "s.db.lock"),
+            note="no database left behind",
+        )
+        for what, url, answer in (
+            (
+                "with an argument of the wrong type",
+                "sqlite:///s.db?timeout=abc",
+                "ValueError: could not convert string to float: 'abc'",
+            ),
+            (
+                "with an argument SQLite would ignore",
+                "sqlite:///s.db?mode=ro",
+                "SAWarning: Query string argument(s) 'mode' are not accepted by the pysqlite driver",
+            ),
+        )
     ),
     # -- space files (--config)
     Case(

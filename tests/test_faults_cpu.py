@@ -88,7 +88,7 @@ def test_a_record_holds_no_storage_password(tmp_path, table, monkeypatch):
     """The record's command line and search.storage name the storage without its password (the
     storage itself stood in by SQLite here; against a PostgreSQL server in the test below)."""
     from autotune import cli
-    from autotune.search import plans, trials
+    from autotune.search import plans, storage, trials
 
     url = f"postgresql://autotune:{PASSWORD}@db.example:5432/tune?sslpassword={PASSWORD}x"
     real = trials.make_storage
@@ -97,8 +97,8 @@ def test_a_record_holds_no_storage_password(tmp_path, table, monkeypatch):
     def make_storage(u):
         return real(stand_in if u == url else u)
 
-    monkeypatch.setattr(plans, "make_storage", make_storage)
-    monkeypatch.setattr(trials, "make_storage", make_storage)
+    for module in (plans, storage, trials):  # the search opens it first from storage's own name
+        monkeypatch.setattr(module, "make_storage", make_storage)
     assert cli.main(_search(tmp_path / "r", table, "--trials", "4", "--storage", url)) == 0
     text = next((tmp_path / "r").glob("*/512x512x512.json")).read_text()
     assert PASSWORD not in text
@@ -602,3 +602,118 @@ def test_search_processes_end_with_their_parent(tmp_path, table):
     for w in left:
         os.kill(w, signal.SIGKILL)
     assert not left, "search processes outlived their parent"
+
+
+# ---- a search interrupted and resumed ----------------------------------------------------------
+
+# The child: a replayed search that appends each config it measures to a log (the evaluator's own
+# count, across both runs) and, at a point of its `at`-th measurement, sends itself a signal:
+# "measured" as the evaluator returns it, "told" once it is in the study and just before its trial
+# is told. A short grace, so that the resumed search waits 3 s, not 8, for the first one's trials
+# in flight to go stale.
+_INTERRUPTED_SEARCH = """
+import os, signal, sys
+from autotune.search import heartbeats, replay, trials
+
+heartbeats.HEARTBEAT_S = 1
+heartbeats.GRACE_S = trials.GRACE_S = 3
+log, point, sig, at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+plain_evaluate, plain_tell = replay.ReplayEvaluator.evaluate, trials.TrialLoop.tell
+
+def measured():
+    with open(log) as f:
+        return len(f.read().splitlines())
+
+def evaluate(self, configs, problem, retime=False):
+    out = plain_evaluate(self, configs, problem, retime)
+    if not retime:
+        with open(log, "a") as f:
+            f.write("".join(c.name + "\\n" for c in configs))
+        if point == "measured" and measured() == at:
+            os.kill(os.getpid(), getattr(signal, sig))
+    return out
+
+def tell(self, trial, value=None, state=trials.TrialState.COMPLETE):
+    if point == "told" and trial.user_attrs.get("evaluated") and measured() == at:
+        os.kill(os.getpid(), getattr(signal, sig))
+    return plain_tell(self, trial, value, state)
+
+replay.ReplayEvaluator.evaluate, trials.TrialLoop.tell = evaluate, tell
+from autotune.cli import main
+sys.exit(main(sys.argv[5:]))
+"""
+
+
+def _interrupted_then_resumed(tmp_path, table, point: str, sig: str, at: int, trials: int = 16):
+    """The same search run twice: interrupted by `sig` at `point` of its `at`-th measurement, then
+    to its end. Returns both exit codes and the configs measured, in order, over both runs."""
+    log = tmp_path / "measured.txt"
+    log.write_text("")
+    args = _search(tmp_path / "r", table, "--trials", str(trials))
+    runs = []
+    for p in (point, "none"):
+        child = [sys.executable, "-c", _INTERRUPTED_SEARCH, str(log), p, sig, str(at), *args]
+        runs.append(subprocess.run(child, cwd=ROOT, capture_output=True, text=True, timeout=300))
+    assert "Traceback" not in runs[0].stderr + runs[1].stderr, runs[0].stderr + runs[1].stderr
+    return runs[0].returncode, runs[1].returncode, log.read_text().split()
+
+
+_ENDED = {"SIGINT": 130, "SIGTERM": -15, "SIGKILL": -9}  # Ctrl-C's exit code; ended by the signal
+
+
+def test_a_search_interrupted_right_after_a_measurement_resumes_without_measuring_it_again(
+    tmp_path, table, monkeypatch
+):
+    """Ctrl-C as a measurement comes back from the evaluator: it is recorded before the search
+    stops, and the resumed search measures every other config of its budget, none twice; it
+    starts at once, the trials the first had asked failed and queued again as it stopped. (In
+    this process, as quick as it gets; the other signals and points below, in processes.)"""
+    import signal
+
+    import optuna
+
+    from autotune import cli
+    from autotune.search import replay, storage
+
+    measured, plain = [], replay.ReplayEvaluator.evaluate
+
+    def evaluate(self, configs, problem, retime=False):
+        out = plain(self, configs, problem, retime)
+        if not retime:
+            measured.extend(c.name for c in configs)
+            if len(measured) == 5:
+                os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(replay.ReplayEvaluator, "evaluate", evaluate)
+    args = _search(tmp_path / "r", table, "--trials", "16")
+    assert cli.main(args) == 130
+    url = f"sqlite:///{tmp_path}/r/{SLUG}/optuna.db"
+    (name,) = optuna.get_all_study_names(url)
+    assert not optuna.load_study(study_name=name, storage=url).get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    monkeypatch.setattr(storage, "_STORAGES", {})  # as a new process opens it
+    assert cli.main(args) == 0
+    assert len(measured) == len(set(measured)) == 16, [m for m in measured if measured.count(m) > 1]
+
+
+@pytest.mark.slow  # each about 8 s on 2 cores: two searches and the wait for the first's trials to go stale
+@pytest.mark.parametrize(
+    ("point", "sig", "at"),
+    [
+        ("measured", "SIGTERM", 5),
+        # Killed as the seed (measured first) is told: the resumed search's plan queued the seed
+        # again, its trial unfinished, and measured it again.
+        ("told", "SIGKILL", 1),
+        ("told", "SIGINT", 1),
+        ("told", "SIGTERM", 1),
+    ],
+)
+def test_a_search_interrupted_at_any_point_measures_each_config_once(tmp_path, table, point, sig, at):
+    """SIGINT, SIGTERM and SIGKILL, right after a measurement or after it is recorded and before it
+    is told: each config of the budget is measured once over the two runs. (A kill -9 between the
+    evaluator's answer and its first write to the study loses that measurement: nothing runs to
+    keep it.)"""
+    first, second, measured = _interrupted_then_resumed(tmp_path, table, point, sig, at)
+    assert (first, second) == (_ENDED[sig], 0)
+    assert len(measured) > at  # the second run measured the rest
+    assert len(measured) == len(set(measured)) == 16, [m for m in measured if measured.count(m) > 1]

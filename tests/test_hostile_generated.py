@@ -6,7 +6,8 @@ FIFOs or missing, unicode and control characters -- each run as a subprocess in 
 Whatever the line, autotune answers with exit 0 or 1 and no traceback, or exit 2 and exactly
 one `autotune: error:` line on stderr; it leaves no temporary file, makes no file or folder
 that the command line did not ask for (a search's results folder and storage, export's header,
-report's folder, the cache), and changes no file it was not asked to write.
+report's folder, the cache), changes no file it was not asked to write, and writes no record
+that autotune refuses to read back (a value accepted that no search can mean, as beta 1e39).
 
 No line takes long: a search always names its family (tiled, 4 valid points, or a name that is
 not one) and mostly runs with --replay or --dry-run (without either, and `check` without
@@ -38,6 +39,10 @@ from pathlib import Path
 
 import pytest
 
+from autotune.core.types import UserError
+from autotune.records.results import load_record
+from autotune.records.validate import SHAPE_FILE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hostile_cases import ROOT, SLUG, record, replay_table
 
@@ -61,16 +66,16 @@ INTS = [
     "0", "-1", "2147483647", "2147483648", "10000000000", "9" * 40, "1.5", "1e3", "inf", "nan",
     "-inf", "", " ", "x", "٣", "0x10", "1_0", "+5", "\n7", "\x1b[31m1", "3 ",
 ]  # fmt: skip
-FLOATS = [*INTS, "1e308", "-0", "0.999999", "1e-320", "1", "4", "0.0", "1e9", "1000000001"]
+FLOATS = [*INTS, "1e308", "-0", "0.999999", "1e-320", "1", "4", "0.0", "1e9", "1000000001", "1e39", "1e-50"]
 TEXT = ["", " ", "x", "\n", "ü", "名", "\x1b[2J", "a,b", "../x", "-", "--", "%s%n", "{{ 7*7 }}", "x" * 500]
 FAMILIES = ["nope", "../x", "", "TILED", "tiled\n", "tiled_x", "coarse1d"]
-SHAPES = ["1024,abc", "", ",", "64x64", "3000000000", "64_xx", "0", "64,3000000000"]
+SHAPES = ["1024,abc", "", ",", "64x64", "3000000000", "64_xx", "0", "64,3000000000", "64_beta1e39", "64_b²"]
 GPUS = ["NVIDIA H100 80GB HBM3", "Some GPU", "", "../x", ".", "results/" + SLUG, "d", "gone"]
 ARCHS = ["sm_1", "sm_999", "sm_0", "x;rm", "", "SM_90", "sm_90\n", "sm_9a0"]
 STORAGES = [
     "sqlite:///d", "sqlite:///missing/x.db", "sqlite:///f.txt", "x", "", "sqlite:///gone",
     "postgresql://nobody@127.0.0.1:9/none", "sqlite://", "redis://x", "sqlite:///fifo",
-    "sqlite:///results", "sqlite:///table.json",
+    "sqlite:///results", "sqlite:///table.json", "sqlite:///s.db?timeout=abc", "sqlite:///s.db?mode=ro",
 ]  # fmt: skip
 HOSTILE = 0.25  # the chance that an option's value is drawn from the hostile pool
 
@@ -100,7 +105,7 @@ OPTIONS: dict[str, dict] = {
         "--config": _pool(["space.yaml"], PATHS),
         "--no-seeds": None,
         "--priors": _pool([SLUG], GPUS + PATHS),
-        "--trials": _pool(["2", "4", "100"], INTS),
+        "--trials": _pool(["2", "4", "100"], [*INTS, "9223372036854775808"]),
         "--timeout": _pool(["5", "0.5", "0"], FLOATS),
         "--sampler": _pool(["tpe", "random", "grid"], TEXT),
         "--seed": _pool(["0", "7", "4294967295"], INTS),
@@ -389,6 +394,12 @@ def _judge(ex: Example, folder: Path, before: dict[str, str]) -> None:
     changed = sorted(p for p in before if after.get(p) != before[p] and not _under(folder / p, allowed))
     if changed:
         ex.problems.append(f"changed or removed what was not asked for: {changed[:8]}")
+    for p in sorted(p for p in after if after[p] != before.get(p) and SHAPE_FILE.match(Path(p).name)):
+        if after[p].startswith("file "):
+            try:
+                load_record(folder / p)
+            except UserError as exc:
+                ex.problems.append(f"wrote a record autotune refuses: {exc}")
 
 
 def run_example(ex: Example, cache: Path) -> Example:
@@ -489,11 +500,13 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     (folder / "a.json.123.tmp").write_text("")
     (folder / "newdir").mkdir()
     (folder / "keep.txt").write_text("y")
+    (folder / "newdir" / "64x64x64.json").write_text("{}")
     _judge(ex, folder, before)
     text = "\n".join(ex.problems)
-    for fragment in ("a traceback", "exit 2 with 2 lines", "temporary files left", "newdir", "keep.txt"):
+    for fragment in ("a traceback", "exit 2 with 2 lines", "temporary files left", "newdir", "keep.txt", "refuses"):
         assert fragment in text, text
     (folder / "a.json.123.tmp").unlink()
+    shutil.rmtree(folder / "newdir")
     ok = Example(1, ["export", "-o", "out.h"], "", outcome=(0, "wrote out.h", ""))
     before = _snapshot(folder)
     (folder / "out.h").write_text("header")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..core.types import Problem, UserError
 from .inputs import int_in
+from .options import arch as sm_arch
 
 EPILOG = """examples:
   autotune fuzz                                  2,000 random problems and every stored kernel once
@@ -54,7 +55,9 @@ def add_parser(sub) -> None:
         help="no GPU needed: compile the kernels a run would load into the compile cache, then stop",
     )
     f.add_argument("--gpu", metavar="NAME", help="with --compile-only: whose results (default: the only one)")
-    f.add_argument("--arch", metavar="SM", help="with --compile-only: the target (default: the records' own)")
+    f.add_argument(
+        "--arch", type=sm_arch, metavar="SM", help="with --compile-only: the target (default: the records' own)"
+    )
     f.add_argument(
         "--seconds",
         type=int_in(0, 10**7),

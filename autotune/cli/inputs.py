@@ -251,9 +251,11 @@ def check_results_writable(root: Path, slug: str, problems: list[Problem], stora
     those the search will merge into are readable -- not found out after the search. A SQLite
     `storage` may not be the results folder or one on its way (it would be made a file first)."""
     from ..records.results import load_record, record_path
+    from ..search.sqlite import sqlite_file
 
-    if storage and storage.startswith("sqlite:///"):
-        db = Path(os.path.abspath(storage[len("sqlite:///") :]))
+    db = sqlite_file(storage) if storage else None
+    if db is not None:
+        db = Path(os.path.abspath(db))
         folder = Path(os.path.abspath(root / slug))
         if db == folder or db in folder.parents:
             raise UserError(f"--storage {storage}: the results folder's own path (--results {root}); name a file in it")

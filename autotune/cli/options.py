@@ -1,5 +1,9 @@
 """The command line's argument types (numbers in their ranges, sm_XX, seconds) and the options every
-shape-taking command shares; an argparse parser whose errors are one `autotune: error:` line."""
+shape-taking command shares; an argparse parser whose errors are one `autotune: error:` line.
+
+Every number is checked here, as the command line is parsed, against a bound that fits where it
+goes (a C int in the kernels, an FP32 beta, a sensible count of trials that SQLite and a record
+hold): a value that would fail later, after a search has run, is refused before anything starts."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import argparse
 import math
 import re
 
-from ..core.types import LAYOUTS, PRECISIONS, one_line
+from ..core.types import FP32_RANGE, LAYOUTS, PRECISIONS, Problem, fp32_holds, one_line
 from .inputs import int_in
 
 
@@ -17,14 +21,22 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"autotune: error: {one_line(message)} (see '{see}')\n")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def positive_int(hi: int, bound: str):
+    """An argparse type: an integer from 1 to `hi`; `bound` says what sets `hi`, in the message
+    a larger value gets."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+        if value > hi:
+            raise argparse.ArgumentTypeError(f"expected a positive integer at most {hi} ({bound}), got {text!r}")
+        return value
+
+    return parse
 
 
 def number(lo: float, hi: float | None = None, *, above: bool = False, below: bool = False):
@@ -49,13 +61,15 @@ def number(lo: float, hi: float | None = None, *, above: bool = False, below: bo
     return parse
 
 
-def finite_float(text: str) -> float:
+def fp32_number(text: str) -> float:
+    """An argparse type: a number the kernels take as a C float (beta): one FP32 holds as that
+    number (core.types.fp32_holds), not infinity nor a magnitude that becomes 0."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    if not fp32_holds(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number FP32 holds ({FP32_RANGE}), got {text!r}")
     return value
 
 
@@ -70,6 +84,18 @@ tolerance = number(0, 1, below=True)
 seed = int_in(0, 2**32 - 1)  # what NumPy's and Optuna's generators take
 device = int_in(0, 2**31 - 1)  # a CUDA device ordinal is a C int
 MAX_WORKERS = 64  # a process each, each with its own CUDA context or replayed table
+# A problem's sizes and batch: the kernels index with C ints (Problem.MAX_DIM).
+dim = positive_int(Problem.MAX_DIM, "the largest size the kernels' int indices hold")
+# Trials a family, and a dry run's sample: far more than any search measures (the largest space
+# has 31 million points; a million trials take days), well inside SQLite's and a record's 64-bit
+# integers. With --timeout alone the budget is as many as this too (cli/inputs.UNBOUNDED_TRIALS).
+MAX_TRIALS = 10**9
+trials = positive_int(MAX_TRIALS, "more than any search measures")
+# Trials in flight a worker (--window), each holding a compile; and compile threads (--jobs),
+# each an NVRTC compile at once: more than a machine's cores only queue, and a dry run's time
+# estimate divided by a huge --jobs would let any run start without --yes.
+window = positive_int(4096, "trials in flight, each holding its compile")
+jobs = positive_int(256, "compile threads")
 
 
 _ARCH = re.compile(r"^sm_\d+a?$")
@@ -84,10 +110,10 @@ def arch(text: str) -> str:
 
 
 def shape_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--size", type=positive_int, metavar="S", help="square problem S x S x S")
-    p.add_argument("--m", type=positive_int, help="rows of op(A) and C")
-    p.add_argument("--n", type=positive_int, help="columns of op(B) and C")
-    p.add_argument("--k", type=positive_int, help="columns of op(A), rows of op(B)")
+    p.add_argument("--size", type=dim, metavar="S", help="square problem S x S x S")
+    p.add_argument("--m", type=dim, help="rows of op(A) and C")
+    p.add_argument("--n", type=dim, help="columns of op(B) and C")
+    p.add_argument("--k", type=dim, help="columns of op(A), rows of op(B)")
     p.add_argument(
         "--layout",
         choices=LAYOUTS,
@@ -98,7 +124,7 @@ def shape_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--batch",
-        type=positive_int,
+        type=dim,
         default=1,
         metavar="B",
         help="a strided batch of B products of that shape in one launch (as cublasSgemmStridedBatched; "
@@ -106,7 +132,7 @@ def shape_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--beta",
-        type=finite_float,
+        type=fp32_number,
         default=0.0,
         metavar="BETA",
         help="C = A @ B + BETA * C as timed, cuBLAS with the same beta (default 0: C written, not read; "

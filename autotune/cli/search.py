@@ -105,11 +105,12 @@ def prior_folders(args) -> list[tuple[Path, str]]:
 def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
     from ..search.driver import SearchStopped, search
     from ..search.progress import Progress
-    from ..search.storage import STORAGE_FAULTS, default_storage, fault_line
+    from ..search.storage import STORAGE_FAULTS, default_storage, fault_line, make_storage
 
     spaces = with_priors(suited(spaces, problem, named=bool(args.family), limits=ev.limits), problem, args)
     slug = ev.limits.slug
     storage = args.storage or default_storage(args.results, slug)
+    make_storage(storage)  # a URL that cannot be opened is said now, before cuBLAS or a search process runs
     plan_kw = dict(gpu_slug=slug, storage=storage, trials=args.trials, sampler=args.sampler, seed=args.seed)
     t0 = time.monotonic()
     procs, first, base = _start(args, spaces, problem, ev, spec, plan_kw)

@@ -9,7 +9,18 @@ from pathlib import Path
 from ..kernels.family import known_families
 from ..search import strategies
 from .inputs import ASK_ABOVE_S, TABLE_SHAPES, int_in
-from .options import MAX_WORKERS, arch, device, positive_int, positive_seconds, seconds, seed, shape_args
+from .options import (
+    MAX_WORKERS,
+    arch,
+    device,
+    jobs,
+    positive_seconds,
+    seconds,
+    seed,
+    shape_args,
+    trials,
+    window,
+)
 
 EPILOG_SEARCH = """examples:
   autotune search --size 4096                      all families, 4096^3, this GPU
@@ -86,7 +97,7 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
     """`search`: how long and how (budget, sampler, storage)."""
     s.add_argument(
         "--trials",
-        type=positive_int,
+        type=trials,
         help="distinct configs to measure per family (default 30, or with --timeout as many as its time "
         "allows; a resumed study counts earlier ones)",
     )
@@ -128,7 +139,7 @@ def _search_run_args(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--window",
-        type=positive_int,
+        type=window,
         help="trials in flight a worker (default: --jobs, at most an eighth of --trials, at least 8): "
         "compiled in parallel while the GPU runs the first ready; a wider window keeps more compile "
         "cores busy, and TPE asks with fewer results",
@@ -145,7 +156,7 @@ def _search_run_args(s: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="evaluate from recorded measurements (JSON table) instead of a GPU: for tests and demos",
     )
-    s.add_argument("--jobs", type=positive_int, help="parallel NVRTC compiles (default: CPU cores, at most 16)")
+    s.add_argument("--jobs", type=jobs, help="parallel NVRTC compiles (default: CPU cores, at most 16)")
     s.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
     s.add_argument(
         "--dry-run",
@@ -154,7 +165,7 @@ def _search_run_args(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--sample",
-        type=positive_int,
+        type=trials,
         metavar="N",
         help="with --dry-run: compile a random N of each family's valid points (default: all)",
     )

@@ -7,6 +7,7 @@ import enum
 import functools
 import math
 import operator
+import struct
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -41,6 +42,20 @@ PINNED_PARAMS = (*LAYOUT_PARAMS, "BATCHED", "PRECISION")
 # operands; "medium" is one TF32 product. A stricter tier meets every looser one's contract, so a
 # family without PRECISION serves all three; one that declares it serves the tiers it names.
 PRECISIONS = ("highest", "high", "medium")
+# What a number handed to the kernels as a C float (beta, alpha) may be: one FP32 holds, as that
+# number. Beyond FP32's largest (1e39) it becomes infinity, and a number of magnitude below its
+# smallest (1e-50) becomes 0, which for beta means C is not read at all.
+FP32_RANGE = "0, or a magnitude from 1.4e-45 to 3.4e+38"
+
+
+def fp32_holds(x: float) -> bool:
+    """Whether FP32 holds `x` as a number of the same kind: finite, not rounded to infinity, and
+    not rounded to 0 unless it is 0 (FP32_RANGE)."""
+    try:
+        (y,) = struct.unpack("<f", struct.pack("<f", x))
+    except OverflowError:  # finite, but rounds to infinity
+        return False
+    return math.isfinite(y) and (y != 0 or x == 0)
 
 
 @dataclass(frozen=True)
@@ -175,10 +190,12 @@ class Problem:
         for tag in tags:
             if tag in LAYOUTS:
                 kind, layout = "layout", tag
-            elif tag[:1] == "b" and tag[1:].isdigit():
+            elif tag[:1] == "b" and tag[1:].isascii() and tag[1:].isdigit():  # not '²', a digit int() refuses
                 kind, batch = "batch", int(tag[1:])
             elif tag.startswith("beta") and _is_number(tag[4:]):
                 kind, beta = "beta", float(tag[4:])
+                if not fp32_holds(beta):
+                    raise UserError(f"shape {text!r}: beta {tag[4:]} is not a number FP32 holds ({FP32_RANGE})")
             elif tag in PRECISIONS:
                 kind, precision = "precision", tag
             else:

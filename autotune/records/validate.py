@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.types import Config, Measurement, Problem, Status, UserError, one_line
+from ..core.types import FP32_RANGE, Config, Measurement, Problem, Status, UserError, fp32_holds, one_line
 
 SCHEMA = 1
 SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)(_(?:nt|tn|tt))?(_b\d+)?(_beta[-+.e0-9]+)?(_(?:high|medium))?\.json$")
@@ -113,7 +113,10 @@ def _check_record(data: Any, path: Path) -> None:
 def _problem(value: Any, where: str) -> Problem:
     if not isinstance(value, dict):
         raise Corrupt(f"{where} is {_show(value)}, not an object")
-    return Problem(**value)
+    problem = Problem(**value)
+    if not fp32_holds(problem.beta):  # what no search measures: the kernels take beta as a C float
+        raise Corrupt(f"{where}: beta {_show(problem.beta)} is not a number FP32 holds ({FP32_RANGE})")
+    return problem
 
 
 def _check_gpu(gpu: Any) -> None:

@@ -21,7 +21,7 @@ from .evaluate import Evaluator, code_of
 from .plans import Plan, next_queued, plan_family
 from .progress import Progress
 from .storage import STORAGE_FAULTS, fault_line
-from .studies import measured_configs
+from .studies import all_measured
 from .trials import TrialLoop
 
 
@@ -115,7 +115,7 @@ def _read_study(plan: Plan) -> tuple[dict, dict[str, str]]:
         st = t.user_attrs.get("status")
         if t.user_attrs.get("evaluated") and st not in (Status.OK.value, Status.REJECTED.value):
             failures.setdefault(st, f"{t.user_attrs.get('config')}: {t.user_attrs.get('reason', '')}"[:300])
-    return measured_configs(study), failures
+    return all_measured(study), failures
 
 
 def search_family(

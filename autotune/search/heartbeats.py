@@ -74,3 +74,19 @@ def recover_stale(study: optuna.Study, wait: bool) -> None:
                 study.tell(t.number, state=TrialState.FAIL)
             except (ValueError, RuntimeError):
                 pass  # told meanwhile
+
+
+def release(study: optuna.Study, trials: list[optuna.Trial]) -> None:
+    """Fail trials this process asked and will not measure (it was interrupted) and queue each
+    again, as recover_stale does once a dead worker's trials stop beating: the next search of the
+    study starts at once instead of waiting for them to go stale. Best effort: a trial this
+    leaves running goes stale as before."""
+    storage = getattr(study, "_storage", None)
+    callback = getattr(storage, "get_heartbeat_stale_trial_callback", lambda: None)()
+    for trial in trials:
+        try:
+            study.tell(trial, state=TrialState.FAIL)
+            if callback is not None:
+                callback(study, storage.get_trial(trial._trial_id))
+        except Exception:  # noqa: BLE001 - told meanwhile, or the storage failing: it goes stale
+            continue

@@ -15,7 +15,7 @@ from ..core.types import Config, Problem, UserError
 from ..kernels.space import Space
 from . import cost, strategies
 from .storage import make_storage
-from .studies import measured_configs, open_study, study_name
+from .studies import all_measured, open_study, study_name
 
 
 @dataclass
@@ -116,7 +116,7 @@ def queue_plan(plan: Plan) -> int:
     measured, and what else the strategy queues (grid: the plan's next points). Returns how many
     trials it queued."""
     study = plan.open()
-    measured = measured_configs(study)
+    measured = all_measured(study)  # a config measured and not told too: its trial is re-queued
     first = list(dict.fromkeys([*plan.space.seeds, *plan.startup]))  # the model may rank a prior first too
     order, queued = plan.strategy.to_queue(plan, study, first)
     n = 0

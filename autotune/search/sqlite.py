@@ -21,12 +21,15 @@ from sqlalchemy.schema import CreateIndex
 
 
 def sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite URL (None for another database, or SQLite in memory)."""
-    if not url.startswith("sqlite:"):
-        return None
+    """The file of a SQLite URL (sqlite:///, sqlite+pysqlite:///): None for another database,
+    SQLite in memory, or a name SQLite reads as a URI (`uri=true`), whose file is SQLite's to
+    find."""
     try:
-        database = make_url(url).database
+        parsed = make_url(url)
     except Exception:  # noqa: BLE001 - a malformed URL: opening it says what is wrong
+        return None
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or "uri" in parsed.query:
         return None
     if not database or database == ":memory:" or database.startswith("file:"):
         return None

@@ -4,13 +4,18 @@ as one line with credentials masked.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import time
+import warnings
 from pathlib import Path
 
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SAWarning, SQLAlchemyError
 
 from ..core import redact
 from ..core.types import UserError
@@ -28,43 +33,83 @@ _STORAGES: dict[str, optuna.storages.BaseStorage] = {}
 
 
 def make_storage(url: str):
-    """An RDB storage with heartbeats (sqlite, postgresql, mysql), "memory:NAME" for a study
-    that lives in this process only (replays), else the URL as given. One per URL and process:
-    each new RDB storage costs an engine and a schema check."""
+    """An RDB storage with heartbeats (SQLite, PostgreSQL, MySQL: any URL SQLAlchemy opens), or
+    "memory:NAME" for a study that lives in this process only (replays). One per URL and process:
+    each new RDB storage costs an engine and a schema check. A URL that cannot be opened is a
+    StorageError, and leaves no file behind: it is checked before a SQLite file is made, and what
+    the attempt made is removed."""
     if url.startswith("memory:"):
         return _STORAGES.setdefault(url, optuna.storages.InMemoryStorage())
-    if not url.startswith(("sqlite:", "postgresql", "mysql")):
-        return url
     cached = _STORAGES.get(url)
-    if cached is not None and (not url.startswith("sqlite:///") or Path(url[len("sqlite:///") :]).exists()):
-        return cached
-    engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
     path = sqlite_file(url)
+    if cached is not None and (path is None or path.exists()):
+        return cached
+    sqlite = _backend(url) == "sqlite"
+    engine = {"connect_args": {"timeout": 60}} if sqlite else {"pool_pre_ping": True}
+    _check_url(url, engine)
+    new = [] if path is None else [p for p in _files_of(path) if not os.path.lexists(p)]
+    try:
+        storage = _open(url, path, engine)
+    except StorageError:
+        for p in new:  # the database this attempt began, its journal and its lock
+            with contextlib.suppress(OSError):
+                p.unlink()
+        raise
+    if sqlite:
+        serialize_sqlite(storage.engine)
+    _STORAGES[url] = storage
+    return storage
+
+
+def _backend(url: str) -> str | None:
+    """The database a URL names ("sqlite" for sqlite:/// and sqlite+pysqlite:///), or None."""
+    try:
+        return make_url(url).get_backend_name()
+    except Exception:  # noqa: BLE001 - not a URL: _check_url says why
+        return None
+
+
+def _check_url(url: str, engine: dict) -> None:
+    """Refuse a URL SQLAlchemy cannot open (its form, its driver, an argument of the wrong type)
+    or whose arguments the driver would ignore, before anything is made: SQLAlchemy reads them
+    all when it makes an engine, which connects to nothing yet."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SAWarning)  # "argument(s) ... are being ignored"
+            create_engine(url, **engine).dispose()
+    except Exception as exc:  # noqa: BLE001 - any failure is the user's URL
+        raise StorageError(storage_failure(url, exc)) from None
+
+
+def _files_of(path: Path) -> list[Path]:
+    """A SQLite database's file and those SQLite and this module put beside it."""
+    return [path, *(path.with_name(path.name + end) for end in ("-journal", "-wal", "-shm", ".lock"))]
+
+
+def _open(url: str, path: Path | None, engine: dict):
+    """The storage of a checked URL, its SQLite file made whole (or repaired) first."""
     if path is not None:
         try:
             create_whole(path)
             repair(path)
         except (OSError, sqlite3.Error, SQLAlchemyError) as exc:
             raise StorageError(storage_failure(url, exc)) from None
-    for attempt in range(_CREATE_TRIES):
+    attempt = 0
+    while True:
         try:
-            storage = (SQLiteStorage if url.startswith("sqlite:") else RDBStorage)(
+            return (SQLiteStorage if _backend(url) == "sqlite" else RDBStorage)(
                 url,
                 engine_kwargs=engine,
                 heartbeat_interval=heartbeats.HEARTBEAT_S,
                 grace_period=heartbeats.GRACE_S,
                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
             )
-            break
         except Exception as exc:  # noqa: BLE001 - any storage failure is the user's URL or file
-            if attempt + 1 < _CREATE_TRIES and lost_creation_race(exc):
-                time.sleep(0.2 * (attempt + 1))
+            attempt += 1
+            if attempt < _CREATE_TRIES and lost_creation_race(exc):
+                time.sleep(0.2 * attempt)
                 continue
             raise StorageError(storage_failure(url, exc)) from None
-    if url.startswith("sqlite:"):
-        serialize_sqlite(storage.engine)
-    _STORAGES[url] = storage
-    return storage
 
 
 _CREATE_TRIES = 4

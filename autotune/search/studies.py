@@ -15,7 +15,7 @@ import optuna
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
-from ..core.types import Problem
+from ..core.types import Problem, Status
 from ..kernels.space import Space
 from .sqlite import as_read
 from .storage import StorageError, storage_failure
@@ -44,17 +44,42 @@ def open_study(storage, name: str, sampler) -> optuna.Study:
         raise StorageError(storage_failure(getattr(storage, "url", storage), exc)) from None
 
 
+_TOLD = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
 def measured_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialState, float | None]]:
-    """Config name -> (state, value) of every config measured in the study, by any worker
-    (among `trials` where the caller has read them already)."""
+    """Config name -> (state, value) of every config measured and told in the study, by any
+    worker (among `trials` where the caller has read them already)."""
     out = {}
     if trials is None:
-        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+        trials = study.get_trials(deepcopy=False, states=_TOLD)
     for t in trials:
         cname = t.user_attrs.get("config")
-        if cname and t.user_attrs.get("evaluated") and t.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        if cname and t.user_attrs.get("evaluated") and t.state in _TOLD:
             out[cname] = (t.state, t.value)
     return out
+
+
+def untold_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialState, float | None]]:
+    """Config name -> (state, value), as its measurement says, of every config measured and not
+    told: its worker is telling it now, or was stopped first (killed, interrupted), and its trial
+    is failed and re-queued with the measurement, to be told when it is asked (TrialLoop.settle).
+    Such a config is never queued nor measured again."""
+    out: dict[str, tuple[TrialState, float | None]] = {}
+    if trials is None:  # a re-queued trial's measurement is its failed trial's too
+        trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.FAIL))
+    for t in trials:
+        cname, measurement = t.user_attrs.get("config"), t.user_attrs.get("measurement")
+        if cname and t.state not in _TOLD and isinstance(measurement, dict):
+            gflops = measurement.get("gflops")
+            ok = measurement.get("status") == Status.OK.value and isinstance(gflops, (int, float))
+            out.setdefault(cname, (TrialState.COMPLETE, float(gflops)) if ok else (TrialState.PRUNED, None))
+    return out
+
+
+def all_measured(study: optuna.Study) -> dict[str, tuple[TrialState, float | None]]:
+    """What the study measured, told or not (measured_configs, then untold_configs)."""
+    return {**untold_configs(study), **measured_configs(study)}
 
 
 class TrialReader:

@@ -3,10 +3,11 @@
 Statically invalid proposals are told to Optuna as PRUNED without compiling or launching;
 failures (compile, fault, hang, wrong result) are PRUNED too, with their status and reason in
 the trial's user attributes; only verified measurements are COMPLETE. A config already measured
-(or in flight here or at another worker) is never measured again: its trial is told the known
-outcome. Where the strategy has a neighbour phase (its `local_share`), the last share of the
-budget goes to neighbours of the best configs: of its trials, or of its time where a deadline
-comes first. What differs by strategy is read from the plan's `strategy` (search/strategies/).
+(told or not: a worker stopped between the two) or in flight here or at another worker is never
+measured again: its trial is told the known outcome. Where the strategy has a neighbour phase
+(its `local_share`), the last share of the budget goes to neighbours of the best configs: of its
+trials, or of its time where a deadline comes first. What differs by strategy is read from the
+plan's `strategy` (search/strategies/).
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from optuna.trial import TrialState
 
 from ..core.types import Config, Measurement, Status
 from .evaluate import Evaluator
-from .heartbeats import GRACE_S, Heartbeat, recover_stale
+from .heartbeats import GRACE_S, Heartbeat, recover_stale, release
+from .interrupts import Interrupts
 from .neighbours import NeighbourPhase
 from .plans import Plan, queue_plan
 from .progress import Progress
 from .storage import make_storage
-from .studies import TrialReader, measured_configs
+from .studies import TrialReader, measured_configs, untold_configs
 
 STARTUP_POLL_S = 0.25  # a worker waiting for the others' start-up looks again after this
 
@@ -82,6 +84,7 @@ class TrialLoop:
         self.heart: Heartbeat | None = None  # beats while `run` runs
         self.counts: dict[str, int] = {}
         self.measured = measured_configs(self.study)
+        self.untold = untold_configs(self.study)  # measured, not told: never measured again
         self.max_asks = max(50 * plan.budget, 500)
         self.asks = 0
         self.in_flight: set[str] = set()
@@ -93,43 +96,53 @@ class TrialLoop:
         self.best = max((v for s, v in self.measured.values() if s == TrialState.COMPLETE and v), default=None)
         self.strategy = plan.strategy
         self.neighbours = NeighbourPhase(plan, evaluator.limits, self.started, deadline)
+        self.interrupts = Interrupts()
 
     def run(self) -> dict[str, int]:
         """Ask, evaluate and tell until the budget, the deadline or the asks run out; returns
-        this worker's trial counts by status."""
+        this worker's trial counts by status. A SIGINT or SIGTERM meanwhile ends it, but never
+        between a measurement and its record (interrupts.Interrupts)."""
         self.heart = Heartbeat(make_storage(self.plan.storage_url))
         try:
-            self.refill()
-            # The problem's inputs onto the GPU while the first window compiles (a worker of a
-            # search over several GPUs has done no baseline that made them).
-            setup = getattr(self.evaluator, "setup", None)
-            if setup is not None:
-                setup(self.plan.problem)
-            done = 0
-            while self.pending or self.waiting_for_startup():
-                if not self.pending:  # the other workers are measuring the random start-up
-                    time.sleep(STARTUP_POLL_S)
-                    self.refill()
-                    continue
-                self.evaluate_next()
-                t = time.monotonic()
-                self.refill()
-                self.host_s += time.monotonic() - t
-                done += 1
-                if self.progress.tty or done % self.batch == 0 or not self.pending:
-                    self.progress.update(
-                        self.plan.space.family.name,
-                        len(self.measured),
-                        self.plan.budget,
-                        self.best,
-                        None,
-                        self.counts,
-                        self.started,
-                        deadline=self.deadline,
-                    )
+            with self.interrupts:
+                self._loop()
+        except (KeyboardInterrupt, SystemExit):
+            release(self.study, [trial for trial, _cfg in self.pending])  # a resume need not wait for them
+            raise
         finally:
             self.heart.close()
         return self.counts
+
+    def _loop(self) -> None:
+        """`run`'s loop: fill the window, evaluate the first ready, tell it, fill it again."""
+        self.refill()
+        # The problem's inputs onto the GPU while the first window compiles (a worker of a
+        # search over several GPUs has done no baseline that made them).
+        setup = getattr(self.evaluator, "setup", None)
+        if setup is not None:
+            setup(self.plan.problem)
+        done = 0
+        while self.pending or self.waiting_for_startup():
+            if not self.pending:  # the other workers are measuring the random start-up
+                time.sleep(STARTUP_POLL_S)
+                self.refill()
+                continue
+            self.evaluate_next()
+            t = time.monotonic()
+            self.refill()
+            self.host_s += time.monotonic() - t
+            done += 1
+            if self.progress.tty or done % self.batch == 0 or not self.pending:
+                self.progress.update(
+                    self.plan.space.family.name,
+                    len(self.measured),
+                    self.plan.budget,
+                    self.best,
+                    None,
+                    self.counts,
+                    self.started,
+                    deadline=self.deadline,
+                )
 
     def refill(self) -> None:
         """Ask new trials until the window is full (or nothing more is to be asked), and hand
@@ -145,20 +158,24 @@ class TrialLoop:
         """Evaluate the pending trial the evaluator has ready first, and tell its outcome."""
         problem = self.plan.problem
         trial, cfg = self.pending.pop(self.evaluator.first_ready([c for _, c in self.pending], problem))
-        t0 = time.monotonic()
-        (m,) = self.evaluator.evaluate([cfg], problem)
-        t1 = time.monotonic()
-        self.in_flight.discard(cfg.name)
-        trial.set_user_attr("worker", self.worker)
-        trial.set_user_attr("status", m.status.value)
-        trial.set_user_attr("measurement", _measurement_attrs(m))
-        # Where this worker's time went (a search over several GPUs is read from these): the
-        # evaluation (waiting for its compile, then the GPU), and the host's asks and tells
-        # since the last one, all on this loop's thread.
-        timing = {"at_s": t0 - self.started, "evaluate_s": t1 - t0, "host_s": self.host_s}
-        trial.set_user_attr("timing", {"pid": os.getpid(), **{k: round(v, 3) for k, v in timing.items()}})
-        trial.set_user_attr("evaluated", True)  # last: "evaluated" implies a measurement
-        self.record(trial, cfg, m)
+        with self.interrupts.held():  # a SIGINT or SIGTERM meanwhile acts once this is recorded
+            t0 = time.monotonic()
+            (m,) = self.evaluator.evaluate([cfg], problem)
+            t1 = time.monotonic()
+            # The measurement first, in one write: a search killed after it (kill -9, no handler
+            # runs) leaves it in the study, and the one that resumes tells it (settle) instead of
+            # measuring the config again.
+            trial.set_user_attr("measurement", _measurement_attrs(m))
+            self.in_flight.discard(cfg.name)
+            trial.set_user_attr("worker", self.worker)
+            trial.set_user_attr("status", m.status.value)
+            # Where this worker's time went (a search over several GPUs is read from these): the
+            # evaluation (waiting for its compile, then the GPU), and the host's asks and tells
+            # since the last one, all on this loop's thread.
+            timing = {"at_s": t0 - self.started, "evaluate_s": t1 - t0, "host_s": self.host_s}
+            trial.set_user_attr("timing", {"pid": os.getpid(), **{k: round(v, 3) for k, v in timing.items()}})
+            trial.set_user_attr("evaluated", True)  # last: "evaluated" implies a measurement and its status
+            self.record(trial, cfg, m)
         self.host_s = time.monotonic() - t1
         if self.on_trial:
             self.on_trial(m)
@@ -200,7 +217,7 @@ class TrialLoop:
         while len(out) < min(n, self.remaining) and self.asks < self.max_asks:
             if self.past_deadline() or self.waiting_for_startup():
                 break
-            busy = self.in_flight | self.others
+            busy = self.in_flight | self.others | set(self.untold)
             self.neighbours.queue(self.study, self.measured, busy, self.remaining, time.monotonic())
             trial = self.study.ask()
             self.heart.add(trial)
@@ -241,15 +258,19 @@ class TrialLoop:
                 continue
             self.running.pop(t.number, None)
             self.measured.update(measured_configs(self.study, [t]))
+            self.untold.update(untold_configs(self.study, [t]))
         self.others = {c for n, c in self.running.items() if c and n != asked} - self.in_flight
 
     def settle(self, trial: optuna.Trial, cfg: Config) -> bool:
         """Tell a trial that needs no run, and say whether it was one: a re-queued trial already
         measured, a config outside the valid space, or a config measured or in flight."""
-        if trial.user_attrs.get("evaluated") and cfg.name not in self.measured:
-            # A re-queued trial whose worker measured it but died before telling: record
-            # that measurement instead of running the candidate again.
-            self.record(trial, cfg, Measurement.from_dict(trial.user_attrs["measurement"]))
+        if "measurement" in trial.user_attrs:
+            # A re-queued trial whose worker measured it but stopped before telling (killed, or
+            # failed as stale): tell that measurement instead of running the candidate again.
+            m = Measurement.from_dict(trial.user_attrs["measurement"])
+            trial.set_user_attr("status", m.status.value)
+            trial.set_user_attr("evaluated", True)
+            self.record(trial, cfg, m)
             return True
         if cfg.name not in self.valid_by_name:
             reasons = self.plan.space.family.violations(cfg, self.evaluator.limits) or ["not a point of the space"]
@@ -258,10 +279,10 @@ class TrialLoop:
             self.tell(trial, state=TrialState.PRUNED)
             self.counts[Status.REJECTED.value] = self.counts.get(Status.REJECTED.value, 0) + 1
             return True
-        if cfg.name in self.measured or cfg.name in self.in_flight or cfg.name in self.others:
+        if any(cfg.name in known for known in (self.measured, self.untold, self.in_flight, self.others)):
             # Measured or on its way: tell the known outcome (or a pruned placeholder),
             # spending no GPU time and no budget.
-            state, value = self.measured.get(cfg.name, (TrialState.PRUNED, None))
+            state, value = self.measured.get(cfg.name) or self.untold.get(cfg.name) or (TrialState.PRUNED, None)
             trial.set_user_attr("duplicate", True)
             self.tell(trial, value, state)
             return True
