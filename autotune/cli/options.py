@@ -7,14 +7,16 @@ import argparse
 import math
 import re
 
-from ..core.types import LAYOUTS, PRECISIONS, one_line
+from ..core import redact
+from ..core.types import LAYOUTS, PRECISIONS, error_line
 from .inputs import int_in
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
         see = f"autotune {self.prog.split()[-1]} --help" if " " in self.prog else "autotune --help"
-        self.exit(2, f"autotune: error: {one_line(message)} (see '{see}')\n")
+        # argparse quotes the argument it refuses, whole: masked and bounded as every error line is
+        self.exit(2, f"autotune: error: {error_line(redact.text(message))} (see '{see}')\n")
 
 
 def positive_int(text: str) -> int:
