@@ -32,7 +32,7 @@ _C_INT = 2**31 - 1
 _FAMILY = re.compile(r"[a-z][a-z0-9_]{0,63}")  # family and choice names
 _PARAM = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # parameter names
 _CHOICE = _FAMILY
-_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # limits.gpu_slug's folder names
+SLUG_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # limits.gpu_slug's folder names
 _ARCH = re.compile(r"sm_[0-9]{1,4}a?")
 _DIGEST = re.compile(r"[0-9a-f]{1,64}")  # render.source_digest, gpu.machine_code.code_digest
 
@@ -120,7 +120,7 @@ def _check_gpu(gpu: Any) -> None:
     if not isinstance(gpu, dict) or not all(isinstance(gpu.get(k), str) for k in ("name", "slug")):
         raise Corrupt("gpu name and slug must be strings")
     _check_text(gpu["name"], "gpu name", _MAX_GPU_NAME)
-    if not _SLUG.fullmatch(gpu["slug"]) or len(gpu["slug"]) > _MAX_GPU_NAME:
+    if not SLUG_NAME.fullmatch(gpu["slug"]) or len(gpu["slug"]) > _MAX_GPU_NAME:
         raise Corrupt(f"gpu slug {_show(gpu['slug'])} is not a folder name (lower-case letters, digits and '-')")
     arch = gpu.get("arch")
     if arch is not None and (not isinstance(arch, str) or not _ARCH.fullmatch(arch)):

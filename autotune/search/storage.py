@@ -15,11 +15,24 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..core import redact
 from ..core.types import UserError
 from . import heartbeats
-from .sqlite import SQLiteStorage, create_whole, lost_creation_race, repair, serialize_sqlite, sqlite_file
+from .sqlite import (
+    SQLiteStorage,
+    check_files,
+    create_whole,
+    lost_creation_race,
+    repair,
+    serialize_sqlite,
+    sqlite_file,
+)
+
+
+def default_database(results_dir, gpu_slug: str) -> Path:
+    """The SQLite file of a search's studies when no --storage is given: beside its records."""
+    return Path(results_dir) / gpu_slug / "optuna.db"
 
 
 def default_storage(results_dir, gpu_slug: str) -> str:
-    path = Path(results_dir) / gpu_slug / "optuna.db"
+    path = default_database(results_dir, gpu_slug)
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
 
@@ -41,6 +54,7 @@ def make_storage(url: str):
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite:") else {"pool_pre_ping": True}
     path = sqlite_file(url)
     if path is not None:
+        check_files(path)  # no link followed, no pipe opened: before SQLite opens anything
         try:
             create_whole(path)
             repair(path)
