@@ -16,8 +16,9 @@ from typing import Any
 from ..core import redact
 from ..core.files import open_regular
 from ..core.types import Measurement, Problem, Status, UserError, one_line
+from .fields import MAX_TEXT
 from .results import load_record, record_path
-from .validate import MAX_TEXT, SCHEMA, check_record, fastest
+from .validate import SCHEMA, check_record, fastest
 
 try:
     import fcntl
