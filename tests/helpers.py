@@ -139,20 +139,34 @@ def restamp(data: dict, keep: str = "time_ms") -> dict:
     """A record edited by a test (another problem, GFLOP/s, time or config) made to agree with
     itself again, as a search writes one (autotune.records.results refuses a record that does not): each
     entry of the record's problem, its GFLOP/s its time at that shape (`keep` names which of the
-    two stays), its ratio its GFLOP/s over cuBLAS's, its config's name its parameters'; `best`
-    the fastest. Returns `data`."""
+    two stays; the fastest and slowest times and their spread scaled with it), its ratio its
+    GFLOP/s over cuBLAS's, cuBLAS's time its GFLOP/s, its config's name its parameters', its
+    study named after the record's GPU, shape and family; `best` the fastest. Returns `data`."""
     from autotune.core.types import Config, Problem
     from autotune.records.validate import fastest
 
     problem = Problem(**data["problem"])
-    for entry in data["families"].values():
+    for fam, entry in data["families"].items():
         entry["problem"] = problem.as_dict()
-        if keep == "time_ms":
-            entry["gflops"] = problem.flops / (entry["time_ms"] * 1e6)
+        if keep == "gflops":
+            entry["time_ms"], was = problem.flops / (entry["gflops"] * 1e6), entry["time_ms"]
         else:
-            entry["time_ms"] = problem.flops / (entry["gflops"] * 1e6)
+            entry["gflops"] = problem.flops / (entry["time_ms"] * 1e6)
+            lo, hi = entry.get("time_min_ms"), entry.get("time_max_ms")
+            was = entry["time_ms"] if None in (lo, hi) or lo <= entry["time_ms"] <= hi else (lo + hi) / 2
+        for key in ("time_min_ms", "time_max_ms", "time_iqr_ms"):  # the spread kept around the time
+            if entry.get(key) is not None:
+                entry[key] *= entry["time_ms"] / was
         entry["ratio"] = entry["gflops"] / entry["cublas"]["gflops"]
+        cublas = entry["cublas"]
+        if cublas.get("time_ms"):
+            cublas["time_ms"] = problem.flops / (cublas["gflops"] * 1e6)
+            if cublas.get("path") in cublas.get("paths", {}):
+                cublas["paths"][cublas["path"]] = cublas["time_ms"]
         cfg = entry["config"]
         cfg["name"] = Config.make(cfg["family"], cfg["params"]).name
+        study = entry.get("search", {}).get("study")
+        if isinstance(study, str) and study.count("/") == 3:
+            entry["search"]["study"] = "/".join([data["gpu"]["slug"], problem.name, fam, study.split("/")[3]])
     data["best"] = fastest(data["families"])
     return data

@@ -36,8 +36,10 @@ class Case:
     code: int = 2
     setup: Callable[[Path], dict] | None = None  # fills the folder; returns environment additions
     readonly: tuple[str, ...] = ()  # folders made read-only after setup (run as 'nobody' under root)
+    unreadable: tuple[str, ...] = ()  # files or folders no one may read (mode 000; run as 'nobody' too)
     after: Callable[[Path], None] | None = None  # asserts what must not have been written
     stdout: tuple[str, ...] = ()  # fragments of stdout too (a dry run's table before its error)
+    silent: bool = False  # nothing on stdout: refused before any work began (nothing measured, then lost)
     # Where stdout goes instead of a pipe read to the end: "gone" a pipe whose reader has left
     # (`| head -1`), "full" /dev/full (a full disk), "closed" no descriptor at all (`>&-`).
     stdout_to: str = ""
@@ -96,7 +98,7 @@ def record(folder: Path, change: Callable[[dict], None] | None = None) -> dict:
     )
     entry = make_entry(
         m,
-        {"time_ms": 0.1, "gflops": 5000.0, "error": 1e-7},
+        {"time_ms": p.flops / 5e9, "gflops": 5000.0, "error": 1e-7},
         search={},
         versions={},
         command="autotune search --size 64",
@@ -120,6 +122,25 @@ def _set(keys: tuple, value) -> Callable[[dict], None]:
         d[keys[-1]] = value
 
     return change
+
+
+def _agreeing(keys: tuple, value) -> Callable[[dict], None]:
+    """An entry's figure set to `value`, and its time and ratio made to agree with it."""
+
+    def change(data: dict) -> None:
+        _set(keys, value)(data)
+        entry = data["families"][keys[1]]
+        entry["time_ms"] = entry["time_min_ms"] = entry["time_max_ms"] = 64**3 * 2 / (entry["gflops"] * 1e6)
+        entry["ratio"] = entry["gflops"] / entry["cublas"]["gflops"]
+
+    return change
+
+
+def _another_gpu(data: dict) -> None:
+    """An A100's record, as a search there writes it, in the H100's folder."""
+    data["gpu"] = {"name": "NVIDIA A100-SXM4-80GB", "slug": "nvidia-a100-sxm4-80gb", "arch": "sm_80"}
+    for entry in data["families"].values():
+        entry["limits"].update(name=data["gpu"]["name"], arch="sm_80")
 
 
 def _records_and(*more: Callable[[Path], dict]) -> Callable[[Path], dict]:
@@ -186,6 +207,40 @@ def _refifo(path: Path) -> dict:
     path.unlink()
     os.mkfifo(path)
     return {}
+
+
+def _victim(folder: Path) -> dict:
+    """victim.db: another program's SQLite database (one table of its own), beside the results."""
+    import sqlite3
+
+    db = sqlite3.connect(folder / "victim.db")
+    db.execute("CREATE TABLE mine (x)")
+    db.commit()
+    db.close()
+    return {}
+
+
+def _untouched_victim(folder: Path) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(f"file:{folder / 'victim.db'}?mode=ro", uri=True)
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master")]
+    db.close()
+    assert tables == ["mine"], f"victim.db was written: {tables}"
+
+
+def _planted(name: str, target: str | None = None) -> Callable[[Path], dict]:
+    """results/<gpu>/`name` planted: a symbolic link to `target`, or a pipe (no target)."""
+
+    def setup(folder: Path) -> dict:
+        (folder / "results" / SLUG).mkdir(parents=True, exist_ok=True)
+        path = folder / "results" / SLUG / name
+        if path.exists():
+            path.unlink()
+        path.symlink_to(target) if target else os.mkfifo(path)
+        return {}
+
+    return setup
 
 
 def _both(*setups: Callable[[Path], dict]) -> Callable[[Path], dict]:
@@ -325,6 +380,23 @@ CASES: list[Case] = [
         ("shapes.txt: not UTF-8 text (byte 0xff at offset 0)",),
         setup=_files(**{"shapes.txt": b"\xff\xfe1024\n"}),
     ),
+    Case(
+        "a line of a megabyte in a shapes file (masking passwords in it once took hours)",
+        ("search", "--shapes-file", "shapes.txt", "--dry-run"),
+        "autotune: error: shapes.txt: shape 'a://b:-a://b:…-a://b:': not an integer",
+        ("shapes.txt: shape 'a://b:-a://b:", "-a://b:': not an integer"),
+        setup=_files(**{"shapes.txt": "-a://b:" * 150_000 + "\n"}),
+        note="the value quoted by its start and end, 200 characters in all",
+        timeout=120,
+    ),
+    Case(
+        "a family name of 130,000 letters (once 42 s before its line)",
+        ("search", "--size", "64", "--family", "a" * 130_000),
+        "autotune: error: family 'aaa…aaa': names are lower-case letters, digits and '_', at most 64",
+        ("family 'aaa", "aaa': names are lower-case letters, digits and '_', at most 64"),
+        shown="autotune search --size 64 --family $(printf 'a%.0s' {1..130000})",
+        timeout=120,
+    ),
     # -- options
     Case(
         "unknown family",
@@ -335,7 +407,7 @@ CASES: list[Case] = [
     Case(
         "a path as a family",
         ("search", "--size", "64", "--family", "../etc"),
-        "autotune: error: family '../etc': names are lower-case letters, digits and '_'",
+        "autotune: error: family '../etc': names are lower-case letters, digits and '_', at most 64",
         ("family '../etc'",),
     ),
     Case(
@@ -718,6 +790,58 @@ CASES: list[Case] = [
         setup=_both(_dirs("results"), _link(f"results/{SLUG}", "nowhere"), replay_table),
         after=_absent("results/nowhere"),
     ),
+    *(
+        Case(
+            f"{what} in the GPU's results folder (once {once})",
+            ("search", "--size", "64", *_REPLAY),
+            f"autotune: error: results/{SLUG}/{name}: is {kind}, not a regular file: not followed or opened (remove "
+            "it)",
+            (f"results/{SLUG}/{name}: is {kind}, not a regular file: not followed or opened",),
+            setup=_both(replay_table, _victim, _planted(name, target)),
+            after=lambda f: (_untouched_victim(f), _absent("created", f"results/{SLUG}/64x64x64.json")(f)),
+            note="said before searching: nothing measured",
+            silent=True,
+            timeout=120,
+        )
+        for what, name, target, kind, once in (
+            (
+                "optuna.db a link to another program's database",
+                "optuna.db",
+                "../../victim.db",
+                "a symbolic link",
+                "Optuna's tables were written into it",
+            ),
+            (
+                "SQLite's log a link beside optuna.db",
+                "optuna.db-wal",
+                "../../victim.db",
+                "a symbolic link",
+                "SQLite wrote through it",
+            ),
+            (".autotune.lock a link", ".autotune.lock", "../../created", "a symbolic link", "made the file it names"),
+            (".autotune.lock a pipe", ".autotune.lock", None, "a pipe", "hung after the whole search"),
+        )
+    ),
+    Case(
+        "a record a link in the GPU's results folder (once followed and read)",
+        ("search", "--size", "64", *_REPLAY),
+        f"autotune: error: results/{SLUG}/64x64x64.json: not read as a results file: not a regular file (a symbolic "
+        "link)",
+        (f"results/{SLUG}/64x64x64.json: not read as a results file: not a regular file (a symbolic link)",),
+        setup=_both(replay_table, _victim, _planted("64x64x64.json", "../../victim.db")),
+        after=_untouched_victim,
+        note="said before searching: nothing measured",
+        silent=True,
+    ),
+    Case(
+        "optuna.db a link to another program's database (report)",
+        ("report",),
+        f"autotune: error: results/{SLUG}/optuna.db: is a symbolic link, not a regular file: not followed or opened "
+        "(remove it)",
+        (f"results/{SLUG}/optuna.db: is a symbolic link",),
+        setup=_records_and(_victim, _planted("optuna.db", "../../victim.db")),
+        after=_untouched_victim,
+    ),
     Case(
         "report -o a link to nothing",
         ("report", "-o", "gone"),
@@ -746,6 +870,38 @@ CASES: list[Case] = [
         readonly=(f"results/{SLUG}",),
         after=_absent("s.db"),
         note="said before searching: no study started",
+    ),
+    *(
+        Case(
+            f"a GPU's results folder that cannot be read ({cmd[0]}; once {once})",
+            cmd,
+            f"autotune: error: results/{SLUG}: cannot read the GPU's results folder (Permission denied)",
+            (f"results/{SLUG}: cannot read the GPU's results folder (Permission denied)",),
+            setup=record,
+            unreadable=(f"results/{SLUG}",),
+        )
+        for cmd, once in (
+            (("list",), "no results listed, and exit 0"),
+            (("export", "--size", "64"), "'no results under results: run autotune search first'"),
+            (("check", "--static"), "'no results under results: run autotune search first'"),
+            (("report", "-o", "rep"), "'no results under results: run autotune search first'"),
+        )
+    ),
+    Case(
+        "a results folder that cannot be read (list)",
+        ("list",),
+        "autotune: error: results: cannot read the results folder (Permission denied)",
+        ("results: cannot read the results folder (Permission denied)",),
+        setup=record,
+        unreadable=("results",),
+    ),
+    Case(
+        "a record that cannot be read (list)",
+        ("list",),
+        f"autotune: error: results/{SLUG}/64x64x64.json: cannot read (Permission denied)",
+        (f"results/{SLUG}/64x64x64.json: cannot read (Permission denied)",),
+        setup=record,
+        unreadable=(f"results/{SLUG}/64x64x64.json",),
     ),
     Case(
         "export into a read-only folder",
@@ -895,6 +1051,29 @@ CASES: list[Case] = [
         (f"M=3000000000 is {_BIG}",),
         setup=lambda f: record(f, _set(("problem", "M"), 3000000000)),
     ),
+    Case(
+        "record: schema true (once read as 1)",
+        ("list",),
+        "autotune: error: results/…/64x64x64.json: results schema True, this autotune reads 1",
+        ("64x64x64.json: results schema True, this autotune reads 1",),
+        setup=lambda f: record(f, _set(("schema",), True)),
+    ),
+    Case(
+        "record: a GFLOP/s of 301 digits, its time made to agree",
+        ("list",),
+        "autotune: error: results/…/64x64x64.json: corrupted results file (entry tiled: gflops is 1e+300, more than "
+        "1e+12: no measurement)",
+        ("corrupted results file (entry tiled: gflops is 1e+300, more than 1e+12: no measurement)",),
+        setup=lambda f: record(f, _agreeing(("families", "tiled", "gflops"), 1e300)),
+    ),
+    Case(
+        "record: another GPU's record in this GPU's folder",
+        ("export", "--size", "64"),
+        "autotune: error: results/…/64x64x64.json: corrupted results file (it holds results of GPU "
+        f"nvidia-a100-sxm4-80gb, not of its folder's ('{SLUG}'))",
+        (f"it holds results of GPU nvidia-a100-sxm4-80gb, not of its folder's ('{SLUG}')",),
+        setup=lambda f: record(f, _another_gpu),
+    ),
     # -- output
     Case(
         "stdout closed early",
@@ -996,20 +1175,22 @@ def _as_nobody() -> list[str]:
 
 
 def run_case(case: Case, folder: Path) -> Outcome:
-    """Set the case up in `folder` and run it there. Read-only folders mean nothing to root, so
-    under root a case with read-only folders runs as 'nobody' through setpriv (the folder opened
-    to it), or raises CannotDemote without setpriv."""
+    """Set the case up in `folder` and run it there. Read-only and unreadable folders mean nothing
+    to root, so under root such a case runs as 'nobody' through setpriv (the folder opened to it),
+    or raises CannotDemote without setpriv."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     extra = case.setup(folder) if case.setup else {}
     for k, v in (extra or {}).items():
         env[k] = f"{v}{os.pathsep}{env[k]}" if k == "PYTHONPATH" else v
-    demote = bool(case.readonly) and os.geteuid() == 0
+    demote = bool(case.readonly or case.unreadable) and os.geteuid() == 0
     if demote:
         env |= {"AUTOTUNE_CACHE": str(folder / ".cache"), "HOME": str(folder), "MPLCONFIGDIR": str(folder / ".cache")}
         for p in [folder, *folder.rglob("*")]:
             p.chmod(0o777 if p.is_dir() else 0o666)
     for name in case.readonly:
         (folder / name).chmod(0o555)
+    for name in case.unreadable:
+        (folder / name).chmod(0o000)
     argv = [*(_as_nobody() if demote else []), sys.executable, "-m", "autotune.cli", *case.args]
     try:
         if case.stdout_to:
@@ -1017,7 +1198,7 @@ def run_case(case: Case, folder: Path) -> Outcome:
         p = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=case.timeout)
         return Outcome(p.returncode, p.stdout, p.stderr)
     finally:
-        for name in case.readonly:
+        for name in (*case.readonly, *case.unreadable):
             (folder / name).chmod(0o755)
 
 

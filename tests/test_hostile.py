@@ -70,6 +70,8 @@ def test_hostile_input(case, case_folder):
             assert fragment in out.stdout
     for fragment in case.stdout:
         assert fragment in out.stdout
+    if case.silent:
+        assert out.stdout == "", out.stdout[-2000:]
     left = [p for p in case_folder.rglob("*.tmp")]
     assert not left, f"half-written files left: {left}"
     if case.after:

@@ -4,17 +4,19 @@ huge integers, empty strings, paths that are files, folders, links (to a folder 
 FIFOs or missing, unicode and control characters -- each run as a subprocess in a fresh folder.
 
 Whatever the line, autotune answers with exit 0 or 1 and no traceback, or exit 2 and exactly
-one `autotune: error:` line on stderr; it leaves no temporary file, makes no file or folder
-that the command line did not ask for (a search's results folder and storage, export's header,
-report's folder, the cache), changes no file it was not asked to write, and writes no record
-that autotune refuses to read back (a value accepted that no search can mean, as beta 1e39).
+one `autotune: error:` line on stderr, which quotes no value whole (at most QUOTE_CHARS
+characters of one); it leaves no temporary file, makes no file or folder that the command line
+did not ask for (a search's results folder and storage, export's header, report's folder, the
+cache), changes no file it was not asked to write, reads no record it must refuse as good, and
+writes no record that autotune refuses to read back (a value accepted that no search can mean,
+as beta 1e39).
 
 No line takes long: a search always names its family (tiled, 4 valid points, or a name that is
 not one) and mostly runs with --replay or --dry-run (without either, and `check` without
 --static, it says in one line that there is no GPU, or on a GPU runs those 4 points). The files
 it is given are damaged now and then (a replay table's or a record's value made hostile, a
-space or shapes file of hostile text). The default run is a fixed seed and 40 lines, two at a
-time (under 20 s on an idle machine):
+space or shapes file of hostile text, a link or a pipe planted in the GPU's results folder).
+The default run is a fixed seed and 40 lines, two at a time (under 20 s on an idle machine):
 
     AUTOTUNE_HOSTILE_SEED=7 AUTOTUNE_HOSTILE_EXAMPLES=200 python -m pytest tests/test_hostile_generated.py
     python -m pytest -m slow tests/test_hostile_generated.py      # the long run: 600 lines
@@ -39,12 +41,12 @@ from pathlib import Path
 
 import pytest
 
-from autotune.core.types import UserError
+from autotune.core.types import QUOTE_CHARS, UserError, clipped
 from autotune.records.results import load_record
 from autotune.records.validate import SHAPE_FILE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hostile_cases import ROOT, SLUG, record, replay_table
+from hostile_cases import ROOT, SLUG, _victim, record, replay_table
 
 SEED = int(os.environ.get("AUTOTUNE_HOSTILE_SEED", "0"))
 EXAMPLES = int(os.environ.get("AUTOTUNE_HOSTILE_EXAMPLES", "40"))
@@ -68,7 +70,8 @@ INTS = [
 ]  # fmt: skip
 FLOATS = [*INTS, "1e308", "-0", "0.999999", "1e-320", "1", "4", "0.0", "1e9", "1000000001", "1e39", "1e-50"]
 TEXT = ["", " ", "x", "\n", "ü", "名", "\x1b[2J", "a,b", "../x", "-", "--", "%s%n", "{{ 7*7 }}", "x" * 500]
-FAMILIES = ["nope", "../x", "", "TILED", "tiled\n", "tiled_x", "coarse1d"]
+TEXT.append("p://u:" * 20_000)  # 120 KB of URL user parts: masking them took a minute, quadratic
+FAMILIES = ["nope", "../x", "", "TILED", "tiled\n", "tiled_x", "coarse1d", "a" * 130_000]
 SHAPES = ["1024,abc", "", ",", "64x64", "3000000000", "64_xx", "0", "64,3000000000", "64_beta1e39", "64_b²"]
 GPUS = ["NVIDIA H100 80GB HBM3", "Some GPU", "", "../x", ".", "results/" + SLUG, "d", "gone"]
 ARCHS = ["sm_1", "sm_999", "sm_0", "x;rm", "", "SM_90", "sm_90\n", "sm_9a0"]
@@ -181,10 +184,10 @@ class Example:
     def describe(self) -> str:
         env = f"AUTOTUNE_CACHE={self.cache!r} " if self.cache else ""
         env += f"AUTOTUNE_TEMPLATES={self.templates!r} " if self.templates else ""
-        env += f"damaged files {self.damage!r} " if self.damage else ""
+        env += f"damaged files {clipped(repr(self.damage), 2000)} " if self.damage else ""
         code, out, err = self.outcome or (None, "", "")
         return (
-            f"example {self.index} (seed {SEED}): {env}autotune {self.argv!r}\n"
+            f"example {self.index} (seed {SEED}): {env}autotune {clipped(repr(self.argv), 2000)}\n"
             f"  exit {code}; stderr: {err[-1500:]!r}\n  stdout (end): {out[-300:]!r}\n  " + "\n  ".join(self.problems)
         )
 
@@ -252,6 +255,12 @@ def _setup(folder: Path, damage: dict[str, object]) -> None:
     os.mkfifo(folder / "fifo")
     (folder / "space.yaml").write_text(damage.get("space.yaml", "space: {TILE: [8, 16]}\n"))
     (folder / "shapes.txt").write_text(damage.get("shapes.txt", "64\n128x64x32\n"))
+    _victim(folder)  # another program's database beside the results: never written
+    if "planted" in damage:
+        name, target = damage["planted"]
+        path = folder / "results" / SLUG / name
+        path.unlink(missing_ok=True)
+        path.symlink_to(target) if target else os.mkfifo(path)
 
 
 # Damage to the folder's files, each drawn now and then: a value of the replay table or the
@@ -265,6 +274,27 @@ RECORD_KEYS = [
     ("problem", "layout"), ("problem", "beta"), ("gpu", "slug"), ("schema",), ("families",), ("families", "tiled"),
     ("families", "tiled", "status"), ("families", "tiled", "error"), ("problem",),
 ]  # fmt: skip
+# Damage to the record that every reader must refuse (each once read as good): a schema of
+# `true`, another GPU's record in this one's folder, figures that disagree, fields of another type.
+RECORD_REFUSED = [
+    (("schema",), True),
+    (("gpu",), {"name": "NVIDIA A100-SXM4-80GB", "slug": "nvidia-a100-sxm4-80gb", "arch": "sm_80"}),
+    (("families", "tiled", "date"), "yesterday"),
+    (("families", "tiled", "search"), {"seed": True}),
+    (("families", "tiled", "time_min_ms"), 5.0),
+    (("families", "tiled", "cublas", "time_ms"), 1.0),
+    (("families", "tiled", "error"), 2.0),
+    (("families", "tiled", "message"), 5),
+]
+# Files planted in the GPU's results folder: links (to another program's database beside it, or
+# to a file that must not be made) and a pipe, where autotune keeps a file of its own.
+PLANTED = [
+    ("optuna.db", "../../victim.db"),
+    ("optuna.db-wal", "../../victim.db"),
+    (".autotune.lock", "../../created"),
+    (".autotune.lock", None),
+    ("64x64x64.json", "../../victim.db"),
+]
 SPACE_TEXTS = [
     "space: {TILE: [0]}", "{", "space: []", "- 1", "space: {TILE: [8.5]}", "family: coarse1d\nspace: {}",
     "space: {TILE: [8]}\nseeds: [{TILE: 999}]", "fallback: {TILE: 'x'}", "space: {TILE: [8, 8, 8]}", "",
@@ -283,6 +313,7 @@ SHAPES_TEXTS = [
     "1e3",
     "-64",
     "64,128",
+    "-a://b:" * 150_000,  # a line of a megabyte: masking passwords in it took hours
 ]
 
 
@@ -309,6 +340,10 @@ def damage_of(rng: random.Random) -> dict[str, object]:
         out["space.yaml"] = rng.choice(SPACE_TEXTS)
     if rng.random() < 0.15:
         out["shapes.txt"] = rng.choice(SHAPES_TEXTS)
+    if rng.random() < 0.05:
+        out["record"] = rng.choice(RECORD_REFUSED)
+    if rng.random() < 0.1:
+        out["planted"] = rng.choice(PLANTED)
     return out
 
 
@@ -383,6 +418,11 @@ def _judge(ex: Example, folder: Path, before: dict[str, str]) -> None:
         ex.problems.append(f"exit 2 with {len(lines)} lines on stderr, not one 'autotune: error:' line")
     if code in (0, 1) and "autotune: error:" in err:
         ex.problems.append(f"exit {code} with an error line")
+    if any(len(word) > QUOTE_CHARS for ln in lines if ln.startswith("autotune: ") for word in ln.split()):
+        ex.problems.append(f"an error line quotes a value whole (a run of more than {QUOTE_CHARS} characters)")
+    reads_it = ex.argv[0] in ("list", "check", "report") and _last(ex.argv, "--results", default="results") == "results"
+    if reads_it and ex.damage.get("record") in RECORD_REFUSED and code != 2:
+        ex.problems.append(f"exit {code} reading a record it must refuse")
     after = _snapshot(folder)
     tmp = [p for p in after if p.endswith(".tmp")]
     if tmp:
@@ -491,7 +531,8 @@ def test_the_generator_reaches_every_command_and_option():
 
 def test_the_checks_catch_what_they_are_for(tmp_path):
     """The judge itself: a traceback, two error lines, a left temporary file, a folder nobody
-    asked for and a changed file are each reported."""
+    asked for, a changed file, an error line quoting a long value whole and a record that must
+    be refused read as good are each reported."""
     folder = tmp_path / "f"
     folder.mkdir()
     (folder / "keep.txt").write_text("x")
@@ -507,6 +548,12 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
         assert fragment in text, text
     (folder / "a.json.123.tmp").unlink()
     shutil.rmtree(folder / "newdir")
+    whole = Example(2, ["search"], "", outcome=(2, "", f"autotune: error: family '{'a' * 300}': unknown\n"))
+    _judge(whole, folder, _snapshot(folder))
+    assert "quotes a value whole" in "\n".join(whole.problems)
+    trusted = Example(3, ["list"], "", damage={"record": RECORD_REFUSED[0]}, outcome=(0, "", ""))
+    _judge(trusted, folder, _snapshot(folder))
+    assert "reading a record it must refuse" in "\n".join(trusted.problems)
     ok = Example(1, ["export", "-o", "out.h"], "", outcome=(0, "wrote out.h", ""))
     before = _snapshot(folder)
     (folder / "out.h").write_text("header")

@@ -11,7 +11,6 @@ import math
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,9 +70,14 @@ def _cli(args: list[str], cwd: Path, timeout: float = 60, memory_gib: int | None
 
 
 def _one_line(r, fragment: str) -> None:
+    _one_line_of(r, fragment)
+
+
+def _one_line_of(r, fragment: str) -> str:
     assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("autotune: error: ") and fragment in lines[0], r.stderr[-2000:]
+    return lines[0]
 
 
 # ---- 1. nothing from a record reaches generated code unvalidated or unescaped -----------------
@@ -407,6 +411,104 @@ def test_text_around_a_measurement_is_stored_printable(tmp_path, h100):
     assert stored["command"] == command.replace("\n", "\\n") and stored["search"]["storage"] == "a\\nb"
 
 
+# ---- every field of the schema: its type, its range, its format, agreeing with the others ------
+
+_E = ("families", "tiled")
+_set = hostile_cases._set
+
+
+def _then_restamp(change, keep: str = "time_ms"):
+    """`change`, then the figures derived from the one changed made to agree (helpers.restamp):
+    what refuses the record is the bound, not a disagreement."""
+
+    def both(data):
+        change(data)
+        restamp(data, keep=keep)
+
+    return both
+
+
+def _another_gpu(data):
+    """A100's record, as a search on an A100 writes it, put in the H100's folder."""
+    data["gpu"] = {"name": "NVIDIA A100-SXM4-80GB", "slug": "nvidia-a100-sxm4-80gb", "arch": "sm_80"}
+    data["families"]["tiled"]["limits"].update(name="NVIDIA A100-SXM4-80GB", arch="sm_80")
+
+
+def _cublas_paths(path: str, times: dict):
+    def change(data):
+        data["families"]["tiled"]["cublas"].update(path=path, paths=times)
+
+    return change
+
+
+_CONTRACT = {"kind": "uniform", "errors": [3e-7, 4e-9], "limit": [2e-6, 2e-8], "cublas": [1.5e-6, 1e-8]}
+
+
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        (_set(("schema",), True), "results schema True, this autotune reads 1"),
+        (_set(("schema",), 1.0), "results schema 1.0"),
+        (_then_restamp(_set((*_E, "gflops"), 1e300), keep="gflops"), "gflops is 1e+300, more than 1e+12"),
+        (_then_restamp(_set((*_E, "time_ms"), 1e10)), "time_ms is 1e+10, more than 1e+09"),
+        (_then_restamp(_set((*_E, "cublas", "gflops"), 1e300)), "cublas.gflops is 1e+300, more than 1e+12"),
+        (_set((*_E, "error"), 2.0), "error is 2, more than 1"),
+        (_set((*_E, "cublas", "error"), 10**6), "cublas.error is 1e+06, more than 1"),
+        (_another_gpu, "it holds results of GPU nvidia-a100-sxm4-80gb, not of its folder's ('nvidia-h100-80gb-hbm3')"),
+        (_set(("gpu", "slug"), "nvidia-a100"), "gpu slug nvidia-a100 is not its name's (nvidia-h100-80gb-hbm3)"),
+        (_set((*_E, "limits", "name"), "NVIDIA A100"), "limits.name is 'NVIDIA A100', not the record's gpu name"),
+        (_set((*_E, "limits", "arch"), "sm_80"), "limits.arch is 'sm_80', not the record's gpu arch"),
+        (_set((*_E, "limits", "smem_per_block"), 300000), "limits.smem_per_block 300000 is more than limits.smem"),
+        (_set((*_E, "smem_bytes"), 300000), "300000 bytes of shared memory a block, past the device's 232448"),
+        (_set((*_E, "time_min_ms"), 0.2), "time_ms 0.1 is not between time_min_ms 0.2 and time_max_ms 0.1"),
+        (_set((*_E, "time_iqr_ms"), 0.5), "time_iqr_ms 0.5 is more than time_max_ms - time_min_ms (0)"),
+        (_set((*_E, "cublas", "time_ms"), 1.0), "cuBLAS's 5000 GFLOP/s is not its time: 1 ms at 64x64x64"),
+        (_cublas_paths("gemm", {"gemm": 1.0}), "cublas.time_ms is not the time cublas.paths gives its path gemm"),
+        (_cublas_paths("../x", {}), "cublas.path is '../x', not the name of a cuBLAS entry point"),
+        (_cublas_paths("gemm", {"gemm": "fast"}), "cublas.paths.gemm is 'fast', not a positive number"),
+        (_set((*_E, "search"), []), "'search' is not an object"),
+        (_set((*_E, "search", "study"), f"{SLUG}/128x128x128/tiled/4af3"), f"not a study of {SLUG}/64x64x64/tiled"),
+        (_set((*_E, "search", "study"), f"{SLUG}/64x64x64/vectorized/4af308f346"), "not a study of"),
+        (_set((*_E, "search", "seed"), True), "search.seed is True, not an integer from 0 to 4294967295"),
+        (_set((*_E, "search", "trials"), 0), "search.trials is 0, not an integer from 1"),
+        (_set((*_E, "search", "evaluated"), -3), "search.evaluated is -3"),
+        (_set((*_E, "search", "valid_points"), 2.5), "search.valid_points is 2.5"),
+        (_set((*_E, "search", "sampler"), "TPE!"), "search.sampler is 'TPE!', not a sampler's name"),
+        (_set((*_E, "search", "seconds"), 1e12), "search.seconds is 1e+12, more than 1e+09"),
+        (_set((*_E, "search", "storage"), 5), "search.storage is 5, not text"),
+        (_set((*_E, "versions"), [1]), "'versions' is not an object"),
+        (_set((*_E, "versions", "cupy"), [14]), "versions.cupy is [14], not a version"),
+        (_set((*_E, "versions", "cupy"), "1" * 100), "versions.cupy is '111"),
+        (_set((*_E, "date"), "yesterday"), "date is 'yesterday', not an ISO 8601 date and time with its time zone"),
+        (_set((*_E, "date"), "2026-11-22T08:57:51"), "not an ISO 8601 date and time with its time zone"),
+        (_set((*_E, "date"), 20261122), "date is 20261122, not an ISO 8601 date"),
+        (_set((*_E, "message"), 5), "message is 5, not text"),
+        (_set((*_E, "command"), ["autotune"]), "command is ['autotune'], not text"),
+        (_set((*_E, "contract"), "x"), "contract is not a list"),
+        (_set((*_E, "contract"), [{**_CONTRACT, "errors": [1e-5, 4e-9]}]), "an error past its limit"),
+        (_set((*_E, "contract"), [{**_CONTRACT, "limit": [1e-6, 2e-8]}]), "a limit below cuBLAS's error"),
+        (_set((*_E, "contract"), [{**_CONTRACT, "kind": "Uniform!"}]), "contract[0].kind is 'Uniform!', not the name"),
+        (_set((*_E, "contract"), [{**_CONTRACT, "cublas": [1e300, 0]}]), "contract[0].cublas[0] is 1e+300"),
+        (_set(("problem", "beta"), 1e39), "problem: beta 1e+39 is beyond a 32-bit float"),
+        (_set(("problem",), {"M": 2**20, "N": 2**20, "K": 2**20}), "bytes, more than any GPU holds"),
+        (_set(("best",), 5), "'best' is 5, not a family's name"),
+        (_set((*_E, "registers"), True), "registers is True"),
+        (_set((*_E, "repeats"), 1.5), "repeats is 1.5"),
+        (_set((*_E, "spill_bytes"), -1), "spill_bytes is -1"),
+        (_set((*_E, "config", "family"), "x" * 5000), "config family 'xxx"),
+    ],
+)
+def test_every_field_is_checked_for_its_type_range_and_format(tmp_path, change, fragment):
+    text = _refused(_record(tmp_path, change), fragment)
+    assert len(text) < len(str(tmp_path)) + 400, text  # a value is quoted short, never whole
+
+
+def test_a_record_of_another_gpu_in_this_gpus_folder_is_one_line_for_every_reader(tmp_path):
+    _record(tmp_path, _another_gpu)
+    for args in (["list"], ["export", "--size", "64"], ["check", "--static"]):
+        _one_line(_cli(args, tmp_path), "it holds results of GPU nvidia-a100-sxm4-80gb, not of its folder's")
+
+
 # ---- 3. reading a record never hangs, never exhausts memory, never traces back ---------------
 
 
@@ -422,19 +524,25 @@ def test_a_record_linked_to_a_device_is_refused_before_reading(tmp_path):
     _record(tmp_path)
     (tmp_path / "results" / SLUG / "128x128x128.json").symlink_to("/dev/zero")
     r = _cli(["list"], tmp_path, timeout=120, memory_gib=1)
-    _one_line(r, "128x128x128.json: not read as a results file: not a regular file (a character device)")
+    _one_line(r, "128x128x128.json: not read as a results file: not a regular file (a symbolic link)")
 
 
-def test_a_link_to_a_record_is_followed_and_other_odd_files_are_one_line(tmp_path):
+def test_a_link_to_a_record_is_refused_unread_and_other_odd_files_are_one_line(tmp_path):
+    """A record that is a symbolic link is not followed: what it points to (another GPU's record,
+    or any JSON file the reader may read) is not read as this folder's, nor quoted."""
     path = _record(tmp_path)
     folder = path.parent
     elsewhere = tmp_path / "kept.json"
-    shutil.move(path, elsewhere)
-    path.symlink_to(elsewhere)  # records are linked around: followed to a regular file
-    assert load_record(path)["best"] == "tiled"
+    data = json.loads(path.read_text())
+    data["gpu"]["name"] = "SECRET-" + "s" * 100
+    elsewhere.write_text(json.dumps(data))
+    path.unlink()
+    path.symlink_to(elsewhere)
+    assert "SECRET" not in _refused(path, "not a regular file (a symbolic link)")
+    assert "SECRET" not in _one_line_of(_cli(["list"], tmp_path), "(a symbolic link)")
     loop = folder / "128x128x128.json"
     loop.symlink_to(loop)
-    _refused(loop, "cannot read")
+    _refused(loop, "not a regular file (a symbolic link)")
     loop.unlink()
     (folder / "256x256x256.json").mkdir()
     _refused(folder / "256x256x256.json", "not a regular file (a folder)")

@@ -13,14 +13,15 @@ P = Problem(1000, 1000, 1000)
 
 def _entry(family, params, gflops, h100, problem=P):
     """A verified entry of `problem` at `gflops`, as a search writes it."""
+    t = problem.flops / gflops / 1e6
     m = Measurement(
         Config.make(family, params),
         problem,
         Status.OK,
-        time_ms=problem.flops / gflops / 1e6,
-        time_min_ms=1,
-        time_max_ms=2,
-        time_iqr_ms=0.01,
+        time_ms=t,
+        time_min_ms=0.9 * t,
+        time_max_ms=1.2 * t,
+        time_iqr_ms=0.1 * t,
         repeats=20,
         gflops=gflops,
         error=5e-7,
@@ -30,7 +31,7 @@ def _entry(family, params, gflops, h100, problem=P):
     )
     return make_entry(
         m,
-        {"time_ms": 1.0, "time_iqr_ms": 0.0, "gflops": 30000.0, "error": 5e-7},
+        {"time_ms": problem.flops / 30000e6, "time_iqr_ms": 0.0, "gflops": 30000.0, "error": 5e-7},
         search={"sampler": "tpe"},
         versions={"cupy": "x"},
         command="autotune search --size 1000",
@@ -109,10 +110,10 @@ def test_several_gpus_resolve_to_the_named_one_or_this_machines(tmp_path, h100, 
     from autotune.records import results
 
     small = Problem(64, 64, 64)
-    for slug in ("nvidia-h100-80gb-hbm3", "nvidia-h200"):
-        update_record(
-            tmp_path, {**GPU, "slug": slug}, small, {"tiled": _entry("tiled", {"TILE": 16}, 1.0, h100, small)}
-        )
+    for name, slug in ((GPU["name"], "nvidia-h100-80gb-hbm3"), ("NVIDIA H200", "nvidia-h200")):
+        entry = _entry("tiled", {"TILE": 16}, 1.0, h100, small)
+        entry["limits"]["name"] = name  # measured on that GPU (H100's limits will do)
+        update_record(tmp_path, {**GPU, "name": name, "slug": slug}, small, {"tiled": entry})
     assert results.resolve_gpu(tmp_path, "NVIDIA H200") == "nvidia-h200"
     monkeypatch.setattr(results, "live_gpu_slug", lambda: None)
     with pytest.raises(UserError, match="several GPUs.*--gpu"):

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from ..core import redact
-from ..core.types import UserError, one_line
+from ..core.types import UserError, error_line
 from ..core.version import __version__
 from .fuzz import add_parser as add_fuzz_parser
 from .fuzz import cmd_fuzz
@@ -189,13 +189,3 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("autotune: interrupted (a search resumes with the same command)", file=sys.stderr)
         return 130
-
-
-MAX_ERROR_CHARS = 2000  # an error is one line a person reads; anything longer quotes input whole
-
-
-def error_line(message: str) -> str:
-    """A message as the one line printed: control characters escaped (types.one_line: a newline
-    shows as \\n), cut to MAX_ERROR_CHARS."""
-    line = one_line(message)
-    return line if len(line) <= MAX_ERROR_CHARS else line[: MAX_ERROR_CHARS - 3] + "..."

@@ -7,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 
+from ..core.files import refuse_odd
 from ..core.types import Problem, UserError
 from ..core.yamlio import read_text
 from ..kernels.counts import cached_valid
@@ -247,11 +248,15 @@ def live_limits(device: int) -> DeviceLimits | None:
 
 
 def check_results_writable(root: Path, slug: str, problems: list[Problem], storage: str | None = None) -> None:
-    """Before any search work: the records can be written (the folder made, if need be) and
-    those the search will merge into are readable -- not found out after the search. A SQLite
-    `storage` may not be the results folder or one on its way (it would be made a file first)."""
+    """Before any search work: the records can be written (the folder made, if need be), those
+    the search will merge into are readable, and every file it will open in the folder (the
+    records, their lock, the SQLite storage and the files beside it) is a regular file or absent,
+    not a link or a pipe planted there -- not found out after the search. A SQLite `storage` may
+    not be the results folder or one on its way (it would be made a file first)."""
     from ..records.results import load_record, record_path
-    from ..search.sqlite import sqlite_file
+    from ..records.store import LOCK_NAME
+    from ..search.sqlite import check_files, sqlite_file
+    from ..search.storage import default_database
 
     db = sqlite_file(storage) if storage else None
     if db is not None:
@@ -269,10 +274,14 @@ def check_results_writable(root: Path, slug: str, problems: list[Problem], stora
         raise UserError(
             f"cannot write results under {existing} (--results {root}): permission denied or a read-only folder"
         )
+    refuse_odd(root / slug / LOCK_NAME)
     for problem in problems:
         path = record_path(root, slug, problem)
-        if path.exists():
-            load_record(path)
+        if os.path.lexists(path):
+            load_record(path)  # which refuses a link or a pipe as every reader does
+    database = sqlite_file(storage) if storage else default_database(root, slug)
+    if database is not None:
+        check_files(database)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,14 +11,16 @@ import argparse
 import math
 import re
 
-from ..core.types import FP32_RANGE, LAYOUTS, PRECISIONS, Problem, fp32_holds, one_line
+from ..core import redact
+from ..core.types import FP32_RANGE, LAYOUTS, PRECISIONS, Problem, error_line, fp32_holds
 from .inputs import int_in
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
         see = f"autotune {self.prog.split()[-1]} --help" if " " in self.prog else "autotune --help"
-        self.exit(2, f"autotune: error: {one_line(message)} (see '{see}')\n")
+        # argparse quotes the argument it refuses, whole: masked and bounded as every error line is
+        self.exit(2, f"autotune: error: {error_line(redact.text(message))} (see '{see}')\n")
 
 
 def positive_int(hi: int, bound: str):

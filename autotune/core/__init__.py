@@ -1,2 +1,3 @@
-"""The vocabulary every layer uses: Config, Problem, Measurement, errors (types), YAML with
-line numbers (yamlio), the cache folder (cachedir), credentials masked (redact), the version."""
+"""The vocabulary every layer uses: Config, Problem, Measurement, errors and the error line
+(types), YAML with line numbers (yamlio), the cache folder (cachedir), credentials masked
+(redact), files opened without following links (files), the version."""

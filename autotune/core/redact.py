@@ -14,8 +14,12 @@ MASK = "***"
 # password to the last '@' of the URL, so that one holding an unescaped '@' or '/' is hidden
 # whole (a URL whose path or query holds an '@' loses more than its password: never less).
 _USERINFO = r"([A-Za-z][A-Za-z0-9+.\-]*://[^\s:/?#@'\"]*:)"
-_IN_URL = re.compile(_USERINFO + r".*@", re.DOTALL)
-_IN_TEXT = re.compile(_USERINFO + r"[^\s'\"]*@")
+# Where a URL's user part is looked for: only from the start of a run of scheme characters (a
+# search tried from every letter of a long word scanned the rest of the word each time, which
+# took quadratic time: minutes on a 130,000-letter argument). Leading digits or signs of the run
+# are not the scheme's.
+_START = re.compile(r"(?<![A-Za-z0-9+.\-])[0-9+.\-]*" + _USERINFO)
+_TOKEN_END = re.compile(r"[\s'\"]")
 # ...?password=SECRET&... (libpq and most drivers take credentials as query parameters too)
 _KEYS = r"(?:password|passwd|pwd|pass|sslpassword|secret|token|api_key|apikey|access_key)"
 _PARAM = re.compile(r"((?:^|[?&;\s])" + _KEYS + r"=)([^&;\s'\"]*)", re.IGNORECASE)
@@ -23,7 +27,7 @@ _PARAM = re.compile(r"((?:^|[?&;\s])" + _KEYS + r"=)([^&;\s'\"]*)", re.IGNORECAS
 
 def url(text: str) -> str:
     """One URL (a storage URL, or one argument of a command line), its credentials masked."""
-    return _mask(_IN_URL, text)
+    return _mask(text, whole=True)
 
 
 def text(message: str, secrets: Iterable[str | None] = ()) -> str:
@@ -32,7 +36,7 @@ def text(message: str, secrets: Iterable[str | None] = ()) -> str:
     for secret in secrets:
         if secret and len(secret) >= 3:  # a one- or two-letter password would mask half the text
             message = message.replace(secret, MASK)
-    return _mask(_IN_TEXT, message)
+    return _mask(message, whole=False)
 
 
 def argv(args: Sequence[str]) -> list[str]:
@@ -49,5 +53,21 @@ def secrets(storage_url: str) -> list[str]:
     return [v for s in found for v in dict.fromkeys((s, unquote(s)))]
 
 
-def _mask(pattern: re.Pattern, s: str) -> str:
-    return _PARAM.sub(lambda m: m.group(1) + MASK, pattern.sub(lambda m: m.group(1) + MASK + "@", s))
+def _mask(s: str, whole: bool) -> str:
+    """`s` with each URL's password and each password parameter masked, in time linear in its
+    length. A password runs to the last '@' of the string (`whole`: one URL, which may hold
+    spaces) or of its word (free text: up to a blank or a quote)."""
+    out, done, pos = [], 0, 0
+    end = at = -1  # the end of the word the last user part was in, and the last '@' in it after it
+    while m := _START.search(s, pos):
+        if m.end() > end:  # a new word: its end and last '@' found once, however many URLs it holds
+            found = None if whole else _TOKEN_END.search(s, m.end())
+            end = found.start() if found else len(s)
+            at = s.rfind("@", m.end(), end)
+        if at < m.end():  # no '@' left in the word: no later user part in it has a password
+            pos = end
+            continue
+        out += [s[done : m.start(1)], m.group(1), MASK, "@"]
+        done = pos = at + 1
+    out.append(s[done:])
+    return _PARAM.sub(lambda m: m.group(1) + MASK, "".join(out))

@@ -7,6 +7,7 @@ import enum
 import functools
 import math
 import operator
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -27,6 +28,39 @@ def one_line(text: str) -> str:
     undecodable byte of a file name (a lone surrogate) is shown escaped, as repr shows it. For
     what goes into a message or a generated file's comment."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+# An error is one line a person reads, and what it quotes may be any size (an argument, a line of
+# a file: megabytes): a value longer than QUOTE_CHARS shows its start and its end, and the line
+# is bounded too.
+QUOTE_CHARS = 200
+LINE_CHARS = 2000
+_LONG_RUN = re.compile(rf"(?<!\S)\S{{{QUOTE_CHARS + 1},}}")  # tried from a run's start only: linear
+
+
+def clipped(text: str, limit: int) -> str:
+    """`text`, or when longer than `limit` characters its start and its end (where a message
+    often says what is wrong) around '...', `limit` characters in all."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    return f"{text[: limit - tail - 3]}...{text[len(text) - tail :]}"
+
+
+def quoted(value: Any) -> str:
+    """`repr(value)` as an error message quotes a user's value: at most QUOTE_CHARS characters."""
+    try:
+        return clipped(repr(value), QUOTE_CHARS)
+    except ValueError:  # an integer of more digits than Python converts to text (sys.int_info)
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
+
+
+def error_line(message: str) -> str:
+    """`message` as the line an error is printed on: one_line's, each run of more than QUOTE_CHARS
+    non-blank characters clipped (a message that quotes a value whole), then the whole line
+    clipped to LINE_CHARS (a value with blanks in it)."""
+    line = _LONG_RUN.sub(lambda m: clipped(m.group(), QUOTE_CHARS), one_line(message))
+    return clipped(line, LINE_CHARS)
 
 
 LAYOUTS = ("nn", "nt", "tn", "tt")
@@ -85,22 +119,22 @@ class Problem:
         for dim in ("M", "N", "K"):
             value = getattr(self, dim)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"{dim} must be a positive integer, got {value!r}")
+                raise UserError(f"{dim} must be a positive integer, got {quoted(value)}")
             if value > self.MAX_DIM:
                 raise UserError(
                     f"{dim}={value} is more than {self.MAX_DIM}, the largest size the kernels' int indices hold"
                 )
         if self.layout not in LAYOUTS:
-            raise UserError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+            raise UserError(f"layout must be one of {', '.join(LAYOUTS)}, got {quoted(self.layout)}")
         b = self.batch
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= self.MAX_DIM:
-            raise UserError(f"batch must be an integer from 1 to {self.MAX_DIM}, got {b!r}")
+            raise UserError(f"batch must be an integer from 1 to {self.MAX_DIM}, got {quoted(b)}")
         beta = self.beta
         if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not math.isfinite(beta):
-            raise UserError(f"beta must be a finite number, got {beta!r}")
+            raise UserError(f"beta must be a finite number, got {quoted(beta)}")
         object.__setattr__(self, "beta", float(beta) + 0.0)  # one value for 3 and 3.0, 0.0 for -0.0
         if self.precision not in PRECISIONS:
-            raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+            raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {quoted(self.precision)}")
 
     @property
     def name(self) -> str:
@@ -179,11 +213,11 @@ class Problem:
             "_highest, _high or _medium after it"
         )
         if len(parts) not in (1, 3) or len(tags) > 4:
-            raise UserError(f"shape {text!r}: {usage}")
+            raise UserError(f"shape {quoted(text)}: {usage}")
         try:
             dims = [int(p) for p in parts]
         except ValueError:
-            raise UserError(f"shape {text!r}: not an integer") from None
+            raise UserError(f"shape {quoted(text)}: not an integer") from None
         if len(dims) == 1:
             dims *= 3
         seen = set()
@@ -199,9 +233,9 @@ class Problem:
             elif tag in PRECISIONS:
                 kind, precision = "precision", tag
             else:
-                raise UserError(f"shape {text!r}: {tag!r}: {usage}")
+                raise UserError(f"shape {quoted(text)}: {quoted(tag)}: {usage}")
             if kind in seen:
-                raise UserError(f"shape {text!r}: a second {kind}: {usage}")
+                raise UserError(f"shape {quoted(text)}: a second {kind}: {usage}")
             seen.add(kind)
         return cls(*dims, layout, batch, beta, precision)
 
@@ -232,7 +266,7 @@ class Config:
         or True is refused, not truncated or converted, since the name, the cache key and the
         kernel would disagree. Which names a parameter takes is the family's to check."""
         if not isinstance(params, Mapping):
-            raise UserError(f"{family}: parameters must map names to values, got {params!r}")
+            raise UserError(f"{family}: parameters must map names to values, got {quoted(params)}")
         return cls(family, tuple(sorted((k, _param_value(family, k, v)) for k, v in params.items())))
 
     def __getitem__(self, key: str) -> int | str:
@@ -265,7 +299,7 @@ def _param_value(family: str, name: str, value: Any) -> int | str:
             return operator.index(value)
         except TypeError:
             pass
-    raise UserError(f"{family}: parameter {name} must be an integer, got {value!r}")
+    raise UserError(f"{family}: parameter {name} must be an integer, got {quoted(value)}")
 
 
 class Status(enum.Enum):

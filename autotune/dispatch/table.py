@@ -228,8 +228,10 @@ def _table(root: str, slug: str) -> _Table:
 def _folder_state(folder: str) -> tuple[int, int, int] | None:
     try:
         st = os.stat(folder)
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return None  # no such folder: no records (until it appears, which changes the state)
+    except OSError as exc:  # there, but not to be looked at: not taken for a folder of no records
+        raise UserError(f"{folder}: cannot read the GPU's results folder ({exc.strerror or exc})") from None
     return (st.st_dev, st.st_ino, st.st_mtime_ns)
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import jinja2
 
 from ..core import yamlio
-from ..core.types import Config, Problem, UserError
+from ..core.types import Config, Problem, UserError, quoted
 from . import decl as _decl
 from .constraints import Constraint, arch_constraint, device_constraints, template_constraint
 from .launch import LaunchPlan, plan_for
@@ -56,7 +56,7 @@ def template_dirs() -> list[Path]:
 
 
 _FRONT = re.compile(r"\A\{#-?\s*autotune\s*\n(.*?)^\s*-?#\}", re.S | re.M)
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # as a record's family names (records/validate.py)
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,8 @@ class Family:
 
     @classmethod
     def load(cls, name: str, template_dir: Path | None = None) -> Family:
-        if not _NAME.match(name):
-            raise UserError(f"family {name!r}: names are lower-case letters, digits and '_'")
+        if not _NAME.fullmatch(name):
+            raise UserError(f"family {quoted(name)}: names are lower-case letters, digits and '_', at most 64")
         dirs = [Path(template_dir)] if template_dir else template_dirs()
         path = next((d / f"{name}.cu.j2" for d in dirs if (d / f"{name}.cu.j2").is_file()), None)
         if path is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import io
+import os
 from pathlib import Path
 
 from ..core.types import Problem, UserError
@@ -27,9 +28,12 @@ def _studies(root: Path, slug: str) -> dict[tuple[str, str], list]:
     """(shape, family) -> trials of every study stored for this GPU."""
     import optuna
 
+    from ..search.sqlite import check_files
+
     db = root / slug / "optuna.db"
-    if not db.exists():
+    if not os.path.lexists(db):
         return {}
+    check_files(db)  # a link planted there would have Optuna's tables written wherever it points
     url = f"sqlite:///{db}"
     out: dict[tuple[str, str], list] = collections.defaultdict(list)
     for s in optuna.get_all_study_summaries(url, include_best_trial=False):
@@ -50,6 +54,7 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
     )
     if not records:
         raise UserError(f"no results for {slug} under {root}")
+    studies = _studies(root, slug)  # a database refused before any folder is made
     out = Path(out_dir) if out_dir else root / slug / "report"
     if out.is_symlink():  # written through, it would put the plots wherever the link points
         raise UserError(f"-o {out}: is a symbolic link; name a folder of its own")
@@ -60,7 +65,6 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
     shapes = [Problem(**r["problem"]).name for r in records]
     best = [_best(r) for r in records]
     gpu_name = records[0]["gpu"]["name"]
-    studies = _studies(root, slug)
     md = [
         f"# autotune report: {gpu_name}",
         "",

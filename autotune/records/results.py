@@ -11,10 +11,10 @@ A results folder is input from outside: it is committed, shared and passed aroun
 rendered kernels), log lines and the dispatch model. So `load_record` is the one way in, and it
 reads a record as untrusted:
 
-- Only a regular file is read, and at most MAX_RECORD_BYTES of it. A symlink is followed, but
-  only to a regular file (records are copied and linked around; a link to a device, a pipe or a
-  folder is refused before anything is read from it, so /dev/zero or a FIFO cannot exhaust
-  memory or hang a reader).
+- Only a regular file is read, and at most MAX_RECORD_BYTES of it. A symbolic link is refused,
+  not followed (a record linked to another file would be read, and merged into and written, as
+  this folder's), and so are a device, a pipe or a folder, before anything is read from them
+  (/dev/zero or a FIFO cannot exhaust memory or hang a reader).
 - Every field later code reads is checked (validate.py): types, signs, ranges (numbers finite,
   sizes within a C int, device limits those of a real GPU), names against strict patterns (a
   family is a lower_case name, a parameter an UPPER_CASE one, its value an integer or a
@@ -50,8 +50,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..core.files import NotRegular, open_regular
 from ..core.types import Config, Problem, UserError, one_line
-from .validate import SHAPE_FILE, Corrupt, check_record, fastest
+from .validate import SHAPE_FILE, SLUG_NAME, Corrupt, check_record, fastest
 
 
 def record_path(root: Path | str, gpu_slug: str, problem: Problem) -> Path:
@@ -63,22 +64,18 @@ MAX_RECORD_BYTES = 4 * 2**20
 
 
 def _read_record_text(path: Path) -> str:
-    """The text of a record file: a regular file (a symlink followed only to one) of at most
-    MAX_RECORD_BYTES, in UTF-8. Anything else is one UserError naming it; nothing is read from a
-    device, a pipe or a folder (the status is looked at before opening, and again on what was
-    opened, which does not wait for a pipe's writer)."""
+    """The text of a record file: a regular file of its own (a symbolic link is not followed) of
+    at most MAX_RECORD_BYTES, in UTF-8. Anything else is one UserError naming it; nothing is
+    read from a link, a device, a pipe or a folder (files.open_regular)."""
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise Corrupt(f"not a regular file ({_file_kind(st.st_mode)})")
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = open_regular(path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):  # replaced since the first look
-                raise Corrupt(f"not a regular file ({_file_kind(st.st_mode)})")
-            if st.st_size > MAX_RECORD_BYTES:
-                raise Corrupt(f"{st.st_size} bytes; a record is at most {MAX_RECORD_BYTES}")
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_RECORD_BYTES:
+                raise Corrupt(f"{size} bytes; a record is at most {MAX_RECORD_BYTES}")
             data = f.read(MAX_RECORD_BYTES + 1)
+    except NotRegular as exc:
+        raise UserError(f"{path}: not read as a results file: not a regular file ({exc.kind})") from None
     except OSError as exc:
         raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except Corrupt as exc:
@@ -89,12 +86,6 @@ def _read_record_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: corrupted results file (not UTF-8: {exc.reason} at byte {exc.start})") from None
-
-
-def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"))
-    kinds += ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
-    return next((name for test, name in kinds if test(mode)), "not a plain file")
 
 
 def load_record(path: Path) -> dict:
@@ -124,16 +115,44 @@ def _load_record(path: Path) -> dict:
     return data
 
 
+def _listing(folder: Path, what: str) -> list[str]:
+    """The names in a folder of results, [] when there is none; one that cannot be read is one
+    UserError naming it (Path.glob skips it silently, and every reader would show no results)."""
+    try:
+        return sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise UserError(f"{folder}: cannot read {what} ({exc.strerror or exc})") from None
+
+
 def gpu_dirs(root: Path | str) -> list[str]:
+    """The GPU folders under `root`: each folder that holds a record (a *.json file), and each
+    one named as a GPU's folder (limits.gpu_slug) that cannot be read, so that its readers say
+    so rather than show no results (a folder of another name, lost+found, is none of autotune's)."""
     root = Path(root)
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and any(p.glob("*.json"))) if root.is_dir() else []
+    out = []
+    for name in _listing(root, "the results folder") if root.is_dir() else []:
+        try:
+            if not stat.S_ISDIR(os.stat(root / name).st_mode):
+                continue
+            names = os.listdir(root / name)
+        except OSError:
+            if SLUG_NAME.fullmatch(name):
+                out.append(name)
+            continue
+        if any(n.endswith(".json") and not n.startswith(".") for n in names):
+            out.append(name)
+    return out
 
 
 def iter_records(root: Path | str, gpu_slug: str) -> Iterator[tuple[Path, dict]]:
-    """(path, record) of each record in a GPU's folder, by name; a bad one is its UserError."""
-    for path in sorted((Path(root) / gpu_slug).glob("*.json")):
-        if SHAPE_FILE.match(path.name):
-            yield path, load_record(path)
+    """(path, record) of each record in a GPU's folder, by name; a bad one is its UserError, and
+    so is a folder that cannot be read."""
+    folder = Path(root) / gpu_slug
+    for name in _listing(folder, "the GPU's results folder"):
+        if SHAPE_FILE.match(name):
+            yield folder / name, load_record(folder / name)
 
 
 def resolve_gpu(root: Path | str, gpu: str | None) -> str:
@@ -172,7 +191,7 @@ def live_gpu_slug() -> str | None:
 def best_entry(root: Path | str, gpu_slug: str, problem: Problem, family: str | None = None) -> tuple[dict, dict]:
     """(record, entry) of the fastest stored config for this shape (optionally one family)."""
     path = record_path(root, gpu_slug, problem)
-    if not path.exists():
+    if not os.path.lexists(path):  # or a folder that cannot be looked into: iter_records says so
         shapes = [p.stem for p, _ in iter_records(root, gpu_slug)]
         raise UserError(f"no result for {problem.name} on {gpu_slug}; tuned shapes: {', '.join(shapes) or 'none'}")
     data = load_record(path)

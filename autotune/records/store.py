@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core import redact
+from ..core.files import open_regular
 from ..core.types import Measurement, Problem, Status, UserError, one_line
+from .fields import MAX_TEXT
 from .results import load_record, record_path
-from .validate import MAX_TEXT, SCHEMA, check_record, fastest
+from .validate import SCHEMA, check_record, fastest
 
 try:
     import fcntl
@@ -37,7 +39,7 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "xb") as f:
+        with os.fdopen(open_regular(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -61,8 +63,8 @@ def _folder_lock(folder: Path) -> Iterator[None]:
         # folder at the same moment may lose an entry there.
         yield
         return
-    try:
-        f = open(folder / LOCK_NAME, "a")
+    try:  # a link planted there is not followed, a pipe not waited on (files.open_regular)
+        f = os.fdopen(open_regular(folder / LOCK_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab")
     except OSError as exc:
         raise UserError(f"{folder}: cannot write results there ({exc.strerror or exc})") from None
     with f:
@@ -125,8 +127,8 @@ def update_record(
         raise UserError(f"{path.parent}: cannot create the results folder ({exc.strerror or exc})") from None
     with _folder_lock(path.parent):
         data = (
-            load_record(path)
-            if path.exists()
+            load_record(path)  # which refuses a link or a pipe there, even a link to nothing
+            if os.path.lexists(path)
             else {
                 "schema": SCHEMA,
                 "gpu": gpu,

@@ -1,7 +1,8 @@
-"""What a record must be to be trusted: `check_record`, every field later code reads checked (types,
-signs, ranges, names, printable bounded text, bounded nesting) and the record agreeing with
-itself; `fastest`, the one rule for a record's best entry. autotune.records.results says why a
-record is read as untrusted, and reads it through here."""
+"""What a record must be to be trusted: `check_record`, its structure, every field checked by type,
+range and format (fields.py), printable bounded text and bounded nesting throughout, and the
+record agreeing with itself (figures derived from each other, the GPU's name and its folder);
+`fastest`, the one rule for a record's best entry. autotune.records.results says why a record is
+read as untrusted, and reads it through here."""
 
 from __future__ import annotations
 
@@ -11,51 +12,23 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core.types import FP32_RANGE, Config, Measurement, Problem, Status, UserError, fp32_holds, one_line
+from ..core.types import FP32_RANGE, Config, Measurement, Problem, UserError, fp32_holds, one_line
+from ..kernels.limits import gpu_slug
+from . import fields
+from .fields import ARCH, MAX_GPU_NAME, NAME, Corrupt, shown
 
 SCHEMA = 1
 SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)(_(?:nt|tn|tt))?(_b\d+)?(_beta[-+.e0-9]+)?(_(?:high|medium))?\.json$")
 
-
-class Corrupt(Exception):
-    """What is wrong with a results file, said in its own words."""
-
-
 _MAX_DEPTH = 16  # records nest 6 deep
-MAX_TEXT = 16384  # characters in any string of a record (a command line with many shapes fits)
-_MAX_GPU_NAME = 256  # cudaDeviceProp.name is a char[256]
 _REL_TOL = 1e-3  # between a stored figure and the same figure computed from the others
-_C_INT = 2**31 - 1
+_C_INT = fields.C_INT
+_MAX_OPERAND_BYTES = 2**40  # a problem whose operands pass 1 TiB was measured on no GPU
 
-# Names as decl.py declares them, bounded; each matched whole (fullmatch: "$" would let a
-# trailing newline through).
-_FAMILY = re.compile(r"[a-z][a-z0-9_]{0,63}")  # family and choice names
+_FAMILY = NAME  # family and choice names
 _PARAM = re.compile(r"[A-Z][A-Z0-9_]{0,63}")  # parameter names
-_CHOICE = _FAMILY
-_SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # limits.gpu_slug's folder names
-_ARCH = re.compile(r"sm_[0-9]{1,4}a?")
-_DIGEST = re.compile(r"[0-9a-f]{1,64}")  # render.source_digest, gpu.machine_code.code_digest
-
-# Device limits a record may hold (limits.DeviceLimits' integer fields), each within what a GPU
-# could have: the model divides by several, and zero or a negative count is no device.
-_LIMITS = {
-    "sm_count": (1, 4096),
-    "warp_size": (1, 1024),
-    "max_threads_per_block": (1, 65536),
-    "smem_per_block": (1, 2**30),
-    "smem_per_block_optin": (1, 2**30),
-    "smem_per_sm": (1, 2**30),
-    "regs_per_block": (1, 2**24),
-    "regs_per_sm": (1, 2**24),
-    "max_regs_per_thread": (1, 65536),
-    "l2_bytes": (0, 2**40),
-}
-
-
-def _show(value: Any) -> str:
-    """A value as an error line shows it: its repr (one line), cut short when long."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+_CHOICE = NAME
+SLUG_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # limits.gpu_slug's folder names
 
 
 def check_record(data: Any, path: Path, fault: str = "corrupted results file") -> None:
@@ -68,66 +41,91 @@ def check_record(data: Any, path: Path, fault: str = "corrupted results file") -
             raise UserError(one_line(str(exc))) from None
         raise UserError(one_line(f"{path}: {fault} ({exc})")) from None
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
-        raise UserError(one_line(f"{path}: {fault} ({type(exc).__name__}: {_show(str(exc))[1:-1]})")) from None
+        raise UserError(one_line(f"{path}: {fault} ({type(exc).__name__}: {shown(str(exc))[1:-1]})")) from None
 
 
 def _check_record(data: Any, path: Path) -> None:
     if not isinstance(data, dict):
         raise Corrupt("not a JSON object")
-    if data["schema"] != SCHEMA:
-        raise UserError(f"{path}: results schema {_show(data['schema'])}, this autotune reads {SCHEMA}")
+    schema = data["schema"]
+    if type(schema) is not int or schema != SCHEMA:  # not `true`, which Python takes for 1
+        raise UserError(f"{path}: results schema {shown(schema)}, this autotune reads {SCHEMA}")
     problem = _problem(data["problem"], "problem")
     named = SHAPE_FILE.match(path.name)
     if named and path.stem != problem.name:
         raise Corrupt(f"the file of {path.stem} holds {problem.name}")
+    gpu = _check_gpu(data["gpu"], path.parent.name if named else None)
     families = data["families"]
     if not isinstance(families, dict):
         raise Corrupt("'families' is not an object")
     for fam, entry in families.items():
         if not isinstance(fam, str) or not _FAMILY.fullmatch(fam):
-            raise Corrupt(f"family {_show(fam)} is not a family name (lower_case letters, digits and '_')")
+            raise Corrupt(f"family {shown(fam)} is not a family name (lower_case letters, digits and '_')")
         if not isinstance(entry, dict):
             raise Corrupt(f"entry {fam} is not an object")
-        _check_config(fam, entry)
-        _problem(entry["problem"], f"entry {fam}: problem")
-        entry_measurement(entry)
-        if entry["config"]["family"] != fam:
-            raise Corrupt(f"entry {fam} holds a {entry['config']['family']} config")
-        _check_numbers(fam, entry)
-        _check_agrees(fam, entry, problem)
-        _check_limits(fam, entry)
-    best = data.get("best")
+        _check_entry(fam, entry, problem, gpu)
+    _check_best(data.get("best"), families)
+    _check_tree(data, "", 0)
+
+
+def _check_entry(fam: str, entry: dict, problem: Problem, gpu: dict) -> None:
+    """Every field of one family's entry (fields.py), and its figures agreeing with each other."""
+    _check_config(fam, entry)
+    _problem(entry["problem"], f"entry {fam}: problem")
+    entry_measurement(entry)
+    if entry["config"]["family"] != fam:
+        raise Corrupt(f"entry {fam} holds a {entry['config']['family']} config")
+    fields.check_measured(fam, entry)
+    _check_agrees(fam, entry, problem)
+    fields.check_spread(fam, entry)
+    fields.check_limits(fam, entry, gpu)
+    fields.check_search(fam, entry, gpu["slug"], problem.name)
+    fields.check_provenance(fam, entry)
+
+
+def _check_best(best: Any, families: dict) -> None:
+    if best is not None and not isinstance(best, str):
+        raise Corrupt(f"'best' is {shown(best)}, not a family's name")
     if families and best not in families:
-        raise Corrupt(f"'best' is {_show(best)}, not one of its families ({', '.join(families)})")
+        raise Corrupt(f"'best' is {shown(best)}, not one of its families ({', '.join(families)})")
     if not families and best is not None:
-        raise Corrupt(f"'best' is {_show(best)} but it holds no families")
+        raise Corrupt(f"'best' is {shown(best)} but it holds no families")
     if families and families[best]["gflops"] != families[fastest(families)]["gflops"]:
         top = fastest(families)
         raise Corrupt(
             f"'best' is {best} at {families[best]['gflops']:.6g} GFLOP/s, but {top} holds {families[top]['gflops']:.6g}"
         )
-    _check_gpu(data["gpu"])
-    _check_tree(data, "", 0)
 
 
 def _problem(value: Any, where: str) -> Problem:
+    """A record's problem: a Problem (its own checks), its beta a float the kernels take, its
+    operands of a size some GPU holds."""
     if not isinstance(value, dict):
-        raise Corrupt(f"{where} is {_show(value)}, not an object")
+        raise Corrupt(f"{where} is {shown(value)}, not an object")
     problem = Problem(**value)
     if not fp32_holds(problem.beta):  # what no search measures: the kernels take beta as a C float
-        raise Corrupt(f"{where}: beta {_show(problem.beta)} is not a number FP32 holds ({FP32_RANGE})")
+        raise Corrupt(f"{where}: beta {shown(problem.beta)} is not a number FP32 holds ({FP32_RANGE})")
+    if problem.bytes > _MAX_OPERAND_BYTES:
+        raise Corrupt(f"{where}: {problem.name}'s operands take {problem.bytes:.3g} bytes, more than any GPU holds")
     return problem
 
 
-def _check_gpu(gpu: Any) -> None:
+def _check_gpu(gpu: Any, folder: str | None) -> dict:
+    """The record's GPU: a device's name, its folder name (limits.gpu_slug) the one the record is
+    in (`folder`, when it is in a GPU's folder: another GPU's record there would be read as this
+    one's), an arch."""
     if not isinstance(gpu, dict) or not all(isinstance(gpu.get(k), str) for k in ("name", "slug")):
         raise Corrupt("gpu name and slug must be strings")
-    _check_text(gpu["name"], "gpu name", _MAX_GPU_NAME)
-    if not _SLUG.fullmatch(gpu["slug"]) or len(gpu["slug"]) > _MAX_GPU_NAME:
-        raise Corrupt(f"gpu slug {_show(gpu['slug'])} is not a folder name (lower-case letters, digits and '-')")
-    arch = gpu.get("arch")
-    if arch is not None and (not isinstance(arch, str) or not _ARCH.fullmatch(arch)):
-        raise Corrupt(f"gpu arch is {_show(arch)}, not sm_<digits> with an optional 'a'")
+    fields.text(gpu["name"], "gpu name", MAX_GPU_NAME)
+    slug = gpu["slug"]
+    if not SLUG_NAME.fullmatch(slug) or len(slug) > MAX_GPU_NAME:
+        raise Corrupt(f"gpu slug {shown(slug)} is not a folder name (lower-case letters, digits and '-')")
+    if gpu_slug(gpu["name"]) != slug:
+        raise Corrupt(f"gpu slug {slug} is not its name's ({gpu_slug(gpu['name'])})")
+    if folder is not None and folder != slug:
+        raise Corrupt(f"it holds results of GPU {slug}, not of its folder's ({shown(folder)})")
+    fields.matching("gpu arch", gpu.get("arch"), ARCH, "sm_<digits> with an optional 'a'")
+    return gpu
 
 
 def _check_config(fam: str, entry: dict) -> None:
@@ -138,117 +136,46 @@ def _check_config(fam: str, entry: dict) -> None:
         raise Corrupt(f"entry {fam}: 'config' is not an object")
     family, params = cfg["family"], cfg["params"]
     if not isinstance(family, str) or not _FAMILY.fullmatch(family):
-        raise Corrupt(f"entry {fam}: config family {_show(family)} is not a family name")
+        raise Corrupt(f"entry {fam}: config family {shown(family)} is not a family name")
     config = Config.make(family, params)  # refuses what is neither an integer nor a string
     for name, value in config.params:
         if not _PARAM.fullmatch(name):
-            raise Corrupt(f"entry {fam}: parameter {_show(name)} is not a parameter name (UPPER_CASE)")
+            raise Corrupt(f"entry {fam}: parameter {shown(name)} is not a parameter name (UPPER_CASE)")
         if isinstance(value, int) and not -_C_INT - 1 <= value <= _C_INT:
             raise Corrupt(f"entry {fam}: parameter {name}={value} is beyond a C int")
         if isinstance(value, str) and not _CHOICE.fullmatch(value):
             raise Corrupt(
-                f"entry {fam}: parameter {name} must be an integer, got {_show(value)} (or the name of a "
+                f"entry {fam}: parameter {name} must be an integer, got {shown(value)} (or the name of a "
                 "choice: lower_case letters, digits and '_')"
             )
     if cfg.get("name") != config.name:
-        raise Corrupt(f"entry {fam}: config name {_show(cfg.get('name'))} is not its parameters' ({config.name})")
-
-
-def _number(value: Any) -> bool:
-    """A finite number (an integer a float holds exactly: JSON's 1e400 and 10**400 are neither)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return abs(value) <= 2**53
-    return isinstance(value, float) and math.isfinite(value)
-
-
-def _check_numbers(fam: str, entry: dict) -> None:
-    """The numbers later code computes with: a string or NaN there would fail far from here."""
-    cublas = entry.get("cublas")
-    if not isinstance(cublas, dict):
-        raise Corrupt(f"entry {fam}: 'cublas' is not an object")
-    for where, key, value in (
-        ("", "gflops", entry.get("gflops")),
-        ("", "ratio", entry.get("ratio")),
-        ("", "time_ms", entry.get("time_ms")),
-        ("cublas.", "gflops", cublas.get("gflops")),
-    ):
-        if not _number(value) or value <= 0:
-            raise Corrupt(f"entry {fam}: {where}{key} is {_show(value)}, not a positive number")
-    if entry.get("error") is None:  # every verified measurement has one
-        raise Corrupt(f"entry {fam}: error is {_show(entry.get('error'))}, not a number >= 0")
-    for where, key, value in (
-        ("", "error", entry.get("error")),
-        ("", "time_min_ms", entry.get("time_min_ms")),
-        ("", "time_max_ms", entry.get("time_max_ms")),
-        ("", "time_iqr_ms", entry.get("time_iqr_ms")),
-        ("cublas.", "time_ms", cublas.get("time_ms")),
-        ("cublas.", "time_iqr_ms", cublas.get("time_iqr_ms")),
-        ("cublas.", "error", cublas.get("error")),
-    ):
-        if value is not None and (not _number(value) or value < 0):
-            raise Corrupt(f"entry {fam}: {where}{key} is {_show(value)}, not a number >= 0")
-    for key, top in (("registers", 65536), ("spill_bytes", _C_INT), ("smem_bytes", _C_INT), ("repeats", _C_INT)):
-        value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top):
-            raise Corrupt(f"entry {fam}: {key} is {_show(value)}, not an integer from 0 to {top}")
-    if entry["status"] != Status.OK.value:
-        raise Corrupt(f"entry {fam}: status {_show(entry['status'])}; only verified results are recorded")
-    for key, what in (("source", "the source"), ("code", "the machine code")):
-        digest = entry.get(key)
-        if digest is not None and (not isinstance(digest, str) or not _DIGEST.fullmatch(digest)):
-            raise Corrupt(f"entry {fam}: {key} is {_show(digest)}, not a hash of {what}")
+        raise Corrupt(f"entry {fam}: config name {shown(cfg.get('name'))} is not its parameters' ({config.name})")
 
 
 def _check_agrees(fam: str, entry: dict, problem: Problem) -> None:
-    """The entry's figures agree with each other and with the record's problem."""
+    """The entry's figures agree with each other and with the record's problem: GFLOP/s are the
+    time at the shape (its own, and cuBLAS's), the ratio is the one over the other."""
     if _problem(entry["problem"], f"entry {fam}: problem") != problem:
         raise Corrupt(f"entry {fam} was measured at {Problem(**entry['problem']).name}, not {problem.name}")
-    gflops, time_ms = entry["gflops"], entry["time_ms"]
-    expect = problem.flops / (time_ms * 1e6)
-    if not math.isclose(gflops, expect, rel_tol=_REL_TOL):
-        raise Corrupt(
-            f"entry {fam}: {gflops:.6g} GFLOP/s is not its time: {time_ms:.6g} ms at {problem.name} is {expect:.6g}"
-        )
-    ratio = gflops / entry["cublas"]["gflops"]
+    cublas = entry["cublas"]
+    _agrees_with_time(fam, "", entry["gflops"], entry["time_ms"], problem)
+    ratio = entry["gflops"] / cublas["gflops"]
     if not math.isclose(entry["ratio"], ratio, rel_tol=_REL_TOL):
         raise Corrupt(
             f"entry {fam}: ratio {entry['ratio']:.6g} is not its GFLOP/s over cuBLAS's "
-            f"({gflops:.6g} / {entry['cublas']['gflops']:.6g} = {ratio:.6g})"
+            f"({entry['gflops']:.6g} / {cublas['gflops']:.6g} = {ratio:.6g})"
         )
+    if cublas.get("time_ms"):
+        _agrees_with_time(fam, "cuBLAS's ", cublas["gflops"], cublas["time_ms"], problem)
 
 
-def _check_limits(fam: str, entry: dict) -> None:
-    """The device limits stored with the measurement (the model divides by some): each one
-    present an integer a GPU could have, the name and arch those of a device."""
-    limits = entry.get("limits")
-    if limits is None:
-        return
-    if not isinstance(limits, dict):
-        raise Corrupt(f"entry {fam}: 'limits' is not an object")
-    for key, (lo, hi) in _LIMITS.items():
-        value = limits.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
-            raise Corrupt(f"entry {fam}: limits.{key} is {_show(value)}, not an integer from {lo} to {hi}")
-    if "name" in limits:
-        if not isinstance(limits["name"], str):
-            raise Corrupt(f"entry {fam}: limits.name is {_show(limits['name'])}, not a string")
-        _check_text(limits["name"], f"entry {fam}: limits.name", _MAX_GPU_NAME)
-    arch = limits.get("arch")
-    if arch is not None and (not isinstance(arch, str) or not _ARCH.fullmatch(arch)):
-        raise Corrupt(f"entry {fam}: limits.arch is {_show(arch)}, not sm_<digits> with an optional 'a'")
-    regs, top = entry.get("registers"), limits.get("max_regs_per_thread")
-    if regs is not None and top is not None and regs > top:
-        raise Corrupt(f"entry {fam}: {regs} registers a thread, past the device's {top}")
-
-
-def _check_text(text: str, where: str, longest: int = MAX_TEXT) -> None:
-    if len(text) > longest:
-        raise Corrupt(f"{where} is {len(text)} characters long, more than {longest}")
-    if not text.isprintable():
-        bad = next(c for c in text if not c.isprintable())
-        raise Corrupt(f"{where} is {_show(text)}: holds {_show(bad)}, not printable text")
+def _agrees_with_time(fam: str, whose: str, gflops: float, time_ms: float, problem: Problem) -> None:
+    expect = problem.flops / (time_ms * 1e6)
+    if not math.isclose(gflops, expect, rel_tol=_REL_TOL):
+        raise Corrupt(
+            f"entry {fam}: {whose}{gflops:.6g} GFLOP/s is not its time: {time_ms:.6g} ms at {problem.name} is "
+            f"{expect:.6g}"
+        )
 
 
 def _check_tree(value: Any, where: str, depth: int) -> None:
@@ -257,14 +184,14 @@ def _check_tree(value: Any, where: str, depth: int) -> None:
     if depth > _MAX_DEPTH:
         raise Corrupt(f"{where or 'the record'} nests deeper than {_MAX_DEPTH}")
     if isinstance(value, str):
-        _check_text(value, where or "the record")
+        fields.text(value, where or "the record")
     elif isinstance(value, float) and not math.isfinite(value):
-        raise Corrupt(f"{where} is {_show(value)}, not a finite number")
+        raise Corrupt(f"{where} is {shown(value)}, not a finite number")
     elif isinstance(value, int) and not -(2**63) <= value < 2**63:
-        raise Corrupt(f"{where} is {_show(value)}, beyond a 64-bit integer")
+        raise Corrupt(f"{where} is {shown(value)}, beyond a 64-bit integer")
     elif isinstance(value, dict):
         for key, item in value.items():
-            _check_text(key, f"a key of {where or 'the record'}")
+            fields.text(key, f"a key of {where or 'the record'}")
             _check_tree(item, f"{where}.{key}" if where else key, depth + 1)
     elif isinstance(value, list):
         for i, item in enumerate(value):

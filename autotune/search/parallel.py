@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 
 from ..core import redact
-from ..core.types import Problem, UserError
+from ..core.types import Problem, UserError, error_line
 from ..kernels.space import Space
 from . import strategies
 from .driver import FamilyResult, finish_family
@@ -69,7 +69,7 @@ def run_search_process(
     except (UserError, *STORAGE_FAULTS) as exc:  # one line, as the command prints it (a bug keeps its traceback)
         storage = plan_kwargs.get("storage", "")
         line = str(exc) if isinstance(exc, UserError) else fault_line(storage, exc)
-        line = " ".join(redact.text(line, redact.secrets(storage)).split("\n"))[:2000]
+        line = error_line(redact.text(line, redact.secrets(storage)))
         print(f"autotune: worker {index}: error: {line}", file=sys.stderr, flush=True)
         sys.exit(1)
 

@@ -19,6 +19,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import make_url
 from sqlalchemy.schema import CreateIndex
 
+from ..core.files import NotRegular, open_regular, refuse_odd
+
 
 def sqlite_file(url: str) -> Path | None:
     """The file of a SQLite URL (sqlite:///, sqlite+pysqlite:///): None for another database,
@@ -36,12 +38,26 @@ def sqlite_file(url: str) -> Path | None:
     return Path(database)
 
 
+# What SQLite (its rollback journal, write-ahead log and shared memory) and autotune (the writers'
+# lock) make beside a database.
+COMPANIONS = ("-journal", "-wal", "-shm", ".lock")
+
+
+def check_files(path: Path) -> None:
+    """The database at `path` and the files made beside it are each a regular file or absent: a
+    symbolic link planted at one would have Optuna's tables, SQLite's log or the lock written
+    wherever it points (another program's database), and a pipe would hang its opening. Anything
+    else is one UserError naming it (files.NotRegular), before the database is opened."""
+    for file in (path, *(Path(f"{path}{end}") for end in COMPANIONS)):
+        refuse_odd(file)
+
+
 @contextlib.contextmanager
 def _creation_lock(path: Path):
     """The lock the writers of `path` queue on (see serialize_sqlite), held while it is made or
     repaired; yields whether it is held (a file system without flock: not)."""
     try:
-        f = open(f"{path}.lock", "a+b")
+        f = os.fdopen(open_regular(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_APPEND), "a+b")
     except OSError:
         yield False
         return
@@ -232,10 +248,10 @@ class _WritersLock:
             return
         info = proxied_connection.info
         try:
-            if "lock" not in info:
-                info["lock"] = open(self.path, "a+b")  # kept open: it lives as long as the connection
+            if "lock" not in info:  # kept open: it lives as long as the connection
+                info["lock"] = os.fdopen(open_regular(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND), "a+b")
             fcntl.flock(info["lock"].fileno(), fcntl.LOCK_EX)
-        except OSError:  # a folder that cannot hold it, or a file system without flock
+        except (OSError, NotRegular):  # a folder that cannot hold it, a file system without flock, a link
             self.path = None  # SQLite's own wait alone, as before
         else:
             self.held[id(proxied_connection)] = info["lock"]

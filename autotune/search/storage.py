@@ -20,11 +20,24 @@ from sqlalchemy.exc import SAWarning, SQLAlchemyError
 from ..core import redact
 from ..core.types import UserError
 from . import heartbeats
-from .sqlite import SQLiteStorage, create_whole, lost_creation_race, repair, serialize_sqlite, sqlite_file
+from .sqlite import (
+    SQLiteStorage,
+    check_files,
+    create_whole,
+    lost_creation_race,
+    repair,
+    serialize_sqlite,
+    sqlite_file,
+)
+
+
+def default_database(results_dir, gpu_slug: str) -> Path:
+    """The SQLite file of a search's studies when no --storage is given: beside its records."""
+    return Path(results_dir) / gpu_slug / "optuna.db"
 
 
 def default_storage(results_dir, gpu_slug: str) -> str:
-    path = Path(results_dir) / gpu_slug / "optuna.db"
+    path = default_database(results_dir, gpu_slug)
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
 
@@ -89,6 +102,7 @@ def _files_of(path: Path) -> list[Path]:
 def _open(url: str, path: Path | None, engine: dict):
     """The storage of a checked URL, its SQLite file made whole (or repaired) first."""
     if path is not None:
+        check_files(path)  # no link followed, no pipe opened: before SQLite opens anything
         try:
             create_whole(path)
             repair(path)

@@ -1,0 +1,283 @@
+"""Each field of a record's entry by its type, range and format (validate.py checks the record's
+structure and that its figures agree with each other): the measured figures and cuBLAS's, each
+bounded to what a measurement can be; the device limits; the search that found the entry; the
+versions; the date; a tensor-core tier's contract. What is wrong is Corrupt, in words that quote
+at most a short, escaped excerpt of a value (`shown`)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from typing import Any
+
+from ..core.types import Status
+
+
+class Corrupt(Exception):
+    """What is wrong with a results file, said in its own words."""
+
+
+C_INT = 2**31 - 1
+INT64 = 2**63 - 1
+# What a measurement can be. GFLOP/s are bounded as a replay table's are (search/replay.py), so
+# that a replayed search writes records this tool reads back: no GPU comes within orders of
+# magnitude of either bound. A median launch of eleven days is no kernel a search times.
+GFLOPS_MAX = 1e12
+TIME_MAX_MS = 1e9
+ERROR_MAX = 1.0  # a relative error: a verified result's is near 1e-6, and 1 is all wrong
+SECONDS_MAX = 1e9  # a search's duration
+MAX_GPU_NAME = 256  # cudaDeviceProp.name is a char[256]
+MAX_TEXT = 16384  # characters in any string of a record (a command line with many shapes fits)
+_MAX_VERSION = 64
+_MAX_CONTRACT = 16  # kinds of input a contract lists (3 today)
+_CONTRACT_MAX = 2.0  # its relative errors: at most 1, and a limit 1.5 times cuBLAS's
+
+# Names as decl.py declares them, bounded; each matched whole (fullmatch: "$" would let a
+# trailing newline through).
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # family, choice, sampler, version and input kind names
+ARCH = re.compile(r"sm_[0-9]{1,4}a?")
+_DIGEST = re.compile(r"[0-9a-f]{1,64}")  # render.source_digest, gpu.machine_code.code_digest
+_STUDY_KEY = re.compile(r"[0-9a-f]{1,64}")  # the last part of studies.study_name
+
+# Device limits a record may hold (limits.DeviceLimits' integer fields), each within what a GPU
+# could have: the model divides by several, and zero or a negative count is no device.
+LIMITS = {
+    "sm_count": (1, 4096),
+    "warp_size": (1, 1024),
+    "max_threads_per_block": (1, 65536),
+    "smem_per_block": (1, 2**30),
+    "smem_per_block_optin": (1, 2**30),
+    "smem_per_sm": (1, 2**30),
+    "regs_per_block": (1, 2**24),
+    "regs_per_sm": (1, 2**24),
+    "max_regs_per_thread": (1, 65536),
+    "l2_bytes": (0, 2**40),
+}
+# Pairs of limits of which the first is never above the second on a device.
+_LIMITS_ORDER = (
+    ("smem_per_block", "smem_per_block_optin"),
+    ("smem_per_block_optin", "smem_per_sm"),
+    ("regs_per_block", "regs_per_sm"),
+    ("max_regs_per_thread", "regs_per_block"),
+)
+
+
+def shown(value: Any) -> str:
+    """A value as an error line shows it: its repr (escaped, one line), cut short when long."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def number(value: Any) -> bool:
+    """A finite number (an integer a float holds exactly: JSON's 1e400 and 10**400 are neither)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return abs(value) <= 2**53
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def positive(where: str, value: Any, top: float) -> None:
+    if not number(value) or value <= 0:
+        raise Corrupt(f"{where} is {shown(value)}, not a positive number")
+    if value > top:
+        raise Corrupt(f"{where} is {value:.6g}, more than {top:g}: no measurement")
+
+
+def not_negative(where: str, value: Any, top: float, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if not number(value) or value < 0:
+        raise Corrupt(f"{where} is {shown(value)}, not a number >= 0")
+    if value > top:
+        raise Corrupt(f"{where} is {value:.6g}, more than {top:g}: no measurement")
+
+
+def integer(where: str, value: Any, lo: int, hi: int, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise Corrupt(f"{where} is {shown(value)}, not an integer from {lo} to {hi}")
+
+
+def text(value: str, where: str, longest: int = MAX_TEXT) -> None:
+    """`value` (a string) printable, and at most `longest` characters."""
+    if len(value) > longest:
+        raise Corrupt(f"{where} is {len(value)} characters long, more than {longest}")
+    if not value.isprintable():
+        bad = next(c for c in value if not c.isprintable())
+        raise Corrupt(f"{where} is {shown(value)}: holds {shown(bad)}, not printable text")
+
+
+def matching(where: str, value: Any, pattern: re.Pattern, what: str, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise Corrupt(f"{where} is {shown(value)}, not {what}")
+
+
+def obj(where: str, value: Any, optional: bool = True) -> dict:
+    """`value` when an object ({} when absent and `optional`), else Corrupt."""
+    if value is None and optional:
+        return {}
+    if not isinstance(value, dict):
+        raise Corrupt(f"{where} is not an object")
+    return value
+
+
+def check_measured(fam: str, entry: dict) -> None:
+    """The figures of a measurement and of cuBLAS's beside it: the numbers later code computes
+    with (a string or NaN there would fail far from here), each within what a measurement can
+    be, the time's median between its extremes; the status, message and digests."""
+    at = f"entry {fam}: "
+    cublas = entry.get("cublas")
+    if not isinstance(cublas, dict):
+        raise Corrupt(f"{at}'cublas' is not an object")
+    positive(f"{at}gflops", entry.get("gflops"), GFLOPS_MAX)
+    positive(f"{at}ratio", entry.get("ratio"), math.inf)  # bounded by the two it is the quotient of
+    positive(f"{at}time_ms", entry.get("time_ms"), TIME_MAX_MS)
+    positive(f"{at}cublas.gflops", cublas.get("gflops"), GFLOPS_MAX)
+    not_negative(f"{at}error", entry.get("error"), ERROR_MAX, optional=False)  # every verified result has one
+    for key in ("time_min_ms", "time_max_ms", "time_iqr_ms"):
+        not_negative(f"{at}{key}", entry.get(key), TIME_MAX_MS)
+    for key in ("time_ms", "time_iqr_ms"):
+        not_negative(f"{at}cublas.{key}", cublas.get(key), TIME_MAX_MS)
+    not_negative(f"{at}cublas.error", cublas.get("error"), ERROR_MAX)
+    for key, top in (("registers", 65536), ("spill_bytes", C_INT), ("smem_bytes", C_INT), ("repeats", C_INT)):
+        integer(f"{at}{key}", entry.get(key), 0, top)
+    if entry["status"] != Status.OK.value:
+        raise Corrupt(f"{at}status {shown(entry['status'])}; only verified results are recorded")
+    if not isinstance(entry.get("message", ""), str):
+        raise Corrupt(f"{at}message is {shown(entry['message'])}, not text")
+    for key, what in (("source", "the source"), ("code", "the machine code")):
+        matching(f"{at}{key}", entry.get(key), _DIGEST, f"a hash of {what}")
+    _check_cublas_paths(at, cublas)
+
+
+def check_spread(fam: str, entry: dict) -> None:
+    """The median time between the fastest and the slowest, the spread between them within theirs."""
+    at = f"entry {fam}: "
+    lo, mid, hi, iqr = (entry.get(k) for k in ("time_min_ms", "time_ms", "time_max_ms", "time_iqr_ms"))
+    slack = 1e-9 * mid
+    if (lo is not None and lo > mid + slack) or (hi is not None and hi < mid - slack):
+        raise Corrupt(f"{at}time_ms {mid:.6g} is not between time_min_ms {lo} and time_max_ms {hi}")
+    if None not in (lo, hi, iqr) and iqr > hi - lo + slack:
+        raise Corrupt(f"{at}time_iqr_ms {iqr:.6g} is more than time_max_ms - time_min_ms ({hi - lo:.6g})")
+
+
+def _check_cublas_paths(at: str, cublas: dict) -> None:
+    """cuBLAS's entry points timed (`paths`: each one's median ms) and the one whose time it is."""
+    matching(f"{at}cublas.path", cublas.get("path"), NAME, "the name of a cuBLAS entry point")
+    paths = obj(f"{at}cublas.paths", cublas.get("paths"))
+    for name, ms in paths.items():
+        matching(f"{at}a key of cublas.paths", name, NAME, "the name of a cuBLAS entry point", optional=False)
+        positive(f"{at}cublas.paths.{name}", ms, TIME_MAX_MS)
+    path, time_ms = cublas.get("path"), cublas.get("time_ms")
+    if paths and path is not None and (path not in paths or (time_ms is not None and paths[path] != time_ms)):
+        raise Corrupt(f"{at}cublas.time_ms is not the time cublas.paths gives its path {path}")
+
+
+def check_limits(fam: str, entry: dict, gpu: dict) -> None:
+    """The device limits stored with the measurement (the model divides by some): each one
+    present an integer a GPU could have, in the order a device has them, the name and arch
+    those of the record's GPU; the entry's registers and shared memory within them."""
+    at = f"entry {fam}: "
+    limits = entry.get("limits")
+    if limits is None:
+        return
+    if not isinstance(limits, dict):
+        raise Corrupt(f"{at}'limits' is not an object")
+    for key, (lo, hi) in LIMITS.items():
+        integer(f"{at}limits.{key}", limits.get(key), lo, hi)
+    for small, large in _LIMITS_ORDER:
+        if None not in (limits.get(small), limits.get(large)) and limits[small] > limits[large]:
+            raise Corrupt(f"{at}limits.{small} {limits[small]} is more than limits.{large} {limits[large]}")
+    if isinstance(limits.get("name"), str):
+        text(limits["name"], f"{at}limits.name", MAX_GPU_NAME)
+    matching(f"{at}limits.arch", limits.get("arch"), ARCH, "sm_<digits> with an optional 'a'")
+    for key in ("name", "arch"):  # the device measured on is the record's GPU (a null arch: unknown)
+        if limits.get(key) is not None and gpu.get(key) is not None and limits[key] != gpu[key]:
+            raise Corrupt(f"{at}limits.{key} is {shown(limits[key])}, not the record's gpu {key}")
+    for key, top, what in (
+        ("registers", "max_regs_per_thread", "registers a thread"),
+        ("smem_bytes", "smem_per_block_optin", "bytes of shared memory a block"),
+    ):
+        used, most = entry.get(key), limits.get(top)
+        if used is not None and most is not None and used > most:
+            raise Corrupt(f"entry {fam}: {used} {what}, past the device's {most}")
+
+
+def check_search(fam: str, entry: dict, slug: str, shape: str) -> None:
+    """How the entry was found: the sampler and seed, the budget and what it measured, the study
+    (named after the record's GPU, shape and family), its storage (masked), its duration."""
+    at = f"entry {fam}: search."
+    search = obj(f"entry {fam}: 'search'", entry.get("search"))
+    matching(f"{at}sampler", search.get("sampler"), NAME, "a sampler's name")
+    integer(f"{at}seed", search.get("seed"), 0, 2**32 - 1)
+    integer(f"{at}trials", search.get("trials"), 1, INT64)
+    integer(f"{at}evaluated", search.get("evaluated"), 0, INT64)
+    integer(f"{at}valid_points", search.get("valid_points"), 0, INT64)
+    not_negative(f"{at}seconds", search.get("seconds"), SECONDS_MAX)
+    if not isinstance(search.get("storage", ""), str):
+        raise Corrupt(f"{at}storage is {shown(search['storage'])}, not text")
+    study = search.get("study")
+    if isinstance(study, str):
+        text(study, f"{at}study")
+    if study is not None:
+        parts = study.split("/") if isinstance(study, str) else []
+        if parts[:3] != [slug, shape, fam] or len(parts) != 4 or not _STUDY_KEY.fullmatch(parts[3]):
+            raise Corrupt(f"{at}study is {shown(study)}, not a study of {slug}/{shape}/{fam}")
+
+
+def check_provenance(fam: str, entry: dict) -> None:
+    """The versions measured with (names to short text, or a flag: a replay's), the date (ISO
+    8601 with its time zone), the command line and the tier's contract."""
+    at = f"entry {fam}: "
+    for name, version in obj(f"{at}'versions'", entry.get("versions")).items():
+        matching(f"{at}a key of versions", name, NAME, "a name", optional=False)
+        if isinstance(version, str):
+            text(version, f"{at}versions.{name}")
+        if not (isinstance(version, (str, bool)) and len(str(version)) <= _MAX_VERSION):
+            raise Corrupt(f"{at}versions.{name} is {shown(version)}, not a version")
+    date = entry.get("date")
+    if isinstance(date, str):
+        text(date, f"{at}date")
+    if date is not None:
+        try:
+            when = _dt.datetime.fromisoformat(date) if isinstance(date, str) and len(date) <= 64 else None
+        except ValueError:
+            when = None
+        if when is None or when.tzinfo is None:
+            raise Corrupt(f"{at}date is {shown(date)}, not an ISO 8601 date and time with its time zone")
+    if not isinstance(entry.get("command", ""), str):
+        raise Corrupt(f"{at}command is {shown(entry['command'])}, not text")
+    _check_contract(at, entry.get("contract"))
+
+
+def _check_contract(at: str, contract: Any) -> None:
+    """A tensor-core tier's errors on each kind of input, each within its limit, the limit not
+    below cuBLAS's (it is a multiple of it)."""
+    if contract is None:
+        return
+    if not isinstance(contract, list) or len(contract) > _MAX_CONTRACT:
+        raise Corrupt(f"{at}contract is not a list of at most {_MAX_CONTRACT} kinds of input")
+    for i, kind in enumerate(contract):
+        where = f"{at}contract[{i}]"
+        kind = obj(where, kind, optional=False)
+        matching(f"{where}.kind", kind.get("kind"), NAME, "the name of a kind of input", optional=False)
+        figures = {}
+        for key in ("errors", "limit", "cublas"):
+            values = kind.get(key)
+            if not isinstance(values, list) or not 1 <= len(values) <= 8:
+                raise Corrupt(f"{where}.{key} is not a list of errors")
+            for j, value in enumerate(values):
+                not_negative(f"{where}.{key}[{j}]", value, _CONTRACT_MAX, optional=False)
+            figures[key] = values
+        errors, limit, cublas = figures["errors"], figures["limit"], figures["cublas"]
+        if not len(errors) == len(limit) == len(cublas):
+            raise Corrupt(f"{where}: errors, limit and cublas differ in length")
+        if any(e > lim * (1 + 1e-9) for e, lim in zip(errors, limit, strict=True)) or any(
+            lim < c * (1 - 1e-9) for lim, c in zip(limit, cublas, strict=True)
+        ):
+            raise Corrupt(f"{where}: an error past its limit, or a limit below cuBLAS's error")
