@@ -170,3 +170,22 @@ def restamp(data: dict, keep: str = "time_ms") -> dict:
             entry["search"]["study"] = "/".join([data["gpu"]["slug"], problem.name, fam, study.split("/")[3]])
     data["best"] = fastest(data["families"])
     return data
+
+
+def refile(folder: Path, to: Path, name: str, limits: dict) -> None:
+    """Each record of `folder` copied into `to` as measured on the GPU called `name` with `limits`
+    (the live device's, for GPU tests that borrow another GPU's fixtures): its gpu, each entry's
+    limits and study renamed, so that the record check, which refuses a record of another GPU in a
+    GPU's folder, takes it."""
+    import json
+
+    from autotune.kernels.limits import gpu_slug
+
+    to.mkdir(parents=True, exist_ok=True)
+    for path in sorted(folder.glob("*.json")):
+        data = json.loads(path.read_text())
+        data["gpu"].update(name=name, slug=gpu_slug(name), arch=limits.get("arch", data["gpu"].get("arch")))
+        for entry in data["families"].values():
+            if entry.get("limits") is not None:
+                entry["limits"] = dict(limits)
+        (to / path.name).write_text(json.dumps(restamp(data), indent=1))

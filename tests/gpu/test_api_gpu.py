@@ -1,13 +1,12 @@
 """On the GPU: autotune.matmul and autotune.load."""
 
 import os
-import shutil
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
 import pytest
-from helpers import RESULTS
+from helpers import RESULTS, refile
 
 import autotune
 from autotune.core.types import Problem
@@ -21,11 +20,13 @@ pytestmark = pytest.mark.gpu
 def _stored_results(tmp_path_factory, monkeypatch):
     """This GPU's stored results: the H200 fixtures (sm_90: a split launch at 4096^3, split-K with
     packed B at 4097^3), filed under this machine's GPU, so that no test reads results/."""
+    from autotune.cli.inputs import live_limits
     from autotune.records.results import live_gpu_slug
 
     root = tmp_path_factory.getbasetemp() / "api-results"
     if not root.exists():
-        shutil.copytree(RESULTS / "nvidia-h200", root / live_gpu_slug())
+        limits = live_limits(0).to_dict()
+        refile(RESULTS / "nvidia-h200", root / live_gpu_slug(), limits["name"], limits)
     monkeypatch.setenv("AUTOTUNE_RESULTS", str(root))
 
 

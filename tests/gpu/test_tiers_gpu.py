@@ -162,14 +162,16 @@ def test_matmul_at_a_tier_runs_the_wgmma_record_and_is_right(tmp_path, monkeypat
 
     if cp.cuda.Device().compute_capability != "90":
         pytest.skip("wgmma_tf32 runs on sm_90 only")
-    lim = load_profile("h100")
+    from autotune.cli.inputs import live_limits
+
+    info = live_limits(0).to_dict()
     shape = Problem(1000, 777, 300, precision=precision)
     cfg = Space.load("wgmma_tf32").family.built_for(Space.load("wgmma_tf32").fallback, shape)
     m = Measurement(cfg, shape, Status.OK, time_ms=0.05, gflops=shape.flops / 0.05e6, error=1e-7, registers=168)
     m.spill_bytes, m.smem_bytes = 0, 66560
-    cublas = {"time_ms": 0.1, "gflops": 1.0, "error": 1e-7}
-    entry = make_entry(m, cublas, search={}, versions={}, command="test", limits=lim.to_dict())
-    gpu = {"name": "this GPU", "slug": live_gpu_slug(), "arch": "sm_90"}
+    cublas = {"time_ms": 0.1, "gflops": shape.flops / 0.1e6, "error": 1e-7}
+    entry = make_entry(m, cublas, search={}, versions={}, command="test", limits=info)
+    gpu = {"name": info["name"], "slug": live_gpu_slug(), "arch": info["arch"]}
     update_record(tmp_path, gpu, shape, {"wgmma_tf32": entry})
     monkeypatch.setenv("AUTOTUNE_RESULTS", str(tmp_path))
     monkeypatch.setattr(dispatch_table, "_TABLES", {})
