@@ -489,7 +489,7 @@ _CONTRACT = {"kind": "uniform", "errors": [3e-7, 4e-9], "limit": [2e-6, 2e-8], "
         (_set((*_E, "contract"), [{**_CONTRACT, "limit": [1e-6, 2e-8]}]), "a limit below cuBLAS's error"),
         (_set((*_E, "contract"), [{**_CONTRACT, "kind": "Uniform!"}]), "contract[0].kind is 'Uniform!', not the name"),
         (_set((*_E, "contract"), [{**_CONTRACT, "cublas": [1e300, 0]}]), "contract[0].cublas[0] is 1e+300"),
-        (_set(("problem", "beta"), 1e39), "problem: beta 1e+39 is beyond a 32-bit float"),
+        (_set(("problem", "beta"), 1e39), "problem: beta 1e+39 is not a number FP32 holds"),
         (_set(("problem",), {"M": 2**20, "N": 2**20, "K": 2**20}), "bytes, more than any GPU holds"),
         (_set(("best",), 5), "'best' is 5, not a family's name"),
         (_set((*_E, "registers"), True), "registers is True"),
