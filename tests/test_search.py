@@ -384,7 +384,7 @@ def test_one_storage_per_url_until_its_file_is_gone(tmp_path):
 def test_a_new_database_created_by_another_process_at_the_same_moment_is_opened(tmp_path, monkeypatch):
     """Two processes opening one new SQLite file at once (two searches started together, or a
     reader of the study) both create Optuna's schema, and the second fails on the version stamp
-    (run 178's CI: a search ended at once with IntegrityError on alembic_version). The search's
+    (seen on CI: a search ended at once with IntegrityError on alembic_version). The search's
     storage opens the file again and finds the schema whole; any other failure is one line at once."""
     import optuna
     import sqlalchemy.exc
