@@ -583,6 +583,23 @@ CASES: list[Case] = [
         code=0,
         handled_by="tests/test_packaging.py and CI's wheel step",
     ),
+    # -- untrusted input, as an attacker would write it
+    Case(
+        "config: a recursive alias (once looped for ever, a gigabyte in 30 s)",
+        _CFG,
+        "autotune: error: space.yaml:1: a recursive alias (an alias inside the node its anchor names)",
+        ("space.yaml:1: a recursive alias",),
+        setup=_files(**{"space.yaml": "space: {TILE: &x [16, *x]}\n"}),
+        timeout=60,
+    ),
+    Case(
+        "template: a recursive alias in the declaration (once hung `list`)",
+        ("list",),
+        "autotune: error: …/loop.cu.j2:2: a recursive alias (an alias inside the node its anchor names)",
+        ("loop.cu.j2:2: a recursive alias",),
+        setup=_family("loop", lambda t: t.replace("\ndescription:", "\nx: &x [1, *x]\ndescription:", 1)),
+        timeout=60,
+    ),
     # -- work that would take hours
     Case(
         "dry run of the default spaces",

@@ -160,7 +160,8 @@ SLOW_FLAGS = {"--table": 0.1, "--count": 0.15, "--compile-only": 0.1}
 # The environment's paths: AUTOTUNE_CACHE ("" is one outside the folder, shared by the examples)
 # and AUTOTUNE_TEMPLATES ("" is the checkout's templates).
 CACHES = ["", "", "", "", "", "f.txt", "gone", "d", "fifo"]
-TEMPLATES = [""] * 12 + ["d", "f.txt", "gone", "fifo"]
+# "tpl": a folder that holds the hostile templates of TEMPLATE_FILES drawn as its damage.
+TEMPLATES = [""] * 12 + ["d", "f.txt", "gone", "fifo", "tpl", "tpl"]
 
 
 @dataclass
@@ -247,6 +248,9 @@ def _setup(folder: Path, damage: dict[str, object]) -> None:
     os.mkfifo(folder / "fifo")
     (folder / "space.yaml").write_text(damage.get("space.yaml", "space: {TILE: [8, 16]}\n"))
     (folder / "shapes.txt").write_text(damage.get("shapes.txt", "64\n128x64x32\n"))
+    (folder / "tpl").mkdir()
+    for name, text in (TEMPLATE_FILES[damage["tpl"]] if "tpl" in damage else {}).items():
+        (folder / "tpl" / name).write_text(text)
 
 
 # Damage to the folder's files, each drawn now and then: a value of the replay table or the
@@ -264,6 +268,13 @@ SPACE_TEXTS = [
     "space: {TILE: [0]}", "{", "space: []", "- 1", "space: {TILE: [8.5]}", "family: coarse1d\nspace: {}",
     "space: {TILE: [8]}\nseeds: [{TILE: 999}]", "fallback: {TILE: 'x'}", "space: {TILE: [8, 8, 8]}", "",
     "space: {TILE: !!python/object/apply:os.system [true]}", "a: &a [*a]", "space: {TILE: [64]}",
+    "space: {TILE: &x [16, *x]}",
+]  # fmt: skip
+# Templates for AUTOTUNE_TEMPLATES=tpl: tiled edited (it is found there first) or a family of its
+# own. Each was once a hang, a traceback, or (without Jinja's sandbox) a command run.
+_TILED = (ROOT / "templates" / "tiled.cu.j2").read_text()
+TEMPLATE_FILES = [
+    {"tiled.cu.j2": _TILED.replace("\ndescription:", "\nx: &x [1, *x]\ndescription:", 1)},
 ]  # fmt: skip
 SHAPES_TEXTS = [
     "",
@@ -304,6 +315,8 @@ def damage_of(rng: random.Random) -> dict[str, object]:
         out["space.yaml"] = rng.choice(SPACE_TEXTS)
     if rng.random() < 0.15:
         out["shapes.txt"] = rng.choice(SHAPES_TEXTS)
+    if rng.random() < 0.5:
+        out["tpl"] = rng.randrange(len(TEMPLATE_FILES))
     return out
 
 
