@@ -600,6 +600,22 @@ CASES: list[Case] = [
         setup=_family("loop", lambda t: t.replace("\ndescription:", "\nx: &x [1, *x]\ndescription:", 1)),
         timeout=60,
     ),
+    Case(
+        "config: a space too large to enumerate (once took gigabytes, then a traceback)",
+        ("search", "--size", "64", "--family", "coarse1d", "--config", "space.yaml", "--dry-run"),
+        "autotune: error: space.yaml: family coarse1d's space has 536,870,912 points (the product of its value "
+        "lists' lengths), more than the 250,000,000 one search may walk; narrow its value lists",
+        ("space.yaml: family coarse1d's space has 536,870,912 points", "more than the 250,000,000"),
+        setup=_files(
+            **{
+                "space.yaml": "space: {"
+                + ", ".join(f"{p}: {list(range(1, n + 1))}" for p, n in (("BM", 256), ("BN", 256), ("BK", 64)))
+                + f", TM: {list(range(1, 17))}, TRANS_A: [0, 1], TRANS_B: [0, 1], BATCHED: [0, 1]}}\n"
+            }
+        ),
+        shown="autotune search --size 64 --family coarse1d --config space.yaml --dry-run  # BM: [1, ..., 256], …",
+        timeout=60,
+    ),
     # -- work that would take hours
     Case(
         "dry run of the default spaces",

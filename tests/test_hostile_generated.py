@@ -269,12 +269,20 @@ SPACE_TEXTS = [
     "space: {TILE: [8]}\nseeds: [{TILE: 999}]", "fallback: {TILE: 'x'}", "space: {TILE: [8, 8, 8]}", "",
     "space: {TILE: !!python/object/apply:os.system [true]}", "a: &a [*a]", "space: {TILE: [64]}",
     "space: {TILE: &x [16, *x]}",
+    # coarse1d's whole domains (with --family coarse1d): 536,870,912 points
+    "space: {" + ", ".join(f"{p}: {list(range(1, n + 1))}" for p, n in (("BM", 256), ("BN", 256), ("BK", 64)))
+    + f", TM: {list(range(1, 17))}, TRANS_A: [0, 1], TRANS_B: [0, 1], BATCHED: [0, 1]}}",
 ]  # fmt: skip
 # Templates for AUTOTUNE_TEMPLATES=tpl: tiled edited (it is found there first) or a family of its
 # own. Each was once a hang, a traceback, or (without Jinja's sandbox) a command run.
 _TILED = (ROOT / "templates" / "tiled.cu.j2").read_text()
+_HUGE_PARAMS = "".join(f"  P{i}: {{domain: [1, 11], doc: x}}\n" for i in range(16))
 TEMPLATE_FILES = [
     {"tiled.cu.j2": _TILED.replace("\ndescription:", "\nx: &x [1, *x]\ndescription:", 1)},
+    {  # 11^16 points
+        "huge.cu.j2": _TILED.replace("params:\n", "params:\n" + _HUGE_PARAMS, 1),
+        "huge.yaml": "space:\n  TILE: [16]\n" + "".join(f"  P{i}: {list(range(1, 12))}\n" for i in range(16)),
+    },
 ]  # fmt: skip
 SHAPES_TEXTS = [
     "",

@@ -13,7 +13,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from autotune.core.types import UserError
+from autotune.kernels import enumeration
 from autotune.kernels.family import Family
+from autotune.kernels.limits import load_profile
+from autotune.kernels.space import Space
 
 ROOT = Path(__file__).resolve().parent.parent
 TILED = (ROOT / "templates" / "tiled.cu.j2").read_text()
@@ -69,3 +75,72 @@ def test_a_recursive_alias_is_one_line_naming_the_file_and_line_and_shared_alias
     assert [ln.split(": ", 1)[0] for ln in lines[:5]] == ["f.yaml:1", "f.yaml:2", "f.yaml:1", "f.yaml:1", "f.yaml:1"]
     assert all("a recursive alias" in ln for ln in lines[:5]), lines
     assert lines[5] == "{'a': [1, 2], 'b': [[1, 2], [1, 2]], 'c': {'d': [1, 2]}}"
+
+
+# ---- spaces too large ----------------------------------------------------------------------
+
+
+def test_a_space_is_counted_before_it_is_built(tmp_path):
+    """10^16 points (a template's space, or a --config that widens one) are refused at once,
+    naming the file, the count and the bound; the enumeration never starts."""
+    params = "".join(f"  P{i}: {{domain: [1, 100], doc: x}}\n" for i in range(8))
+    (tmp_path / "huge.cu.j2").write_text(TILED.replace("params:\n", "params:\n" + params, 1))
+    values = "".join(f"  P{i}: [{', '.join(map(str, range(1, 101)))}]\n" for i in range(8))
+    (tmp_path / "huge.yaml").write_text(f"family: huge\nspace:\n  TILE: [16]\n{values}")
+    r = _child(
+        """
+        from autotune.core.types import UserError
+        from autotune.kernels.counts import count_valid
+        from autotune.kernels.limits import load_profile
+        from autotune.kernels.space import Space
+        try:
+            count_valid(Space.load("huge"), load_profile("h100"))
+        except UserError as exc:
+            print(exc)
+        """,
+        env={"AUTOTUNE_TEMPLATES": str(tmp_path), "AUTOTUNE_CACHE": str(tmp_path / "cache")},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == (
+        f"{tmp_path / 'huge.yaml'}: family huge's space has 10,000,000,000,000,000 points (the product of its "
+        "value lists' lengths), more than the 250,000,000 one search may walk; narrow its value lists"
+    )
+
+
+def test_a_space_with_more_valid_points_than_can_be_held_is_refused_before_they_are_made(monkeypatch):
+    monkeypatch.setattr(enumeration, "MAX_VALID", 1000)
+    sp = Space.load("coarse2d")  # 1,593 valid points of 3,125 on an H100
+    with pytest.raises(UserError) as exc:
+        sp.enumerate(load_profile("h100"))
+    assert str(exc.value) == (
+        f"{sp.source}: more than 1,000 of the 3,125 points of family coarse2d's space pass the static filter, "
+        "more than a search holds; narrow its value lists"
+    )
+
+
+def test_a_space_whose_rules_would_be_evaluated_too_often_is_refused_before_they_are(monkeypatch):
+    """Every value of coarse1d's domains: 6.4 million distinct combinations for its rules to be
+    evaluated on, once 17 s of Python; here the same refusal, at a bound fewrows' space passes."""
+    monkeypatch.setattr(enumeration, "MAX_EVALS", 5000)
+    limits = load_profile("h100")
+    assert Space.load("fewrows").enumerate(limits).valid  # 3,765 evaluations
+    fam = Family.load("coarse1d")
+    wide = {"BM": list(range(1, 257)), "BN": list(range(1, 257)), "BK": list(range(1, 65)), "TM": list(range(1, 17))}
+    sp = Space.from_dict(fam, {"space": wide}, "wide.yaml")
+    with pytest.raises(UserError) as exc:
+        sp.enumerate(limits)
+    assert str(exc.value) == (
+        "wide.yaml: the static filter would evaluate family coarse1d's rules more than 5,000 times over the "
+        "67,108,864 points of its space; narrow its value lists"
+    )
+
+
+def test_the_bounds_are_well_above_every_shipped_space(monkeypatch):
+    """MAX_POINTS at least 8x the largest space that ships, MAX_VALID at least 2x the most valid
+    points one has (warptile's 1,372,608 on an H100, counted by `autotune list --count`), and
+    MAX_EVALS at least 20x what the space with the most evaluations (fewcols') needs."""
+    sizes = {p.stem: Space.load(p.stem).size for p in (ROOT / "configs").glob("*.yaml")}
+    assert max(sizes.values()) * 8 <= enumeration.MAX_POINTS, sizes
+    assert 1_372_608 * 2 <= enumeration.MAX_VALID
+    monkeypatch.setattr(enumeration, "MAX_EVALS", enumeration.MAX_EVALS // 20)
+    assert Space.load("fewcols").enumerate(load_profile("h100")).valid
