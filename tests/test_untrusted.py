@@ -144,3 +144,39 @@ def test_the_bounds_are_well_above_every_shipped_space(monkeypatch):
     assert 1_372_608 * 2 <= enumeration.MAX_VALID
     monkeypatch.setattr(enumeration, "MAX_EVALS", enumeration.MAX_EVALS // 20)
     assert Space.load("fewcols").enumerate(load_profile("h100")).valid
+
+
+# ---- templates: the declaration's parse ----------------------------------------------------
+
+
+def test_a_declaration_without_its_end_is_found_missing_in_one_pass(tmp_path):
+    """A few thousand blank lines and no `#}`: the declaration's pattern once backtracked over
+    them for minutes."""
+    (tmp_path / "blank.cu.j2").write_text("{#- autotune\n" + " \n" * 5000)
+    r = _child(
+        f"""
+        from autotune.core.types import UserError
+        from autotune.kernels.family import Family
+        try:
+            Family.load("blank", {str(tmp_path)!r})
+        except UserError as exc:
+            print(exc)
+        """
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == f"{tmp_path / 'blank.cu.j2'}: no '{{#- autotune' declaration block at the top"
+
+
+@pytest.mark.parametrize(
+    "old, new, said",
+    [
+        ("THREADS: TILE * TILE", "THREADS: " + "-" * 3000 + "TILE * TILE", "is nested too deeply"),
+        ("THREADS: TILE * TILE", "THREADS: " + "+".join(["TILE"] * 3000), "is nested too deeply"),
+        ("THREADS: TILE * TILE", "THREADS: " + "-" * 200 + "TILE * TILE", "is nested more than 100 deep"),
+    ],
+    ids=["unary-chain", "long-sum", "deep-expression"],
+)
+def test_a_template_too_deep_or_too_long_to_parse_is_one_line(tmp_path, old, new, said):
+    with pytest.raises(UserError) as exc:
+        _family(tmp_path, "deep", old, new)
+    assert str(tmp_path / "deep.cu.j2") in str(exc.value) and said in str(exc.value)

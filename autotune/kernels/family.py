@@ -55,7 +55,10 @@ def template_dirs() -> list[Path]:
     return extra + [TEMPLATE_DIR]
 
 
-_FRONT = re.compile(r"\A\{#-?\s*autotune\s*\n(.*?)^\s*-?#\}", re.S | re.M)
+# The declaration: from the line `{#- autotune` to the first line that starts (after spaces and
+# tabs) with `#}`. Neither edge's run of blanks spans lines: where it did (`\s*`), a few
+# thousand blank lines and no end took the regular expression minutes (cubic).
+_FRONT = re.compile(r"\A\{#-?\s*autotune[ \t\r]*\n(.*?)^[ \t]*-?#\}", re.S | re.M)
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
