@@ -616,6 +616,30 @@ CASES: list[Case] = [
         shown="autotune search --size 64 --family coarse1d --config space.yaml --dry-run  # BM: [1, ..., 256], …",
         timeout=60,
     ),
+    Case(
+        "template: its code raises while rendering ({{ 1 // 0 }})",
+        ("search", "--size", "64", "--family", "raise", "--dry-run"),
+        "autotune: error: …/raise.cu.j2:…: the template raised ZeroDivisionError: integer division or modulo by zero",
+        ("raise.cu.j2:", "the template raised ZeroDivisionError"),
+        setup=_family("raise", lambda t: t.replace("__syncthreads();", "{{ 1 // 0 }}__syncthreads();", 1)),
+    ),
+    Case(
+        "template: reaches for Python (without the sandbox, it ran a shell command)",
+        ("search", "--size", "64", "--family", "escape", "--dry-run"),
+        "autotune: error: …/escape.cu.j2:…: outside the template sandbox: access to attribute '__init__' of "
+        "'type' object is unsafe (a template reads its values and calls its macros, nothing of Python's)",
+        ("escape.cu.j2:", "outside the template sandbox"),
+        setup=_family(
+            "escape",
+            lambda t: t.replace(
+                "__syncthreads();",
+                "{{ cycler.__init__.__globals__.os.popen('touch pwned').read() }}__syncthreads();",
+                1,
+            ),
+        ),
+        after=_absent("pwned"),
+        note="nothing run",
+    ),
     # -- work that would take hours
     Case(
         "dry run of the default spaces",

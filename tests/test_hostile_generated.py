@@ -279,8 +279,12 @@ _TILED = (ROOT / "templates" / "tiled.cu.j2").read_text()
 _HUGE_PARAMS = "".join(f"  P{i}: {{domain: [1, 11], doc: x}}\n" for i in range(16))
 TEMPLATE_FILES = [
     {"tiled.cu.j2": _TILED.replace("\ndescription:", "\nx: &x [1, *x]\ndescription:", 1)},
+    {"tiled.cu.j2": _TILED.replace("__syncthreads();", "{{ 1 // 0 }}__syncthreads();", 1)},
+    {"tiled.cu.j2": _TILED.replace("__syncthreads();", "{{ cycler.__init__.__globals__.os.popen('touch pwned') }}", 1)},
     {"tiled.cu.j2": "{#- autotune\n" + " \n" * 5000},
+    {"tiled.cu.j2": _TILED.replace("__syncthreads();", "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}", 1)},
     {"tiled.cu.j2": _TILED.replace("THREADS: TILE * TILE", "THREADS: " + "-" * 3000 + "TILE * TILE", 1)},
+    {"tiled.cu.j2": _TILED.replace("__syncthreads();", "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", 1)},
     {  # 11^16 points
         "huge.cu.j2": _TILED.replace("params:\n", "params:\n" + _HUGE_PARAMS, 1),
         "huge.yaml": "space:\n  TILE: [16]\n" + "".join(f"  P{i}: {list(range(1, 12))}\n" for i in range(16)),

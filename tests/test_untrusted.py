@@ -19,6 +19,7 @@ from autotune.core.types import UserError
 from autotune.kernels import enumeration
 from autotune.kernels.family import Family
 from autotune.kernels.limits import load_profile
+from autotune.kernels.render import render
 from autotune.kernels.space import Space
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,13 +171,73 @@ def test_a_declaration_without_its_end_is_found_missing_in_one_pass(tmp_path):
 @pytest.mark.parametrize(
     "old, new, said",
     [
+        ("__syncthreads();", "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}", "nested or recursing too deeply"),
+        ("__syncthreads();", "{{ " + "9" * 5000 + " }}", "the template raised ValueError: Exceeds the limit"),
         ("THREADS: TILE * TILE", "THREADS: " + "-" * 3000 + "TILE * TILE", "is nested too deeply"),
         ("THREADS: TILE * TILE", "THREADS: " + "+".join(["TILE"] * 3000), "is nested too deeply"),
         ("THREADS: TILE * TILE", "THREADS: " + "-" * 200 + "TILE * TILE", "is nested more than 100 deep"),
     ],
-    ids=["unary-chain", "long-sum", "deep-expression"],
+    ids=["jinja-nesting", "jinja-long-integer", "unary-chain", "long-sum", "deep-expression"],
 )
 def test_a_template_too_deep_or_too_long_to_parse_is_one_line(tmp_path, old, new, said):
     with pytest.raises(UserError) as exc:
         _family(tmp_path, "deep", old, new)
     assert str(tmp_path / "deep.cu.j2") in str(exc.value) and said in str(exc.value)
+
+
+# ---- templates: rendering ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code, said",
+    [
+        ("{{ 1 // 0 }}", "the template raised ZeroDivisionError: integer division or modulo by zero"),
+        ("{{ TILE + 'x' }}", "the template raised TypeError: unsupported operand type(s) for +"),
+        ("{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", "nested or recursing too deeply"),
+    ],
+    ids=["division-by-zero", "a-type-error", "recursive-macro"],
+)
+def test_a_template_that_raises_while_rendering_is_one_line_naming_its_line(tmp_path, code, said):
+    fam = _family(tmp_path, "raises", "__syncthreads();", code + "__syncthreads();")
+    line = TILED.replace("__syncthreads();", "\0", 1).split("\0")[0].count("\n") + 1
+    with pytest.raises(UserError) as exc:
+        render(fam.resolve({"TILE": 16}))
+    assert str(exc.value).startswith(f"{fam.path}:{line}: ") and said in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "cycler.__init__.__globals__.os.popen('touch {marker}').read()",
+        "''.__class__.__mro__[1].__subclasses__()",
+        "lipsum.__globals__['os'].system('touch {marker}')",
+        "joiner.__init__.__globals__.__builtins__.open('{marker}', 'w')",
+        "self.__init__.__globals__.__builtins__.__import__('os').system('touch {marker}')",
+        "namespace.__init__.__globals__",
+        "range.__globals__['sys'].modules",
+        "(TILE).__class__.__base__.__subclasses__()",
+    ],
+)
+def test_a_template_cannot_reach_python(tmp_path, code):
+    """Jinja without its sandbox ran these (a shell command from a template of another folder);
+    in the sandbox each is one line, and nothing ran."""
+    marker = tmp_path / "ran"
+    fam = _family(tmp_path, "escape", "__syncthreads();", "{{ " + code.format(marker=marker) + " }}__syncthreads();")
+    with pytest.raises(UserError) as exc:
+        render(fam.resolve({"TILE": 16}))
+    assert str(exc.value).startswith(f"{fam.path}:") and "outside the template sandbox" in str(exc.value), exc.value
+    assert not marker.exists()
+
+
+def test_the_sandbox_leaves_what_templates_do_alone(tmp_path):
+    """Loops, macros of an imported file, the launch values' C, filters, string formatting."""
+    fam = _family(
+        tmp_path,
+        "plain",
+        "__syncthreads();",
+        "{% for i in range(2) %}{{ loop.index }}{{ ',' if not loop.last }}{% endfor %} "
+        "{{ LAUNCH_C | length > 0 }} {{ '%d-%s' % (TILE, KERNEL_NAME) }} {{ '{}'.format(THREADS) }} "
+        "{{ [3, 1, 2] | sort | join('') }} {{ {'a': 1}.items() | list }}__syncthreads();",
+    )
+    src = render(fam.resolve({"TILE": 16}))
+    assert "1,2 True 16-autotune_sgemm 256 123 [('a', 1)]__syncthreads();" in src
