@@ -198,6 +198,28 @@ def _both(*setups: Callable[[Path], dict]) -> Callable[[Path], dict]:
     return setup
 
 
+def damaged_cache(folder: Path, name: str = "c") -> dict:
+    """AUTOTUNE_CACHE=<name> holding an entry for each valid tiled point a dry run compiles
+    (sm_90), each with its registers null and a cubin of four bytes: damaged by hand."""
+    from autotune.gpu.compile import cache_key
+    from autotune.kernels.limits import load_profile
+    from autotune.kernels.render import DEFAULT_KERNEL, render
+    from autotune.kernels.space import Space
+
+    sp = Space.load("tiled")
+    resources = {"registers": None, "spill_bytes": 0, "stack_bytes": 0, "smem_static_bytes": 0}
+    for cfg in sp.enumerate(load_profile("h100")).valid:
+        key = cache_key(render(sp.family.resolve(cfg)), "sm_90", DEFAULT_KERNEL)
+        _write(folder / name / "nvrtc" / f"{key}.cubin", b"\x7fELF")
+        _write(folder / name / "nvrtc" / f"{key}.json", json.dumps({"resources": resources, "log": ""}))
+    return {"AUTOTUNE_CACHE": str(folder / name)}
+
+
+def _rebuilt(folder: Path) -> None:
+    for entry in (folder / "c" / "nvrtc").glob("*.json"):
+        assert isinstance(json.loads(entry.read_text())["resources"]["registers"], int), entry
+
+
 def _absent(*names: str) -> Callable[[Path], None]:
     def after(folder: Path) -> None:
         for n in names:
@@ -639,6 +661,23 @@ CASES: list[Case] = [
         ),
         after=_absent("pwned"),
         note="nothing run",
+    ),
+    Case(
+        "AUTOTUNE_CACHE: entries damaged (registers null; once a traceback)",
+        ("search", "--size", "64", "--family", "tiled", "--dry-run"),
+        "the dry run's table (tiled: … 4/4 compiled …)",
+        ("4/4",),
+        code=0,
+        setup=damaged_cache,
+        after=_rebuilt,
+        note="a damaged entry is a miss: compiled and written again",
+    ),
+    Case(
+        "fuzz --repro nested too deeply (once a traceback)",
+        ("fuzz", "--repro", "[" * 5000 + "]" * 5000),
+        "autotune: error: --repro: JSON nested too deeply (a repro line is a list of flat cases)",
+        ("--repro: JSON nested too deeply",),
+        shown="autotune fuzz --repro '[[[…]]]'  # 5,000 deep",
     ),
     # -- work that would take hours
     Case(

@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hostile_cases import ROOT, SLUG, record, replay_table
+from hostile_cases import ROOT, SLUG, damaged_cache, record, replay_table
 
 SEED = int(os.environ.get("AUTOTUNE_HOSTILE_SEED", "0"))
 EXAMPLES = int(os.environ.get("AUTOTUNE_HOSTILE_EXAMPLES", "40"))
@@ -146,7 +146,10 @@ OPTIONS: dict[str, dict] = {
         "--coverage": _pool(["0", "1"], INTS),
         "--results": COMMON["--results"],
         "--shrink": _pool(["0", "3"], INTS),
-        "--repro": _pool(['[{"regime": "tiny", "M": 2, "N": 3, "K": 4}]'], [*TEXT, "[]", "{}", "[1]", '[{"M": 1}]']),
+        "--repro": _pool(
+            ['[{"regime": "tiny", "M": 2, "N": 3, "K": 4}]'],
+            [*TEXT, "[]", "{}", "[1]", '[{"M": 1}]', "[" * 5000 + "]" * 5000],
+        ),
         "--compile-only": None,
         "--gpu": _pool([SLUG], GPUS),
         "--arch": _pool(["sm_90"], ARCHS),
@@ -159,7 +162,8 @@ COMMANDS = ["search"] * 6 + ["export"] * 2 + ["check"] * 2 + ["list"] * 2 + ["re
 SLOW_FLAGS = {"--table": 0.1, "--count": 0.15, "--compile-only": 0.1}
 # The environment's paths: AUTOTUNE_CACHE ("" is one outside the folder, shared by the examples)
 # and AUTOTUNE_TEMPLATES ("" is the checkout's templates).
-CACHES = ["", "", "", "", "", "f.txt", "gone", "d", "fifo"]
+# "damaged": a cache whose entries for tiled's points have their registers null (damaged_cache).
+CACHES = ["", "", "", "", "", "f.txt", "gone", "d", "fifo", "damaged"]
 # "tpl": a folder that holds the hostile templates of TEMPLATE_FILES drawn as its damage.
 TEMPLATES = [""] * 12 + ["d", "f.txt", "gone", "fifo", "tpl", "tpl"]
 
@@ -365,7 +369,7 @@ def _written(ex: Example, folder: Path, code: int) -> list[Path]:
     """The paths the command line asked to be written (each with what is below it)."""
     argv, cmd = ex.argv, ex.argv[0]
     out = []
-    if ex.cache in ("d",):
+    if ex.cache in ("d", "damaged"):
         out.append(folder / ex.cache)
     if code == 2:
         return out
@@ -422,6 +426,8 @@ def run_example(ex: Example, cache: Path) -> Example:
     folder = Path(tempfile.mkdtemp(prefix="autotune-generated-"))
     try:
         _setup(folder, ex.damage)
+        if ex.cache == "damaged":
+            damaged_cache(folder, "damaged")
         before = _snapshot(folder)
         env = {
             **os.environ,

@@ -7,6 +7,7 @@ nested too deeply. Each is one UserError naming what is wrong, or for the cache 
 Where the code before these checks hung or ate memory, the check runs in a child process under
 a memory cap, with a timeout as a hang guard."""
 
+import json
 import os
 import subprocess
 import sys
@@ -241,3 +242,80 @@ def test_the_sandbox_leaves_what_templates_do_alone(tmp_path):
     )
     src = render(fam.resolve({"TILE": 16}))
     assert "1,2 True 16-autotune_sgemm 256 123 [('a', 1)]__syncthreads();" in src
+
+
+# ---- the compile cache ---------------------------------------------------------------------
+
+
+def _damaged(meta: dict) -> list[tuple[str, bytes | None, bytes | None]]:
+    good = json.dumps(meta).encode()
+
+    def res(**change):
+        return json.dumps({**meta, "resources": {**meta["resources"], **change}}).encode()
+
+    return [
+        ("registers null", res(registers=None), None),
+        ("registers a string", res(registers="32"), None),
+        ("registers true", res(registers=True), None),
+        ("negative spills", res(spill_bytes=-1), None),
+        ("a float", res(stack_bytes=1.5), None),
+        ("a field missing", json.dumps({**meta, "resources": {"registers": 32}}).encode(), None),
+        ("a field more", res(extra=1), None),
+        ("log not text", json.dumps({**meta, "log": 7}).encode(), None),
+        ("a list", b"[1, 2]", None),
+        ("nested deep", b"[" * 10**5 + b"]" * 10**5, None),
+        ("not JSON", b"{", None),
+        ("cubin not ELF", good, b"garbage"),
+        ("cubin empty", good, b""),
+    ]
+
+
+@pytest.fixture(scope="module")
+def cache_entry(tmp_path_factory):
+    """A real entry of the compile cache (tiled, TILE 16): its folder, source, JSON and cubin."""
+    from autotune.gpu.compile import compile_source
+    from autotune.kernels.render import DEFAULT_KERNEL
+
+    folder = tmp_path_factory.mktemp("cache")
+    src = render(Family.load("tiled").resolve({"TILE": 16}))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AUTOTUNE_CACHE", str(folder))
+        compile_source(src, "sm_90", DEFAULT_KERNEL)
+    (meta_path,) = (folder / "nvrtc").glob("*.json")
+    return folder, src, json.loads(meta_path.read_text()), meta_path.with_suffix(".cubin").read_bytes()
+
+
+def test_every_kind_of_damage_to_a_compile_cache_entry_is_a_miss(cache_entry):
+    from autotune.gpu.compile import _cached
+
+    _folder, _src, meta, cubin = cache_entry
+    assert _cached(json.dumps(meta).encode(), cubin) is not None  # the entry as written is a hit
+    for what, raw, bad_cubin in _damaged(meta):
+        assert _cached(raw, cubin if bad_cubin is None else bad_cubin) is None, what
+
+
+def test_a_damaged_compile_cache_entry_is_compiled_and_written_again(cache_entry, monkeypatch):
+    """An entry whose registers are null was taken as it was, and the filter's sums over
+    registers raised TypeError."""
+    from autotune.gpu.compile import compile_source
+    from autotune.kernels.render import DEFAULT_KERNEL
+
+    folder, src, meta, cubin = cache_entry
+    monkeypatch.setenv("AUTOTUNE_CACHE", str(folder))
+    (meta_path,) = (folder / "nvrtc").glob("*.json")
+    meta_path.write_text(json.dumps({**meta, "resources": {**meta["resources"], "registers": None}}))
+    again = compile_source(src, "sm_90", DEFAULT_KERNEL)
+    assert not again.cached and again.resources.registers == meta["resources"]["registers"]
+    assert json.loads(meta_path.read_text())["resources"] == meta["resources"]
+    assert compile_source(src, "sm_90", DEFAULT_KERNEL).cached  # the entry written again is a hit
+
+
+# ---- fuzz --repro --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, '[{"M": ' + "[" * 5000 + "]" * 5000 + "}]"])
+def test_a_repro_nested_too_deeply_is_one_line(text):
+    from autotune.dispatch.fuzz import parse_repro
+
+    with pytest.raises(UserError, match=r"^--repro: JSON nested too deeply"):
+        parse_repro(text)

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
 
@@ -195,22 +195,29 @@ def cache_dir() -> Path | None:
     return cache_folder("nvrtc")
 
 
+def _options(arch: str, options: Sequence[str]) -> list[str]:
+    return [f"--gpu-architecture={arch}", *OPTIONS, *options]
+
+
+def cache_key(source: str, arch: str, kernel: str, options: Sequence[str] = ()) -> str:
+    """The name of a compile's entry in the cache (`<key>.json` and `<key>.cubin`): a hash of
+    NVRTC's version, the kernel, the options and the source."""
+    opts = _options(arch, options)
+    return hashlib.sha256("\0".join([nvrtc_version(), kernel, *opts, source]).encode()).hexdigest()[:32]
+
+
 def compile_source(
     source: str, arch: str, kernel: str, options: Sequence[str] = (), use_cache: bool = True
 ) -> Compiled:
     """Compile CUDA `source` for `arch` (e.g. 'sm_90'); raise CompileError with the log."""
     nvrtc = _nvrtc()
-    opts = [f"--gpu-architecture={arch}", *OPTIONS, *options]
-    key = hashlib.sha256("\0".join([nvrtc_version(), kernel, *opts, source]).encode()).hexdigest()[:32]
+    opts = _options(arch, options)
+    key = cache_key(source, arch, kernel, options)
     cdir = cache_dir() if use_cache else None
     if cdir is not None:
-        raw, cubin = read_bytes(cdir / f"{key}.json"), read_bytes(cdir / f"{key}.cubin")
-        try:
-            meta = json.loads(raw) if raw is not None and cubin is not None else None
-            if meta is not None:
-                return Compiled(cubin, kernel, arch, Resources(**meta["resources"]), meta["log"], 0.0, True)
-        except (ValueError, KeyError, TypeError, RecursionError):
-            pass  # a damaged entry is a miss
+        hit = _cached(read_bytes(cdir / f"{key}.json"), read_bytes(cdir / f"{key}.cubin"))
+        if hit is not None:
+            return Compiled(hit[0], kernel, arch, hit[1], hit[2], 0.0, True)
     t0 = time.perf_counter()
     cubin, log = _nvrtc_compile(nvrtc, source, kernel, opts)
     try:
@@ -277,6 +284,28 @@ def _first_error(log: str, lines: int = 3) -> str:
     errors = [ln for ln in text if _ERROR_LINE.search(ln)]
     picked = (errors + [ln for ln in text if ln not in errors])[:lines]
     return " | ".join(picked) if picked else "no log"
+
+
+def _cached(raw: bytes | None, cubin: bytes | None) -> tuple[bytes, Resources, str] | None:
+    """A cache entry's cubin, resources and log, or None for a miss: no entry, or a damaged one
+    (not JSON, a field missing, extra or of another type, a cubin that is not an ELF image),
+    which the compile that follows writes again: anyone who can write the cache folder can
+    damage it, and a damaged entry must cost a compile, not a traceback or a wrong count."""
+    if raw is None or cubin is None or not cubin.startswith(b"\x7fELF"):
+        return None
+    try:
+        meta = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(meta, dict) or set(meta) != {"resources", "log"} or not isinstance(meta["log"], str):
+        return None
+    res = meta["resources"]
+    names = [f.name for f in fields(Resources)]
+    if not isinstance(res, dict) or sorted(res) != sorted(names):
+        return None
+    if not all(type(res[n]) is int and 0 <= res[n] < 1 << 31 for n in names):
+        return None
+    return cubin, Resources(**res), meta["log"]
 
 
 def _store(cdir: Path, key: str, c: Compiled) -> None:
