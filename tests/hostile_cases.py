@@ -253,6 +253,28 @@ def _both(*setups: Callable[[Path], dict]) -> Callable[[Path], dict]:
     return setup
 
 
+def damaged_cache(folder: Path, name: str = "c") -> dict:
+    """AUTOTUNE_CACHE=<name> holding an entry for each valid tiled point a dry run compiles
+    (sm_90), each with its registers null and a cubin of four bytes: damaged by hand."""
+    from autotune.gpu.compile import cache_key
+    from autotune.kernels.limits import load_profile
+    from autotune.kernels.render import DEFAULT_KERNEL, render
+    from autotune.kernels.space import Space
+
+    sp = Space.load("tiled")
+    resources = {"registers": None, "spill_bytes": 0, "stack_bytes": 0, "smem_static_bytes": 0}
+    for cfg in sp.enumerate(load_profile("h100")).valid:
+        key = cache_key(render(sp.family.resolve(cfg)), "sm_90", DEFAULT_KERNEL)
+        _write(folder / name / "nvrtc" / f"{key}.cubin", b"\x7fELF")
+        _write(folder / name / "nvrtc" / f"{key}.json", json.dumps({"resources": resources, "log": ""}))
+    return {"AUTOTUNE_CACHE": str(folder / name)}
+
+
+def _rebuilt(folder: Path) -> None:
+    for entry in (folder / "c" / "nvrtc").glob("*.json"):
+        assert isinstance(json.loads(entry.read_text())["resources"]["registers"], int), entry
+
+
 def _absent(*names: str) -> Callable[[Path], None]:
     def after(folder: Path) -> None:
         for n in names:
@@ -731,6 +753,80 @@ CASES: list[Case] = [
         "every family, as from the checkout",
         code=0,
         handled_by="tests/test_packaging.py and CI's wheel step",
+    ),
+    # -- untrusted input, as an attacker would write it
+    Case(
+        "config: a recursive alias (once looped for ever, a gigabyte in 30 s)",
+        _CFG,
+        "autotune: error: space.yaml:1: a recursive alias (an alias inside the node its anchor names)",
+        ("space.yaml:1: a recursive alias",),
+        setup=_files(**{"space.yaml": "space: {TILE: &x [16, *x]}\n"}),
+        timeout=60,
+    ),
+    Case(
+        "template: a recursive alias in the declaration (once hung `list`)",
+        ("list",),
+        "autotune: error: …/loop.cu.j2:2: a recursive alias (an alias inside the node its anchor names)",
+        ("loop.cu.j2:2: a recursive alias",),
+        setup=_family("loop", lambda t: t.replace("\ndescription:", "\nx: &x [1, *x]\ndescription:", 1)),
+        timeout=60,
+    ),
+    Case(
+        "config: a space too large to enumerate (once took gigabytes, then a traceback)",
+        ("search", "--size", "64", "--family", "coarse1d", "--config", "space.yaml", "--dry-run"),
+        "autotune: error: space.yaml: family coarse1d's space has 536,870,912 points (the product of its value "
+        "lists' lengths), more than the 250,000,000 one search may walk; narrow its value lists",
+        ("space.yaml: family coarse1d's space has 536,870,912 points", "more than the 250,000,000"),
+        setup=_files(
+            **{
+                "space.yaml": "space: {"
+                + ", ".join(f"{p}: {list(range(1, n + 1))}" for p, n in (("BM", 256), ("BN", 256), ("BK", 64)))
+                + f", TM: {list(range(1, 17))}, TRANS_A: [0, 1], TRANS_B: [0, 1], BATCHED: [0, 1]}}\n"
+            }
+        ),
+        shown="autotune search --size 64 --family coarse1d --config space.yaml --dry-run  # BM: [1, ..., 256], …",
+        timeout=60,
+    ),
+    Case(
+        "template: its code raises while rendering ({{ 1 // 0 }})",
+        ("search", "--size", "64", "--family", "raise", "--dry-run"),
+        "autotune: error: …/raise.cu.j2:…: the template raised ZeroDivisionError: integer division or modulo by zero",
+        ("raise.cu.j2:", "the template raised ZeroDivisionError"),
+        setup=_family("raise", lambda t: t.replace("__syncthreads();", "{{ 1 // 0 }}__syncthreads();", 1)),
+    ),
+    Case(
+        "template: reaches for Python (without the sandbox, it ran a shell command)",
+        ("search", "--size", "64", "--family", "escape", "--dry-run"),
+        "autotune: error: …/escape.cu.j2:…: outside the template sandbox: access to attribute '__init__' of "
+        "'type' object is unsafe (a template reads its values and calls its macros, nothing of Python's)",
+        ("escape.cu.j2:", "outside the template sandbox"),
+        setup=_family(
+            "escape",
+            lambda t: t.replace(
+                "__syncthreads();",
+                "{{ cycler.__init__.__globals__.os.popen('touch pwned').read() }}__syncthreads();",
+                1,
+            ),
+        ),
+        after=_absent("pwned"),
+        note="nothing run",
+    ),
+    Case(
+        "AUTOTUNE_CACHE: entries damaged (registers null; once a traceback)",
+        ("search", "--size", "64", "--family", "tiled", "--dry-run"),
+        "the dry run's table (tiled: … 4/4 compiled …)",
+        ("4/4",),
+        code=0,
+        setup=damaged_cache,
+        after=_rebuilt,
+        note="a damaged entry is a miss: compiled and written again",
+    ),
+    Case(
+        "fuzz --repro nested too deeply (once a traceback)",
+        ("fuzz", "--repro", "[" * 5000 + "]" * 5000),
+        "autotune: error: --repro: JSON nested too deeply (a repro line is a list of flat cases)",
+        ("--repro: JSON nested too deeply",),
+        shown="autotune fuzz --repro '[[[…]]]'  # 5,000 deep",
     ),
     # -- work that would take hours
     Case(

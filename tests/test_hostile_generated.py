@@ -46,7 +46,7 @@ from autotune.records.results import load_record
 from autotune.records.validate import SHAPE_FILE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hostile_cases import ROOT, SLUG, _victim, record, replay_table
+from hostile_cases import ROOT, SLUG, _victim, damaged_cache, record, replay_table
 
 SEED = int(os.environ.get("AUTOTUNE_HOSTILE_SEED", "0"))
 EXAMPLES = int(os.environ.get("AUTOTUNE_HOSTILE_EXAMPLES", "40"))
@@ -154,7 +154,10 @@ OPTIONS: dict[str, dict] = {
         "--coverage": _pool(["0", "1"], INTS),
         "--results": COMMON["--results"],
         "--shrink": _pool(["0", "3"], INTS),
-        "--repro": _pool(['[{"regime": "tiny", "M": 2, "N": 3, "K": 4}]'], [*TEXT, "[]", "{}", "[1]", '[{"M": 1}]']),
+        "--repro": _pool(
+            ['[{"regime": "tiny", "M": 2, "N": 3, "K": 4}]'],
+            [*TEXT, "[]", "{}", "[1]", '[{"M": 1}]', "[" * 5000 + "]" * 5000],
+        ),
         "--compile-only": None,
         "--gpu": _pool([SLUG], GPUS),
         "--arch": _pool(["sm_90"], ARCHS),
@@ -167,8 +170,10 @@ COMMANDS = ["search"] * 6 + ["export"] * 2 + ["check"] * 2 + ["list"] * 2 + ["re
 SLOW_FLAGS = {"--table": 0.1, "--count": 0.15, "--compile-only": 0.1}
 # The environment's paths: AUTOTUNE_CACHE ("" is one outside the folder, shared by the examples)
 # and AUTOTUNE_TEMPLATES ("" is the checkout's templates).
-CACHES = ["", "", "", "", "", "f.txt", "gone", "d", "fifo"]
-TEMPLATES = [""] * 12 + ["d", "f.txt", "gone", "fifo"]
+# "damaged": a cache whose entries for tiled's points have their registers null (damaged_cache).
+CACHES = ["", "", "", "", "", "f.txt", "gone", "d", "fifo", "damaged"]
+# "tpl": a folder that holds the hostile templates of TEMPLATE_FILES drawn as its damage.
+TEMPLATES = [""] * 12 + ["d", "f.txt", "gone", "fifo", "tpl", "tpl"]
 
 
 @dataclass
@@ -261,6 +266,9 @@ def _setup(folder: Path, damage: dict[str, object]) -> None:
         path = folder / "results" / SLUG / name
         path.unlink(missing_ok=True)
         path.symlink_to(target) if target else os.mkfifo(path)
+    (folder / "tpl").mkdir()
+    for name, text in (TEMPLATE_FILES[damage["tpl"]] if "tpl" in damage else {}).items():
+        (folder / "tpl" / name).write_text(text)
 
 
 # Damage to the folder's files, each drawn now and then: a value of the replay table or the
@@ -299,6 +307,27 @@ SPACE_TEXTS = [
     "space: {TILE: [0]}", "{", "space: []", "- 1", "space: {TILE: [8.5]}", "family: coarse1d\nspace: {}",
     "space: {TILE: [8]}\nseeds: [{TILE: 999}]", "fallback: {TILE: 'x'}", "space: {TILE: [8, 8, 8]}", "",
     "space: {TILE: !!python/object/apply:os.system [true]}", "a: &a [*a]", "space: {TILE: [64]}",
+    "space: {TILE: &x [16, *x]}",
+    # coarse1d's whole domains (with --family coarse1d): 536,870,912 points
+    "space: {" + ", ".join(f"{p}: {list(range(1, n + 1))}" for p, n in (("BM", 256), ("BN", 256), ("BK", 64)))
+    + f", TM: {list(range(1, 17))}, TRANS_A: [0, 1], TRANS_B: [0, 1], BATCHED: [0, 1]}}",
+]  # fmt: skip
+# Templates for AUTOTUNE_TEMPLATES=tpl: tiled edited (it is found there first) or a family of its
+# own. Each was once a hang, a traceback, or (without Jinja's sandbox) a command run.
+_TILED = (ROOT / "templates" / "tiled.cu.j2").read_text()
+_HUGE_PARAMS = "".join(f"  P{i}: {{domain: [1, 11], doc: x}}\n" for i in range(16))
+TEMPLATE_FILES = [
+    {"tiled.cu.j2": _TILED.replace("\ndescription:", "\nx: &x [1, *x]\ndescription:", 1)},
+    {"tiled.cu.j2": _TILED.replace("__syncthreads();", "{{ 1 // 0 }}__syncthreads();", 1)},
+    {"tiled.cu.j2": _TILED.replace("__syncthreads();", "{{ cycler.__init__.__globals__.os.popen('touch pwned') }}", 1)},
+    {"tiled.cu.j2": "{#- autotune\n" + " \n" * 5000},
+    {"tiled.cu.j2": _TILED.replace("__syncthreads();", "{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}", 1)},
+    {"tiled.cu.j2": _TILED.replace("THREADS: TILE * TILE", "THREADS: " + "-" * 3000 + "TILE * TILE", 1)},
+    {"tiled.cu.j2": _TILED.replace("__syncthreads();", "{% macro f() %}{{ f() }}{% endmacro %}{{ f() }}", 1)},
+    {  # 11^16 points
+        "huge.cu.j2": _TILED.replace("params:\n", "params:\n" + _HUGE_PARAMS, 1),
+        "huge.yaml": "space:\n  TILE: [16]\n" + "".join(f"  P{i}: {list(range(1, 12))}\n" for i in range(16)),
+    },
 ]  # fmt: skip
 SHAPES_TEXTS = [
     "",
@@ -344,6 +373,8 @@ def damage_of(rng: random.Random) -> dict[str, object]:
         out["record"] = rng.choice(RECORD_REFUSED)
     if rng.random() < 0.1:
         out["planted"] = rng.choice(PLANTED)
+    if rng.random() < 0.5:
+        out["tpl"] = rng.randrange(len(TEMPLATE_FILES))
     return out
 
 
@@ -378,7 +409,7 @@ def _written(ex: Example, folder: Path, code: int) -> list[Path]:
     """The paths the command line asked to be written (each with what is below it)."""
     argv, cmd = ex.argv, ex.argv[0]
     out = []
-    if ex.cache in ("d",):
+    if ex.cache in ("d", "damaged"):
         out.append(folder / ex.cache)
     if code == 2:
         return out
@@ -446,6 +477,8 @@ def run_example(ex: Example, cache: Path) -> Example:
     folder = Path(tempfile.mkdtemp(prefix="autotune-generated-"))
     try:
         _setup(folder, ex.damage)
+        if ex.cache == "damaged":
+            damaged_cache(folder, "damaged")
         before = _snapshot(folder)
         env = {
             **os.environ,

@@ -107,6 +107,8 @@ def load_spaces(args) -> list[Space]:
             raise UserError(f"{path}: is for family {fam!r}, which is not among --family {' '.join(spaces)}")
         spaces[fam] = Space.from_dict(Family.load(fam), data, str(path))
     loaded = [sp if sp is not None else Space.load(f) for f, sp in spaces.items()]
+    for sp in loaded:
+        sp.check_size()  # before any family is searched
     return [sp.without_seeds() for sp in loaded] if getattr(args, "no_seeds", False) else loaded
 
 

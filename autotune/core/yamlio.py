@@ -77,7 +77,7 @@ def parse(text: str, where: str, first_line: int = 1) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        if _expanded(node) > MAX_EXPANDED:
+        if _expanded(node, where, first_line) > MAX_EXPANDED:
             raise UserError(
                 f"{where}: its aliases expand to more than {MAX_EXPANDED:,} values and characters "
                 "(aliases nested in aliases?); write the values out"
@@ -108,11 +108,13 @@ def _cut(text: str, limit: int = 200) -> str:
     return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
-def _expanded(root: yaml.Node) -> int:
+def _expanded(root: yaml.Node, where: str, first_line: int) -> int:
     """The size of a composed document with every alias expanded (a node counts 1, a scalar
     its characters too), counted once per distinct node: linear in the text, whatever the
-    expansion. Stops counting past MAX_EXPANDED."""
+    expansion. Stops counting past MAX_EXPANDED. An alias inside the node it names (`&x [16,
+    *x]`) would expand for ever: a UserError naming `where` and the anchor's line."""
     size: dict[int, int] = {}
+    open_: set[int] = set()  # the nodes being counted: the path from the root to the one on top
     stack = [(root, False)]
     while stack:
         node, children_done = stack.pop()
@@ -124,7 +126,12 @@ def _expanded(root: yaml.Node) -> int:
         kids = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else list(node.value)
         if children_done:
             size[id(node)] = min(1 + sum(size[id(k)] for k in kids), MAX_EXPANDED + 1)
+            open_.discard(id(node))
+        elif id(node) in open_:  # reached again below itself: it contains itself
+            line = node.start_mark.line + first_line
+            raise UserError(f"{where}:{line}: a recursive alias (an alias inside the node its anchor names)")
         else:
+            open_.add(id(node))
             stack.append((node, True))
             stack.extend((k, False) for k in kids if id(k) not in size)
     return size[id(root)]

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
 
@@ -195,21 +195,32 @@ def cache_dir() -> Path | None:
     return cache_folder("nvrtc")
 
 
+def _options(arch: str, options: Sequence[str]) -> list[str]:
+    return [f"--gpu-architecture={arch}", *OPTIONS, *options]
+
+
+def cache_key(source: str, arch: str, kernel: str, options: Sequence[str] = ()) -> str:
+    """The name of a compile's entry in the cache (`<key>.json` and `<key>.cubin`): a hash of
+    NVRTC's version, the kernel, the options and the source."""
+    opts = _options(arch, options)
+    return hashlib.sha256("\0".join([nvrtc_version(), kernel, *opts, source]).encode()).hexdigest()[:32]
+
+
 def compile_source(
     source: str, arch: str, kernel: str, options: Sequence[str] = (), use_cache: bool = True
 ) -> Compiled:
     """Compile CUDA `source` for `arch` (e.g. 'sm_90'); raise CompileError with the log."""
     nvrtc = _nvrtc()
-    opts = [f"--gpu-architecture={arch}", *OPTIONS, *options]
-    key = hashlib.sha256("\0".join([nvrtc_version(), kernel, *opts, source]).encode()).hexdigest()[:32]
+    opts = _options(arch, options)
+    key = cache_key(source, arch, kernel, options)
     cdir = cache_dir() if use_cache else None
     if cdir is None:
         return _build(nvrtc, source, arch, kernel, opts)
-    found = _cached(cdir, key, kernel, arch)
+    found = _from_cache(cdir, key, kernel, arch)
     if found is not None:
         return found
     with entry_lock(cdir / f"{key}.lock"):
-        found = _cached(cdir, key, kernel, arch)  # built by the process that held the lock
+        found = _from_cache(cdir, key, kernel, arch)  # built by the process that held the lock
         if found is not None:
             return found
         out = _build(nvrtc, source, arch, kernel, opts)
@@ -217,16 +228,10 @@ def compile_source(
         return out
 
 
-def _cached(cdir: Path, key: str, kernel: str, arch: str) -> Compiled | None:
-    """The cache's entry for `key`, or None for a miss (a damaged entry is one)."""
-    raw, cubin = read_bytes(cdir / f"{key}.json"), read_bytes(cdir / f"{key}.cubin")
-    try:
-        meta = json.loads(raw) if raw is not None and cubin is not None else None
-        if meta is not None:
-            return Compiled(cubin, kernel, arch, Resources(**meta["resources"]), meta["log"], 0.0, True)
-    except (ValueError, KeyError, TypeError, RecursionError):
-        pass
-    return None
+def _from_cache(cdir: Path, key: str, kernel: str, arch: str) -> Compiled | None:
+    """The cache's entry for `key`, or None for a miss (a damaged entry is one: `_cached`)."""
+    hit = _cached(read_bytes(cdir / f"{key}.json"), read_bytes(cdir / f"{key}.cubin"))
+    return None if hit is None else Compiled(hit[0], kernel, arch, hit[1], hit[2], 0.0, True)
 
 
 def _build(nvrtc, source: str, arch: str, kernel: str, opts: list[str]) -> Compiled:
@@ -292,6 +297,28 @@ def _first_error(log: str, lines: int = 3) -> str:
     errors = [ln for ln in text if _ERROR_LINE.search(ln)]
     picked = (errors + [ln for ln in text if ln not in errors])[:lines]
     return " | ".join(picked) if picked else "no log"
+
+
+def _cached(raw: bytes | None, cubin: bytes | None) -> tuple[bytes, Resources, str] | None:
+    """A cache entry's cubin, resources and log, or None for a miss: no entry, or a damaged one
+    (not JSON, a field missing, extra or of another type, a cubin that is not an ELF image),
+    which the compile that follows writes again: anyone who can write the cache folder can
+    damage it, and a damaged entry must cost a compile, not a traceback or a wrong count."""
+    if raw is None or cubin is None or not cubin.startswith(b"\x7fELF"):
+        return None
+    try:
+        meta = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(meta, dict) or set(meta) != {"resources", "log"} or not isinstance(meta["log"], str):
+        return None
+    res = meta["resources"]
+    names = [f.name for f in fields(Resources)]
+    if not isinstance(res, dict) or sorted(res) != sorted(names):
+        return None
+    if not all(type(res[n]) is int and 0 <= res[n] < 1 << 31 for n in names):
+        return None
+    return cubin, Resources(**res), meta["log"]
 
 
 def _store(cdir: Path, key: str, c: Compiled) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.types import Config, name_piece
+from ..core.types import Config, UserError, name_piece
 from .limits import DeviceLimits
 
 if TYPE_CHECKING:
@@ -31,9 +31,12 @@ class Enumeration:
         return self.rejected.most_common(n)
 
 
-def enumerate_space(family: Family, values: dict[str, list[Any]], limits: DeviceLimits) -> Enumeration:
+def enumerate_space(family: Family, values: dict[str, list[Any]], limits: DeviceLimits, where: str = "") -> Enumeration:
     """All statically valid points, in the order of a depth-first walk over the parameters
     (declaration order, each value list in order), with how many points each rule removed.
+    A space of more than MAX_POINTS points, one whose rules the filter would evaluate more than
+    MAX_EVALS times or with more than MAX_VALID valid points is a UserError (naming `where`,
+    the space's file) before its points are made.
 
     Level by level over the parameters: the surviving prefixes times the next parameter's
     values, as columns of value codes. Each derived value and rule is computed when every
@@ -44,11 +47,13 @@ def enumerate_space(family: Family, values: dict[str, list[Any]], limits: Device
     Python, one point at a time, took 7-10 s for warptile's 600,000 valid points: most of a
     search's start-up, and paid again by every worker.
     """
+    total = check_size(family.name, values, where)
     order = list(values)
     derived_at, rules_at = _levels(family, order)
     below = [math.prod(len(values[p]) for p in order[i + 1 :]) for i in range(len(order))]
     rejected: collections.Counter = collections.Counter()
     done: list[_Columns] = []
+    spent = _Spent(family.name, total, where)
 
     def descend(cols: _Columns, first: int) -> None:
         for d in range(first, len(order)):
@@ -73,11 +78,70 @@ def enumerate_space(family: Family, values: dict[str, list[Any]], limits: Device
             if alive is not None:
                 cols.keep(alive)
         done.append(cols)
+        spent.held(cols.rows)
 
-    descend(_Columns(), 0)
+    descend(_Columns(spent), 0)
     with _no_gc():
         valid = [c for cols in done for c in cols.configs(family.name, sorted(order))]
-    return Enumeration(valid, math.prod(len(v) for v in values.values()), rejected)
+    return Enumeration(valid, total, rejected)
+
+
+# What one enumeration may take. The largest space that ships is warptile's: 31,104,000 points
+# (the product of its value lists' lengths), 1,372,608 of them valid on an H100 (`autotune list
+# --count`), enumerated in about 7 s and 1.6 GB. MAX_POINTS is 8 times warptile's space: its
+# rows cost little (arrays; 214 million in 12 s on a shared core where no rule cut them early).
+# MAX_EVALS bounds the Python work: a rule or derived value is evaluated once per distinct
+# combination of the values it reads, 1,913 times for warptile's space, 50,822 for fewcols',
+# the most of those that ship, but 6.4 million times (17 s) for coarse1d with every value of
+# its domains, where each rule reads four parameters of 16-256 values. MAX_VALID bounds what is
+# held: each valid point becomes a Config of 0.5-1 KB, so a few GB at the bound, 3 times
+# warptile's valid points. Past any of them a space is refused in one line; unbounded, one of
+# 10^16 points grew until memory ran out.
+MAX_POINTS = 250_000_000
+MAX_EVALS = 2_000_000
+MAX_VALID = 4_000_000
+
+
+class _Spent:
+    """What one enumeration has spent against MAX_EVALS and MAX_VALID: a UserError past either."""
+
+    def __init__(self, family: str, total: int, where: str):
+        self.family, self.total, self.where = family, total, where
+        self.evals = self.rows = 0
+
+    def evaluations(self, n: int) -> None:
+        """`n` more evaluations of a rule or derived value: refused before they are made."""
+        self.evals += n
+        if self.evals > MAX_EVALS:
+            raise UserError(
+                f"{_at(self.where)}the static filter would evaluate family {self.family}'s rules more than "
+                f"{MAX_EVALS:,} times over the {self.total:,} points of its space; narrow its value lists"
+            )
+
+    def held(self, rows: int) -> None:
+        """`rows` more valid points, still columns: refused before any Config is made of them."""
+        self.rows += rows
+        if self.rows > MAX_VALID:
+            raise UserError(
+                f"{_at(self.where)}more than {MAX_VALID:,} of the {self.total:,} points of family {self.family}'s "
+                "space pass the static filter, more than a search holds; narrow its value lists"
+            )
+
+
+def check_size(family: str, values: dict[str, list[Any]], where: str = "") -> int:
+    """The number of points of a space (the product of its value lists' lengths, before the
+    static filter); a UserError naming `where` when it is more than MAX_POINTS."""
+    total = math.prod(len(v) for v in values.values())
+    if total > MAX_POINTS:
+        raise UserError(
+            f"{_at(where)}family {family}'s space has {total:,} points (the product of its value lists' "
+            f"lengths), more than the {MAX_POINTS:,} one search may walk; narrow its value lists"
+        )
+    return total
+
+
+def _at(where: str) -> str:
+    return f"{where}: " if where else ""
 
 
 def _levels(family: Family, order: list[str]) -> tuple[dict[int, list], dict[int, list]]:
@@ -122,10 +186,11 @@ class _Columns:
     """Rows of a space's enumeration as columns: per name, an array of codes into that name's
     list of values (a parameter's value list; a derived name's distinct values)."""
 
-    def __init__(self):
+    def __init__(self, spent: _Spent | None = None):
         self.codes: dict[str, np.ndarray] = {}
         self.values: dict[str, list] = {}
         self.rows = 1
+        self.spent = spent  # charged for each combination evaluated
 
     def extend(self, name: str, values: list) -> None:
         """Every row times every value of `name`, in order (rows stay in walk order)."""
@@ -137,7 +202,7 @@ class _Columns:
         self.rows *= k
 
     def slice(self, start: int, stop: int) -> _Columns:
-        out = _Columns()
+        out = _Columns(self.spent)
         out.codes = {n: c[start:stop] for n, c in self.codes.items()}
         out.values = dict(self.values)
         out.rows = len(range(start, min(stop, self.rows)))
@@ -173,6 +238,8 @@ class _Columns:
             index = np.zeros(self.rows, dtype=np.int64)
             index[rows] = inverse
             reps = rows[first]
+        if self.spent is not None:
+            self.spent.evaluations(len(reps))
         envs = [{n: self.values[n][int(self.codes[n][r])] for n in names} for r in reps.tolist()]
         return index, envs
 

@@ -59,6 +59,21 @@ _ALLOWED = (
 )
 
 
+# How deep an expression's tree may go: the declarations that ship reach 12. The walks over a
+# tree (translation to C) recurse, and Python's own parser fails deeper than a few thousand.
+MAX_DEPTH = 100
+
+
+def _depth(tree: ast.AST) -> int:
+    """The depth of `tree` (its root 1), walked without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 @dataclass(frozen=True)
 class Expr:
     """A validated, compiled expression and the names it reads."""
@@ -75,6 +90,10 @@ class Expr:
             tree = ast.parse(text, mode="eval")
         except SyntaxError as exc:
             raise UserError(f"{where}: cannot parse {shown(text)}: {exc.msg}") from None
+        except RecursionError:  # Python's parser gives up on `- - - ... A` a few thousand deep
+            raise UserError(f"{where}: {shown(text)} is nested too deeply") from None
+        if _depth(tree) > MAX_DEPTH:
+            raise UserError(f"{where}: {shown(text)} is nested more than {MAX_DEPTH} deep")
         names = set()
         # A named choice (SCHEDULE == "stream_k") is the one place a text constant may stand.
         compared = {

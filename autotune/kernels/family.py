@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from ..core import yamlio
 from ..core.types import Config, Problem, UserError, quoted
@@ -55,7 +56,10 @@ def template_dirs() -> list[Path]:
     return extra + [TEMPLATE_DIR]
 
 
-_FRONT = re.compile(r"\A\{#-?\s*autotune\s*\n(.*?)^\s*-?#\}", re.S | re.M)
+# The declaration: from the line `{#- autotune` to the first line that starts (after spaces and
+# tabs) with `#}`. Neither edge's run of blanks spans lines: where it did (`\s*`), a few
+# thousand blank lines and no end took the regular expression minutes (cubic).
+_FRONT = re.compile(r"\A\{#-?\s*autotune[ \t\r]*\n(.*?)^[ \t]*-?#\}", re.S | re.M)
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # as a record's family names (records/validate.py)
 
 
@@ -130,9 +134,9 @@ class Family:
             raise UserError(f"{path}: no '{{#- autotune' declaration block at the top")
         declaration = _decl.parse(m.group(1), str(path), first_line=text[: m.start(1)].count("\n") + 1)
         try:  # the template's own syntax, checked now rather than at its first render
-            jinja2.Environment().parse(text)
-        except jinja2.TemplateSyntaxError as exc:
-            raise UserError(f"{path}:{exc.lineno}: template syntax error: {exc.message}") from None
+            ImmutableSandboxedEnvironment().parse(text, filename=str(path))
+        except Exception as exc:  # noqa: BLE001 - the template's text, not autotune, is at fault
+            raise template_error(exc, path) from None
         constraints = [template_constraint(ex, why) for ex, why in declaration.constraints]
         if declaration.arch:
             constraints.append(arch_constraint(declaration.arch))
@@ -268,6 +272,36 @@ def _int(expr, env: Mapping[str, Any], path: Path) -> int:
         return int(expr(env))
     except (TypeError, ValueError, ZeroDivisionError) as exc:
         raise UserError(f"{path}: {expr.text!r} cannot be evaluated ({exc})") from None
+
+
+def template_error(exc: Exception, where: Path | str) -> UserError:
+    """What a template's parse or render raised, as one line naming the template (and its line
+    where known): a template from anywhere may raise anything."""
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        return UserError(f"{exc.filename or exc.name or where}:{exc.lineno}: template syntax error: {exc.message}")
+    at = _template_line(exc) or str(where)
+    if isinstance(exc, SecurityError):
+        return UserError(
+            f"{at}: outside the template sandbox: {str(exc).rstrip('.')} (a template reads its values "
+            "and calls its macros, nothing of Python's)"
+        )
+    if isinstance(exc, jinja2.UndefinedError):  # a name the template reads that nothing declares
+        return UserError(f"{at}: {exc.message} (not a parameter, derived value or launch value)")
+    if isinstance(exc, RecursionError):
+        return UserError(f"{at}: template nested or recursing too deeply")
+    first = (str(exc).splitlines() or [""])[0]
+    return UserError(f"{at}: the template raised {type(exc).__name__}" + (f": {first[:200]}" if first else ""))
+
+
+def _template_line(exc: BaseException) -> str | None:
+    """'path:line' of the innermost template frame of `exc` (Jinja maps its frames to template lines)."""
+    where, tb = None, exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name.endswith(".j2"):
+            where = f"{name}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
 
 
 def known_families(template_dir: Path | None = None) -> list[str]:

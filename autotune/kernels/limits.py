@@ -6,8 +6,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-import yaml
-
+from ..core import yamlio
 from ..core.types import UserError
 
 # The profiles are data of the whole package (autotune/profiles/), not of this layer.
@@ -54,7 +53,7 @@ def load_profile(name: str = "h100") -> DeviceLimits:
     path = PROFILE_DIR / f"{name}.yaml"
     if not path.is_file():
         raise UserError(f"no device profile {name!r}; built in: {', '.join(available_profiles())}")
-    data = yaml.safe_load(path.read_text())
+    data = yamlio.read(path)  # the one YAML reader (aliases bounded), though a profile ships with the package
     known = {f.name for f in fields(DeviceLimits)}
     return DeviceLimits(**{k: v for k, v in data.items() if k in known})
 

@@ -15,6 +15,7 @@ from typing import Any
 from ..core import yamlio
 from ..core.types import LAYOUT_PARAMS, Config, Problem, UserError
 from .enumeration import Enumeration, enumerate_space
+from .enumeration import check_size as _check_size
 from .family import CONFIG_DIR, Family
 from .limits import DeviceLimits
 
@@ -131,6 +132,11 @@ class Space:
     def size(self) -> int:
         return math.prod(len(v) for v in self.values.values())
 
+    def check_size(self) -> None:
+        """A UserError naming the space's file when it has more points than one search may walk
+        (kernels/enumeration.MAX_POINTS): said before any work, where enumerating says it too."""
+        _check_size(self.family.name, self.values, self.source)
+
     def for_problem(self, problem: Problem) -> Space:
         """This space with the parameters the problem fixes (layout, BATCHED) set to its values
         (the seeds and the fallback too): a kernel is built and tuned for one layout, batched or
@@ -153,7 +159,7 @@ class Space:
     def enumerate(self, limits: DeviceLimits) -> Enumeration:
         """All statically valid points, in the order of a depth-first walk over the parameters
         (declaration order, each value list in order), with how many points each rule removed."""
-        return enumerate_space(self.family, self.values, limits)
+        return enumerate_space(self.family, self.values, limits, self.source)
 
     def describe_empty(self, en: Enumeration) -> str:
         reasons = "; ".join(f"{label!r} removed {n}" for label, n in en.top_reasons())

@@ -14,7 +14,7 @@ from ..core.types import Problem, UserError
 from ..core.version import __version__
 from ..kernels.family import Family, Resolved
 from ..kernels.launch import BATCH_GRID_MAX, FLOATS, INTS, LONGS, POINTERS, TENSOR_MAPS
-from ..kernels.render import render, template
+from ..kernels.render import render, render_template, template
 from .results import best_entry, entry_config, record_path
 from .store import atomic_write_text
 
@@ -148,7 +148,7 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
         context = launcher_context(resolved, kernel_name)
         source = render(resolved, kernel_name=kernel_name).strip()
         section = template(resolved.family.path.parent, "_export_section.h.j2")
-        text = section.render(KERNEL_SOURCE=source, TRANS=resolved.plan.layout, **context)
+        text = render_template(section, KERNEL_SOURCE=source, TRANS=resolved.plan.layout, **context)
         sections.append((f"autotune_{layout}" if multi else "", text.strip()))
         notes.append(c_text(f"{layout}: {resolved.name}, {entry['gflops']:.0f} GFLOP/s, {entry['ratio']:.2f}x cuBLAS"))
         first = first or (record, entry, resolved, context)
@@ -156,7 +156,8 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
     p = record["problem"]
     shape = Problem(**p)
     # Text (a C comment's or a string literal's) through c_text; numbers as numbers.
-    return template(resolved.family.path.parent, "_export.h.j2").render(
+    return render_template(
+        template(resolved.family.path.parent, "_export.h.j2"),
         MULTI=multi,
         SECTIONS=sections,
         SECTION_NOTES=notes,

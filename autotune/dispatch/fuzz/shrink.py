@@ -86,6 +86,8 @@ def parse_repro(text: str) -> list[Case]:
         data = json.loads(text)
     except ValueError as exc:
         raise UserError(f"--repro: not JSON ({exc})") from None
+    except RecursionError:  # a list of lists of ... a few thousand deep
+        raise UserError("--repro: JSON nested too deeply (a repro line is a list of flat cases)") from None
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list) or not data:
