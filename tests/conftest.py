@@ -60,7 +60,10 @@ def h100():
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
-    # One NVRTC cache per test session, never the user's; AUTOTUNE_TEST_CACHE names one that
-    # several sessions share (the GPU suite's shards, one after another on one machine).
-    shared = os.environ.get("AUTOTUNE_TEST_CACHE")
-    monkeypatch.setenv("AUTOTUNE_CACHE", shared or str(tmp_path_factory.getbasetemp() / "nvrtc-cache"))
+    # One NVRTC cache per test run, never the user's: pytest-xdist's workers share their run's
+    # (each worker's base folder is one down from the run's), so a kernel two workers want is
+    # built once (gpu/compile.py's entry lock). AUTOTUNE_TEST_CACHE names one that several runs
+    # share (the GPU suite's shards on one machine).
+    base = tmp_path_factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    monkeypatch.setenv("AUTOTUNE_CACHE", os.environ.get("AUTOTUNE_TEST_CACHE") or str(run / "nvrtc-cache"))
