@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,15 +33,22 @@ def _limits(entry: dict) -> DeviceLimits:
         raise UserError(f"stored limits are not device limits ({type(exc).__name__}: {exc})") from None
 
 
-def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> list[CheckRow]:
+def check_static(
+    root: Path | str, gpu_slug: str, jobs: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> list[CheckRow]:
     """No GPU: each stored config renders, passes the filter, and compiles to the kernel that was
     measured. A record names that kernel by the digest of its machine code (`code`): the same
     code passes, whatever changed in the template's text; other code with the recorded registers
     and shared memory is stale (its time is of another build: re-time it on the GPU), and with
     other resources fails; either is a warning where the NVRTC version differs from the record's.
     An older record without `code` is judged by its registers and shared memory and its `source`
-    hash, as before (see _judge_without_code)."""
-    rows, families = [], {}
+    hash, as before (see _judge_without_code). `progress(done, total)` is called after each.
+
+    Example:
+        rows = check_static("results", "nvidia-h100-80gb-hbm3")
+        failed = [r for r in rows if r.status == "fail"]
+    """
+    rows, families, todo = [], {}, []
     for _path, record in iter_records(root, gpu_slug):
         problem = Problem(**record["problem"])
         for fam_name, entry in record["families"].items():
@@ -49,18 +57,31 @@ def check_static(root: Path | str, gpu_slug: str, jobs: int | None = None) -> li
             try:
                 if fam_name not in families:
                     families[fam_name] = Family.load(fam_name)
-                resolved = families[fam_name].resolve(cfg)
-                limits = _limits(entry)
+                todo.append((base, problem, entry, cfg, families[fam_name].resolve(cfg), _limits(entry)))
             except UserError as exc:
                 rows.append(_with(base, "fail", str(exc)))
-                continue
-            (prep,) = prepare([cfg], problem, limits, limits.arch, families, jobs)
-            if prep.measurement is not None:
-                m = prep.measurement
-                rows.append(_with(base, "fail", f"{m.status.value}: {m.message}"))
-                continue
+    _compile_ahead([(resolved, limits.arch) for *_, resolved, limits in todo], jobs)
+    total = len(rows) + len(todo)
+    for base, problem, entry, cfg, resolved, limits in todo:
+        (prep,) = prepare([cfg], problem, limits, limits.arch, families, jobs)
+        if prep.measurement is not None:
+            m = prep.measurement
+            rows.append(_with(base, "fail", f"{m.status.value}: {m.message}"))
+        else:
             rows.append(_judge(base, entry, resolved, prep.spec, limits.arch))
+        if progress is not None:
+            progress(len(rows), total)
     return rows
+
+
+def _compile_ahead(configs: list, jobs: int | None) -> None:
+    """Every config built at once, on every core, into the compile cache, where the check then
+    finds it: one at a time, NVRTC keeps one core busy. A build that fails here fails again,
+    and is reported, in the check itself."""
+    from ..gpu.compile import compile_many
+    from ..kernels.render import DEFAULT_KERNEL, render
+
+    compile_many([(render(r), DEFAULT_KERNEL, r.family.compile_arch(arch)) for r, arch in configs], "sm_90", jobs)
 
 
 # Fresh builds tried before a record is called stale or failed. NVRTC does not always emit the
