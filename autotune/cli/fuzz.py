@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from ..core.types import Problem, UserError
-from .inputs import int_in
+from .inputs import every_few_seconds, int_in
 from .options import arch as sm_arch
 
 EPILOG = """examples:
@@ -161,7 +161,7 @@ def _precompile(cases, arch: str, args) -> None:
     for cfg in configs.values():
         resolved = cached_family(cfg.family).resolve(cfg)
         jobs.append((render(resolved), DEFAULT_KERNEL, resolved.family.compile_arch(arch)))
-    done = compile_many(jobs, arch)
+    done = compile_many(jobs, arch, progress=every_few_seconds("fuzz: compiling", "kernels", quiet=args.quiet))
     failed = sum(1 for d in done if isinstance(d, Exception))
     _say(args, f"fuzz: {len(jobs)} kernels compiled or found in the cache in {time.perf_counter() - t0:.0f} s"
          + (f", {failed} failed to compile" if failed else ""))  # fmt: skip

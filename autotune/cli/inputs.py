@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+import time
 from pathlib import Path
 
 from ..core.files import refuse_odd
@@ -320,3 +322,21 @@ def check_output_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise UserError(f"-o {path}: is a file, not a folder")
     writable_folder(path if path.exists() else path.parent, f"-o {path}")
+
+
+def every_few_seconds(what: str, unit: str, seconds: float = 5.0, quiet: bool = False):
+    """A progress callback `(done, total)` that says where a long command is, on stderr (stdout
+    keeps the command's answer alone), at most once every `seconds` and at the end.
+
+    Example:
+        rows = check_static(root, slug, progress=every_few_seconds("check --static", "configs"))
+    """
+    last = [time.monotonic()]
+
+    def say(done: int, total: int) -> None:
+        now = time.monotonic()
+        if not quiet and (now - last[0] >= seconds or done == total):
+            last[0] = now
+            print(f"{what}: {done}/{total} {unit}", file=sys.stderr, flush=True)
+
+    return say

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 
 from ..core.types import LAYOUTS, Problem, UserError
@@ -12,7 +10,7 @@ from ..kernels.counts import cached_valid, count_valid
 from ..kernels.family import Family, known_families
 from ..kernels.limits import profile_for_arch
 from ..kernels.space import Space
-from .inputs import check_output_dir, check_output_file, parse_problem
+from .inputs import check_output_dir, check_output_file, every_few_seconds, parse_problem
 from .options import arch, device, shape_args, tolerance
 
 
@@ -133,27 +131,13 @@ def _layout_list(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _every_few_seconds(what: str, unit: str, seconds: float = 5.0):
-    """A progress callback `(done, total)` that says where a long command is on stderr, at most
-    once every `seconds` and at the end (stdout keeps the command's answer alone)."""
-    last = [time.monotonic()]
-
-    def say(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= seconds or done == total:
-            last[0] = now
-            print(f"{what}: {done}/{total} {unit}", file=sys.stderr, flush=True)
-
-    return say
-
-
 def cmd_check(args) -> int:
     from ..records.check import check_gpu, check_static, format_rows
     from ..records.results import resolve_gpu
 
     slug = resolve_gpu(args.results, args.gpu)
     if args.static:
-        rows = check_static(args.results, slug, progress=_every_few_seconds("check --static", "configs"))
+        rows = check_static(args.results, slug, progress=every_few_seconds("check --static", "configs"))
     else:
         from ..search.evaluate import GPUEvaluator
 

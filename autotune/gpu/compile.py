@@ -15,7 +15,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from functools import cache
@@ -332,18 +332,26 @@ def compile_many(
     arch: str,
     workers: int | None = None,
     use_cache: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Compiled | CompileError]:
     """Compile (source, kernel) pairs in parallel threads (NVRTC releases the GIL); a job's
-    third element, where given, is its own target (a family built for sm_90a), else `arch`."""
+    third element, where given, is its own target (a family built for sm_90a), else `arch`.
+    `progress(done, total)` is called as each job ends (from the compiling threads)."""
     jobs = list(jobs)
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
     _nvrtc()  # loaded once, with its builtins, before the threads start (NVRTCMissing if absent)
+    ended, lock = [0], threading.Lock()
 
     def one(job):
         try:
             return compile_source(job[0], job[2] if len(job) > 2 else arch, job[1], use_cache=use_cache)
         except CompileError as exc:
             return exc
+        finally:
+            if progress is not None:
+                with lock:
+                    ended[0] += 1
+                    progress(ended[0], len(jobs))
 
     if workers == 1 or len(jobs) <= 1:
         return [one(j) for j in jobs]
