@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from .files import NotRegular, open_regular
+
 try:
     import fcntl
 except ImportError:  # not on Windows: there every process builds its own entries
@@ -94,12 +96,8 @@ def entry_lock(path: Path | None, wait_s: float = 300.0) -> Iterator[None]:
     if path is not None and fcntl is not None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            # No link followed, and a FIFO planted there cannot block the open.
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
-                fd = None
-        except (OSError, ValueError):
+            fd = open_regular(path, os.O_RDWR | os.O_CREAT)  # no link followed, no FIFO waited on
+        except (OSError, ValueError, NotRegular):
             fd = None
     held = False
     deadline = time.monotonic() + wait_s
