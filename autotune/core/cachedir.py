@@ -1,8 +1,8 @@
-"""autotune's caches on disk: NVRTC's cubins and reports (gpu/compile.py), counts of valid points
-(counts.py). They only save time, so a cache that cannot be used costs only that: one that
-cannot be read is a miss, one that cannot be written is skipped, silently, whatever the cause
-($AUTOTUNE_CACHE naming a file or a dangling link, a read-only or full disk, no home folder).
-No temporary file is ever left behind.
+"""autotune's caches on disk: NVRTC's cubins and reports, and counts of valid points.
+
+A cache only saves time, so one that cannot be used costs only that: a file that cannot be read
+is a miss, one that cannot be written is skipped silently, whatever the cause ($AUTOTUNE_CACHE
+naming a file, a read-only or full disk, no home folder). No temporary file is left behind.
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ except ImportError:  # not on Windows: there every process builds its own entrie
 
 
 def cache_root() -> Path | None:
-    """`$AUTOTUNE_CACHE`, else `$XDG_CACHE_HOME/autotune`, else `~/.cache/autotune`; None when
-    none can be named (no home folder)."""
+    """Return the cache root, or None when none can be named (no home folder).
+
+    It is `$AUTOTUNE_CACHE`, else `$XDG_CACHE_HOME/autotune`, else `~/.cache/autotune`.
+    """
     env = os.environ.get("AUTOTUNE_CACHE")
     if env:
         return Path(env)
@@ -39,13 +41,13 @@ def cache_root() -> Path | None:
 
 
 def cache_folder(name: str) -> Path | None:
-    """One cache's folder under the root (not made here: the first write makes it)."""
+    """Return one cache's folder under the root (not made here: the first write makes it)."""
     root = cache_root()
     return None if root is None else root / name
 
 
 def read_bytes(path: Path | None) -> bytes | None:
-    """A cache file's bytes, or None (a miss) when it cannot be read as a regular file."""
+    """Return a cache file's bytes, or None (a miss) when it cannot be read as a regular file."""
     if path is None:
         return None
     try:
@@ -60,9 +62,11 @@ def read_bytes(path: Path | None) -> bytes | None:
 
 
 def write_atomic(path: Path | None, data: bytes) -> bool:
-    """Write a cache file whole or not at all (written beside it, then renamed: a concurrent
-    reader never sees half of it); make its folder if need be. False when it could not be. The
-    file gets the mode the umask gives, as any other: a cache may be shared by a team."""
+    """Write a cache file whole or not at all (making its folder); False when it could not.
+
+    It is written beside its place, then renamed, so a concurrent reader never sees half of it. The
+    file gets the mode the umask gives, as any other: a cache may be shared by a team.
+    """
     if path is None:
         return False
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
@@ -83,10 +87,11 @@ def write_atomic(path: Path | None, data: bytes) -> bool:
 
 @contextlib.contextmanager
 def entry_lock(path: Path | None, wait_s: float = 300.0) -> Iterator[None]:
-    """Held while one process builds a cache entry, so that others wanting the same entry wait for
-    it and read it instead of building it again (the GPU suite's shards, or test workers, compile
-    the same kernels at the same time). Never an error: where the lock cannot be had (no folder,
-    a read-only disk, no fcntl) or is held past `wait_s` (a stuck builder), the caller builds.
+    """Hold a lock while one process builds a cache entry, so that others wait and read it instead.
+
+    The GPU suite's shards, or test workers, compile the same kernels at the same time. Never an
+    error: where the lock cannot be had (no folder, a read-only disk, no fcntl) or is held past
+    `wait_s` (a stuck builder), the caller builds.
 
     Example:
         with entry_lock(folder / f"{key}.lock"):

@@ -1,10 +1,11 @@
-"""Files in a folder others can write (a results folder is committed, shared and passed around):
-each one autotune opens or creates there is a regular file of its own, never a symbolic link
-followed (a planted link would have autotune write into whatever it points to, another
-program's database, or create a file there) and never a pipe or a device (opening a pipe waits
-for a writer, for ever). What is there instead is one UserError naming it, said before any work
-when the caller checks first (`refuse_odd`), and at the latest when the file is opened
-(`open_regular`, which does not follow a link nor wait on a pipe)."""
+"""Files in a folder others can write: each one autotune opens there is a regular file of its own.
+
+A results folder is committed, shared and passed around, so a file there is never a symbolic link
+followed (a planted link would have autotune write into whatever it points to) and never a pipe
+or a device (opening a pipe waits for a writer, for ever). What is there instead is one UserError
+naming it: before any work when the caller checks first (`refuse_odd`), and at the latest when
+the file is opened (`open_regular`).
+"""
 
 from __future__ import annotations
 
@@ -17,15 +18,14 @@ from .types import UserError
 
 
 def file_kind(mode: int) -> str:
-    """What a file of this mode is, in words ('a symbolic link', 'a pipe', 'a folder', ...)."""
+    """Say what a file of this mode is, in words ('a symbolic link', 'a pipe', 'a folder', ...)."""
     kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a pipe"))
     kinds += ((stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
     return next((name for test, name in kinds if test(mode)), "not a plain file")
 
 
 def odd_kind(path: Path | str) -> str | None:
-    """What stands at `path` when it is not a regular file (a link is not followed); None when
-    a regular file or nothing is there."""
+    """Say what stands at `path` if not a regular file (a link is not followed); else None."""
     try:
         mode = os.lstat(path).st_mode
     except OSError:  # nothing there, or nothing that can be looked at: opening it says why
@@ -42,7 +42,7 @@ class NotRegular(UserError):
 
 
 def refuse_odd(path: Path | str) -> None:
-    """Nothing, or a regular file, at `path`; anything else is NotRegular."""
+    """Check that nothing, or a regular file, is at `path`; anything else raises NotRegular."""
     kind = odd_kind(path)
     if kind is not None:
         raise NotRegular(path, kind)
@@ -52,10 +52,15 @@ _FLAGS = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(o
 
 
 def open_regular(path: Path | str, flags: int, mode: int = 0o666) -> int:
-    """`os.open(path, flags, mode)` of a regular file only: a symbolic link at `path` is not
-    followed, and a pipe or a device not opened, or not waited on when one replaced the file
-    since it was looked at (NotRegular); the descriptor is blocking as usual once open. Other
-    failures are the OSError as raised."""
+    """Return `os.open(path, flags, mode)` of a regular file only.
+
+    A symbolic link at `path` is not followed, and a pipe or a device is not opened, nor waited on
+    when one replaced the file since it was looked at. The descriptor is blocking as usual once open.
+
+    Raises:
+        NotRegular: Something other than a regular file stands at `path`.
+        OSError: Any other failure, as raised.
+    """
     refuse_odd(path)
     try:
         fd = os.open(path, flags | _FLAGS, mode)

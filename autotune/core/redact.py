@@ -1,6 +1,8 @@
-"""Credentials out of what is printed or stored: a storage URL's password (`--storage
-postgresql://user:PASSWORD@host/db`, or `?password=...`) becomes '***' wherever a URL, a command
-line or an error message reaches a record, a log line or the terminal."""
+"""Credentials out of what is printed or stored: a storage URL's password becomes '***'.
+
+This covers `--storage postgresql://user:PASSWORD@host/db` and `?password=...`, wherever a URL,
+a command line or an error message reaches a record, a log line or the terminal.
+"""
 
 from __future__ import annotations
 
@@ -26,13 +28,15 @@ _PARAM = re.compile(r"((?:^|[?&;\s])" + _KEYS + r"=)([^&;\s'\"]*)", re.IGNORECAS
 
 
 def url(text: str) -> str:
-    """One URL (a storage URL, or one argument of a command line), its credentials masked."""
+    """Mask the credentials of one URL (a storage URL, or one argument of a command line)."""
     return _mask(text, whole=True)
 
 
 def text(message: str, secrets: Iterable[str | None] = ()) -> str:
-    """Free text (an error message, a joined command line): every URL in it masked, and any of
-    `secrets` (the passwords of the URLs it may quote) masked wherever it stands."""
+    """Mask every URL in free text (an error message, a joined command line), and any of `secrets`.
+
+    `secrets` are the passwords of the URLs the text may quote; they are masked wherever they stand.
+    """
     for secret in secrets:
         if secret and len(secret) >= 3:  # a one- or two-letter password would mask half the text
             message = message.replace(secret, MASK)
@@ -40,13 +44,15 @@ def text(message: str, secrets: Iterable[str | None] = ()) -> str:
 
 
 def argv(args: Sequence[str]) -> list[str]:
-    """A command line's arguments, each masked as a URL (an argument may hold spaces)."""
+    """Mask each of a command line's arguments as a URL (an argument may hold spaces)."""
     return [url(a) for a in args]
 
 
 def secrets(storage_url: str) -> list[str]:
-    """The passwords a URL carries (in its user part or its query), as written and decoded: to
-    mask in a message that quotes them otherwise (a driver's own text)."""
+    """Return the passwords a URL carries (in its user part or its query), as written and decoded.
+
+    They are for masking a message that quotes them otherwise (a driver's own text).
+    """
     found = [m.group(2) for m in _PARAM.finditer(storage_url)]
     m = re.match(_USERINFO + r"(.*)@", storage_url, re.DOTALL)
     found += [m.group(2)] if m else []
@@ -54,9 +60,11 @@ def secrets(storage_url: str) -> list[str]:
 
 
 def _mask(s: str, whole: bool) -> str:
-    """`s` with each URL's password and each password parameter masked, in time linear in its
-    length. A password runs to the last '@' of the string (`whole`: one URL, which may hold
-    spaces) or of its word (free text: up to a blank or a quote)."""
+    """Return `s` with each URL's password and each password parameter masked, in linear time.
+
+    A password runs to the last '@' of the string (`whole`: one URL, which may hold spaces) or of
+    its word (free text: up to a blank or a quote).
+    """
     out, done, pos = [], 0, 0
     end = at = -1  # the end of the word the last user part was in, and the last '@' in it after it
     while m := _START.search(s, pos):

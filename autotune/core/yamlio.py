@@ -1,8 +1,8 @@
 """YAML in, with its lines kept: duplicate keys are errors, and later checks can name the line.
 
 Every YAML the tool reads (spaces, seeds, a template's declaration) goes through here: safe
-loading only (no tags that run code), text that must be UTF-8, and mappings that remember where
-each key stood, so that a schema error says `file:line` and not just `file`.
+loading only, text that must be UTF-8, and mappings that remember where each key stood, so that
+a schema error says `file:line` and not just `file`.
 """
 
 from __future__ import annotations
@@ -65,9 +65,17 @@ SHOWN_CHARS = 80  # of a value quoted in an error message
 
 
 def parse(text: str, where: str, first_line: int = 1) -> Any:
-    """YAML text -> Python data (mappings as `Mapping`); bad YAML is one UserError naming `where`
-    and the line. Text above MAX_TEXT_CHARS, or whose aliases expand past MAX_EXPANDED, is
-    refused before it is built."""
+    """Parse YAML text into Python data, mappings as `Mapping`.
+
+    Args:
+        text: The YAML text.
+        where: What to name in an error (usually the file).
+        first_line: The line of the text's first line in its file.
+
+    Raises:
+        UserError: Bad YAML (naming `where` and the line), or text above MAX_TEXT_CHARS, or whose
+            aliases expand past MAX_EXPANDED (refused before it is built).
+    """
     if len(text) > MAX_TEXT_CHARS:
         raise UserError(f"{where}: {len(text):,} characters of YAML, more than the {MAX_TEXT_CHARS:,} read")
     loader = None
@@ -103,16 +111,18 @@ MAX_INPUT_BYTES = 64 << 20
 
 
 def _cut(text: str, limit: int = 200) -> str:
-    """The first line of a parser's message, cut to `limit` characters (it may quote the text)."""
+    """Return the first line of a parser's message, cut to `limit` characters."""
     first = (text.splitlines() or [""])[0]
     return first if len(first) <= limit else first[: limit - 3] + "..."
 
 
 def _expanded(root: yaml.Node, where: str, first_line: int) -> int:
-    """The size of a composed document with every alias expanded (a node counts 1, a scalar
-    its characters too), counted once per distinct node: linear in the text, whatever the
-    expansion. Stops counting past MAX_EXPANDED. An alias inside the node it names (`&x [16,
-    *x]`) would expand for ever: a UserError naming `where` and the anchor's line."""
+    """Return the size of a composed document with every alias expanded, stopping past MAX_EXPANDED.
+
+    A node counts 1, a scalar its characters too; each distinct node is counted once, so the count
+    is linear in the text whatever the expansion. An alias inside the node it names (`&x [16, *x]`)
+    would expand for ever: a UserError naming `where` and the anchor's line.
+    """
     size: dict[int, int] = {}
     open_: set[int] = set()  # the nodes being counted: the path from the root to the one on top
     stack = [(root, False)]
@@ -138,9 +148,11 @@ def _expanded(root: yaml.Node, where: str, first_line: int) -> int:
 
 
 def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
-    """`repr(value)` for an error message, cut to `limit` characters: a value from a file may be
-    as long as the file, or (aliases) far longer. Containers are rendered only as far as the
-    limit reaches."""
+    """Return `repr(value)` for an error message, cut to `limit` characters.
+
+    A value from a file may be as long as the file, or (aliases) far longer: containers are rendered
+    only as far as the limit reaches.
+    """
     out: list[str] = []
     left = [limit + 1]
 
@@ -174,9 +186,11 @@ def shown(value: Any, limit: int = SHOWN_CHARS) -> str:
 
 
 def read_text(path: Path | str) -> str:
-    """A text file that must be UTF-8; any failure is one UserError naming it. A pipe is read to
-    its end (`--shapes-file <(...)`), and one that nothing writes to reads as empty instead of
-    waiting for ever."""
+    """Read a text file that must be UTF-8; any failure is one UserError naming it.
+
+    A pipe is read to its end (`--shapes-file <(...)`), and one that nothing writes to reads as empty
+    instead of waiting for ever.
+    """
     try:
         # Not blocking in open: a FIFO's open would wait for a writer.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
@@ -197,19 +211,19 @@ def read_text(path: Path | str) -> str:
 
 
 def read(path: Path | str) -> Any:
-    """A YAML file through the safe loader; a missing file, bad text or bad YAML is one UserError."""
+    """Read a YAML file with the safe loader; a missing file, bad text or YAML is a UserError."""
     return parse(read_text(path), str(path))
 
 
 def where(path: str, data: Any, key: Any = None) -> str:
-    """`path:line` of `key` in `data` (a Mapping), or of `data` itself; `path` when unknown."""
+    """Return `path:line` of `key` in `data` (a Mapping), or of `data`; `path` when unknown."""
     if isinstance(data, Mapping):
         return f"{path}:{data.line_of(key) if key is not None else data.line}"
     return path
 
 
 def check_keys(data: Any, allowed: tuple[str, ...], path: str, what: str) -> None:
-    """`data` is a mapping whose keys are all among `allowed`."""
+    """Check that `data` is a mapping whose keys are all among `allowed`."""
     if not isinstance(data, dict):
         raise UserError(f"{where(path, data)}: {what} must be a mapping (keys: {', '.join(allowed)})")
     for key in data:
