@@ -1,4 +1,4 @@
-"""NVRTC compile to a cubin, with the ptxas resource report. Needs NVRTC, not a GPU.
+"""NVRTC compile to a cubin, with the ptxas resource report; needs NVRTC, not a GPU.
 
 NVRTC comes with CuPy's CUDA wheels (`cupy_backends.cuda.libs.nvrtc`); compiling for a given
 `--arch` works on a machine without a GPU, so CI checks registers and spills of every
@@ -34,8 +34,10 @@ _USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
 
 
 class CompileError(Exception):
-    """NVRTC rejected the source: the message holds the first lines of its log (errors
-    first), `log` the whole of it."""
+    """NVRTC rejected the source.
+
+    The message holds the first lines of its log (errors first), `log` the whole of it.
+    """
 
     def __init__(self, message: str, log: str = ""):
         super().__init__(message)
@@ -73,14 +75,13 @@ _loaded = None  # CuPy's NVRTC binding, once NVRTC and its builtins are in the p
 _held: list = []  # libraries loaded here, kept for the life of the process
 
 
+# CuPy loads libnvrtc at its first call, unlocked, through cuda-pathfinder, which (1.9) maps
+# libnvrtc and only then preloads the builtins. A thread that comes between the two finds libnvrtc
+# "already loaded", skips the preload, and its compile fails with `failed to open
+# libnvrtc-builtins.so.13.0` (see _hold_builtins). So the first load happens here, under a lock,
+# and compile_many makes it before its threads start.
 def _nvrtc():
-    """CuPy's NVRTC binding with libnvrtc and its builtins loaded: once per process, in one thread.
-
-    CuPy loads libnvrtc at its first call, unlocked, through cuda-pathfinder, which (1.9) maps
-    libnvrtc and only then preloads the builtins. A thread that comes between the two finds
-    libnvrtc "already loaded", skips the preload, and its compile fails with `failed to open
-    libnvrtc-builtins.so.13.0` (see _hold_builtins). So the first load happens here, under a
-    lock, and compile_many makes it before its threads start."""
+    """Return CuPy's NVRTC binding with libnvrtc and its builtins loaded, once per process."""
     global _loaded
     if _loaded is None:
         with _LOAD_LOCK:
@@ -119,7 +120,7 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _mapped(prefix: str) -> list[str]:
-    """Paths of the files mapped into this process whose name starts with `prefix` (Linux)."""
+    """Return the paths of files mapped into this process whose name starts with `prefix`."""
     paths = set()
     try:
         with open("/proc/self/maps") as f:
@@ -132,18 +133,17 @@ def _mapped(prefix: str) -> list[str]:
     return sorted(p for p in paths if os.path.basename(p).startswith(prefix))
 
 
+# At its first compile NVRTC dlopens `libnvrtc-builtins.so.<major>.<minor>` by bare name. The
+# libnvrtc.so.13 of the nvidia-cuda-nvrtc 13.0 wheel has no RUNPATH, so the loader looks in
+# LD_LIBRARY_PATH, the ld.so cache and /lib, /usr/lib, never beside libnvrtc: the compile works only
+# if the builtins are in the process already (cuda-pathfinder's preload) or a CUDA toolkit is on the
+# system path. pathfinder skips the preload when libnvrtc is mapped before its own load: by another
+# thread (see _nvrtc) or by another package (numba, cuda-python...); then every compile fails.
+# Loading the sibling here completes the first load whoever mapped libnvrtc. A compile that still
+# cannot open its builtins fails with NVRTC's message: a retry would only hide an install that
+# cannot work.
 def _hold_builtins(nvrtc) -> None:
-    """Load libnvrtc-builtins beside the libnvrtc CuPy uses, unless it is in the process already.
-
-    At its first compile NVRTC dlopens `libnvrtc-builtins.so.<major>.<minor>` by bare name. The
-    libnvrtc.so.13 of the nvidia-cuda-nvrtc 13.0 wheel has no RUNPATH, so the loader looks in
-    LD_LIBRARY_PATH, the ld.so cache and /lib, /usr/lib, never beside libnvrtc: the compile
-    works only if the builtins are in the process already (cuda-pathfinder's preload) or a CUDA
-    toolkit is on the system path. pathfinder skips the preload when libnvrtc is mapped before
-    its own load: by another thread (see _nvrtc) or by another package (numba, cuda-python...);
-    then every compile fails. Loading the sibling here completes the first load whoever mapped
-    libnvrtc. A compile that still cannot open its builtins fails with NVRTC's message: a retry
-    would only hide an install that cannot work."""
+    """Load libnvrtc-builtins beside the libnvrtc CuPy uses, unless it is in the process already."""
     if not sys.platform.startswith("linux"):
         return
     major, minor = nvrtc.getVersion()
@@ -166,7 +166,7 @@ def nvrtc_version() -> str:
 
 
 def parse_resources(log: str, kernel: str) -> Resources:
-    """Registers, spills, stack and static shared memory of `kernel` from a ptxas -v log."""
+    """Return registers, spills, stack and static shared memory of `kernel` from a ptxas -v log."""
     current, found = None, {}
     for line in log.splitlines():
         if m := _ENTRY.search(line):
@@ -191,7 +191,7 @@ def parse_resources(log: str, kernel: str) -> Resources:
 
 
 def cache_dir() -> Path | None:
-    """NVRTC's cache folder (cachedir.py): None when there is none."""
+    """Return NVRTC's cache folder (cachedir.py), or None when there is none."""
     return cache_folder("nvrtc")
 
 
@@ -200,8 +200,10 @@ def _options(arch: str, options: Sequence[str]) -> list[str]:
 
 
 def cache_key(source: str, arch: str, kernel: str, options: Sequence[str] = ()) -> str:
-    """The name of a compile's entry in the cache (`<key>.json` and `<key>.cubin`): a hash of
-    NVRTC's version, the kernel, the options and the source."""
+    """Return the name of a compile's entry in the cache (`<key>.json` and `<key>.cubin`).
+
+    It is a hash of NVRTC's version, the kernel, the options and the source.
+    """
     opts = _options(arch, options)
     return hashlib.sha256("\0".join([nvrtc_version(), kernel, *opts, source]).encode()).hexdigest()[:32]
 
@@ -229,7 +231,7 @@ def compile_source(
 
 
 def _from_cache(cdir: Path, key: str, kernel: str, arch: str) -> Compiled | None:
-    """The cache's entry for `key`, or None for a miss (a damaged entry is one: `_cached`)."""
+    """Return the cache's entry for `key`, or None for a miss (a damaged entry is one)."""
     hit = _cached(read_bytes(cdir / f"{key}.json"), read_bytes(cdir / f"{key}.cubin"))
     return None if hit is None else Compiled(hit[0], kernel, arch, hit[1], hit[2], 0.0, True)
 
@@ -275,9 +277,10 @@ def _libnvrtc():
         return None
 
 
+# CuPy's getCUBIN treats the buffer as a C string and drops its last byte; the driver tolerates
+# that, but cuobjdump and nvdisasm reject the file.
 def _get_cubin(nvrtc, prog) -> bytes:
-    """The whole cubin. CuPy's getCUBIN drops the last byte (it treats the buffer as a C
-    string); the driver tolerates that, but cuobjdump and nvdisasm reject the file."""
+    """Return the whole cubin (CuPy's getCUBIN drops the last byte, which cuobjdump needs)."""
     cubin = nvrtc.getCUBIN(prog)
     lib = _libnvrtc()
     if lib is not None:
@@ -291,19 +294,18 @@ def _get_cubin(nvrtc, prog) -> bytes:
 
 
 def _first_error(log: str, lines: int = 3) -> str:
-    """The first few lines of an NVRTC log, its error lines first, joined by ' | ': enough to
-    tell one compile failure from another in a one-line reason."""
+    """Return an NVRTC log's first lines, errors first, joined by ' | ' for a one-line reason."""
     text = [ln.strip() for ln in log.splitlines() if ln.strip().strip("^") and not ln.startswith("Remark")]
     errors = [ln for ln in text if _ERROR_LINE.search(ln)]
     picked = (errors + [ln for ln in text if ln not in errors])[:lines]
     return " | ".join(picked) if picked else "no log"
 
 
+# A damaged entry (not JSON, a field missing, extra or of another type, a cubin that is not an ELF
+# image) is a miss, which the compile that follows writes again: anyone who can write the cache
+# folder can damage it, and a damaged entry must cost a compile, not a traceback or a wrong count.
 def _cached(raw: bytes | None, cubin: bytes | None) -> tuple[bytes, Resources, str] | None:
-    """A cache entry's cubin, resources and log, or None for a miss: no entry, or a damaged one
-    (not JSON, a field missing, extra or of another type, a cubin that is not an ELF image),
-    which the compile that follows writes again: anyone who can write the cache folder can
-    damage it, and a damaged entry must cost a compile, not a traceback or a wrong count."""
+    """Return a cache entry's cubin, resources and log, or None for a miss (none, or damaged)."""
     if raw is None or cubin is None or not cubin.startswith(b"\x7fELF"):
         return None
     try:
@@ -334,9 +336,19 @@ def compile_many(
     use_cache: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[Compiled | CompileError]:
-    """Compile (source, kernel) pairs in parallel threads (NVRTC releases the GIL); a job's
-    third element, where given, is its own target (a family built for sm_90a), else `arch`.
-    `progress(done, total)` is called as each job ends (from the compiling threads)."""
+    """Compile (source, kernel) pairs in parallel threads (NVRTC releases the GIL).
+
+    Args:
+        jobs: (source, kernel) pairs; a third element, where given, is the job's own target (a
+            family built for sm_90a), else `arch`.
+        arch: The target, e.g. 'sm_90'.
+        workers: Threads (default: one per job, at most one per core).
+        use_cache: Read and write the on-disk cache.
+        progress: Called as `progress(done, total)` as each job ends (from the compiling threads).
+
+    Returns:
+        A Compiled or a CompileError per job, in order.
+    """
     jobs = list(jobs)
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
     _nvrtc()  # loaded once, with its builtins, before the threads start (NVRTCMissing if absent)

@@ -1,21 +1,9 @@
 """What a record names as "the kernel that ran": a hash of the compiled machine code.
 
-A template may be reworded, split into includes or have a dead branch removed; where NVRTC
-still emits the same instructions, every record measured on the old text is still a
-measurement of the kernel that runs now. So a record keeps a digest of the cubin's code, and
+A template may be reworded, split into includes or have a dead branch removed; where NVRTC still
+emits the same instructions, every record measured on the old text still measures the kernel
+that runs now. So a record keeps a digest of the cubin's code (`code_digest`), and
 `check --static` compares that, not the source text.
-
-The digest covers, for each kernel of the module: its instructions (`.text.<kernel>`), its
-parameter bank (`.nv.constant0.<kernel>`, sizes and offsets of the arguments), its other constant
-and global data, and its static shared memory (`.nv.shared.<kernel>`, by size: no bytes). It
-leaves out the ELF bookkeeping that moves when an unrelated kernel is added to the module: the
-symbol and string tables, relocation tables, and `.nv.info.*` (attribute records that name
-symbols by index). Registers and spills, which `.nv.info` also holds, are compared on their
-own from ptxas's report.
-
-On the GPU machines NVRTC can serve a module from its cache with an empty log; compile.py then
-appends an empty `autotune_nonce_*` kernel to get ptxas's report. That kernel's sections are
-left out, so its cubin digests as the one without it.
 """
 
 from __future__ import annotations
@@ -29,11 +17,12 @@ _NOBITS = 8  # SHT_NOBITS: a section with a size and no bytes in the file
 
 
 class NotACubin(ValueError):
+    """The bytes are not a well-formed 64-bit ELF image."""
     pass
 
 
 def sections(cubin: bytes) -> list[tuple[str, int, bytes | None, int]]:
-    """(name, type, bytes or None for NOBITS, size) of each section of a 64-bit ELF image."""
+    """Return (name, type, bytes or None for NOBITS, size) of each section of a 64-bit ELF image."""
     if cubin[:5] != b"\x7fELF\x02" or len(cubin) < 64:
         raise NotACubin("not a 64-bit ELF image")
     try:
@@ -56,8 +45,18 @@ def sections(cubin: bytes) -> list[tuple[str, int, bytes | None, int]]:
         raise NotACubin(f"a damaged ELF image ({exc})") from None
 
 
+# The digest covers, for each kernel of the module: its instructions (`.text.<kernel>`), its
+# parameter bank (`.nv.constant0.<kernel>`, sizes and offsets of the arguments), its other constant
+# and global data, and its static shared memory (`.nv.shared.<kernel>`, by size: no bytes). It
+# leaves out the ELF bookkeeping that moves when an unrelated kernel is added to the module: the
+# symbol and string tables, relocation tables, and `.nv.info.*` (attribute records that name
+# symbols by index). Registers and spills, which `.nv.info` also holds, are compared on their own
+# from ptxas's report.
+# On the GPU machines NVRTC can serve a module from its cache with an empty log; compile.py then
+# appends an empty `autotune_nonce_*` kernel to get ptxas's report. That kernel's sections are left
+# out, so its cubin digests as the one without it.
 def code_digest(cubin: bytes) -> str:
-    """16 hex digits naming the machine code of every kernel in `cubin` (see the module's doc)."""
+    """Return 16 hex digits naming the machine code of every kernel in `cubin`."""
     h = hashlib.sha256()
     kept = sorted(
         (name, typ, data, size)

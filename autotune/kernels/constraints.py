@@ -1,6 +1,8 @@
-"""The static filter: the rules a config must pass before it is compiled (a template's
-constraints, its architecture, the device's limits on threads and shared memory) and after (the
-registers and spills ptxas reports)."""
+"""The static filter: the rules a config must pass before it is compiled, and after.
+
+Before: a template's constraints, its architecture, the device's limits on threads and shared
+memory. After: the registers and spills ptxas reports.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +15,11 @@ from .limits import DeviceLimits
 
 @dataclass(frozen=True)
 class Constraint:
-    """A named rule over a config; `check` returns None or the reason it fails; `holds` only
-    whether it passes (the enumeration asks millions of times and needs no reason)."""
+    """A named rule over a config.
+
+    `check` returns None or the reason it fails; `holds` only whether it passes (the enumeration
+    asks millions of times and needs no reason).
+    """
 
     label: str
     names: frozenset[str]  # template names (params or derived) it reads
@@ -36,7 +41,7 @@ def template_constraint(expr, why: str) -> Constraint:
 
 
 def arch_constraint(arch: str) -> Constraint:
-    """A family built for an architecture-specific target (sm_90a) runs only on that architecture."""
+    """Return the rule that a family built for an arch-specific target (sm_90a) runs only there."""
 
     def check(_env: Mapping[str, Any], lim: DeviceLimits) -> str | None:
         if lim.arch == arch.removesuffix("a"):
@@ -47,7 +52,7 @@ def arch_constraint(arch: str) -> Constraint:
 
 
 def device_constraints() -> list[Constraint]:
-    """The rules every family obeys, over its declared THREADS and SMEM_BYTES."""
+    """Return the rules every family obeys, over its declared THREADS and SMEM_BYTES."""
 
     def threads_max(env, lim):
         t = env["THREADS"]
@@ -71,7 +76,7 @@ def device_constraints() -> list[Constraint]:
 
 
 def resource_violations(registers: int, spill_bytes: int, threads: int, limits: DeviceLimits) -> list[str]:
-    """The post-compile part of the static filter (from the ptxas report)."""
+    """Return the post-compile part of the static filter's verdict (from the ptxas report)."""
     out = []
     if spill_bytes:
         out.append(f"spills {spill_bytes} bytes to local memory")

@@ -1,10 +1,8 @@
 """How many points of a space pass the static filter, remembered between runs.
 
-Counting enumerates and filters the whole space (10 million points for warptile's default
-space: 1-2 s), so `autotune list` takes counts from this cache and computes them only when asked
-(`--count`); a dry run, which enumerates anyway, stores what it counted. A count is
-keyed by the family's template text (its fingerprint), the space's value lists, the device
-limits and the code of the filter itself, so any of them changing makes it unknown again.
+Counting enumerates and filters the whole space (10 million points for warptile's default space:
+1-2 s), so `autotune list` takes counts from this cache and computes them only when asked
+(`--count`); a dry run, which enumerates anyway, stores what it counted.
 """
 
 from __future__ import annotations
@@ -21,8 +19,7 @@ from .space import Space
 
 
 def cache_dir() -> Path | None:
-    """Beside the NVRTC cache (cachedir.py: `$AUTOTUNE_CACHE`, else the XDG cache folder); None
-    when there is none."""
+    """Return the counts folder beside the NVRTC cache (cachedir.py), or None when there is none."""
     return cache_folder("counts")
 
 
@@ -34,7 +31,10 @@ def _filter_code() -> str:
     return h.hexdigest()
 
 
+# A count is keyed by the family's template text (its fingerprint), the space's value lists, the
+# device limits and the code of the filter itself, so any of them changing makes it unknown again.
 def count_key(sp: Space, lim: DeviceLimits) -> str:
+    """Return the cache key of a space's count under a device's limits."""
     blob = json.dumps(
         {"template": sp.family.fingerprint, "values": sp.values, "limits": lim.to_dict(), "filter": _filter_code()},
         sort_keys=True,
@@ -48,7 +48,7 @@ def _entry(sp: Space, lim: DeviceLimits) -> Path | None:
 
 
 def cached_valid(sp: Space, lim: DeviceLimits) -> int | None:
-    """The stored count of statically valid points, or None when it was never counted."""
+    """Return the stored count of statically valid points, or None when it was never counted."""
     raw = read_bytes(_entry(sp, lim))
     try:
         valid = json.loads(raw)["valid"] if raw is not None else None

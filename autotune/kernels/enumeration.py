@@ -1,6 +1,8 @@
-"""A space's statically valid points, all of them: a walk over the parameters done level by
-level on columns of value codes, each rule evaluated once per distinct combination of the
-values it reads; with how many points each rule removed."""
+"""A space's statically valid points, all of them, with how many points each rule removed.
+
+The walk over the parameters is done level by level on columns of value codes, each rule
+evaluated once per distinct combination of the values it reads.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Enumeration:
+    """A space's valid points, its size, and how many points each rule removed."""
     valid: list[Config]
     total: int
     rejected: collections.Counter = field(default_factory=collections.Counter)  # label -> points removed
@@ -31,21 +34,22 @@ class Enumeration:
         return self.rejected.most_common(n)
 
 
+# Level by level over the parameters: the surviving prefixes times the next parameter's values,
+# as columns of value codes. Each derived value and rule is computed when every parameter it reads
+# is fixed, once per distinct combination of what it reads among the rows (a rule reads a few
+# names, so a handful of calls cover hundreds of thousands of rows), and a rule sees only the rows
+# that passed the rules before it; so a subtree is cut at once and counted against the first rule
+# that cut it, as a walk would. A walk in Python, one point at a time, took 7-10 s for warptile's
+# 600,000 valid points: most of a search's start-up, and paid again by every worker.
 def enumerate_space(family: Family, values: dict[str, list[Any]], limits: DeviceLimits, where: str = "") -> Enumeration:
-    """All statically valid points, in the order of a depth-first walk over the parameters
-    (declaration order, each value list in order), with how many points each rule removed.
-    A space of more than MAX_POINTS points, one whose rules the filter would evaluate more than
-    MAX_EVALS times or with more than MAX_VALID valid points is a UserError (naming `where`,
-    the space's file) before its points are made.
+    """Return all statically valid points in depth-first walk order, with what each rule removed.
 
-    Level by level over the parameters: the surviving prefixes times the next parameter's
-    values, as columns of value codes. Each derived value and rule is computed when every
-    parameter it reads is fixed, once per distinct combination of what it reads among the
-    rows (a rule reads a few names, so a handful of calls cover hundreds of thousands of
-    rows), and a rule sees only the rows that passed the rules before it; so a subtree is
-    cut at once and counted against the first rule that cut it, as a walk would. A walk in
-    Python, one point at a time, took 7-10 s for warptile's 600,000 valid points: most of a
-    search's start-up, and paid again by every worker.
+    The walk takes the parameters in declaration order, each value list in order.
+
+    Raises:
+        UserError: The space has more than MAX_POINTS points, or its rules would be evaluated more
+            than MAX_EVALS times, or it has more than MAX_VALID valid points (naming `where`, the
+            space's file), before its points are made.
     """
     total = check_size(family.name, values, where)
     order = list(values)
@@ -103,14 +107,14 @@ MAX_VALID = 4_000_000
 
 
 class _Spent:
-    """What one enumeration has spent against MAX_EVALS and MAX_VALID: a UserError past either."""
+    """Count what one enumeration spends against MAX_EVALS and MAX_VALID; UserError past either."""
 
     def __init__(self, family: str, total: int, where: str):
         self.family, self.total, self.where = family, total, where
         self.evals = self.rows = 0
 
     def evaluations(self, n: int) -> None:
-        """`n` more evaluations of a rule or derived value: refused before they are made."""
+        """Count `n` more evaluations of a rule or derived value, refused before they are made."""
         self.evals += n
         if self.evals > MAX_EVALS:
             raise UserError(
@@ -119,7 +123,7 @@ class _Spent:
             )
 
     def held(self, rows: int) -> None:
-        """`rows` more valid points, still columns: refused before any Config is made of them."""
+        """Count `rows` more valid points, still columns, refused before any Config is made."""
         self.rows += rows
         if self.rows > MAX_VALID:
             raise UserError(
@@ -129,8 +133,11 @@ class _Spent:
 
 
 def check_size(family: str, values: dict[str, list[Any]], where: str = "") -> int:
-    """The number of points of a space (the product of its value lists' lengths, before the
-    static filter); a UserError naming `where` when it is more than MAX_POINTS."""
+    """Return the number of points of a space, before the static filter.
+
+    That is the product of its value lists' lengths; a UserError naming `where` when it is more
+    than MAX_POINTS.
+    """
     total = math.prod(len(v) for v in values.values())
     if total > MAX_POINTS:
         raise UserError(
@@ -145,8 +152,10 @@ def _at(where: str) -> str:
 
 
 def _levels(family: Family, order: list[str]) -> tuple[dict[int, list], dict[int, list]]:
-    """The level (index in `order`) at which each derived value and each rule is computed: that
-    of the deepest parameter it reads, directly or through the derived values it reads."""
+    """Return the level (index in `order`) at which each derived value and each rule is computed.
+
+    That is the level of the deepest parameter it reads, directly or through derived values.
+    """
     depth_of = {p: i for i, p in enumerate(order)}
     deps: dict[str, set[str]] = {p: {p} for p in order}
     derived = list(family.derived.items()) + [("DYNAMIC_SMEM", family.launch.dynamic_smem)]
@@ -170,9 +179,10 @@ CHUNK_ROWS = 4_000_000  # rows of an enumeration's level at most (warptile's lar
 
 @contextlib.contextmanager
 def _no_gc():
-    """Hundreds of thousands of objects made at once, none of them garbage: without the cyclic
-    collector's passes over them (which it makes every 700 allocations) the configs of a big
-    space are made 4x faster."""
+    """Hold off the cyclic garbage collector while many objects, none of them garbage, are made.
+
+    Without its passes (every 700 allocations) the configs of a big space are made 4x faster.
+    """
     was = gc.isenabled()
     gc.disable()
     try:
@@ -183,8 +193,11 @@ def _no_gc():
 
 
 class _Columns:
-    """Rows of a space's enumeration as columns: per name, an array of codes into that name's
-    list of values (a parameter's value list; a derived name's distinct values)."""
+    """Rows of a space's enumeration as columns of codes, one array per name.
+
+    Each code indexes that name's list of values (a parameter's value list; a derived name's
+    distinct values).
+    """
 
     def __init__(self, spent: _Spent | None = None):
         self.codes: dict[str, np.ndarray] = {}
@@ -193,7 +206,7 @@ class _Columns:
         self.spent = spent  # charged for each combination evaluated
 
     def extend(self, name: str, values: list) -> None:
-        """Every row times every value of `name`, in order (rows stay in walk order)."""
+        """Multiply every row by every value of `name`, in order (rows stay in walk order)."""
         k = len(values)
         for n in self.codes:
             self.codes[n] = np.repeat(self.codes[n], k)
@@ -214,8 +227,10 @@ class _Columns:
         self.rows = int(np.count_nonzero(mask))
 
     def _combinations(self, names: Iterable[str], mask: np.ndarray | None) -> tuple[np.ndarray, list[dict]]:
-        """The distinct combinations of `names`' values among the rows (those in `mask`): per
-        row, the index of its combination (arbitrary outside `mask`); and each one's values."""
+        """Return the distinct combinations of `names`' values among the rows in `mask`.
+
+        Per row, the index of its combination (arbitrary outside `mask`); and each one's values.
+        """
         names = sorted(names)
         key, radix = np.zeros(self.rows, dtype=np.int64), 1
         for n in names:  # mixed radix over the codes, re-numbered densely before it could overflow
@@ -253,7 +268,7 @@ class _Columns:
         self.values[name] = distinct
 
     def test(self, names: Iterable[str], fn: Callable[[dict], bool], mask: np.ndarray | None) -> np.ndarray:
-        """fn per row, as a boolean array (False outside `mask`, where fn is not called)."""
+        """Return fn per row, as a boolean array (False outside `mask`, where fn is not called)."""
         index, envs = self._combinations(names, mask)
         if not envs:
             return np.zeros(self.rows, dtype=bool)
@@ -261,8 +276,10 @@ class _Columns:
         return ok if mask is None else ok & mask
 
     def configs(self, family: str, names: list[str]) -> list[Config]:
-        """The rows as Configs (parameters in Config.make's sorted order), each with its name
-        made here from the pieces of its values: one pass for the whole space."""
+        """Return the rows as Configs (parameters in Config.make's sorted order).
+
+        Each gets its name made here from the pieces of its values: one pass for the whole space.
+        """
         pairs, pieces = [], []
         for n in names:
             vals = self.values[n]

@@ -1,12 +1,8 @@
 """A tiny integer expression language for template declarations.
 
-Constraints, derived values and launch geometry are written as Python-like expressions in
-a template's front-matter ("BM % TM == 0", "cdiv(N, BN) * cdiv(M, BM)"). They are parsed
-with `ast`, checked against an allow-list of node types (no attributes, subscripts, lambdas,
-arbitrary calls, or strings other than a named choice compared with == or !=, as in
-`SCHEDULE == "stream_k"`), and only then compiled, so evaluating one is both safe and fast
-(the static filter runs them millions of times). The same trees translate to C for the
-exported host launcher.
+Constraints, derived values and launch geometry are written as Python-like expressions in a
+template's front-matter ("BM % TM == 0", "cdiv(N, BN) * cdiv(M, BM)"). `Expr.parse` checks them
+against an allow-list before compiling; the same trees translate to C for the exported launcher.
 """
 
 from __future__ import annotations
@@ -76,7 +72,13 @@ def _depth(tree: ast.AST) -> int:
 
 @dataclass(frozen=True)
 class Expr:
-    """A validated, compiled expression and the names it reads."""
+    """A validated, compiled expression and the names it reads.
+
+    Parsed with `ast` and checked against an allow-list of node types (no attributes, subscripts,
+    lambdas, arbitrary calls, or strings other than a named choice compared with == or !=, as in
+    `SCHEDULE == "stream_k"`), then compiled, so evaluating one is safe and fast (the static filter
+    runs them millions of times).
+    """
 
     text: str
     names: frozenset[str]
@@ -124,7 +126,7 @@ class Expr:
         return eval(self._code, _GLOBALS, env)  # noqa: S307 - AST allow-listed above
 
     def to_c(self, env: Mapping[str, int]) -> str:
-        """C source for this expression; names in `env` become literals, others stay as C names."""
+        """Return C source for this expression; names in `env` become literals, others stay."""
         return _to_c(self._tree.body, env)
 
 

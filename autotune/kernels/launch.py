@@ -1,47 +1,9 @@
 """How one config launches: named launch values, then a sequence of kernel launches.
 
 One description serves both sides: `gpu/launcher.py` evaluates it per shape and launches through
-CuPy; `export.py` renders the same values and steps to C for the exported header. A family
-declares expressions (decl.Launch); a config folds what it fixes into them (`plan_for`).
-
-The values, computed in order at each shape (upper-case ones are the family's own):
-  the family's launch.values, then
-  scale_c     true: C is scaled by beta first (split-K adds into it)
-  ws_bytes    the workspace argument's size in bytes (families that declare one)
-  ws_zeroed   bytes at its start that are zero before the first launch
-  pack_b      true: B is first copied into the workspace at a 16-byte row pitch (as K x N: the
-              family's _pack_b kernel may transpose B stored N x K, warptile's PACKB 2)
-  pack_b_at   where in the workspace
-  pitch_b     that pitch in floats (4 * cdiv(N, 4))
-  pack_c      true: the kernels write a copy of C in the workspace at a 16-byte row pitch, copied
-              back at the end (and in first when beta != 0)
-  pack_c_at   where in the workspace
-  pitch_c     that pitch in floats (4 * cdiv(N, 4))
-  prepare     work items (threads) of the family's operand preparation, 0 for none
-  tail_tiles, tail_first, tail_grid   a split launch's tail (tiles, first tile, blocks)
-  grid_x, grid_y, grid_z              the SGEMM kernel's grid
-The caller's row pitches lda, ldb and ldc are launch arguments, not values: the plan depends on
-the shape only. The SGEMM kernel reads B through `ldb_k`: pitch_b when B was packed, else ldb.
-Every kernel but the copies reads and writes C (the packed one when pack_c) through `ldc_k` and
-sees `N_k` columns: pitch_c when C is packed, else N. So pack_c holds only where pack_b does (B's
-extra columns are then zero: the kernels compute the extra columns of C as zeros, and the copy
-back leaves them out).
-A BATCHED config's SGEMM kernel takes the strides between matrices (stride_a, stride_b, stride_c)
-last and the batch as its grid z (the family's grid z is 1 there, and no other step runs: its
-declaration's constraints say so); the launcher sets that grid z, BATCH_GRID_MAX at a time.
-The steps, in order; each runs when its condition is true and its grid is not empty:
-  _pack_c (C to the workspace; only when beta != 0: otherwise the kernels never read C), _scale_c
-  (C *= beta), _pack_b (B to the workspace), _prepare (the family's own copy of A and B into the
-  workspace, in the form its SGEMM kernel reads: converted, tiled, padded), _scale_tiles (the
-  tail's tiles of C *= beta), the SGEMM kernel, _tail (the tail kernel, adding into C), _unpack_c
-  (the packed C back to C).
-Tensor maps: a family that declares `tensor_maps` (true for a config) gets two more arguments at
-the end of its SGEMM kernel's, TMAP_A and TMAP_B: CUtensorMap descriptors (128 bytes each, passed
-by value) of A and B as stored -- 2-D, of type TF32 (the copy rounds each float to TF32), rows
-`lda` / `ldb` floats apart, the 128-byte swizzle, zeros past the matrix -- with the boxes the plan
-names (floats along a stored row, rows).
-A tensor map needs 16-byte aligned rows: where A, B, lda or ldb do not give them the launcher
-passes zeros, and the kernel, seeing the same pointers and pitches, must not use the maps.
+CuPy; `records/export.py` renders the same values and steps to C for the exported header. A family
+declares expressions (decl.Launch); a config folds what it fixes into them (`plan_for`). The
+values are listed above `_named_values`, the steps and their arguments above `_steps`.
 """
 
 from __future__ import annotations
@@ -110,9 +72,10 @@ class Geometry:
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    """Everything about launching one config short of the shape and the device. Plain text and
-    numbers, so it pickles to the GPU worker process (which knows SLOTS once the kernel is
-    loaded)."""
+    """Everything about launching one config short of the shape and the device.
+
+    Plain text and numbers, so it pickles to the GPU worker (which knows SLOTS once it loads).
+    """
 
     env: tuple[tuple[str, int | str], ...]  # params and derived values
     values: tuple[tuple[str, str], ...]  # every launch value in order (expression text)
@@ -129,7 +92,7 @@ class LaunchPlan:
 
     @property
     def kernels(self) -> tuple[str, ...]:
-        """Suffixes of the kernels the module must hold."""
+        """Return the suffixes of the kernels the module must hold."""
         return tuple(dict.fromkeys(s.kernel for s in self.steps))
 
     @property
@@ -138,23 +101,22 @@ class LaunchPlan:
 
     @functools.cached_property
     def batched(self) -> bool:
-        """The SGEMM kernel runs a strided batch, one matrix per blockIdx.z."""
+        """Whether the SGEMM kernel runs a strided batch, one matrix per blockIdx.z."""
         return bool(dict(self.env).get("BATCHED", 0))
 
     @functools.cached_property
     def layout(self) -> tuple[int, int]:
-        """(TRANS_A, TRANS_B) of the kernel: how it reads A and B as stored."""
+        """Return (TRANS_A, TRANS_B) of the kernel: how it reads A and B as stored."""
         env = dict(self.env)
         return int(env.get("TRANS_A", 0)), int(env.get("TRANS_B", 0))
 
     def contiguous_pitches(self, M: int, N: int, K: int) -> tuple[int, int, int]:
-        """(lda, ldb, ldc) of contiguous operands in this kernel's layout."""
+        """Return (lda, ldb, ldc) of contiguous operands in this kernel's layout."""
         ta, tb = self.layout
         return (M if ta else K), (K if tb else N), N
 
     def tensor_map_shapes(self, M, N, K) -> tuple[tuple, tuple]:
-        """(floats along a stored row, rows) of A and of B as stored: what their tensor maps cover
-        (sizes, or the names of M, N and K in the exported launcher's C)."""
+        """Return (floats along a stored row, rows) of A and of B: what their tensor maps cover."""
         ta, tb = self.layout
         return ((M, K) if ta else (K, M)), ((K, N) if tb else (N, K))
 
@@ -176,8 +138,7 @@ class LaunchPlan:
         return Geometry(values, tuple(launches), self.block, self.dynamic_smem, self.has_workspace)
 
     def c_values(self, host_only: bool = False) -> list[tuple[str, str]]:
-        """The launch values as C over M, N, K and SLOTS, what the config fixes folded to
-        literals, in order (`host_only`: those a launch reads)."""
+        """Return the launch values in order as C over M, N, K and SLOTS, the config folded in."""
         env = dict(self.env)
         out = []
         for name, text in self.values:
@@ -189,14 +150,13 @@ class LaunchPlan:
         return out
 
     def c_step(self, step: Step) -> tuple[str, tuple[str, str, str]]:
-        """A step's condition and grid as C over the launch values."""
+        """Return a step's condition and grid as C over the launch values."""
         env = dict(self.env)
         return _parsed(step.when).to_c(env), tuple(_parsed(g).to_c(env) for g in step.grid)
 
 
 class BoundedCache:
-    """`make(*key)` remembered for the last `maxsize` keys asked, the oldest dropped first, so
-    that a caller sweeping shapes does not grow it without bound."""
+    """Remember `make(*key)` for the last `maxsize` keys asked, so a shape sweep stays bounded."""
 
     def __init__(self, make, maxsize: int = 1024):
         self.make, self.maxsize = make, maxsize
@@ -216,23 +176,20 @@ class BoundedCache:
 
 
 class Workspaces:
-    """The device buffers that loaded kernels keep between launches, one per (kernel, device,
-    stream) key, least recently used first, with what each must hold at the next launch.
+    """The device buffers loaded kernels keep between launches, one per (kernel, device, stream).
+
+    `alloc(nbytes, stream)` returns a zeroed buffer with `.nbytes`; `zero(buf, start, stop, stream)`
+    zeroes a byte range in stream order. Beyond `budget` bytes the least recently used buffers are
+    dropped (their memory goes back in stream order); such a key later gets a new zeroed one.
 
     A plan's workspace starts with `ws_zeroed` bytes that must be zero when a launch starts
-    (stream-K flags, the split sums' tile counters), and every launch leaves them zero; past them
-    lie scratch bytes (partial sums, packed operands) that a launch leaves dirty. Both sizes
-    depend on the shape: at one shape the counters may lie where another shape's partial sums
-    were written. So each buffer remembers how many of its first bytes are known to be zero
-    (`clean`): a launch needing more gets the difference zeroed on its stream first, and after
-    it only its own `ws_zeroed` bytes are known zero. Launches of one key are ordered (one stream)
-    and the caller holds its kernel's lock from `get` to the launch, so this bookkeeping is
-    exactly what the device will see.
-
-    `alloc(nbytes, stream)` returns a zeroed buffer with `.nbytes`; `zero(buf, start, stop,
-    stream)` zeroes a byte range in stream order. Beyond `budget` bytes the oldest buffers are
-    dropped (their memory goes back to the allocator in stream order); a key whose buffer was
-    dropped gets a new zeroed one."""
+    (stream-K flags, the split sums' tile counters), and every launch leaves them zero; past them lie
+    scratch bytes (partial sums, packed operands) that a launch leaves dirty. Both sizes depend on
+    the shape, so each buffer remembers how many of its first bytes are known zero (`clean`): a
+    launch needing more gets the difference zeroed on its stream first. Launches of one key are
+    ordered (one stream) and the caller holds its kernel's lock from `get` to the launch, so this
+    bookkeeping is what the device sees.
+    """
 
     def __init__(self, alloc, zero, budget: int):
         self.alloc, self.zero, self.budget = alloc, zero, budget
@@ -240,8 +197,7 @@ class Workspaces:
         self._lock = threading.Lock()
 
     def get(self, key: tuple, nbytes: int, zeroed: int, stream):
-        """The buffer of `key`, at least `nbytes` long, its first `zeroed` bytes zero in the
-        order of `stream` (the launch that is about to use it)."""
+        """Return `key`'s buffer (at least `nbytes`), its first `zeroed` bytes zero in `stream`."""
         if zeroed > nbytes:
             raise ValueError(f"a workspace of {nbytes} bytes cannot start with {zeroed} zero bytes")
         with self._lock:
@@ -266,7 +222,7 @@ class Workspaces:
             self._held.clear()
 
     def held(self, key: tuple):
-        """The buffer of `key`, or None (tests look at what a launch left there)."""
+        """Return the buffer of `key`, or None (tests look at what a launch left there)."""
         with self._lock:
             held = self._held.get(key)
             return None if held is None else held[0]
@@ -276,8 +232,10 @@ class Workspaces:
 
 
 class GeometryCache(BoundedCache):
-    """`plan.geometry` per shape for one loaded kernel: evaluating the plan's expressions costs
-    more than a launch's host time, and an application calls few shapes again and again."""
+    """Cache `plan.geometry` per shape for one loaded kernel.
+
+    Evaluating the plan costs more than a launch's host time; an application calls few shapes often.
+    """
 
     def __init__(self, plan: LaunchPlan, slots: int | None, maxsize: int = 1024):
         self.plan, self.slots = plan, slots
@@ -290,9 +248,11 @@ def _parsed(text: str) -> Expr:
 
 
 def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
-    """The family's launch declaration for one config (`env`: its params and derived values).
-    A step the config never takes (its condition folds to 0 with the config's values) is left
-    out, so the module need not hold its kernel."""
+    """Return the family's launch declaration for one config (`env`: its params and derived values).
+
+    A step the config never takes (its condition folds to 0 with the config's values) is left out,
+    so the module need not hold its kernel.
+    """
     config = dict(env)
     named = _named_values(launch)
     block = int(launch.threads(config))
@@ -334,8 +294,26 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
     )
 
 
+# The values, computed in order at each shape (upper-case ones are the family's own):
+#   the family's launch.values, then
+#   scale_c     true: C is scaled by beta first (split-K adds into it)
+#   ws_bytes    the workspace argument's size in bytes (families that declare one)
+#   ws_zeroed   bytes at its start that are zero before the first launch
+#   pack_b      true: B is first copied into the workspace at a 16-byte row pitch (as K x N: the
+#               family's _pack_b kernel may transpose B stored N x K, warptile's PACKB 2)
+#   pack_b_at   where in the workspace
+#   pitch_b     that pitch in floats (4 * cdiv(N, 4))
+#   pack_c      true: the kernels write a copy of C in the workspace at a 16-byte row pitch, copied
+#               back at the end (and in first when beta != 0)
+#   pack_c_at   where in the workspace
+#   pitch_c     that pitch in floats (4 * cdiv(N, 4))
+#   prepare     work items (threads) of the family's operand preparation, 0 for none
+#   tail_tiles, tail_first, tail_grid   a split launch's tail (tiles, first tile, blocks)
+#   grid_x, grid_y, grid_z              the SGEMM kernel's grid
+# The caller's row pitches lda, ldb and ldc are launch arguments, not values: the plan depends on
+# the shape only.
 def _named_values(launch: Launch) -> list[tuple[str, str]]:
-    """The launch values in order: the family's own, then the standard ones it declares."""
+    """Return the launch values in order: the family's own, then the standard ones."""
     named = [(n, e.text) for n, e in launch.values]
     named.append(("scale_c", launch.scale_c_first.text))
     if launch.workspace is not None:
@@ -354,8 +332,30 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
     return named + [(f"grid_{axis}", g.text) for axis, g in zip("xyz", launch.grid, strict=True)]
 
 
+# The steps, in order; each runs when its condition is true and its grid is not empty:
+#   _pack_c (C to the workspace; only when beta != 0: otherwise the kernels never read C), _scale_c
+#   (C *= beta), _pack_b (B to the workspace), _prepare (the family's own copy of A and B into the
+#   workspace, in the form its SGEMM kernel reads: converted, tiled, padded), _scale_tiles (the
+#   tail's tiles of C *= beta), the SGEMM kernel, _tail (the tail kernel, adding into C), _unpack_c
+#   (the packed C back to C).
+# The SGEMM kernel reads B through `ldb_k`: pitch_b when B was packed, else ldb. Every kernel but
+# the copies reads and writes C (the packed one when pack_c) through `ldc_k` and sees `N_k`
+# columns: pitch_c when C is packed, else N. So pack_c holds only where pack_b does (B's extra
+# columns are then zero: the kernels compute the extra columns of C as zeros, and the copy back
+# leaves them out).
+# A BATCHED config's SGEMM kernel takes the strides between matrices (stride_a, stride_b,
+# stride_c) last and the batch as its grid z (the family's grid z is 1 there, and no other step
+# runs: its declaration's constraints say so); the launcher sets that grid z, BATCH_GRID_MAX at
+# a time.
+# Tensor maps: a family that declares `tensor_maps` (true for a config) gets two more arguments
+# at the end of its SGEMM kernel's, TMAP_A and TMAP_B: CUtensorMap descriptors (128 bytes each,
+# passed by value) of A and B as stored -- 2-D, of type TF32 (the copy rounds each float to
+# TF32), rows `lda` / `ldb` floats apart, the 128-byte swizzle, zeros past the matrix -- with the
+# boxes the plan names (floats along a stored row, rows). A tensor map needs 16-byte aligned
+# rows: where A, B, lda or ldb do not give them the launcher passes zeros, and the kernel, seeing
+# the same pointers and pitches, must not use the maps.
 def _steps(launch: Launch, block: int, batched: bool, tensor_maps: bool) -> list[Step]:
-    """Every step the family can take, in order (helpers of HELPER_BLOCK threads, grid-stride)."""
+    """Return every step the family can take, in order (helpers are grid-stride)."""
     main_args = ("M", "N_k", "K", "alpha", "A", "lda", "B", "ldb_k", "beta", "C", "ldc_k")
     main_args += ("WS",) if launch.workspace is not None else ()
     main_args += LONGS if batched else ()

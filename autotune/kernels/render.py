@@ -1,11 +1,9 @@
 """A resolved config -> CUDA source, through one strict, sandboxed Jinja environment.
 
 A template is code the user chose to run (the checkout's, or a folder named by
-AUTOTUNE_TEMPLATES), but it is rendered in Jinja's sandbox: it reads its parameters, derived
-and launch values, and calls its own macros; it cannot reach Python (attributes such as
-`__class__` or `__globals__`, methods that change a value). Whatever a template does wrong
-while it is parsed or rendered (a syntax error, an undefined name, a division by zero, a
-recursion, a step outside the sandbox) is one UserError naming the template and its line.
+AUTOTUNE_TEMPLATES), but it is rendered in Jinja's sandbox: it reads its parameters, derived and
+launch values, and calls its own macros; it cannot reach Python. Whatever a template does wrong
+while parsed or rendered is one UserError naming the template and its line.
 """
 
 from __future__ import annotations
@@ -26,11 +24,13 @@ DEFAULT_KERNEL = "autotune_sgemm"
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
-    """Jinja's sandbox (no attribute that starts with '_', no method that changes a list, dict
-    or set), with a short way through for the attribute reads templates make most: `loop.last`
-    and an imported macro file's macros. Those are Jinja's own objects, whose public attributes
-    the sandbox allows anyway, and values that are no method: its checks on them made a render
-    several percent slower. Every other attribute goes through them."""
+    """Jinja's sandbox, with a short way through for `loop.last` and an imported file's macros.
+
+    The sandbox allows no attribute that starts with '_' and no method that changes a list, dict or
+    set. The two shortcuts are Jinja's own objects, whose public attributes the sandbox allows anyway,
+    and no methods: its checks on them made a render several percent slower. Every other attribute
+    goes through them.
+    """
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if type(obj) in _JINJA_OBJECTS and not attribute.startswith("_"):
@@ -62,7 +62,7 @@ def environment(template_dir: Path = TEMPLATE_DIR) -> jinja2.Environment:
 
 
 def template(template_dir: Path, name: str) -> jinja2.Template:
-    """A template of the environment; one that cannot be parsed is one UserError naming file and line."""
+    """Return a template of the environment; one that cannot be parsed is a UserError naming it."""
     try:
         return environment(template_dir).get_template(name)
     except jinja2.TemplateNotFound as exc:
@@ -72,7 +72,7 @@ def template(template_dir: Path, name: str) -> jinja2.Template:
 
 
 def render_template(tmpl: jinja2.Template, **context: Any) -> str:
-    """`tmpl` rendered with `context`; whatever its code raises is one UserError (template_error)."""
+    """Render `tmpl` with `context`; whatever its code raises is one UserError (template_error)."""
     try:
         return tmpl.render(**context)
     except Exception as exc:  # noqa: BLE001 - the template's code, not autotune, is at fault
@@ -80,17 +80,21 @@ def render_template(tmpl: jinja2.Template, **context: Any) -> str:
 
 
 def render(resolved: Resolved, kernel_name: str = DEFAULT_KERNEL) -> str:
-    """CUDA source of a resolved config; its kernels are `kernel_name` and `kernel_name`_<suffix>
-    (the suffixes its launch plan names). Templates also see `LAUNCH_C`: each launch value as C
-    over M, N, K and SLOTS, with the config folded in (so a rule written once in the declaration
-    can be used in device code)."""
+    """Return the CUDA source of a resolved config.
+
+    Its kernels are `kernel_name` and `kernel_name`_<suffix> (the suffixes its launch plan names).
+    Templates also see `LAUNCH_C`: each launch value as C over M, N, K and SLOTS, with the config
+    folded in, so a rule written once in the declaration can be used in device code.
+    """
     fam = resolved.family
     tmpl = template(fam.path.parent, fam.path.name)
     return render_template(tmpl, **resolved.env, KERNEL_NAME=kernel_name, LAUNCH_C=dict(resolved.plan.c_values()))
 
 
 def source_digest(resolved: Resolved) -> str:
-    """A short hash of the config's CUDA source: a record keeps it, so that `check --static` can
-    tell a compiler that allocates registers differently (the same source) from a template that
-    changed since the record was measured."""
+    """Return a short hash of the config's CUDA source, which a record keeps.
+
+    With it `check --static` tells a compiler that allocates registers differently (the same
+    source) from a template that changed since the record was measured.
+    """
     return hashlib.sha256(render(resolved).encode()).hexdigest()[:16]

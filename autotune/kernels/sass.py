@@ -20,6 +20,7 @@ _TARGET = re.compile(r"0x([0-9a-f]+)")
 
 @dataclass
 class SassStats:
+    """Instruction counts of a whole kernel and of its main loop."""
     total: collections.Counter
     loop: collections.Counter  # the leanest backward-branch range holding the most FFMA
 
@@ -29,6 +30,7 @@ class SassStats:
         return sum(v for k, v in c.items() if pred(k)) / n if n else 0.0
 
     def summary(self) -> dict:
+        """Return the counts that matter for an SGEMM's main loop, as a plain dict."""
         lds = {k: v for k, v in self.loop.items() if k.startswith("LDS")}
         return {
             "instructions": sum(self.total.values()),
@@ -43,6 +45,7 @@ class SassStats:
 
 
 def find_cuobjdump() -> str | None:
+    """Return the path of cuobjdump (on PATH, the CUDA toolkit, or the wheel), or None."""
     found = shutil.which("cuobjdump")
     if found:
         return found
@@ -61,6 +64,7 @@ def find_cuobjdump() -> str | None:
 
 
 def parse(sass: str) -> SassStats:
+    """Return the instruction mix of a `cuobjdump --dump-sass` listing and of its hottest loop."""
     instrs = []
     for line in sass.splitlines():
         m = _INSTR.match(line)
@@ -87,6 +91,12 @@ def parse(sass: str) -> SassStats:
 
 
 def analyze_cubin(cubin: bytes, kernel: str, cuobjdump: str | None = None) -> SassStats:
+    """Return the SASS statistics of `kernel` in `cubin`.
+
+    Raises:
+        FileNotFoundError: No cuobjdump was found.
+        subprocess.CalledProcessError: cuobjdump failed.
+    """
     tool = cuobjdump or find_cuobjdump()
     if not tool:
         raise FileNotFoundError("cuobjdump not found (CUDA toolkit or the nvidia-cuda-cuobjdump wheel)")
