@@ -1,7 +1,8 @@
-"""A compiled cubin loaded into the current CUDA context and launched: the kernels its launch
-plan names (autotune/kernels/launch.py), their arguments in ctypes slots launched by
-cuLaunchKernel, and the workspaces the launches use. The runner verifies and times kernels
-through it; autotune.matmul calls them through it.
+"""A compiled cubin loaded into the current CUDA context and launched.
+
+It holds the kernels its launch plan names (kernels/launch.py), their arguments in ctypes slots
+launched by cuLaunchKernel, and the workspaces the launches use. The runner verifies and times
+kernels through it; autotune.matmul calls them through it.
 """
 
 from __future__ import annotations
@@ -47,8 +48,11 @@ _uids = itertools.count()
 
 
 class LoadedKernel:
-    """A compiled cubin loaded into the current CUDA context: the kernels its launch plan names
-    (autotune/kernels/launch.py), their dynamic shared-memory opt-in, and the workspace its launches need."""
+    """A compiled cubin loaded into the current CUDA context, ready to launch.
+
+    It holds the kernels its launch plan names, their dynamic shared-memory opt-in, and the
+    workspace its launches need.
+    """
 
     def __init__(self, cubin: bytes, kernel: str, plan: LaunchPlan):
         self.plan = plan
@@ -94,10 +98,13 @@ class LoadedKernel:
         batch: int = 1,
         strides=None,
     ) -> None:
-        """C = alpha * op(A) @ op(B) + beta * C: the plan's launches at this shape, in order.
-        `pitches`: (lda, ldb, ldc) in floats; None for contiguous operands in the kernel's layout.
-        `batch` > 1: that many products, the matrices of A, B and C `strides` floats apart (None:
-        contiguous); a BATCHED kernel runs them in one launch, another one launch each."""
+        """Compute C = alpha * op(A) @ op(B) + beta * C: the plan's launches at this shape.
+
+        Args:
+            pitches: (lda, ldb, ldc) in floats; None for contiguous operands in the kernel's layout.
+            batch: That many products (> 1), the matrices of A, B and C `strides` floats apart (None:
+                contiguous); a BATCHED kernel runs them in one launch, another one launch each.
+        """
         lda, ldb, ldc = pitches if pitches is not None else self.plan.contiguous_pitches(M, N, K)
         if batch == 1:
             return self._launch(M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc)
@@ -141,8 +148,10 @@ class LoadedKernel:
                     step.launch(values, stream_ptr, n)
 
     def _tensor_maps(self, M: int, N: int, K: int, a: int, b: int, lda: int, ldb: int):
-        """The maps of A and B as the SGEMM kernel reads them; zeros unless both can have one
-        (the kernel tests the same pointers and pitches and copies the tiles itself then)."""
+        """Return the maps of A and B as the SGEMM kernel reads them, or zeros unless both can.
+
+        With zeros the kernel, testing the same pointers and pitches, copies the tiles itself.
+        """
         if not (tensor_map.mappable(a, lda) and tensor_map.mappable(b, ldb)):
             return tensor_map.ZEROS, tensor_map.ZEROS
         (ia, oa), (ib, ob) = self.plan.tensor_map_shapes(M, N, K)
@@ -150,8 +159,10 @@ class LoadedKernel:
         return tensor_map.cached(a, ia, oa, lda, box_a), tensor_map.cached(b, ib, ob, ldb, box_b)
 
     def _prepare(self, M: int, N: int, K: int, lda: int, ldb: int, ldc: int):
-        """(geometry, its launches as _Step, the integer arguments) at one shape and pitches
-        (remembered in _prepared: building them costs more host time than a launch at a small shape)."""
+        """Return (geometry, its launches as _Step, the integer arguments) at one shape and pitches.
+
+        Remembered in _prepared: building them costs more host time than a launch at a small shape.
+        """
         geo = self.geometry(M, N, K)
         v = geo.values
         ints = dict(M=M, N=N, K=K, lda=lda, ldb=ldb, ldb_k=v["pitch_b"] if v.get("pack_b") else ldb, ldc=ldc)
@@ -165,7 +176,7 @@ class LoadedKernel:
 
 
 def _address(x) -> int:
-    """A device pointer: a CuPy array's data, or an address already."""
+    """Return a device pointer: a CuPy array's data, or an address already."""
     return x.data.ptr if isinstance(x, cp.ndarray) else int(x)
 
 
@@ -181,10 +192,12 @@ _CTYPES = (
 
 
 class _Step:
-    """One kernel launch at one shape and pitches, by cuLaunchKernel: its arguments in ctypes
-    slots, the array of their addresses made once (the driver copies the values at the launch,
-    so the slots can be refilled for the next). Several microseconds less host time a launch
-    than CuPy's Function call, which converts every argument each time."""
+    """One kernel launch at one shape and pitches, by cuLaunchKernel.
+
+    Its arguments sit in ctypes slots, the array of their addresses made once (the driver copies the
+    values at the launch, so the slots can be refilled for the next): several microseconds less host
+    time a launch than CuPy's Function call, which converts every argument each time.
+    """
 
     __slots__ = ("beta_only", "block", "fn", "grid", "maps", "params", "per_call", "slots", "smem")
 

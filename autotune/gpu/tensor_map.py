@@ -1,7 +1,9 @@
-"""Tensor maps for kernels that copy tiles with the tensor memory accelerator (launch.py,
-"Tensor maps"): CUtensorMap descriptors encoded by the driver's cuTensorMapEncodeTiled, which
-CuPy does not wrap, so it is called through ctypes. Host work only (no context is touched), but it
-needs the driver library: on a machine without one `encode` raises OSError."""
+"""Tensor maps for kernels that copy tiles with the tensor memory accelerator.
+
+They are CUtensorMap descriptors (kernels/launch.py, above `_steps`) encoded by the driver's
+cuTensorMapEncodeTiled, which CuPy does not wrap, so it is called through ctypes. Host work only
+(no context is touched), but it needs the driver library: without one `encode` raises OSError.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ ZEROS = TensorMap()  # what a kernel gets where its operands allow no map (it mu
 
 
 def mappable(ptr: int, pitch: int) -> bool:
-    """A map can describe this operand: 16-byte aligned start and rows (pitch in floats)."""
+    """Whether a map can describe this operand: 16-byte aligned start and rows (pitch in floats)."""
     return ptr % 16 == 0 and pitch % 4 == 0
 
 
@@ -38,9 +40,12 @@ def _encode_tiled():
 
 
 def encode(ptr: int, inner: int, outer: int, pitch: int, box: tuple[int, int]) -> TensorMap:
-    """The map of a row-major float32 matrix at `ptr`: `outer` rows of `inner` floats, `pitch` floats
-    apart (mappable), read in boxes of box[0] floats x box[1] rows with the 128-byte swizzle, each
-    float rounded to TF32 by the copy (to nearest: its errors measured equal to cuBLAS TF32's)."""
+    """Return the map of a row-major float32 matrix at `ptr`.
+
+    The matrix is `outer` rows of `inner` floats, `pitch` floats apart (mappable), read in boxes of
+    box[0] floats x box[1] rows with the 128-byte swizzle, each float rounded to TF32 by the copy
+    (to nearest: its errors measured equal to cuBLAS TF32's).
+    """
     tmap = TensorMap()
     dims = (ctypes.c_uint64 * 2)(inner, outer)
     strides = (ctypes.c_uint64 * 1)(4 * pitch)

@@ -1,8 +1,8 @@
-"""The GPU worker process: it owns the CUDA context, so a candidate that faults or hangs kills
-only the worker, which is replaced, and the search goes on.
+"""The GPU worker process: it owns the CUDA context, so a candidate that faults kills only it.
 
-The parent side (`Worker`) imports no CuPy; the child imports `autotune.gpu.runner` when it
-starts, and answers calls ({"op": a Runner method, "args": ...}) over a pipe.
+The worker is then replaced and the search goes on. The parent side (`Worker`) imports no CuPy;
+the child imports `autotune.gpu.runner` when it starts, and answers calls ({"op": a Runner
+method, "args": ...}) over a pipe.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from ..core.types import Status
 
 
 def serve(conn, device_id: int) -> None:  # pragma: no cover - runs on a GPU machine
-    """The child's main loop: one Runner on `device_id`, one call per message until "stop"."""
+    """Run the child's main loop: one Runner on `device_id`, one call per message until "stop"."""
     try:
         from .runner import _CUDA_ERRORS, FatalGPUError, Runner
 
@@ -112,13 +112,21 @@ class Worker:
         raise RuntimeError(msg["error"])
 
     def setup(self, args: dict, timeout_s: float) -> dict:
+        """Send the Runner its setup (kept, and sent again to a replacement worker)."""
         self._setup = args
         return self._call("setup", args, timeout_s)
 
     def call(self, op: str, timeout_s: float, **args) -> dict:
+        """Call Runner method `op` with `args` in the worker and return its result.
+
+        Raises:
+            WorkerLost: The worker faulted, died or gave no answer in `timeout_s`; it was replaced.
+            RuntimeError: The call raised an error in the worker, which lives on.
+        """
         return self._call(op, args, timeout_s)
 
     def close(self) -> None:
+        """Stop the worker process."""
         try:
             self.conn.send({"op": "stop", "args": {}})
             self.proc.join(5)
