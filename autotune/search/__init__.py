@@ -1,2 +1,5 @@
-"""The search: evaluators (Config x Problem -> Measurement, on the GPU or from a replay table),
-the static cost model, Optuna studies, the trial loop, families in turn, several processes."""
+"""The search: the trial loop over Optuna studies, families in turn, several processes.
+
+Evaluators (Config x Problem -> Measurement, on the GPU or from a replay table) and the static
+cost model live here too.
+"""

@@ -27,6 +27,7 @@ from .trials import TrialLoop
 
 @dataclass
 class FamilyResult:
+    """What one family's search found: the re-timed best, cuBLAS beside it, and the counts."""
     family: str
     best: Measurement | None  # after the top-K re-time
     cublas: dict | None  # cuBLAS timed right after the re-time, same process
@@ -40,8 +41,10 @@ class FamilyResult:
 
 
 class SearchStopped(UserError):
-    """A search its storage failed under (a full disk, a dropped connection): one line, and the
-    families' results made from what was measured (`results`, to be recorded)."""
+    """A search its storage failed under (a full disk, a dropped connection).
+
+    One line, and the families' results made from what was measured (`results`, to be recorded).
+    """
 
     def __init__(self, message: str, results: list[FamilyResult]):
         super().__init__(message)
@@ -59,9 +62,12 @@ def finish_family(
     deadline: float | None = None,
     measured: dict | None = None,
 ) -> FamilyResult:
-    """Re-time the top few (from every session and worker of the study), then cuBLAS.
-    `measured` (config name -> (state, value)): what a trial loop knows was measured, for when
-    the study cannot be read."""
+    """Re-time the top few configs (from every session and worker of the study), then cuBLAS.
+
+    Args:
+        measured: Config name -> (state, value): what a trial loop knows was measured, for when the
+            study cannot be read.
+    """
     started = started if started is not None else time.monotonic()
     failures: dict[str, str] = {}
     if measured is None:
@@ -108,7 +114,7 @@ def finish_family(
 
 
 def _read_study(plan: Plan) -> tuple[dict, dict[str, str]]:
-    """What the plan's study has measured, and an example of each way a candidate failed."""
+    """Return what the plan's study has measured, and an example of each way a candidate failed."""
     study = plan.open()
     failures: dict[str, str] = {}
     for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)):
@@ -135,10 +141,15 @@ def search_family(
     on_trial: Callable[[Measurement], None] | None = None,
     plan: Plan | None = None,
 ) -> FamilyResult:
-    """Search one family's space for `problem` in this process; `trials` counts distinct
-    configs measured in the study. `plan`: made beforehand by plan_ahead with the same settings.
-    A storage that fails meanwhile stops the search (SearchStopped): the trials told so far stay
-    in the study, and the best of what was measured is re-timed from what the loop knows."""
+    """Search one family's space for `problem` in this process.
+
+    `trials` counts distinct configs measured in the study; `plan` is made beforehand by plan_ahead
+    with the same settings.
+
+    Raises:
+        SearchStopped: The storage failed meanwhile. The trials told so far stay in the study, and
+            the best of what was measured is re-timed from what the loop knows.
+    """
     t0 = time.monotonic()
     loop = None
     try:
@@ -188,8 +199,10 @@ def plan_ahead(
     seed: int = 0,
     batch: int = 8,
 ) -> Plan:
-    """A family's plan, queued, with its first window handed to the evaluator to compile: the
-    start of search_family, made while the GPU is busy elsewhere (the cuBLAS baseline)."""
+    """Return a family's plan, queued, with its first window handed to the evaluator to compile.
+
+    This is the start of search_family, made while the GPU is busy elsewhere (the cuBLAS baseline).
+    """
     plan = plan_family(
         space,
         problem,
@@ -215,7 +228,9 @@ def search(
     **kwargs,
 ) -> list[FamilyResult]:
     """Search each family in turn; a global `timeout_s` is shared out over the families left.
-    `first_plan`: the first family's, made beforehand (plan_ahead)."""
+
+    `first_plan`: the first family's, made beforehand (plan_ahead).
+    """
     start = time.monotonic()
     out = []
     for i, space in enumerate(spaces):

@@ -24,7 +24,7 @@ warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to b
 
 
 class Heartbeat:
-    """Records a heartbeat for every trial this process has in flight."""
+    """Record a heartbeat for every trial this process has in flight, from a thread."""
 
     def __init__(self, storage):
         self.storage = storage if isinstance(storage, RDBStorage) else None
@@ -42,20 +42,25 @@ class Heartbeat:
                     pass
 
     def add(self, trial: optuna.Trial) -> None:
+        """Start beating for `trial`."""
         self.ids.add(trial._trial_id)
         if self.storage is not None:
             self.storage.record_heartbeat(trial._trial_id)
 
     def done(self, trial: optuna.Trial) -> None:
+        """Stop beating for `trial`."""
         self.ids.discard(trial._trial_id)
 
     def close(self) -> None:
+        """Stop the heartbeat thread."""
         self._stop.set()
 
 
 def recover_stale(study: optuna.Study, wait: bool) -> None:
-    """Fail (and so re-queue) the trials of workers that stopped beating; with `wait`, give
-    trials left RUNNING by a killed process the grace period to go stale first."""
+    """Fail (and so re-queue) the trials of workers that stopped beating.
+
+    With `wait`, trials left RUNNING by a killed process are first given the grace period to go stale.
+    """
     try:
         fail_stale_trials(study)
         if wait and study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
@@ -77,10 +82,12 @@ def recover_stale(study: optuna.Study, wait: bool) -> None:
 
 
 def release(study: optuna.Study, trials: list[optuna.Trial]) -> None:
-    """Fail trials this process asked and will not measure (it was interrupted) and queue each
-    again, as recover_stale does once a dead worker's trials stop beating: the next search of the
-    study starts at once instead of waiting for them to go stale. Best effort: a trial this
-    leaves running goes stale as before."""
+    """Fail and re-queue the trials this process asked and will not measure (it was interrupted).
+
+    As recover_stale does once a dead worker's trials stop beating, but at once: the next search of
+    the study need not wait for them to go stale. Best effort: a trial this leaves running goes
+    stale as before.
+    """
     storage = getattr(study, "_storage", None)
     callback = getattr(storage, "get_heartbeat_stale_trial_callback", lambda: None)()
     for trial in trials:

@@ -1,6 +1,8 @@
-"""SIGINT and SIGTERM held while a measurement is taken and recorded, so that a search stopped by
-either (Ctrl-C, a scheduler's SIGTERM, a search process told to end) never ends between the two:
-a config measured but not recorded in the study would be measured again when the search resumes.
+"""SIGINT and SIGTERM held while a measurement is taken and recorded.
+
+A search stopped by either (Ctrl-C, a scheduler's SIGTERM, a search process told to end) then
+never ends between the two: a config measured but not recorded in the study would be measured
+again when the search resumes.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 class Interrupts:
-    """While entered in the main thread, SIGINT and SIGTERM are caught. Inside `held()` the first
-    one waits for the block to end; then, as outside it, the signal acts as it did before: the
-    handler that was there (Ctrl-C's KeyboardInterrupt, a search process's SystemExit) or, where
-    there was none, the default, the process ended by the signal. A second one inside the block
-    acts at once: whoever insists does not wait for the measurement. A signal ignored before
-    (SIGINT in a shell's background job) stays ignored; outside the main thread, where Python
-    runs no handler, nothing changes."""
+    """Catch SIGINT and SIGTERM while entered in the main thread; inside `held()` the first one waits.
+
+    Once the block ends, or outside it, the signal acts as it did before: the handler that was there
+    (Ctrl-C's KeyboardInterrupt, a search process's SystemExit) or, where there was none, the
+    default, the process ended by the signal. A second one inside the block acts at once: whoever
+    insists does not wait for the measurement. A signal ignored before (SIGINT in a shell's
+    background job) stays ignored; outside the main thread, where Python runs no handler, nothing
+    changes.
+    """
 
     def __init__(self) -> None:
         self.previous: dict[int, object] = {}
@@ -44,7 +48,7 @@ class Interrupts:
 
     @contextlib.contextmanager
     def held(self):
-        """A block that a first SIGINT or SIGTERM does not interrupt: it acts once the block ends."""
+        """Return a block that a first SIGINT or SIGTERM does not interrupt until it ends."""
         self.holding = True
         try:
             yield

@@ -1,5 +1,8 @@
-"""The neighbour phase: a strategy's last share of the budget (its `local_share`) spent on
-configs one step from the best measured so far, of its trials or of its time to a deadline."""
+"""The neighbour phase: a strategy's last share of the budget spent next to the best so far.
+
+The share (its `local_share`) is of its trials or of its time to a deadline; the configs are one
+step from the best measured.
+"""
 
 from __future__ import annotations
 
@@ -23,9 +26,11 @@ def next_neighbour(
     rng: random.Random,
     rank: Callable[[Config], float] | None = None,
 ) -> Config | None:
-    """An unmeasured valid config one step from one of the best three measured so far: one
-    parameter moved to the next value up or down its sorted list (the best first). The steps
-    from a config are tried in random order, or with `rank` the highest-ranked first."""
+    """Return an unmeasured valid config one step from one of the best three measured so far.
+
+    A step moves one parameter to the next value up or down its sorted list (the best config first).
+    The steps from a config are tried in random order, or with `rank` the highest-ranked first.
+    """
     ranked = sorted(
         ((v, n) for n, (s, v) in measured.items() if s == TrialState.COMPLETE and v and n in valid_by_name),
         reverse=True,
@@ -46,10 +51,12 @@ def next_neighbour(
 
 
 class NeighbourPhase:
-    """When the phase comes and which neighbour it queues. It comes with the last share of the
-    trials, or of the time to the deadline (a search given 300 s and no trial count, or more
-    trials than its time allows, would otherwise never reach its neighbours); a strategy whose
-    share is 0 has none."""
+    """When the neighbour phase comes, and which neighbour it queues.
+
+    It comes with the last share of the trials, or of the time to the deadline (a search given 300 s
+    and no trial count, or more trials than its time allows, would otherwise never reach its
+    neighbours); a strategy whose share is 0 has none.
+    """
 
     def __init__(self, plan: Plan, limits, started: float, deadline: float | None):
         self.plan, self.limits = plan, limits
@@ -65,16 +72,20 @@ class NeighbourPhase:
         return cost.estimate(fam.derive(cfg.as_dict()), problem, self.limits)
 
     def has_come(self, remaining: int, now: float) -> bool:
-        """Whether the phase has come, `remaining` trials of the budget left (neither measured
-        nor in flight) at time `now` (the loop's clock)."""
+        """Whether the phase has come, with `remaining` trials of the budget left at time `now`.
+
+        `remaining` counts trials neither measured nor in flight; `now` is the loop's clock.
+        """
         if not self.share:
             return False
         return remaining <= self.trials or (self.starts_at is not None and now >= self.starts_at)
 
     def queue(self, study: optuna.Study, measured: dict, busy: set[str], remaining: int, now: float) -> None:
-        """Once the phase has come, queue an unmeasured neighbour of the best configs (none of
-        `busy`, in flight). Only into an empty queue, so that the next ask pops this neighbour
-        and not a re-queued trial, which would leave the neighbour waiting after the search."""
+        """Queue an unmeasured neighbour of the best configs (none of `busy`) once the phase has come.
+
+        Only into an empty queue, so that the next ask pops this neighbour and not a re-queued trial,
+        which would leave the neighbour waiting after the search.
+        """
         if not self.has_come(remaining, now) or study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             return
         near = next_neighbour(self.plan.space, self.plan.valid_by_name, measured, busy, self.rng, self.rank)

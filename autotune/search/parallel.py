@@ -1,9 +1,9 @@
 """Several search processes on one study: process i runs trials on device i.
 
-Optuna's storage coordinates them (see `studies`): each asks, measures and tells its own
-trials; a killed one's trials are failed and re-queued, and measured by this process when no
-worker is left to. The best configs of each family are re-timed afterwards on one GPU, in this
-process. The processes end with this one, however it ends.
+Optuna's storage coordinates them (see `studies`): each asks, measures and tells its own trials;
+a killed one's trials are failed and re-queued, and measured by this process when no worker is
+left to. The best configs of each family are re-timed afterwards on one GPU, in this process.
+The processes end with this one, however it ends.
 """
 
 from __future__ import annotations
@@ -34,12 +34,16 @@ SEED_SPAN = 2**32  # Optuna's samplers take seeds below this
 
 
 def portable(space: Space) -> tuple:
-    """What a spawned process needs to load the same space (a Space holds compiled expressions,
-    which do not pickle): the same values, seeds or none, and priors, so the same study name."""
+    """Return what a spawned process needs to load the same space, so the same study name.
+
+    A Space holds compiled expressions, which do not pickle: this is the same values, seeds or none,
+    and priors.
+    """
     return (space.family.name, space.source, space.cold, list(space.priors))
 
 
 def rebuilt(portable_space: tuple) -> Space:
+    """Return the Space that `portable` described."""
     family, source, cold, priors = portable_space
     space = Space.load(family, source)
     space = space.without_seeds() if cold else space
@@ -56,11 +60,13 @@ def run_search_process(
     deadline_wall: float | None,
     batch: int,
 ) -> None:  # pragma: no cover - subprocess
-    """The body of search process `index`: the trials of each family in turn on its own
-    evaluator (device index + the spec's device), the time left shared out over the families.
-    It starts its evaluator and makes its plans while the parent makes and queues the same plans,
-    and asks for trials once `queued` is set (a study whose seeds or start-up are not queued yet
-    would hand it TPE's draws instead)."""
+    """Run search process `index`: each family's trials in turn on its own evaluator.
+
+    Its device is `index` plus the spec's device; the time left is shared out over the families. It
+    starts its evaluator and makes its plans while the parent makes and queues the same plans, and
+    asks for trials once `queued` is set (a study whose seeds or start-up are not queued yet would
+    hand it TPE's draws instead).
+    """
     _die_with_parent()
     try:
         _search_process(index, evaluator_spec, families, problem, plan_kwargs, queued, deadline_wall, batch)
@@ -108,12 +114,12 @@ def _search_process(
 PR_SET_PDEATHSIG = 1  # prctl(2), Linux
 
 
+# A search process left behind went on measuring into the study, holding its GPU. Linux sends
+# SIGTERM at once (prctl PR_SET_PDEATHSIG); everywhere, a thread waits on the parent's sentinel and
+# sends it too (and catches a parent that died before the prctl). SIGTERM ends the process through
+# SystemExit, so that its evaluator (and its GPU worker) is closed.
 def _die_with_parent() -> None:  # pragma: no cover - subprocess
-    """End this search process when the one that started it ends, however it ends (kill -9
-    too): a search process left behind went on measuring into the study, holding its GPU. Linux
-    sends SIGTERM at once (prctl PR_SET_PDEATHSIG); everywhere, a thread waits on the parent's
-    sentinel and sends it too (and catches a parent that died before the prctl). SIGTERM ends the
-    process through SystemExit, so that its evaluator (and its GPU worker) is closed."""
+    """End this search process when the one that started it ends, however it ends."""
 
     def _end(signum, frame):
         raise SystemExit(128 + signum)
@@ -144,11 +150,13 @@ def _ended(exitcode: int | None) -> str:
 
 
 class SearchProcesses:
-    """`workers` processes (process i on device i) sharing one study per family; Optuna's storage
-    coordinates them. Made in two steps so that the start-up overlaps the parent's cuBLAS
-    baseline: the constructor starts the processes (their imports, GPU workers and plans) and
-    makes and queues the parent's plans; `run` lets the processes ask for trials, waits for
-    them and re-times the top configs on `final_evaluator` (one GPU)."""
+    """`workers` processes (process i on device i) sharing one study per family.
+
+    Made in two steps so that the start-up overlaps the parent's cuBLAS baseline: the constructor
+    starts the processes (their imports, GPU workers and plans) and makes and queues the parent's
+    plans; `run` lets the processes ask for trials, waits for them and re-times the top configs on
+    `final_evaluator` (one GPU).
+    """
 
     def __init__(
         self,
@@ -196,6 +204,7 @@ class SearchProcesses:
             raise
 
     def stop(self) -> None:
+        """Terminate the processes still alive."""
         for p in self.procs:
             if p.is_alive():
                 p.terminate()
@@ -203,11 +212,12 @@ class SearchProcesses:
     def run(
         self, final_evaluator: Evaluator, retime_top: int = 3, progress: Progress | None = None
     ) -> list[FamilyResult]:
-        """Let the processes ask, wait for them, and re-time each family's best here. Where a
-        process died (killed, or an error), the trials it had in flight are failed and re-queued
-        once they stop beating, and this process measures them and whatever else the budget
-        holds, on `final_evaluator`. A family still short of its budget (its time not spent) is
-        named in `short`."""
+        """Let the processes ask, wait for them, and re-time each family's best here.
+
+        Where a process died (killed, or an error), the trials it had in flight are failed and re-queued
+        once they stop beating, and this process measures them and whatever else the budget holds, on
+        `final_evaluator`. A family still short of its budget (its time not spent) is named in `short`.
+        """
         self.queued.set()
         try:
             for p in self.procs:

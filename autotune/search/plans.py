@@ -1,5 +1,6 @@
-"""A family's plan: its space enumerated for one problem, its study named, and what the strategy
-queues in the study (the seeds, the cost model's start-up, a grid's points).
+"""A family's plan: its space enumerated for one problem, its study named, and what is queued.
+
+The strategy queues in the study the seeds, the cost model's start-up, or a grid's points.
 """
 
 from __future__ import annotations
@@ -38,18 +39,21 @@ class Plan:
 
     @functools.cached_property
     def valid_by_name(self) -> dict[str, Config]:
+        """The valid configs by name."""
         return {c.name: c for c in self.valid}
 
     @functools.cached_property
     def index_of(self) -> dict[str, int]:
+        """Each valid config's index in `valid`, by name."""
         return {c.name: i for i, c in enumerate(self.valid)}
 
     @functools.cached_property
     def strategy(self) -> strategies.Strategy:
+        """The strategy that `sampler` names."""
         return strategies.get(self.sampler)
 
     def open(self) -> optuna.Study:
-        """The plan's study (created on first use), with its strategy's sampler."""
+        """Return the plan's study (created on first use), with its strategy's sampler."""
         return open_study(make_storage(self.storage_url), self.name, self.strategy.sampler(self.seed))
 
 
@@ -67,17 +71,22 @@ def make_plan(
     workers: int = 1,
     window: int = 1,
 ) -> Plan:
-    """Enumerate the space (its layout parameters fixed to the problem's) and name the study;
-    no storage is touched. A seed that breaks its template's rules or lies outside the value
-    lists is a mistake in the space file (an error); one that is right as written but not here
-    -- built for the problem's tier or layout it breaks a rule (a medium seed's tiles do not fit
-    high's shared memory), or it exceeds this device's limits -- is left out, as is one written
-    for another layout (Space.seeds_for). `queued_by_parent`: a worker's plan, whose start-up
-    the parent ranks and queues (the worker needs only whether the model ranks this search).
-    `workers`: the processes that will share the study, `window`: the trials each has in flight
-    (a start-up of max(the strategy's random start-up, window) each: a first window wider than
-    TPE's start-up would otherwise be filled by TPE's random draws, most of them outside the
-    valid space)."""
+    """Enumerate the space (its layout parameters fixed to the problem's) and name the study.
+
+    No storage is touched. A seed that breaks its template's rules or lies outside the value lists is
+    a mistake in the space file (an error); one that is right as written but not here -- built for
+    the problem's tier or layout it breaks a rule (a medium seed's tiles do not fit high's shared
+    memory), or it exceeds this device's limits -- is left out, as is one written for another layout
+    (Space.seeds_for).
+
+    Args:
+        queued_by_parent: A worker's plan, whose start-up the parent ranks and queues (the worker
+            needs only whether the model ranks this search).
+        workers: The processes that will share the study.
+        window: The trials each has in flight: a start-up of max(the strategy's random start-up,
+            window) each, since a first window wider than TPE's start-up would otherwise be filled
+            by TPE's random draws, most of them outside the valid space.
+    """
     strategy = strategies.get(sampler)
     written = space.seeds_for(problem)
     space = written.for_problem(problem)
@@ -112,9 +121,11 @@ def make_plan(
 
 
 def queue_plan(plan: Plan) -> int:
-    """Open (or resume) the study and queue the seeds (or with none, the model's start-up) not yet
-    measured, and what else the strategy queues (grid: the plan's next points). Returns how many
-    trials it queued."""
+    """Open (or resume) the study, queue what is not yet measured, and return how many it queued.
+
+    That is the seeds (or with none, the model's start-up), and what else the strategy queues (grid:
+    the plan's next points).
+    """
     study = plan.open()
     measured = all_measured(study)  # a config measured and not told too: its trial is re-queued
     first = list(dict.fromkeys([*plan.space.seeds, *plan.startup]))  # the model may rank a prior first too
@@ -129,13 +140,14 @@ def queue_plan(plan: Plan) -> int:
 
 
 def plan_family(space: Space, problem: Problem, limits, **kwargs) -> Plan:
+    """Make a family's plan (make_plan) and queue it (queue_plan)."""
     plan = make_plan(space, problem, limits, **kwargs)
     queue_plan(plan)
     return plan
 
 
 def next_queued(plan: Plan, n: int) -> list[Config]:
-    """The configs of the first `n` trials waiting in the plan's study: what the next asks get."""
+    """Return the configs of the first `n` trials waiting in the plan's study: the next asks."""
     waiting = plan.open().get_trials(deepcopy=False, states=(TrialState.WAITING,))
     names = [t.user_attrs.get("config") for t in sorted(waiting, key=lambda t: t.number)]
     by_name = plan.valid_by_name
@@ -143,8 +155,10 @@ def next_queued(plan: Plan, n: int) -> list[Config]:
 
 
 def _seeds_here(space: Space, written: Space, valid: set[str]) -> list[Config]:
-    """The seeds of `space` (built for the problem from those `written`) that are valid points
-    here, each once; a seed that is wrong as written is an error in the space file."""
+    """Return the seeds of `space` that are valid points here, each once.
+
+    A seed that is wrong as written (in `written`) is an error in the space file.
+    """
     kept = []
     for seed_cfg, as_written in zip(space.seeds, written.seeds, strict=True):
         if seed_cfg.name in valid:
