@@ -16,7 +16,7 @@ HELD = (signal.SIGINT, signal.SIGTERM)
 
 
 class Interrupts:
-    """Catch SIGINT and SIGTERM while entered in the main thread; inside `held()` the first one waits.
+    """Catch SIGINT and SIGTERM while entered (main thread); inside `held()` the first one waits.
 
     Once the block ends, or outside it, the signal acts as it did before: the handler that was there
     (Ctrl-C's KeyboardInterrupt, a search process's SystemExit) or, where there was none, the

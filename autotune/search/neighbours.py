@@ -81,7 +81,7 @@ class NeighbourPhase:
         return remaining <= self.trials or (self.starts_at is not None and now >= self.starts_at)
 
     def queue(self, study: optuna.Study, measured: dict, busy: set[str], remaining: int, now: float) -> None:
-        """Queue an unmeasured neighbour of the best configs (none of `busy`) once the phase has come.
+        """Once the phase has come, queue an unmeasured neighbour of the best (none of `busy`).
 
         Only into an empty queue, so that the next ask pops this neighbour and not a re-queued trial,
         which would leave the neighbour waiting after the search.

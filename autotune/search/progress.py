@@ -9,8 +9,10 @@ from ..core.types import Status
 
 
 class Progress:
-    """A live status line: configs measured, best so far (GFLOP/s and x cuBLAS), rejected and
-    failed counts, ETA. Rewritten in place on a terminal, a line per batch otherwise."""
+    """A live status line: configs measured, best so far (GFLOP/s and x cuBLAS), rejections, ETA.
+
+    Rewritten in place on a terminal, a line per batch otherwise.
+    """
 
     def __init__(self, stream=None, enabled: bool = True, cublas_gflops: float | None = None):
         self.stream = stream or sys.stderr
@@ -30,9 +32,13 @@ class Progress:
         final: bool = False,
         deadline: float | None = None,
     ) -> None:
-        """`deadline`: where the clock rather than the budget ends the search (a search bounded by
-        --timeout alone has the whole valid space as its budget), the bar and ETA follow the
-        time left and the count stands alone."""
+        """Redraw the line.
+
+        Args:
+            deadline: Where the clock rather than the budget ends the search (a search bounded by
+                --timeout alone has the whole valid space as its budget): the bar and ETA follow the
+                time left and the count stands alone.
+        """
         if not self.enabled:
             return
         cublas = cublas or self.cublas_gflops

@@ -1,8 +1,7 @@
-"""Replay: an evaluator that answers from recorded measurements instead of a GPU, so that a
-search (its sampler, storage, workers and faults) runs and is tested on any machine.
+"""Replay: an evaluator that answers from recorded measurements instead of a GPU.
 
-A replay table is JSON: {"table": {config name: GFLOP/s or a status such as "incorrect"},
-"delay_s": seconds per evaluation, "cublas_gflops": ...}; `autotune search --replay FILE`.
+A search (its sampler, storage, workers and faults) so runs and is tested on any machine:
+`autotune search --replay FILE`, the file's form given at `load_replay`.
 """
 
 from __future__ import annotations
@@ -20,10 +19,10 @@ from ..kernels.limits import DeviceLimits
 
 @dataclass
 class ReplayEvaluator:
-    """Answers from a table of recorded results: name -> GFLOP/s, or name -> Status for failures.
+    """An evaluator answering from a table of recorded results: name -> GFLOP/s, or name -> Status.
 
-    Configs missing from the table are reported as rejected. `calls` records what was asked,
-    so tests can check that nothing is evaluated twice or out of the valid space.
+    Configs missing from the table are reported as rejected. `calls` records what was asked, so
+    tests can check that nothing is evaluated twice or out of the valid space.
     """
 
     table: Mapping[str, float | Status]
@@ -100,9 +99,12 @@ _MAX_DELAY_S = 3600.0
 
 
 def load_replay(path: str, limits: DeviceLimits) -> ReplayEvaluator:
-    """A ReplayEvaluator from a JSON file: {"table": {config name: GFLOP/s or a status such as
-    "incorrect"}, "delay_s": seconds per evaluation, "cublas_gflops": ...}. The whole file is
-    checked here: anything else is one UserError naming the file and the key."""
+    """Return a ReplayEvaluator from a JSON replay table.
+
+    The file is {"table": {config name: GFLOP/s or a status such as "incorrect"}, "delay_s": seconds
+    per evaluation, "cublas_gflops": ...}. The whole file is checked here: anything else is one
+    UserError naming the file and the key.
+    """
     text = read_text(path)
     try:
         data = json.loads(text)
@@ -146,7 +148,7 @@ def _table(path: str, data) -> dict[str, float | Status]:
 
 
 def _number(path: str, key: str, value, lo: float, hi: float) -> float:
-    """A finite number in [lo, hi] (lo > 0: a positive one), else one UserError naming `key`."""
+    """Return a finite number in [lo, hi] (lo > 0: a positive one), or a UserError on `key`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo <= value <= hi):
         raise UserError(
             f"{path}: not a replay table ({key} is {_shown(value)}, not a number >= {lo:g} and at most {hi:g})"
@@ -155,6 +157,6 @@ def _number(path: str, key: str, value, lo: float, hi: float) -> float:
 
 
 def _shown(value) -> str:
-    """A value as a one-line message shows it: repr, cut short."""
+    """Return a value as a one-line message shows it: repr, cut short."""
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."

@@ -1,6 +1,7 @@
-"""SQLite as a study's storage shared by several processes: a database file made whole, repaired
-after an interrupted creation, and transactions that serialize writers across processes while
-reads of the trials take no lock (a write-ahead log).
+"""SQLite as a study's storage shared by several processes.
+
+A database file made whole, repaired after an interrupted creation, and transactions that
+serialize writers across processes while reads of the trials take no lock (a write-ahead log).
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from ..core.files import NotRegular, open_regular, refuse_odd
 
 
 def sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite URL (sqlite:///, sqlite+pysqlite:///): None for another database,
-    SQLite in memory, or a name SQLite reads as a URI (`uri=true`), whose file is SQLite's to
-    find."""
+    """Return the file of a SQLite URL (sqlite:///, sqlite+pysqlite:///), or None.
+
+    None for another database, SQLite in memory, or a name SQLite reads as a URI (`uri=true`), whose
+    file is SQLite's to find.
+    """
     try:
         parsed = make_url(url)
     except Exception:  # noqa: BLE001 - a malformed URL: opening it says what is wrong
@@ -44,18 +47,19 @@ COMPANIONS = ("-journal", "-wal", "-shm", ".lock")
 
 
 def check_files(path: Path) -> None:
-    """The database at `path` and the files made beside it are each a regular file or absent: a
-    symbolic link planted at one would have Optuna's tables, SQLite's log or the lock written
+    """Check that the database at `path` and the files beside it are each a regular file or absent.
+
+    A symbolic link planted at one would have Optuna's tables, SQLite's log or the lock written
     wherever it points (another program's database), and a pipe would hang its opening. Anything
-    else is one UserError naming it (files.NotRegular), before the database is opened."""
+    else is one UserError naming it (files.NotRegular), before the database is opened.
+    """
     for file in (path, *(Path(f"{path}{end}") for end in COMPANIONS)):
         refuse_odd(file)
 
 
 @contextlib.contextmanager
 def _creation_lock(path: Path):
-    """The lock the writers of `path` queue on (see serialize_sqlite), held while it is made or
-    repaired; yields whether it is held (a file system without flock: not)."""
+    """Hold the writers' lock of `path` while it is made or repaired; yield whether it is held."""
     try:
         f = os.fdopen(open_regular(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_APPEND), "a+b")
     except OSError:
@@ -73,14 +77,14 @@ def _creation_lock(path: Path):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+# Optuna makes its schema one statement at a time, each committed on its own: a process killed
+# among them (kill -9, Ctrl-C in the first tenths of a second of a search) left a table without
+# its index, and the next runs, finding the tables there, never made it; without the unique index
+# on study names every retry added a study row of the same name and failed on it. So the schema is
+# made in a temporary file beside the database and linked (or renamed) into place: the file is
+# there whole, or not at all.
 def create_whole(path: Path) -> None:
-    """A new SQLite database comes into place whole. Optuna makes its schema one statement at a
-    time, each committed on its own: a process killed among them (kill -9, Ctrl-C in the first
-    tenths of a second of a search) left a table without its index, and the next runs, finding
-    the tables there, never made it; without the unique index on study names every retry added
-    a study row of the same name and failed on it. So the schema is made in a temporary file
-    beside the database and linked (or renamed) into place: the file is there whole, or not at
-    all."""
+    """Bring a new SQLite database into place whole: its schema made beside it, then linked in."""
     if path.exists():
         return
     with _creation_lock(path) as locked:
@@ -108,9 +112,11 @@ def create_whole(path: Path) -> None:
 
 
 def repair(path: Path) -> None:
-    """Put back the indexes a database made by an earlier, interrupted run lacks (see
-    create_whole), after dropping the study rows its retries added twice (those with no
-    trials; the first of each name is kept)."""
+    """Put back the indexes a database made by an earlier, interrupted run lacks (see create_whole).
+
+    The study rows its retries added twice (those with no trials) are dropped first; the first of
+    each name is kept.
+    """
     try:
         from optuna.storages._rdb import models
     except ImportError:  # another Optuna: its own checks stand
@@ -146,11 +152,13 @@ def _drop_repeated_studies(db) -> None:
 
 
 def lost_creation_race(exc: BaseException) -> bool:
-    """Whether creating a storage failed because another process created the same new database
-    at the same moment: Optuna creates the tables and stamps the schema's version when it opens
-    a file that has none, and the second of two processes doing so (two searches started
-    together, or a reader of the study) finds the version stamped or a table there. Opening the
-    storage again then finds the schema whole."""
+    """Whether creating a storage failed as another process made the same new database at once.
+
+    Optuna creates the tables and stamps the schema's version when it opens a file that has none,
+    and the second of two processes doing so (two searches started together, or a reader of the
+    study) finds the version stamped or a table there. Opening the storage again then finds the
+    schema whole.
+    """
     text = str(exc)
     return "alembic_version" in text or ("already exists" in text and "table" in text)
 
@@ -158,16 +166,15 @@ def lost_creation_race(exc: BaseException) -> bool:
 _READING = threading.local()  # set while this thread runs one of Optuna's reads of trials
 
 
+# `_get_trials` is private to Optuna, and overridden here because every read of trials passes
+# through it: the public `get_all_trials` calls it, and so does Optuna's cache in front of an RDB
+# storage (`_CachedStorage`, the storage every Study reads through), which calls its backend's
+# `_get_trials` directly, so no public method sees those reads. pyproject.toml bounds Optuna below
+# 6 for it; should a release rename or bypass it, the reads would take the write lock again
+# (correct, but the workers of a host read one at a time), and
+# tests/test_search.py::test_reads_through_optunas_cache_take_no_write_lock fails.
 class SQLiteStorage(RDBStorage):
-    """Optuna's RDB storage, its reads of trials marked as reads (see serialize_sqlite).
-
-    `_get_trials` is private to Optuna, and overridden here because every read of trials passes
-    through it: the public `get_all_trials` calls it, and so does Optuna's cache in front of an
-    RDB storage (`_CachedStorage`, the storage every Study reads through), which calls its
-    backend's `_get_trials` directly, so no public method sees those reads. pyproject.toml bounds
-    Optuna below 6 for it; should a release rename or bypass it, the reads would take the write
-    lock again (correct, but the workers of a host read one at a time), and
-    tests/test_search.py::test_reads_through_optunas_cache_take_no_write_lock fails."""
+    """Optuna's RDB storage, its reads of trials marked as reads (see serialize_sqlite)."""
 
     def _get_trials(self, *args, **kwargs):
         return as_read(super()._get_trials, *args, **kwargs)
@@ -184,14 +191,14 @@ def as_read(method, *args, **kwargs):
         _READING.on = False
 
 
+# SQLite has no SELECT ... FOR UPDATE, so two processes can both pop the same queued trial
+# (WAITING -> RUNNING). Taking the write lock when each transaction begins makes Optuna's
+# read-then-update atomic across processes (SQLAlchemy's recipe for pysqlite). A read of the trials
+# takes no lock where the file has a write-ahead log: it reads a snapshot while one process writes.
+# With every transaction holding the lock, the reads (TPE reads the whole study for every trial) of
+# all the workers of a host ran one at a time, and two workers were no faster than one.
 def serialize_sqlite(engine) -> None:
-    """SQLite has no SELECT ... FOR UPDATE, so two processes can both pop the same queued trial
-    (WAITING -> RUNNING). Taking the write lock when each transaction begins makes Optuna's
-    read-then-update atomic across processes (SQLAlchemy's recipe for pysqlite). A read of the
-    trials takes no lock where the file has a write-ahead log: it reads a snapshot while one
-    process writes. With every transaction holding the lock, the reads (TPE reads the whole
-    study for every trial) of all the workers of a host ran one at a time, and two workers
-    were no faster than one."""
+    """Make each SQLite transaction of `engine` take the write lock when it begins, reads aside."""
     from sqlalchemy import event
 
     wal = []
@@ -232,12 +239,12 @@ def serialize_sqlite(engine) -> None:
     engine.dispose()  # connections opened before the listeners are dropped
 
 
+# Writers queue on a lock of the operating system first: SQLite's own wait for a busy file polls
+# with sleeps of 1 to 100 ms, and with a few dozen short writes a trial (each parameter, attribute
+# and heartbeat) two workers lost more time asleep than they saved. The kernel hands this lock over
+# at once. One file per connection: threads of a process (the heartbeats) exclude each other too.
 class _WritersLock:
-    """Writers queue on a lock of the operating system first: SQLite's own wait for a busy file
-    polls with sleeps of 1 to 100 ms, and with a few dozen short writes a trial (each parameter,
-    attribute and heartbeat) two workers lost more time asleep than they saved. The kernel hands
-    this lock over at once. One file per connection: threads of a process (the heartbeats)
-    exclude each other too."""
+    """An operating-system lock that a SQLite file's writers queue on, one file per connection."""
 
     def __init__(self, database: str | None):
         self.path = f"{database}.lock" if database and database != ":memory:" else None
@@ -262,7 +269,7 @@ class _WritersLock:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
     def after(self, end):
-        """`end` (the dialect's commit or rollback), then let go of the connection's lock."""
+        """Wrap `end` (the dialect's commit or rollback) to let go of the lock after it."""
 
         def wrapped(proxied_connection):
             try:

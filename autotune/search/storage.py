@@ -1,6 +1,4 @@
-"""A study's storage opened from its URL (SQLite, PostgreSQL, MySQL, in memory), and its failures
-as one line with credentials masked.
-"""
+"""A study's storage opened from its URL, and its failures as one line with credentials masked."""
 
 from __future__ import annotations
 
@@ -32,11 +30,12 @@ from .sqlite import (
 
 
 def default_database(results_dir, gpu_slug: str) -> Path:
-    """The SQLite file of a search's studies when no --storage is given: beside its records."""
+    """Return the SQLite file of a search's studies where no --storage is given (beside records)."""
     return Path(results_dir) / gpu_slug / "optuna.db"
 
 
 def default_storage(results_dir, gpu_slug: str) -> str:
+    """Return the URL of the default database (default_database), making its folder."""
     path = default_database(results_dir, gpu_slug)
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
@@ -46,11 +45,15 @@ _STORAGES: dict[str, optuna.storages.BaseStorage] = {}
 
 
 def make_storage(url: str):
-    """An RDB storage with heartbeats (SQLite, PostgreSQL, MySQL: any URL SQLAlchemy opens), or
-    "memory:NAME" for a study that lives in this process only (replays). One per URL and process:
-    each new RDB storage costs an engine and a schema check. A URL that cannot be opened is a
-    StorageError, and leaves no file behind: it is checked before a SQLite file is made, and what
-    the attempt made is removed."""
+    """Return an RDB storage with heartbeats for `url` (or for "memory:NAME", one in memory).
+
+    Any URL SQLAlchemy opens serves (SQLite, PostgreSQL, MySQL); "memory:NAME" is for replays. One
+    storage per URL and process: each new RDB storage costs an engine and a schema check.
+
+    Raises:
+        StorageError: The URL cannot be opened. No file is left behind: it is checked before a
+            SQLite file is made, and what the attempt made is removed.
+    """
     if url.startswith("memory:"):
         return _STORAGES.setdefault(url, optuna.storages.InMemoryStorage())
     cached = _STORAGES.get(url)
@@ -75,7 +78,7 @@ def make_storage(url: str):
 
 
 def _backend(url: str) -> str | None:
-    """The database a URL names ("sqlite" for sqlite:/// and sqlite+pysqlite:///), or None."""
+    """Return the database a URL names ("sqlite" for sqlite:/// and sqlite+pysqlite:///) or None."""
     try:
         return make_url(url).get_backend_name()
     except Exception:  # noqa: BLE001 - not a URL: _check_url says why
@@ -83,9 +86,11 @@ def _backend(url: str) -> str | None:
 
 
 def _check_url(url: str, engine: dict) -> None:
-    """Refuse a URL SQLAlchemy cannot open (its form, its driver, an argument of the wrong type)
-    or whose arguments the driver would ignore, before anything is made: SQLAlchemy reads them
-    all when it makes an engine, which connects to nothing yet."""
+    """Refuse a URL SQLAlchemy cannot open, or whose arguments the driver would ignore.
+
+    This covers its form, its driver, an argument of the wrong type, before anything is made:
+    SQLAlchemy reads them all when it makes an engine, which connects to nothing yet.
+    """
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", SAWarning)  # "argument(s) ... are being ignored"
@@ -95,12 +100,12 @@ def _check_url(url: str, engine: dict) -> None:
 
 
 def _files_of(path: Path) -> list[Path]:
-    """A SQLite database's file and those SQLite and this module put beside it."""
+    """Return a SQLite database's file and those SQLite and this module put beside it."""
     return [path, *(path.with_name(path.name + end) for end in ("-journal", "-wal", "-shm", ".lock"))]
 
 
 def _open(url: str, path: Path | None, engine: dict):
-    """The storage of a checked URL, its SQLite file made whole (or repaired) first."""
+    """Return the storage of a checked URL, its SQLite file made whole (or repaired) first."""
     if path is not None:
         check_files(path)  # no link followed, no pipe opened: before SQLite opens anything
         try:
@@ -130,7 +135,7 @@ _CREATE_TRIES = 4
 
 
 def storage_failure(url: str, exc: BaseException) -> str:
-    """One line for a storage that failed: the URL and the error's first line, credentials masked."""
+    """Return one line for a storage that failed: the URL and the error, credentials masked."""
     first = (str(exc).strip().splitlines() or [""])[0][:200]
     return redact.text(f"storage {redact.url(str(url))!r}: {type(exc).__name__}: {first}", redact.secrets(str(url)))
 
@@ -146,7 +151,7 @@ STORAGE_FAULTS = (StorageError, SQLAlchemyError, optuna.exceptions.StorageIntern
 
 
 def fault_line(url: str, exc: BaseException) -> str:
-    """One line for a fault among STORAGE_FAULTS, credentials masked."""
+    """Return one line for a fault among STORAGE_FAULTS, credentials masked."""
     if isinstance(exc, StorageError):
         return str(exc)
     if isinstance(exc, OSError):

@@ -27,6 +27,7 @@ def study_name(gpu_slug: str, problem: Problem, space: Space, sampler: str) -> s
     # The template's text is part of the name: after an edit, the configs measured before are
     # other code and are measured again (a resumed study would skip them).
     # A cold search (no seeds) is kept apart from seeded ones, which would hand it their trials.
+    """Return the study's name for a search of `space` for `problem` on this GPU."""
     key = {"values": space.values, "sampler": sampler, "template": space.family.fingerprint}
     # So is one that starts from priors (configs measured on other GPUs).
     key |= {"cold": True} if space.cold else {}
@@ -36,6 +37,7 @@ def study_name(gpu_slug: str, problem: Problem, space: Space, sampler: str) -> s
 
 
 def open_study(storage, name: str, sampler) -> optuna.Study:
+    """Open the study `name` in `storage`, creating it (maximising GFLOP/s) if need be."""
     try:
         return optuna.create_study(
             study_name=name, storage=storage, sampler=sampler, direction="maximize", load_if_exists=True
@@ -48,8 +50,10 @@ _TOLD = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def measured_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialState, float | None]]:
-    """Config name -> (state, value) of every config measured and told in the study, by any
-    worker (among `trials` where the caller has read them already)."""
+    """Return config name -> (state, value) of every config measured and told in the study.
+
+    By any worker; `trials`: the study's trials where the caller has read them already.
+    """
     out = {}
     if trials is None:
         trials = study.get_trials(deepcopy=False, states=_TOLD)
@@ -61,10 +65,12 @@ def measured_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialS
 
 
 def untold_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialState, float | None]]:
-    """Config name -> (state, value), as its measurement says, of every config measured and not
-    told: its worker is telling it now, or was stopped first (killed, interrupted), and its trial
-    is failed and re-queued with the measurement, to be told when it is asked (TrialLoop.settle).
-    Such a config is never queued nor measured again."""
+    """Return config name -> (state, value) of every config measured and not told.
+
+    The state and value are as its measurement says. Its worker is telling it now, or was stopped
+    first (killed, interrupted), and its trial is failed and re-queued with the measurement, to be
+    told when it is asked (TrialLoop.settle). Such a config is never queued nor measured again.
+    """
     out: dict[str, tuple[TrialState, float | None]] = {}
     if trials is None:  # a re-queued trial's measurement is its failed trial's too
         trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.FAIL))
@@ -78,25 +84,29 @@ def untold_configs(study: optuna.Study, trials=None) -> dict[str, tuple[TrialSta
 
 
 def all_measured(study: optuna.Study) -> dict[str, tuple[TrialState, float | None]]:
-    """What the study measured, told or not (measured_configs, then untold_configs)."""
+    """Return what the study measured, told or not (measured_configs, then untold_configs)."""
     return {**untold_configs(study), **measured_configs(study)}
 
 
 class TrialReader:
-    """What changed in a study since the last read: the trials that are new, have changed state,
-    or are running (whose attributes change: a config is named after the ask). A loop reads the
-    study before every config it runs (trials.TrialLoop.refresh); read whole each time, a study of
-    a few hundred trials cost 40 ms a read (Optuna's cache reloads every unfinished trial, and a
-    grid's queue is hundreds of waiting ones). Here each read lists the ids and states alone, and
-    loads the few trials that changed (an RDB storage; another storage is read whole)."""
+    """Read what changed in a study since the last read: trials new, changed in state, or running.
+
+    A running trial's attributes change: a config is named after the ask. A loop reads the study
+    before every config it runs (trials.TrialLoop.refresh); read whole each time, a study of a few
+    hundred trials cost 40 ms a read (Optuna's cache reloads every unfinished trial, and a grid's
+    queue is hundreds of waiting ones). Here each read lists the ids and states alone, and loads the
+    few trials that changed (an RDB storage; another storage is read whole).
+    """
 
     def __init__(self, study: optuna.Study):
         self.study = study
         self.seen: dict[int, TrialState] = {}  # trial id -> state when last loaded
 
     def changed(self, mine: set[int] = frozenset()) -> list[optuna.trial.FrozenTrial]:
-        """The trials new or changed since the last call, but those of `mine` (trial ids the
-        caller has in flight, which it knows) while they are running."""
+        """Return the trials new or changed since the last call.
+
+        Those of `mine` (trial ids the caller has in flight, which it knows) are left out while running.
+        """
         storage = getattr(self.study, "_storage", None)
         storage = getattr(storage, "_backend", storage)  # Optuna's cache in front of an RDB storage
         if not isinstance(storage, RDBStorage):
@@ -111,7 +121,7 @@ class TrialReader:
 
 
 def _trial_states(storage: RDBStorage, study_id: int) -> dict[int, TrialState]:
-    """Trial id -> state of every trial of a study, read in one query of two columns."""
+    """Return trial id -> state of every trial of a study, read in one query of two columns."""
     from optuna.storages._rdb import models
     from sqlalchemy import select
 

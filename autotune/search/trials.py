@@ -1,13 +1,9 @@
 """The ask/evaluate/tell loop of one worker on one family's study.
 
-Statically invalid proposals are told to Optuna as PRUNED without compiling or launching;
-failures (compile, fault, hang, wrong result) are PRUNED too, with their status and reason in
-the trial's user attributes; only verified measurements are COMPLETE. A config already measured
-(told or not: a worker stopped between the two) or in flight here or at another worker is never
-measured again: its trial is told the known outcome. Where the strategy has a neighbour phase
-(its `local_share`), the last share of the budget goes to neighbours of the best configs: of its
-trials, or of its time where a deadline comes first. What differs by strategy is read from the
-plan's `strategy` (search/strategies/).
+Statically invalid proposals and failures (compile, fault, hang, wrong result) are told to Optuna
+as PRUNED, with their status and reason in the trial's user attributes; only verified
+measurements are COMPLETE. A config already measured, or in flight here or at another worker, is
+never measured again. What differs by strategy is read from the plan's `strategy`.
 """
 
 from __future__ import annotations
@@ -43,19 +39,22 @@ class TrialLoop:
     """One worker's trials on one family's study.
 
     A window of `batch` trials is in flight (all of a strategy's random start-up at once): they
-    compile (CPU threads) while the GPU runs whichever is compiled first; each finished trial is
-    told and one new trial asked, so every later ask sees all results but the window's.
+    compile (CPU threads) while the GPU runs whichever is compiled first; each finished trial is told
+    and one new trial asked, so every later ask sees all results but the window's. Where the strategy
+    has a neighbour phase (its `local_share`), the last share of the budget goes to neighbours of the
+    best configs.
 
-    The study may be shared, by the workers of one search (`shared`: the parent recovered it) or
-    by searches of the same shape started apart on one results folder or storage: every loop
-    reads what the others have measured and have in flight before it runs a config, so a config
-    is measured once whoever asks for it.
+    The study may be shared, by the workers of one search (`shared`: the parent recovered it) or by
+    searches of the same shape started apart on one results folder or storage: every loop reads what
+    the others have measured and have in flight before it runs a config, so a config is measured
+    once whoever asks for it; one measured and not told (a worker stopped between the two) gets the
+    known outcome.
 
     State: `measured` (config name -> (state, value), this study, all workers), `in_flight` (the
-    configs asked here and not yet told), `others` (configs other workers have in flight),
-    `pending` (the window: asked trials waiting for the GPU), `counts` (status ->
-    trials, this worker), `best` (best GFLOP/s of the study), `asks` (trials asked here), and
-    `exhausted` (a strategy whose points all come from the queue: it ran dry).
+    configs asked here and not yet told), `others` (configs other workers have in flight), `pending`
+    (the window: asked trials waiting for the GPU), `counts` (status -> trials, this worker), `best`
+    (best GFLOP/s of the study), `asks` (trials asked here), and `exhausted` (a strategy whose points
+    all come from the queue: it ran dry).
     """
 
     def __init__(
@@ -99,9 +98,11 @@ class TrialLoop:
         self.interrupts = Interrupts()
 
     def run(self) -> dict[str, int]:
-        """Ask, evaluate and tell until the budget, the deadline or the asks run out; returns
-        this worker's trial counts by status. A SIGINT or SIGTERM meanwhile ends it, but never
-        between a measurement and its record (interrupts.Interrupts)."""
+        """Ask, evaluate and tell until the budget, the deadline or the asks run out.
+
+        Returns this worker's trial counts by status. A SIGINT or SIGTERM meanwhile ends it, but never
+        between a measurement and its record (interrupts.Interrupts).
+        """
         self.heart = Heartbeat(make_storage(self.plan.storage_url))
         try:
             with self.interrupts:
@@ -114,7 +115,7 @@ class TrialLoop:
         return self.counts
 
     def _loop(self) -> None:
-        """`run`'s loop: fill the window, evaluate the first ready, tell it, fill it again."""
+        """Run `run`'s loop: fill the window, evaluate the first ready, tell it, fill it again."""
         self.refill()
         # The problem's inputs onto the GPU while the first window compiles (a worker of a
         # search over several GPUs has done no baseline that made them).
@@ -145,8 +146,7 @@ class TrialLoop:
                 )
 
     def refill(self) -> None:
-        """Ask new trials until the window is full (or nothing more is to be asked), and hand
-        them to the evaluator to compile meanwhile."""
+        """Ask new trials until the window is full, handing them to the evaluator to compile."""
         window = self.strategy.window(self.batch, len(self.measured))
         while len(self.pending) < window and self.more():
             got = self.ask_batch(window - len(self.pending))
@@ -180,13 +180,15 @@ class TrialLoop:
         if self.on_trial:
             self.on_trial(m)
 
+    # An ask now would get a random draw of the whole value lists, most of them outside the valid
+    # space: told at once, they crowded TPE's start-up with rejections, and two workers asked twice as
+    # often as one for each config measured. So this one waits.
     def waiting_for_startup(self) -> bool:
-        """In a shared study: whether other workers are measuring the strategy's random start-up
-        (fewer than `random_startup` configs measured, some in flight elsewhere) and the queue
-        is empty. An ask
-        now would get a random draw of the whole value lists, most of them outside the valid
-        space: told at once, they crowded TPE's start-up with rejections, and two workers
-        asked twice as often as one for each config measured. So this one waits."""
+        """Whether to wait while other workers measure the strategy's random start-up.
+
+        That is in a shared study with fewer than `random_startup` configs measured, some in flight
+        elsewhere, and the queue empty.
+        """
         if not (self.strategy.random_startup and self.others) or not self.more():
             return False
         return len(self.measured) < self.strategy.random_startup and not self.study.get_trials(
@@ -194,7 +196,7 @@ class TrialLoop:
         )
 
     def more(self) -> bool:
-        """Whether to ask more: budget, asks and deadline left, and (queue_only) queue not empty."""
+        """Whether to ask more: budget, asks and deadline left, and (queue_only) a queue."""
         return (
             not self.exhausted
             and len(self.measured) < self.plan.budget
@@ -203,15 +205,16 @@ class TrialLoop:
         )
 
     def past_deadline(self) -> bool:
+        """Whether the loop's clock has passed its deadline."""
         return self.deadline is not None and time.monotonic() >= self.deadline
 
     @property
     def remaining(self) -> int:
-        """Budget not yet measured nor in flight (here or at other workers)."""
+        """Return the budget not yet measured nor in flight (here or at other workers)."""
         return self.plan.budget - len(self.measured) - len(self.in_flight) - len(self.others)
 
     def ask_batch(self, n: int) -> list[tuple[optuna.Trial, Config]]:
-        """Up to `n` new, valid, unmeasured configs to run; trials that need no run are told at once."""
+        """Ask up to `n` new, valid, unmeasured configs; trials needing no run are told."""
         out: list[tuple[optuna.Trial, Config]] = []
         self.refresh()
         while len(out) < min(n, self.remaining) and self.asks < self.max_asks:
@@ -245,10 +248,12 @@ class TrialLoop:
         return out
 
     def refresh(self, asked: int | None = None) -> None:
-        """Take in what other workers (or other searches of the study) have measured and have in
-        flight (not counting trial `asked`, this worker's latest). Now and then, first fail and
-        re-queue the trials of workers that stopped beating (killed since this loop started),
-        which would otherwise stay in flight, never measured and never asked again."""
+        """Take in what other workers (or searches of the study) measured and have in flight.
+
+        Trial `asked`, this worker's latest, is not counted. Now and then, first fail and re-queue the
+        trials of workers that stopped beating (killed since this loop started), which would otherwise
+        stay in flight, never measured and never asked again.
+        """
         if time.monotonic() - self.recovered >= GRACE_S:
             recover_stale(self.study, wait=False)
             self.recovered = time.monotonic()
@@ -262,8 +267,11 @@ class TrialLoop:
         self.others = {c for n, c in self.running.items() if c and n != asked} - self.in_flight
 
     def settle(self, trial: optuna.Trial, cfg: Config) -> bool:
-        """Tell a trial that needs no run, and say whether it was one: a re-queued trial already
-        measured, a config outside the valid space, or a config measured or in flight."""
+        """Tell a trial that needs no run, and say whether it was one.
+
+        Such a trial is a re-queued one already measured, a config outside the valid space, or a config
+        measured or in flight.
+        """
         if "measurement" in trial.user_attrs:
             # A re-queued trial whose worker measured it but stopped before telling (killed, or
             # failed as stale): tell that measurement instead of running the candidate again.
@@ -289,8 +297,10 @@ class TrialLoop:
         return False
 
     def record(self, trial: optuna.Trial, cfg: Config, m: Measurement) -> None:
-        """Count a measurement, tell it (COMPLETE with its GFLOP/s, or PRUNED with the reason)
-        and remember the config as measured."""
+        """Count a measurement, tell it, and remember the config as measured.
+
+        It is told COMPLETE with its GFLOP/s, or PRUNED with the reason.
+        """
         self.counts[m.status.value] = self.counts.get(m.status.value, 0) + 1
         # Known as measured before it is told: a storage that fails on the tell stops the search,
         # whose record is then made from what this loop knows (search.search_family).
@@ -313,5 +323,5 @@ class TrialLoop:
 
 
 def run_trials(plan: Plan, evaluator: Evaluator, **kwargs) -> dict[str, int]:
-    """The ask/evaluate/tell loop of one worker (see TrialLoop); returns its trial counts by status."""
+    """Run the ask/evaluate/tell loop of one worker (see TrialLoop); return its counts by status."""
     return TrialLoop(plan, evaluator, **kwargs).run()

@@ -1,10 +1,9 @@
 """The seam between the trial loop and a search strategy, and the registry `--sampler` reads.
 
 A strategy says how its configs are chosen: the Optuna sampler it asks, and the few things the
-plan and the loop do differently for it (a start-up drawn at random, the cost model's start-up,
-a neighbour phase, points that come only from the study's queue). The loop and the plan read
-these attributes and methods and never a strategy's name, so a new strategy is one module in
-this folder: a subclass of `Strategy` decorated with `@register`.
+plan and the loop do differently for it. They read these attributes and methods, never a
+strategy's name, so a new strategy is one module in this folder: a `Strategy` subclass
+decorated with `@register`.
 """
 
 from __future__ import annotations
@@ -18,8 +17,12 @@ if TYPE_CHECKING:
 
 
 class Strategy:
-    """How one kind of search chooses configs. The defaults are a plain Optuna sampler whose
-    every ask is one value per parameter; a subclass names itself and makes its sampler."""
+    """How one kind of search chooses configs.
+
+    The defaults are a plain Optuna sampler whose every ask is one value per parameter; a subclass
+    names itself and makes its sampler. Its attributes say what else differs: a start-up drawn at
+    random, the cost model's start-up, a neighbour phase, points that come only from the queue.
+    """
 
     name: ClassVar[str]
     summary: ClassVar[str]  # a few words for `search --help`
@@ -38,28 +41,33 @@ class Strategy:
     queue_only: ClassVar[bool] = False
 
     def sampler(self, seed: int) -> optuna.samplers.BaseSampler:
+        """Return the Optuna sampler this strategy asks, seeded with `seed`."""
         raise NotImplementedError
 
     def window(self, batch: int, measured: int) -> int:
-        """Trials to keep in flight, `measured` configs into the study."""
+        """Return the trials to keep in flight, with `measured` configs in the study."""
         return max(batch, self.random_startup - measured)
 
     def to_queue(self, plan, study: optuna.Study, first: list[Config]) -> tuple[list[Config], set[str]]:
-        """The configs to queue, in order (`first`: the seeds, or the model's start-up), and the
-        names of those queued already (not queued again)."""
+        """Return the configs to queue, in order, and the names of those queued already.
+
+        `first` is the seeds, or the model's start-up; a config queued already is not queued again.
+        """
         from optuna.trial import TrialState
 
         waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         return first, {t.user_attrs.get("config") for t in waiting}
 
     def trial_params(self, plan, cfg: Config) -> dict:
-        """The parameters a queued trial of `cfg` carries (what `suggest` reads back)."""
+        """Return the parameters a queued trial of `cfg` carries (what `suggest` reads back)."""
         return cfg.as_dict()
 
     def suggest(self, plan, trial: optuna.Trial) -> Config:
-        """The trial's config: one value per parameter. A parameter of one value is not asked
-        for: Optuna would store it (one commit each, six of warptile's 21) and TPE leaves it out
-        of its model anyway."""
+        """Return the trial's config: one value per parameter.
+
+        A parameter of one value is not asked for: Optuna would store it (one commit each, six of
+        warptile's 21) and TPE leaves it out of its model anyway.
+        """
         values = plan.space.values
         return Config.make(
             plan.space.family.name,
@@ -81,10 +89,12 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 
 
 def names() -> list[str]:
+    """Return the registered strategies' names, in registration order."""
     return list(_REGISTRY)
 
 
 def get(name: str) -> Strategy:
+    """Return a new strategy of the registered `name`; an unknown name is a UserError."""
     cls = _REGISTRY.get(name)
     if cls is None:
         raise UserError(f"unknown sampler {name!r}; choose from {', '.join(_REGISTRY)}")

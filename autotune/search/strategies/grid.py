@@ -19,6 +19,7 @@ GRID_CHUNK = 2000
 
 @register
 class Grid(Strategy):
+    """Every valid point once, popped from the study's queue in a seeded random order."""
     name = "grid"
     summary = "every valid point once, in a seeded random order"
     queue_only = True
@@ -29,8 +30,10 @@ class Grid(Strategy):
         return optuna.samplers.RandomSampler(seed=seed)  # points come from the queue; this only fills a race
 
     def to_queue(self, plan, study, first: list[Config]) -> tuple[list[Config], set[str]]:
-        """The plan's next GRID_CHUNK points not queued before in any state (a worker whose
-        queue runs dry calls queue_plan again)."""
+        """Return the plan's next GRID_CHUNK points not queued before in any state.
+
+        A worker whose queue runs dry calls queue_plan again.
+        """
         queued = {t.user_attrs.get("config") for t in study.get_trials(deepcopy=False) if t.user_attrs.get("planned")}
         seeds = set(plan.space.seeds)
         rest = [c for c in plan.valid if c not in seeds]
