@@ -15,6 +15,7 @@ from .results import entry_config, iter_records
 
 @dataclass
 class CheckRow:
+    """One stored config's verdict: pass, warn, stale or fail, with the figures and why."""
     shape: str
     family: str
     config: str
@@ -36,13 +37,14 @@ def _limits(entry: dict) -> DeviceLimits:
 def check_static(
     root: Path | str, gpu_slug: str, jobs: int | None = None, progress: Callable[[int, int], None] | None = None
 ) -> list[CheckRow]:
-    """No GPU: each stored config renders, passes the filter, and compiles to the kernel that was
-    measured. A record names that kernel by the digest of its machine code (`code`): the same
-    code passes, whatever changed in the template's text; other code with the recorded registers
-    and shared memory is stale (its time is of another build: re-time it on the GPU), and with
-    other resources fails; either is a warning where the NVRTC version differs from the record's.
-    An older record without `code` is judged by its registers and shared memory and its `source`
-    hash, as before (see _judge_without_code). `progress(done, total)` is called after each.
+    """Check without a GPU that each stored config renders, passes the filter, compiles as measured.
+
+    A record names the kernel it measured by the digest of its machine code (`code`): the same code
+    passes, whatever changed in the template's text; other code with the recorded registers and
+    shared memory is stale (its time is of another build: re-time it on the GPU), and with other
+    resources fails; either is a warning where the NVRTC version differs from the record's. An older
+    record without `code` is judged by its registers, shared memory and `source` hash
+    (_judge_without_code). `progress(done, total)` is called after each.
 
     Example:
         rows = check_static("results", "nvidia-h100-80gb-hbm3")
@@ -75,9 +77,11 @@ def check_static(
 
 
 def _compile_ahead(configs: list, jobs: int | None) -> None:
-    """Every config built at once, on every core, into the compile cache, where the check then
-    finds it: one at a time, NVRTC keeps one core busy. A build that fails here fails again,
-    and is reported, in the check itself."""
+    """Build every config at once, on every core, into the compile cache, where the check finds it.
+
+    One at a time, NVRTC keeps one core busy. A build that fails here fails again, and is reported,
+    in the check itself.
+    """
     from ..gpu.compile import compile_many
     from ..kernels.render import DEFAULT_KERNEL, render
 
@@ -132,10 +136,12 @@ def _judge(base: CheckRow, entry: dict, resolved, spec: dict, arch: str) -> Chec
 
 
 def _judge_without_code(base, entry, resolved, diffs, measured, here, recorded) -> CheckRow:
-    """A record from before `code`: registers and shared memory must match. A difference fails
-    where the source changed since the record (its `source` hash) or where the record names no
-    source and the same NVRTC version; it warns where the source is the one measured (only the
-    compiler can differ) or, without a hash, the NVRTC version differs."""
+    """Judge a record from before `code`: registers and shared memory must match.
+
+    A difference fails where the source changed since the record (its `source` hash) or where the
+    record names no source and the same NVRTC version; it warns where the source is the one measured
+    (only the compiler can differ) or, without a hash, the NVRTC version differs.
+    """
     from ..kernels.render import source_digest
 
     source = entry.get("source")
@@ -159,8 +165,10 @@ def _resource_diffs(entry: dict, got: dict) -> list[str]:
 
 
 def check_gpu(root: Path | str, gpu_slug: str, evaluator: Evaluator, tolerance: float = 0.05) -> list[CheckRow]:
-    """Re-verify and re-time every stored config on this GPU; slower than recorded by more
-    than `tolerance` (a fraction), or incorrect, fails."""
+    """Re-verify and re-time every stored config on this GPU.
+
+    A config slower than recorded by more than `tolerance` (a fraction), or incorrect, fails.
+    """
     if evaluator.limits.slug != gpu_slug:
         raise UserError(
             f"this GPU is {evaluator.limits.name} ({evaluator.limits.slug}); "
@@ -195,6 +203,7 @@ def _with(row: CheckRow, status: str, detail: str) -> CheckRow:
 
 
 def format_rows(rows: list[CheckRow]) -> str:
+    """Return the rows as a table for the terminal."""
     head = f"{'shape':<16} {'family':<11} {'result':<6} {'record':>9} {'now':>9}  detail"
     lines = [head, "-" * len(head)]
     for r in rows:

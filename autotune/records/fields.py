@@ -1,8 +1,10 @@
-"""Each field of a record's entry by its type, range and format (validate.py checks the record's
-structure and that its figures agree with each other): the measured figures and cuBLAS's, each
-bounded to what a measurement can be; the device limits; the search that found the entry; the
-versions; the date; a tensor-core tier's contract. What is wrong is Corrupt, in words that quote
-at most a short, escaped excerpt of a value (`shown`)."""
+"""Each field of a record's entry checked by its type, range and format.
+
+The fields are the measured figures and cuBLAS's, each bounded to what a measurement can be; the
+device limits; the search that found the entry; the versions; the date; a tensor-core tier's
+contract. What is wrong is Corrupt, quoting at most a short, escaped excerpt of a value
+(`shown`). validate.py checks the record's structure and that its figures agree.
+"""
 
 from __future__ import annotations
 
@@ -64,13 +66,13 @@ _LIMITS_ORDER = (
 
 
 def shown(value: Any) -> str:
-    """A value as an error line shows it: its repr (escaped, one line), cut short when long."""
+    """Return a value as an error line shows it: its repr (escaped, one line), cut short."""
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
 def number(value: Any) -> bool:
-    """A finite number (an integer a float holds exactly: JSON's 1e400 and 10**400 are neither)."""
+    """Whether `value` is a finite number (an integer that a float holds exactly: not 10**400)."""
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
@@ -79,6 +81,7 @@ def number(value: Any) -> bool:
 
 
 def positive(where: str, value: Any, top: float) -> None:
+    """Check that `value` is a positive number at most `top`."""
     if not number(value) or value <= 0:
         raise Corrupt(f"{where} is {shown(value)}, not a positive number")
     if value > top:
@@ -86,6 +89,7 @@ def positive(where: str, value: Any, top: float) -> None:
 
 
 def not_negative(where: str, value: Any, top: float, optional: bool = True) -> None:
+    """Check that `value` is a number from 0 to `top` (or None, when `optional`)."""
     if value is None and optional:
         return
     if not number(value) or value < 0:
@@ -95,6 +99,7 @@ def not_negative(where: str, value: Any, top: float, optional: bool = True) -> N
 
 
 def integer(where: str, value: Any, lo: int, hi: int, optional: bool = True) -> None:
+    """Check that `value` is an integer from `lo` to `hi` (or None, when `optional`)."""
     if value is None and optional:
         return
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
@@ -102,7 +107,7 @@ def integer(where: str, value: Any, lo: int, hi: int, optional: bool = True) -> 
 
 
 def text(value: str, where: str, longest: int = MAX_TEXT) -> None:
-    """`value` (a string) printable, and at most `longest` characters."""
+    """Check that `value` is a printable string of at most `longest` characters."""
     if len(value) > longest:
         raise Corrupt(f"{where} is {len(value)} characters long, more than {longest}")
     if not value.isprintable():
@@ -111,6 +116,7 @@ def text(value: str, where: str, longest: int = MAX_TEXT) -> None:
 
 
 def matching(where: str, value: Any, pattern: re.Pattern, what: str, optional: bool = True) -> None:
+    """Check that `value` is a string matching `pattern` whole (or None, when `optional`)."""
     if value is None and optional:
         return
     if not isinstance(value, str) or not pattern.fullmatch(value):
@@ -118,7 +124,7 @@ def matching(where: str, value: Any, pattern: re.Pattern, what: str, optional: b
 
 
 def obj(where: str, value: Any, optional: bool = True) -> dict:
-    """`value` when an object ({} when absent and `optional`), else Corrupt."""
+    """Return `value` when an object ({} when absent and `optional`), else raise Corrupt."""
     if value is None and optional:
         return {}
     if not isinstance(value, dict):
@@ -127,9 +133,11 @@ def obj(where: str, value: Any, optional: bool = True) -> dict:
 
 
 def check_measured(fam: str, entry: dict) -> None:
-    """The figures of a measurement and of cuBLAS's beside it: the numbers later code computes
-    with (a string or NaN there would fail far from here), each within what a measurement can
-    be, the time's median between its extremes; the status, message and digests."""
+    """Check a measurement's figures and cuBLAS's beside them; the status, message and digests.
+
+    They are the numbers later code computes with (a string or NaN there would fail far from here),
+    each within what a measurement can be, the time's median between its extremes.
+    """
     at = f"entry {fam}: "
     cublas = entry.get("cublas")
     if not isinstance(cublas, dict):
@@ -156,7 +164,7 @@ def check_measured(fam: str, entry: dict) -> None:
 
 
 def check_spread(fam: str, entry: dict) -> None:
-    """The median time between the fastest and the slowest, the spread between them within theirs."""
+    """Check the median time lies between the fastest and slowest, the spread within theirs."""
     at = f"entry {fam}: "
     lo, mid, hi, iqr = (entry.get(k) for k in ("time_min_ms", "time_ms", "time_max_ms", "time_iqr_ms"))
     slack = 1e-9 * mid
@@ -167,7 +175,7 @@ def check_spread(fam: str, entry: dict) -> None:
 
 
 def _check_cublas_paths(at: str, cublas: dict) -> None:
-    """cuBLAS's entry points timed (`paths`: each one's median ms) and the one whose time it is."""
+    """Check cuBLAS's entry points timed (`paths`: each one's median ms) and the one used."""
     matching(f"{at}cublas.path", cublas.get("path"), NAME, "the name of a cuBLAS entry point")
     paths = obj(f"{at}cublas.paths", cublas.get("paths"))
     for name, ms in paths.items():
@@ -179,9 +187,11 @@ def _check_cublas_paths(at: str, cublas: dict) -> None:
 
 
 def check_limits(fam: str, entry: dict, gpu: dict) -> None:
-    """The device limits stored with the measurement (the model divides by some): each one
-    present an integer a GPU could have, in the order a device has them, the name and arch
-    those of the record's GPU; the entry's registers and shared memory within them."""
+    """Check the device limits stored with the measurement (the model divides by some).
+
+    Each is present, an integer a GPU could have, in the order a device has them; the name and arch
+    are those of the record's GPU; the entry's registers and shared memory are within them.
+    """
     at = f"entry {fam}: "
     limits = entry.get("limits")
     if limits is None:
@@ -209,8 +219,11 @@ def check_limits(fam: str, entry: dict, gpu: dict) -> None:
 
 
 def check_search(fam: str, entry: dict, slug: str, shape: str) -> None:
-    """How the entry was found: the sampler and seed, the budget and what it measured, the study
-    (named after the record's GPU, shape and family), its storage (masked), its duration."""
+    """Check how the entry was found: sampler and seed, budget and what it measured, study, storage.
+
+    The study is named after the record's GPU, shape and family; the storage is masked; and the
+    search's duration.
+    """
     at = f"entry {fam}: search."
     search = obj(f"entry {fam}: 'search'", entry.get("search"))
     matching(f"{at}sampler", search.get("sampler"), NAME, "a sampler's name")
@@ -231,8 +244,10 @@ def check_search(fam: str, entry: dict, slug: str, shape: str) -> None:
 
 
 def check_provenance(fam: str, entry: dict) -> None:
-    """The versions measured with (names to short text, or a flag: a replay's), the date (ISO
-    8601 with its time zone), the command line and the tier's contract."""
+    """Check the versions measured with, the date, the command line and the tier's contract.
+
+    Versions are names to short text, or a flag (a replay's); the date is ISO 8601 with its time zone.
+    """
     at = f"entry {fam}: "
     for name, version in obj(f"{at}'versions'", entry.get("versions")).items():
         matching(f"{at}a key of versions", name, NAME, "a name", optional=False)
@@ -256,8 +271,10 @@ def check_provenance(fam: str, entry: dict) -> None:
 
 
 def _check_contract(at: str, contract: Any) -> None:
-    """A tensor-core tier's errors on each kind of input, each within its limit, the limit not
-    below cuBLAS's (it is a multiple of it)."""
+    """Check a tensor-core tier's errors on each kind of input, each within its limit.
+
+    The limit is not below cuBLAS's (it is a multiple of it).
+    """
     if contract is None:
         return
     if not isinstance(contract, list) or len(contract) > _MAX_CONTRACT:

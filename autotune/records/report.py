@@ -25,7 +25,7 @@ def _plt():
 
 
 def _studies(root: Path, slug: str) -> dict[tuple[str, str], list]:
-    """(shape, family) -> trials of every study stored for this GPU."""
+    """Return (shape, family) -> trials of every study stored for this GPU."""
     import optuna
 
     from ..search.sqlite import check_files
@@ -46,7 +46,7 @@ def _studies(root: Path, slug: str) -> dict[tuple[str, str], list]:
 
 
 def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None, importance_top: int = 3) -> Path:
-    """Write the plots and report.md; returns the Markdown path."""
+    """Write the plots and report.md; return the Markdown path."""
     plt = _plt()
     root = Path(root)
     records = sorted(
@@ -88,13 +88,15 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
 
 
 def _best(record: dict) -> dict:
-    """The fastest family's entry of a shape's record."""
+    """Return the fastest family's entry of a shape's record."""
     return record["families"][fastest(record["families"])]
 
 
 def _save(plt, fig, path: Path) -> None:
-    """A figure as a PNG, drawn in memory and written by a rename (atomic_write_bytes): a report
-    stopped midway leaves the plots of the last one whole, and a link at `path` is replaced."""
+    """Save a figure as a PNG, drawn in memory and written by a rename (atomic_write_bytes).
+
+    A report stopped midway leaves the plots of the last one whole, and a link at `path` is replaced.
+    """
     fig.tight_layout()
     png = io.BytesIO()
     try:
@@ -105,7 +107,7 @@ def _save(plt, fig, path: Path) -> None:
 
 
 def _shapes_section(plt, out: Path, gpu_name: str, shapes: list[str], best: list[dict]) -> list[str]:
-    """The best config of each shape against cuBLAS: a bar plot and a table."""
+    """Plot and tabulate the best config of each shape against cuBLAS."""
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(shapes)), 4.2))
     x = range(len(shapes))
     ax.bar([i - 0.2 for i in x], [b["gflops"] / 1e3 for b in best], 0.4, label="autotune (best family)")
@@ -135,7 +137,7 @@ def _shapes_section(plt, out: Path, gpu_name: str, shapes: list[str], best: list
 
 
 def _families_section(plt, out: Path, shapes: list[str], records: list[dict]) -> list[str]:
-    """The best config of each family, for the shapes searched with more than one family."""
+    """Plot the best config of each family, for shapes searched with more than one."""
     multi = [(s, r) for s, r in zip(shapes, records, strict=True) if len(r["families"]) > 1]
     if not multi:
         return []
@@ -165,7 +167,7 @@ def _families_section(plt, out: Path, shapes: list[str], records: list[dict]) ->
 
 
 def _trials_section(plt, out: Path, shapes: list[str], records: list[dict], studies: dict) -> list[str]:
-    """GFLOP/s of every verified trial in order, with the cuBLAS line, for each shape with a study."""
+    """Plot GFLOP/s of every verified trial with the cuBLAS line, per shape with a study."""
     md = ["## GFLOP/s per trial", ""]
     by_shape = collections.defaultdict(dict)
     for (shape, fam), sts in studies.items():
@@ -189,8 +191,10 @@ def _trials_section(plt, out: Path, shapes: list[str], records: list[dict], stud
 
 
 def _best_so_far(study) -> tuple[list[int], list[float], list[float]]:
-    """(trial number counted from 1, seconds since the study's first trial started, best GFLOP/s
-    so far) at each verified trial of `study`, in the order they finished."""
+    """Return (trial number from 1, seconds since the first trial, best GFLOP/s so far) per trial.
+
+    One tuple at each verified trial of `study`, in the order they finished.
+    """
     trials = [t for t in study.get_trials(deepcopy=False) if t.datetime_start is not None]
     if not trials:
         return [], [], []
@@ -207,8 +211,10 @@ def _best_so_far(study) -> tuple[list[int], list[float], list[float]]:
 
 
 def _progress_section(plt, out: Path, shapes: list[str], records: list[dict], studies: dict) -> list[str]:
-    """Best-so-far against trials and against wall time, one line a study, for each shape with
-    studies; and a table of when each study came within 2% of its own best."""
+    """Plot best-so-far against trials and wall time, one line a study, per shape with studies.
+
+    And a table of when each study came within 2% of its own best.
+    """
     md = [
         "## Best so far, against trials and wall time",
         "",
@@ -254,8 +260,10 @@ def _progress_section(plt, out: Path, shapes: list[str], records: list[dict], st
 
 
 def _importance_section(plt, out: Path, shapes: list[str], best: list[dict], studies: dict, top: int) -> list[str]:
-    """Parameter importance of the largest studies, the winning family's first (Optuna's
-    default evaluator, no sklearn); the list stops at the first study under 10 trials."""
+    """Plot parameter importance of the largest studies, the winning family's first.
+
+    Optuna's default evaluator, no sklearn; the list stops at the first study under 10 trials.
+    """
     import optuna
 
     winner = {shape: b["config"]["family"] for shape, b in zip(shapes, best, strict=True)}

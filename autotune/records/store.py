@@ -1,6 +1,9 @@
-"""Writing records: a file written whole or not at all (`atomic_write_text`), a search's best
-configs made entries (`make_entry`) and merged into the shape's record under a folder lock
-(`update_record`, `save_search`); a record is checked as a reader will see it before it is written."""
+"""Writing records: whole files, a search's best configs made entries and merged under a lock.
+
+A file is written whole or not at all (`atomic_write_text`); entries (`make_entry`) are merged
+into the shape's record under a folder lock (`update_record`, `save_search`); a record is checked
+as a reader will see it before it is written.
+"""
 
 from __future__ import annotations
 
@@ -27,15 +30,19 @@ except ImportError:  # pragma: no cover - Windows
 
 
 def atomic_write_text(path: Path | str, text: str) -> None:
-    """Write through a temporary file beside `path` and a rename, so a reader never sees half a
-    file. The folder must exist: folders nobody asked for are not created here. On any failure
-    the temporary file is removed and the error is one UserError naming the path."""
+    """Write `path` through a temporary file beside it and a rename: no reader sees half a file.
+
+    The folder must exist: folders nobody asked for are not created here. On any failure the
+    temporary file is removed and the error is one UserError naming the path.
+    """
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    """atomic_write_text for bytes (a PNG). A symbolic link at `path` is replaced, not written
-    through: the file it points to is left alone."""
+    """Write bytes (a PNG) as atomic_write_text writes text.
+
+    A symbolic link at `path` is replaced, not written through: the file it points to is left alone.
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
@@ -54,10 +61,11 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
 LOCK_NAME = ".autotune.lock"  # in each GPU's results folder
 
 
+# Two searches of one shape finishing together would otherwise both read the old file, and the
+# second write would drop the first's entry.
 @contextlib.contextmanager
 def _folder_lock(folder: Path) -> Iterator[None]:
-    """Held around a record's read-merge-write: two searches of one shape finishing together
-    would otherwise both read the old file, and the second write would drop the first's entry."""
+    """Hold the folder's lock around a record's read-merge-write."""
     if fcntl is None:
         # No fcntl (Windows): no lock. Two processes writing one shape's record in one results
         # folder at the same moment may lose an entry there.
@@ -76,6 +84,11 @@ def _folder_lock(folder: Path) -> Iterator[None]:
 
 
 def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, command: str, limits: dict) -> dict:
+    """Return a record's entry for a verified measurement, with cuBLAS's and how it was found.
+
+    Raises:
+        ValueError: The measurement is not verified (status OK with GFLOP/s).
+    """
     if m.status is not Status.OK or m.gflops is None:
         raise ValueError("only verified measurements are recorded")
     entry = m.to_dict()
@@ -101,9 +114,11 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
 
 
 def _printable(value: Any) -> Any:
-    """`value` with every string (keys too) as a record may hold it: printable (an argument of the
-    command line or a storage URL can hold a newline) and at most MAX_TEXT characters. What a
-    search measured is written, not refused at the end for the text around it."""
+    """Return `value` with every string (keys too) as a record may hold it.
+
+    That is printable (an argument of the command line or a storage URL can hold a newline) and at
+    most MAX_TEXT characters: what a search measured is written, not refused for the text around it.
+    """
     if isinstance(value, str):
         text = one_line(value)
         return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
@@ -117,9 +132,11 @@ def _printable(value: Any) -> Any:
 def update_record(
     root: Path | str, gpu: dict, problem: Problem, entries: dict[str, dict], replace: bool = False
 ) -> tuple[Path, list[str]]:
-    """Merge family entries into the shape's file; an entry replaces a stored one when faster,
-    when it measures the same config again (the current code and GPU state, e.g. after a
-    template edit), or with `replace`. Returns the path and the families whose entry changed."""
+    """Merge family entries into the shape's file; return the path and the families changed.
+
+    An entry replaces a stored one when faster, when it measures the same config again (the current
+    code and GPU state, e.g. after a template edit), or with `replace`.
+    """
     path = record_path(root, gpu["slug"], problem)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)  # the results folders are the tool's own

@@ -1,8 +1,10 @@
-"""What a record must be to be trusted: `check_record`, its structure, every field checked by type,
-range and format (fields.py), printable bounded text and bounded nesting throughout, and the
-record agreeing with itself (figures derived from each other, the GPU's name and its folder);
-`fastest`, the one rule for a record's best entry. autotune.records.results says why a record is
-read as untrusted, and reads it through here."""
+"""What a record must be to be trusted (`check_record`), and the rule for its best (`fastest`).
+
+A trusted record has its structure, every field checked by type, range and format (fields.py),
+printable bounded text and bounded nesting throughout, and agrees with itself (figures derived
+from each other, the GPU's name and its folder). records/results.py reads every record through
+here.
+"""
 
 from __future__ import annotations
 
@@ -32,8 +34,11 @@ SLUG_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # limits.gpu_slug's folder 
 
 
 def check_record(data: Any, path: Path, fault: str = "corrupted results file") -> None:
-    """Whether `data` is a record this tool can trust (see the module docstring): None, or one
-    UserError naming `path`, then `fault` and what is wrong."""
+    """Check that `data` is a record this tool can trust.
+
+    Raises:
+        UserError: One, naming `path`, then `fault` and what is wrong.
+    """
     try:
         _check_record(data, path)
     except (UserError, Corrupt) as exc:
@@ -69,7 +74,7 @@ def _check_record(data: Any, path: Path) -> None:
 
 
 def _check_entry(fam: str, entry: dict, problem: Problem, gpu: dict) -> None:
-    """Every field of one family's entry (fields.py), and its figures agreeing with each other."""
+    """Check every field of one family's entry (fields.py), and that its figures agree."""
     _check_config(fam, entry)
     _problem(entry["problem"], f"entry {fam}: problem")
     entry_measurement(entry)
@@ -98,8 +103,10 @@ def _check_best(best: Any, families: dict) -> None:
 
 
 def _problem(value: Any, where: str) -> Problem:
-    """A record's problem: a Problem (its own checks), its beta a float the kernels take, its
-    operands of a size some GPU holds."""
+    """Return a record's problem: a Problem (its own checks).
+
+    Its beta is a float the kernels take, its operands of a size some GPU holds.
+    """
     if not isinstance(value, dict):
         raise Corrupt(f"{where} is {shown(value)}, not an object")
     problem = Problem(**value)
@@ -111,9 +118,11 @@ def _problem(value: Any, where: str) -> Problem:
 
 
 def _check_gpu(gpu: Any, folder: str | None) -> dict:
-    """The record's GPU: a device's name, its folder name (limits.gpu_slug) the one the record is
-    in (`folder`, when it is in a GPU's folder: another GPU's record there would be read as this
-    one's), an arch."""
+    """Check the record's GPU: a device's name, an arch, and its folder the one the record is in.
+
+    Its folder name is limits.gpu_slug, checked against `folder` when the record is in a GPU's
+    folder: another GPU's record there would be read as this one's.
+    """
     if not isinstance(gpu, dict) or not all(isinstance(gpu.get(k), str) for k in ("name", "slug")):
         raise Corrupt("gpu name and slug must be strings")
     fields.text(gpu["name"], "gpu name", MAX_GPU_NAME)
@@ -129,8 +138,10 @@ def _check_gpu(gpu: Any, folder: str | None) -> dict:
 
 
 def _check_config(fam: str, entry: dict) -> None:
-    """The config: its names and values the kind a template can take (integers within a C int,
-    or a choice's name), and its name the one they give (the name is a C identifier in headers)."""
+    """Check the config: values a template can take, and its name the one they give.
+
+    The values are integers within a C int, or a choice's name; the name is a C identifier in headers.
+    """
     cfg = entry["config"]
     if not isinstance(cfg, dict):
         raise Corrupt(f"entry {fam}: 'config' is not an object")
@@ -153,8 +164,10 @@ def _check_config(fam: str, entry: dict) -> None:
 
 
 def _check_agrees(fam: str, entry: dict, problem: Problem) -> None:
-    """The entry's figures agree with each other and with the record's problem: GFLOP/s are the
-    time at the shape (its own, and cuBLAS's), the ratio is the one over the other."""
+    """Check that the entry's figures agree with each other and with the record's problem.
+
+    GFLOP/s are the time at the shape (its own, and cuBLAS's), the ratio is the one over the other.
+    """
     if _problem(entry["problem"], f"entry {fam}: problem") != problem:
         raise Corrupt(f"entry {fam} was measured at {Problem(**entry['problem']).name}, not {problem.name}")
     cublas = entry["cublas"]
@@ -179,8 +192,10 @@ def _agrees_with_time(fam: str, whose: str, gflops: float, time_ms: float, probl
 
 
 def _check_tree(value: Any, where: str, depth: int) -> None:
-    """Every string (keys too) printable and bounded, every number finite, nesting bounded:
-    what no field-by-field check reads is still safe to print or pass on."""
+    """Check every string (keys too) printable and bounded, every number finite, nesting bounded.
+
+    What no field-by-field check reads is so still safe to print or pass on.
+    """
     if depth > _MAX_DEPTH:
         raise Corrupt(f"{where or 'the record'} nests deeper than {_MAX_DEPTH}")
     if isinstance(value, str):
@@ -199,13 +214,16 @@ def _check_tree(value: Any, where: str, depth: int) -> None:
 
 
 def fastest(families: Mapping[str, dict], usable: Callable[[str], bool] | None = None) -> str | None:
-    """The family whose entry has the most GFLOP/s (among those `usable` accepts), the first in
-    the record's order among equals; None when there is none. Every reader picks a record's best
-    with this (a loaded record lists its `best` first), so `list`, `export` and `autotune.matmul`
-    name the same entry."""
+    """Return the family whose entry has the most GFLOP/s (among those `usable` accepts), or None.
+
+    The first in the record's order wins among equals. Every reader picks a record's best with this
+    (a loaded record lists its `best` first), so `list`, `export` and `autotune.matmul` name the same
+    entry.
+    """
     found = [f for f in families if usable is None or usable(f)]
     return max(found, key=lambda f: families[f]["gflops"], default=None)
 
 
 def entry_measurement(entry: dict) -> Measurement:
+    """Return a record's entry as a Measurement."""
     return Measurement.from_dict(entry)
