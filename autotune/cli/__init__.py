@@ -1,7 +1,10 @@
-"""The command line: `main`, the parser of every command, and how a run ends (one `autotune: error:`
-line for bad input or a standard output that cannot be written). Each group of commands keeps its
-options and handlers in its own module: search.py with search_parser.py, stored.py (export, check,
-report, list), fuzz.py; options.py holds the argument types they share."""
+"""The command line: `main`, the parser of every command, and how a run ends.
+
+A run ends with one `autotune: error:` line for bad input or a standard output that cannot be
+written. Each group of commands keeps its options and handlers in its own module: search.py with
+search_parser.py, stored.py (export, check, report, list), fuzz.py; options.py holds the argument
+types they share.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from .stored import cmd_check, cmd_export, cmd_list, cmd_report
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Return the parser of `autotune` and every command."""
     parser = Parser(prog="autotune", description="Write, check and tune strict-FP32 CUDA SGEMM kernels.")
     parser.add_argument("--version", action="version", version=f"autotune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
@@ -55,9 +59,11 @@ COMMANDS = {
 
 
 class OutputLost(BaseException):
-    """Standard output cannot be written (a full disk, a reader gone, a closed descriptor). A
-    BaseException, as KeyboardInterrupt is: no handler meant for the command's own errors may
-    swallow it and carry on writing."""
+    """Standard output cannot be written (a full disk, a reader gone, a closed descriptor).
+
+    A BaseException, as KeyboardInterrupt is: no handler meant for the command's own errors may
+    swallow it and carry on writing.
+    """
 
     def __init__(self, exc: OSError):
         super().__init__(exc)
@@ -65,9 +71,11 @@ class OutputLost(BaseException):
 
 
 class _Stdout:
-    """sys.stdout while a command runs: each write or flush that fails with an OSError raises
-    OutputLost, so that main can tell an output error from any other; a character the stream
-    cannot encode (a file name's undecodable bytes) is written escaped instead of failing."""
+    """sys.stdout while a command runs: a write or flush failing with an OSError raises OutputLost.
+
+    So main can tell an output error from any other; a character the stream cannot encode (a file
+    name's undecodable bytes) is written escaped instead of failing.
+    """
 
     def __init__(self, stream):
         self._stream = stream
@@ -92,7 +100,7 @@ class _Stdout:
 
 
 class _Closed:
-    """In place of a standard output that was closed before autotune started."""
+    """Stand in for a standard output that was closed before autotune started."""
 
     encoding = "utf-8"
 
@@ -106,10 +114,10 @@ class _Closed:
         return False
 
 
+# The next file opened would otherwise take the closed descriptor's number, and a print or a child
+# process's output would land in it (a results file, the study database).
 def _hold_std_fds() -> None:
-    """A standard descriptor closed at start (`autotune list >&-`) is pointed at devnull: the next
-    file opened would otherwise take its number, and a print or a child process's output would
-    land in it (a results file, the study database)."""
+    """Point a standard descriptor closed at start (`autotune list >&-`) at devnull."""
     for fd in (0, 1, 2):
         try:
             os.fstat(fd)
@@ -135,8 +143,12 @@ def _secrets(args) -> tuple[str, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: 0 or 1 as each command says, 2 with one `autotune: error:` line for bad
-    input or when standard output cannot be written, 130 when interrupted."""
+    """Run the command line and return its exit status.
+
+    Returns:
+        0 or 1 as each command says; 2 with one `autotune: error:` line for bad input or when
+        standard output cannot be written; 130 when interrupted.
+    """
     closed = sys.stdout is None
     _hold_std_fds()
     real = sys.stdout

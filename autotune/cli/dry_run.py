@@ -1,5 +1,7 @@
-"""`autotune search --dry-run`: filter and compile every point (or a sample), print the counts
-and the top rejection reasons; no GPU."""
+"""`autotune search --dry-run`: filter and compile every point (or a sample); no GPU.
+
+It prints the counts and the top rejection reasons.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from .inputs import ask_dry_run, live_limits, need_nvrtc, readable, runs_on
 
 
 def dry_run_all(args, spaces: list[Space], problems: list[Problem]) -> int:
+    """Run `search --dry-run` over every shape and space; return the exit status."""
     from ..search.evaluate import default_jobs
 
     need_nvrtc()
@@ -40,13 +43,16 @@ def dry_run_all(args, spaces: list[Space], problems: list[Problem]) -> int:
 
 
 def _enum_key(sp: Space, problem: Problem) -> str:
-    """Problems that fix the same parameters share an enumeration of the space (the tier only
-    where the family declares it: an FP32 family's space is the same at every tier)."""
+    """Return the key of a space's enumeration: problems that fix the same parameters share one.
+
+    The tier counts only where the family declares it: an FP32 family's space is the same at every tier.
+    """
     tier = problem.precision if "PRECISION" in sp.family.params else ""
     return f"{sp.family.name}/{problem.layout}/{int(problem.batch > 1)}/{tier}"
 
 
 def enumerate_space(sp: Space, limits: DeviceLimits) -> Enumeration:
+    """Enumerate a space's valid points under `limits`, and remember the count (counts.py)."""
     en = sp.enumerate(limits)
     store_valid(sp, limits, len(en.valid))
     return en
@@ -61,6 +67,7 @@ def dry_run_shape(
     jobs: int,
     enums: dict[str, Enumeration],
 ) -> int:
+    """Dry-run every space at one shape, a row per family; a family left empty is an error."""
     print(f"dry run: {problem.name}, limits of {limits.name}, compiling for {arch}")
     head = (
         f"{'family':<11} {'points':>8} {'static ok':>9} {'compiled':>8} {'res. ok':>7}  "
@@ -95,8 +102,10 @@ def dry_run_shape(
 def dry_run_family(
     args, sp: Space, en: Enumeration, problem: Problem, limits: DeviceLimits, arch: str, jobs: int
 ) -> tuple[str, list, int, list]:
-    """One family's row, its top reasons, how many points passed, and its compile-failure kinds
-    as (count, message, config), the most frequent first."""
+    """Dry-run one family: its row, top reasons, how many points passed, and its compile failures.
+
+    The failures are kinds as (count, message, config), the most frequent first.
+    """
     from ..search.evaluate import prepare
 
     points = en.valid
@@ -130,8 +139,10 @@ def dry_run_family(
 
 
 def print_failures(failed: list, arch: str, verbose: bool, shown: int = 3) -> None:
-    """Each family's most frequent failures with their reason (NVRTC's first lines); with
-    `verbose`, NVRTC's whole log for each."""
+    """Print each family's most frequent failures with their reason (NVRTC's first lines).
+
+    With `verbose`, NVRTC's whole log for each.
+    """
     per_family: dict[str, int] = {}
     for fam, (n, message, cfg) in failed:
         per_family[fam.name] = per_family.get(fam.name, 0) + 1
@@ -143,7 +154,7 @@ def print_failures(failed: list, arch: str, verbose: bool, shown: int = 3) -> No
 
 
 def compile_log(fam: Family, cfg: Config, arch: str) -> str:
-    """NVRTC's whole log for one config (compiled again: failures are not cached)."""
+    """Return NVRTC's whole log for one config (compiled again: failures are not cached)."""
     from ..gpu.compile import CompileError, compile_source
     from ..kernels.render import DEFAULT_KERNEL, render
 
@@ -155,11 +166,12 @@ def compile_log(fam: Family, cfg: Config, arch: str) -> str:
 
 
 def indent(text: str) -> str:
+    """Return `text` indented by four spaces."""
     return "\n".join("    " + ln for ln in text.rstrip().splitlines())
 
 
 def config_from_name(fam: Family, name: str) -> Config | None:
-    """The config a procedural name (Config.name) stands for, read with the family's parameters."""
+    """Return the config that a procedural name (Config.name) stands for in family `fam`."""
 
     def value(p: str) -> str:
         choices = fam.params[p].choices

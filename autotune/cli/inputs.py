@@ -1,5 +1,7 @@
-"""The command line's inputs and the checks made before work starts: shapes, spaces, output
-paths, whether NVRTC is there, and what a run would cost."""
+"""The command line's inputs, and the checks made before work starts.
+
+Shapes, spaces, output paths, whether NVRTC is there, and what a run would cost.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ TABLE_SHAPES = (
 
 
 def int_in(lo: int, hi: int):
-    """An argparse type: an integer from `lo` to `hi`."""
+    """Return an argparse type: an integer from `lo` to `hi`."""
 
     def parse(text: str) -> int:
         try:
@@ -47,7 +49,7 @@ def int_in(lo: int, hi: int):
 
 
 def parse_problems(args) -> list[Problem]:
-    """search: one shape (--size, --m/--n/--k) or several (--sizes, --shapes-file, --table)."""
+    """Return search's problems: one shape (--size, --m/--n/--k) or several (--sizes, ...)."""
     table = getattr(args, "table", False)
     many = [x for x in (args.sizes, args.shapes_file, TABLE_SHAPES if table else None) if x is not None]
     if not many:
@@ -74,10 +76,12 @@ def parse_problems(args) -> list[Problem]:
 
 
 def read_shapes_file(path: Path) -> str:
+    """Return the text of --shapes-file (UTF-8; a pipe is read to its end)."""
     return read_text(path)
 
 
 def parse_problem(args) -> Problem:
+    """Return the one problem of --size or --m/--n/--k, with its layout, batch, beta and tier."""
     mnk = (args.m, args.n, args.k)
     if args.size is not None:
         if any(v is not None for v in mnk):
@@ -92,6 +96,7 @@ def parse_problem(args) -> Problem:
 
 
 def load_spaces(args) -> list[Space]:
+    """Return the spaces of the families asked for (--family, else all), --config files read."""
     families = args.family or known_families()
     for f in families:
         Family.load(f)  # unknown family -> one clear line
@@ -136,13 +141,14 @@ UNBOUNDED_TRIALS = 10**9
 
 
 def trials_of(args) -> int:
-    """A search's trials a family: --trials, or with --timeout alone as many as the time allows."""
+    """Return a search's trials a family: --trials, or with --timeout alone as many as it allows."""
     if args.trials is not None:
         return args.trials
     return UNBOUNDED_TRIALS if args.timeout is not None else DEFAULT_TRIALS
 
 
 def duration(seconds: float) -> str:
+    """Return `seconds` in words for a person: minutes, hours or days."""
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     if seconds < 2 * 86400:
@@ -151,8 +157,10 @@ def duration(seconds: float) -> str:
 
 
 def ask_dry_run(counts: dict[str, int], sample: int | None, jobs: int) -> None:
-    """Stop a dry run estimated to take over ASK_ABOVE_S (compiles do not depend on the shape:
-    a second shape finds them in the compile cache)."""
+    """Stop a dry run estimated to take over ASK_ABOVE_S, unless told to go ahead.
+
+    Compiles do not depend on the shape: a second shape finds them in the compile cache.
+    """
     per = {f: min(n, sample) if sample else n for f, n in counts.items()}
     total = sum(per.values())
     seconds = total * COMPILE_CPU_S / jobs
@@ -167,8 +175,10 @@ def ask_dry_run(counts: dict[str, int], sample: int | None, jobs: int) -> None:
 
 
 def _without_gaps(spaces: list[Space], gaps_of, named: bool) -> list[Space]:
-    """The spaces whose family `gaps_of` finds no gap in; a gap in a family the user named is an
-    error (its first reason)."""
+    """Return the spaces whose family `gaps_of` finds no gap in.
+
+    A gap in a family the user named is an error (its first reason).
+    """
     out = []
     for sp in spaces:
         if gaps := gaps_of(sp.family):
@@ -180,28 +190,37 @@ def _without_gaps(spaces: list[Space], gaps_of, named: bool) -> list[Space]:
 
 
 def readable(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
-    """The families that can run the problem (read its layout, run its batch); one the user named
-    that cannot is an error."""
+    """Return the families that can run the problem (read its layout, run its batch).
+
+    One the user named that cannot is an error.
+    """
     return _without_gaps(spaces, lambda fam: fam.gaps(problem), named)
 
 
 def runs_on(spaces: list[Space], limits, named: bool) -> list[Space]:
-    """The families this device can run (wgmma_tf32 needs an sm_90 GPU); one the user named that
-    it cannot is an error."""
+    """Return the families this device can run (wgmma_tf32 needs an sm_90 GPU).
+
+    One the user named that it cannot is an error.
+    """
     return _without_gaps(spaces, lambda fam: fam.device_gaps(limits), named)
 
 
 def meant_for(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
-    """The families a search runs for this shape: those that read its layout and whose declared
-    `suits` it meets, or all of them when the user named them (a named family that cannot read
-    the layout is an error)."""
+    """Return the families a search runs for this shape.
+
+    Those that read its layout and whose declared `suits` it meets, or all of them when the user
+    named them (a named family that cannot read the layout is an error).
+    """
     spaces = readable(spaces, problem, named)
     return spaces if named else [sp for sp in spaces if not sp.family.unsuited(problem)]
 
 
 def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) -> None:
-    """Stop a search estimated to take over ASK_ABOVE_S before anything starts (the GPU's limits
-    are not known yet: a family counts min(trials, its cached valid points or its space size))."""
+    """Stop a search estimated to take over ASK_ABOVE_S before it starts, unless told to go ahead.
+
+    The GPU's limits are not known yet: a family counts min(trials, its cached valid points or its
+    space size).
+    """
     limits = profile_for_arch(args.arch)
     per_shape = [(p, meant_for(spaces, p, bool(args.family))) for p in problems]
     most = trials_of(args)
@@ -234,13 +253,14 @@ def ask_search(args, spaces: list[Space], problems: list[Problem], jobs: int) ->
 
 
 def need_nvrtc() -> None:
-    """Commands that compile stop at once, in one line naming the extra, without NVRTC."""
+    """Stop a command that compiles at once, in one line naming the extra, without NVRTC."""
     from ..gpu.compile import nvrtc_version
 
     nvrtc_version()
 
 
 def live_limits(device: int) -> DeviceLimits | None:
+    """Return the limits of GPU `device` as it reports them, or None without a GPU."""
     try:
         from ..gpu.runner import device_info
 
@@ -252,11 +272,14 @@ def live_limits(device: int) -> DeviceLimits | None:
 
 
 def check_results_writable(root: Path, slug: str, problems: list[Problem], storage: str | None = None) -> None:
-    """Before any search work: the records can be written (the folder made, if need be), those
-    the search will merge into are readable, and every file it will open in the folder (the
-    records, their lock, the SQLite storage and the files beside it) is a regular file or absent,
-    not a link or a pipe planted there -- not found out after the search. A SQLite `storage` may
-    not be the results folder or one on its way (it would be made a file first)."""
+    """Check before any search work that the records can be written, their folder's files safe.
+
+    The folder is made, if need be; the records the search will merge into must be readable, and
+    every file it will open in the folder (the records, their lock, the SQLite storage and the files
+    beside it) a regular file or absent, not a link or a pipe planted there -- not found out after
+    the search. A SQLite `storage` may not be the results folder or one on its way (it would be
+    made a file first).
+    """
     from ..records.results import load_record, record_path
     from ..records.store import LOCK_NAME
     from ..search.sqlite import check_files, sqlite_file
@@ -293,6 +316,7 @@ def check_results_writable(root: Path, slug: str, problems: list[Problem], stora
 
 
 def writable_folder(folder: Path, what: str) -> None:
+    """Check that `folder` exists and can be written; else a UserError naming `what`."""
     if not folder.is_dir():
         raise UserError(
             f"{what}: folder {folder} does not exist (it is not created)"
@@ -304,7 +328,7 @@ def writable_folder(folder: Path, what: str) -> None:
 
 
 def check_output_file(path: Path) -> None:
-    """export -o FILE: a new or regular file, in a folder that exists and can be written."""
+    """Check export -o FILE: a new or regular file, in a folder that exists and can be written."""
     if path.is_dir():
         raise UserError(f"-o {path}: is a folder; name the header file (e.g. {path / 'tuned_sgemm.h'})")
     if path.exists() and not path.is_file():
@@ -313,8 +337,10 @@ def check_output_file(path: Path) -> None:
 
 
 def check_output_dir(path: Path) -> None:
-    """report -o FOLDER: a folder that can be written, or a new one in a folder that exists; not a
-    symbolic link (the plots would go wherever it points)."""
+    """Check report -o FOLDER: a folder that can be written, or a new one in a folder that exists.
+
+    Not a symbolic link: the plots would go wherever it points.
+    """
     if path.is_symlink() and not path.exists():
         raise UserError(f"-o {path}: a symbolic link to nothing ({os.readlink(path)})")
     if path.is_symlink():
@@ -325,8 +351,9 @@ def check_output_dir(path: Path) -> None:
 
 
 def every_few_seconds(what: str, unit: str, seconds: float = 5.0, quiet: bool = False):
-    """A progress callback `(done, total)` that says where a long command is, on stderr (stdout
-    keeps the command's answer alone), at most once every `seconds` and at the end.
+    """Return a progress callback `(done, total)` that says on stderr where a long command is.
+
+    It speaks at most once every `seconds` and at the end; stdout keeps the command's answer alone.
 
     Example:
         rows = check_static(root, slug, progress=every_few_seconds("check --static", "configs"))

@@ -26,6 +26,7 @@ from .inputs import (
 
 def cmd_search(args) -> int:
     # --timeout alone: the clock is the budget (its record says trials null).
+    """Run `autotune search` (or its dry run) for every shape asked; return the exit status."""
     args.timed_only = args.trials is None and args.timeout is not None
     args.trials = trials_of(args)
     problems = parse_problems(args)
@@ -62,8 +63,10 @@ def cmd_search(args) -> int:
 
 
 def suited(spaces: list[Space], problem: Problem, named: bool, limits) -> list[Space]:
-    """The families meant for this shape (their declared `suits`), unless the user named them,
-    that this GPU runs (a named family it cannot run is an error)."""
+    """Return the families meant for this shape (their declared `suits`) that this GPU runs.
+
+    All of them when the user named them; a named family it cannot run is an error.
+    """
     keep = runs_on(meant_for(spaces, problem, named), limits, named)
     for sp in spaces:
         if sp not in keep:
@@ -73,7 +76,7 @@ def suited(spaces: list[Space], problem: Problem, named: bool, limits) -> list[S
 
 
 def with_priors(spaces: list[Space], problem: Problem, args) -> list[Space]:
-    """--priors: each family's configs stored for those GPUs at the shapes nearest this one."""
+    """Return the spaces with --priors: configs stored for those GPUs at the nearest shapes."""
     from ..records.results import stored_priors
 
     folders = prior_folders(args)
@@ -89,7 +92,7 @@ def with_priors(spaces: list[Space], problem: Problem, args) -> list[Space]:
 
 
 def prior_folders(args) -> list[tuple[Path, str]]:
-    """--priors as (results root, GPU folder): a GPU's folder under --results, or a path to one."""
+    """Return --priors as (results root, GPU folder): a GPU's folder under --results, or a path."""
     from ..records.results import resolve_gpu
 
     out = []
@@ -103,6 +106,7 @@ def prior_folders(args) -> list[tuple[Path, str]]:
 
 
 def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> int:
+    """Search one shape and record its best; return the exit status."""
     from ..search.driver import SearchStopped, search
     from ..search.progress import Progress
     from ..search.storage import STORAGE_FAULTS, default_storage, fault_line, make_storage
@@ -160,10 +164,12 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
 
 
 def _start(args, spaces: list[Space], problem: Problem, ev, spec: dict, plan_kw: dict) -> tuple:
-    """(the search processes or None, the first family's plan or None, cuBLAS's timing). cuBLAS is
-    timed on its own thread (it waits on the GPU worker) while this one makes the first plan and
-    starts its first compiles, or starts the search processes: their start-up and the baseline
-    overlap. The processes ask for trials only once the baseline is done."""
+    """Start the search: return (the processes or None, the first plan or None, cuBLAS's timing).
+
+    cuBLAS is timed on its own thread (it waits on the GPU worker) while this one makes the first
+    plan and starts its first compiles, or starts the search processes: their start-up and the
+    baseline overlap. The processes ask for trials only once the baseline is done.
+    """
     from ..search.driver import plan_ahead
     from ..search.parallel import SearchProcesses
 
@@ -205,8 +211,11 @@ def record(args, problem: Problem, storage: str, ev, results) -> tuple:
 
 
 def stopped_line(args, problem: Problem, storage: str, ev, fault: str, results) -> str:
-    """A search its storage failed under: the best of what was measured recorded (if anything
-    verified was), and the one line that says what failed, what was kept and how to go on."""
+    """Record what a search its storage failed under measured, and return the line that says so.
+
+    The best of what was measured is recorded if anything verified was; the line says what failed,
+    what was kept and how to go on.
+    """
     kept = [r for r in results if r.best is not None]
     try:
         path = record(args, problem, storage, ev, kept)[0] if kept else None
@@ -220,8 +229,10 @@ def stopped_line(args, problem: Problem, storage: str, ev, fault: str, results) 
 
 
 def print_search_logs(results, spaces: list[Space], arch: str) -> None:
-    """--verbose: NVRTC's whole log for the example of each family's compile failures (the
-    study keeps 'config: reason'; the config is compiled again for its log)."""
+    """Print, for --verbose, NVRTC's whole log for each family's example compile failure.
+
+    The study keeps 'config: reason'; the config is compiled again for its log.
+    """
     families = {sp.family.name: sp.family for sp in spaces}
     for r in results:
         example = r.failures.get("compile_failed")
@@ -233,6 +244,7 @@ def print_search_logs(results, spaces: list[Space], arch: str) -> None:
 
 
 def summary(results, base: dict, elapsed: float) -> str:
+    """Return the table of each family's best against cuBLAS, printed after a shape's search."""
     head = f"{'family':<11} {'GFLOP/s':>8} {'x cuBLAS':>8} {'error':>8} {'tried':>6}  params"
     lines = ["", head, "-" * len(head)]
     for r in sorted(results, key=lambda r: -(r.best.gflops if r.best else 0)):

@@ -1,5 +1,7 @@
-"""`autotune search`'s options: what to tune (shapes, families, spaces), how long and how (budget,
-sampler, storage), where it runs and what it prints."""
+"""`autotune search`'s options: what to tune, how long and how, where it runs and what it prints.
+
+What: shapes, families, spaces. How: budget, sampler, storage.
+"""
 
 from __future__ import annotations
 
@@ -32,13 +34,14 @@ EPILOG_SEARCH = """examples:
 
 
 def add_parser(sub) -> None:
+    """Add `search` and its options to the subcommands `sub`."""
     s = _search_parser(sub)
     _search_control_args(s)
     _search_run_args(s)
 
 
 def _search_parser(sub) -> argparse.ArgumentParser:
-    """`search`: what to tune (shapes, families, spaces)."""
+    """Add `search` with what to tune (shapes, families, spaces)."""
     s = sub.add_parser(
         "search",
         help="tune kernels for a shape on this GPU and record the best",
@@ -94,7 +97,7 @@ def _search_parser(sub) -> argparse.ArgumentParser:
 
 
 def _search_control_args(s: argparse.ArgumentParser) -> None:
-    """`search`: how long and how (budget, sampler, storage)."""
+    """Add `search`'s options for how long and how (budget, sampler, storage)."""
     s.add_argument(
         "--trials",
         type=trials,
@@ -122,7 +125,7 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
 
 
 def _search_run_args(s: argparse.ArgumentParser) -> None:
-    """`search`: where it runs and what it prints (arch, devices, workers, dry run)."""
+    """Add `search`'s options for where it runs and what it prints (arch, devices, dry run)."""
     s.add_argument(
         "--arch",
         type=arch,

@@ -1,5 +1,8 @@
-"""The commands over stored results: export (a C header), check (re-verify and re-time), report
-(plots), list (families and results); their options and what each prints."""
+"""The commands over stored results: export, check, report and list, their options and output.
+
+export writes a C header, check re-verifies and re-times, report plots, list shows families and
+results.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from .options import arch, device, shape_args, tolerance
 
 
 def add_parsers(sub) -> None:
+    """Add export, check, report and list to the subcommands `sub`."""
     _export_parser(sub)
     _check_parser(sub)
     _report_parser(sub)
@@ -102,6 +106,7 @@ def _list_parser(sub) -> None:
 
 
 def cmd_export(args) -> int:
+    """Run `autotune export`: write the best stored config for a shape as a header."""
     from ..records.export import export
     from ..records.results import resolve_gpu
 
@@ -132,6 +137,7 @@ def _layout_list(text: str) -> list[str]:
 
 
 def cmd_check(args) -> int:
+    """Run `autotune check` (on the GPU, or --static without one); return the exit status."""
     from ..records.check import check_gpu, check_static, format_rows
     from ..records.results import resolve_gpu
 
@@ -163,6 +169,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_report(args) -> int:
+    """Run `autotune report`: write the plots and the Markdown page."""
     from ..records.report import write_report
     from ..records.results import resolve_gpu
 
@@ -174,6 +181,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
+    """Run `autotune list`: print the families and the stored results."""
     from ..records.results import gpu_dirs, iter_records
     from ..records.validate import fastest
 
