@@ -143,8 +143,7 @@ def search_family(
 ) -> FamilyResult:
     """Search one family's space for `problem` in this process.
 
-    `trials` counts distinct configs measured in the study; `plan` is made beforehand by plan_ahead
-    with the same settings.
+    `trials` counts distinct configs measured in the study; `plan`: made by plan_ahead, same settings.
 
     Raises:
         SearchStopped: The storage failed meanwhile. The trials told so far stay in the study, and

@@ -83,9 +83,8 @@ def make_plan(
         queued_by_parent: A worker's plan, whose start-up the parent ranks and queues (the worker
             needs only whether the model ranks this search).
         workers: The processes that will share the study.
-        window: The trials each has in flight: a start-up of max(the strategy's random start-up,
-            window) each, since a first window wider than TPE's start-up would otherwise be filled
-            by TPE's random draws, most of them outside the valid space.
+        window: The trials each has in flight: a start-up of max(random start-up, window) each
+            (a first window wider than TPE's start-up would be filled by TPE's random draws).
     """
     strategy = strategies.get(sampler)
     written = space.seeds_for(problem)
