@@ -18,6 +18,7 @@ _NOBITS = 8  # SHT_NOBITS: a section with a size and no bytes in the file
 
 class NotACubin(ValueError):
     """The bytes are not a well-formed 64-bit ELF image."""
+
     pass
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 @dataclass
 class Enumeration:
     """A space's valid points, its size, and how many points each rule removed."""
+
     valid: list[Config]
     total: int
     rejected: collections.Counter = field(default_factory=collections.Counter)  # label -> points removed

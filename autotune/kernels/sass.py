@@ -21,6 +21,7 @@ _TARGET = re.compile(r"0x([0-9a-f]+)")
 @dataclass
 class SassStats:
     """Instruction counts of a whole kernel and of its main loop."""
+
     total: collections.Counter
     loop: collections.Counter  # the leanest backward-branch range holding the most FFMA
 

@@ -16,6 +16,7 @@ from .results import entry_config, iter_records
 @dataclass
 class CheckRow:
     """One stored config's verdict: pass, warn, stale or fail, with the figures and why."""
+
     shape: str
     family: str
     config: str

@@ -28,6 +28,7 @@ from .trials import TrialLoop
 @dataclass
 class FamilyResult:
     """What one family's search found: the re-timed best, cuBLAS beside it, and the counts."""
+
     family: str
     best: Measurement | None  # after the top-K re-time
     cublas: dict | None  # cuBLAS timed right after the re-time, same process

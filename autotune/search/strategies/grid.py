@@ -20,6 +20,7 @@ GRID_CHUNK = 2000
 @register
 class Grid(Strategy):
     """Every valid point once, popped from the study's queue in a seeded random order."""
+
     name = "grid"
     summary = "every valid point once, in a seeded random order"
     queue_only = True

@@ -8,6 +8,7 @@ from .base import Strategy, register
 @register
 class Random(Strategy):
     """Configs drawn at random from the value lists, after the seeds."""
+
     name = "random"
     summary = "configs drawn at random"
 

@@ -11,6 +11,7 @@ LOCAL_SHARE = 0.4  # this share of the budget (trials or time) goes to neighbour
 @register
 class TPE(Strategy):
     """Optuna's TPE sampler (multivariate, with a constant liar), then neighbours of the best."""
+
     name = "tpe"
     summary = "a model of the results so far picks the next config; the last 40% go to neighbours of the best"
     random_startup = TPE_STARTUP
