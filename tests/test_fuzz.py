@@ -252,7 +252,7 @@ class _Stream:
 
 
 class _NumpyAsCupy:
-    """NumPy where autotune.gpu.fuzzing calls CuPy: the same array code runs on the host."""
+    """NumPy where autotune.dispatch.fuzz.device calls CuPy: the same array code runs on the host."""
 
     import types as _types
 
@@ -291,10 +291,10 @@ def _host_matmul(mistake=None):
 
 
 def _host_executor(monkeypatch, mistake=None):
-    from autotune.gpu import fuzzing
+    from autotune.dispatch.fuzz import device
 
-    monkeypatch.setattr(fuzzing, "cp", _NumpyAsCupy())
-    ex = fuzzing.Executor(_host_matmul(mistake), None, fuzz.bound_factor)
+    monkeypatch.setattr(device, "cp", _NumpyAsCupy())
+    ex = device.Executor(_host_matmul(mistake))
     ex.torch = None
     return ex
 

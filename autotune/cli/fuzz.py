@@ -116,11 +116,9 @@ def _executor():
     try:
         dev = gpu_arrays().current_device()
         slug, arch = _device_props(dev)
-        from ..dispatch.api import load, matmul
-        from ..dispatch.fuzz import bound_factor
-        from ..gpu.fuzzing import Executor
+        from ..dispatch.fuzz.device import Executor
 
-        return Executor(matmul, load, bound_factor), slug, arch, dev
+        return Executor(), slug, arch, dev
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 - CuPy's errors for no driver or device vary by version

@@ -194,7 +194,7 @@ def test_torch_current_stream_is_honoured(torch):
     torch.cuda.synchronize()
     stream = torch.cuda.Stream()  # torch's pool: non-blocking streams
     with torch.cuda.stream(stream):
-        from autotune.gpu.interop import _foreign_stream
+        from autotune.dispatch.interop import _foreign_stream
 
         _spin(_foreign_stream(stream.cuda_stream))
         a.copy_(a_new)
