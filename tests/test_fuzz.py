@@ -145,7 +145,8 @@ def test_interleave_keeps_both_orders_and_stream_pairs_together():
 
 
 def test_coverage_runs_every_stored_entry_in_every_form_it_has(h100):
-    from autotune.dispatch.table import built_for, cached_family
+    from autotune.dispatch.table import built_for
+    from autotune.kernels.family import cached_family
 
     records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(RESULTS, "nvidia-h100-80gb-hbm3")]
     calls = fuzz.coverage(records, [], seed=1, per_kernel=2, limits=h100)

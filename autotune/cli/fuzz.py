@@ -147,8 +147,8 @@ def _coverage(records, arch: str, limits, args):
 def _precompile(cases, arch: str, args) -> None:
     """The kernels the cases load, compiled in parallel into the compile cache first (autotune.load
     compiles one at a time)."""
-    from ..dispatch.table import cached_family
     from ..gpu.compile import compile_many
+    from ..kernels.family import cached_family
     from ..kernels.render import DEFAULT_KERNEL, render
 
     configs = {c.kernel.name: c.kernel for c in cases}

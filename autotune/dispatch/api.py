@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.types import PRECISIONS, Config, NoGPUError, Problem, UserError
-from ..kernels.family import Family
+from ..kernels.family import Family, cached_family
 from ..kernels.limits import DeviceLimits, gpu_slug, profile_for_arch
 from ..kernels.space import Space
 from .kernel import Kernel, gpu_arrays
-from .table import built_for, cached_family, table_for
+from .table import built_for, table_for
 
 # For a shape with no tuned result: the named fallback config of these families (configs/*.yaml),
 # correct everywhere; warptile needs cp.async (sm_80 and newer), older parts get float4 tiles.

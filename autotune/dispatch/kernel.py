@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 
 from ..core.types import Config, Problem
-from .table import cached_family
+from ..kernels.family import cached_family
 
 _VERIFY_SHAPE = (67, 45, 33)
 
