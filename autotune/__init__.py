@@ -1,6 +1,6 @@
 """autotune: writes, checks and tunes strict-FP32 CUDA SGEMM kernels.
 
-Importing the package does not import CuPy; only autotune.gpu touches the GPU, lazily.
+Importing the package does not import CuPy: gpu/ and dispatch/ import it, lazily (ARCHITECTURE.md).
 """
 
 # matmul and load themselves, not wrappers: a call costs no import statement (api.py imports

@@ -29,7 +29,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=Path("results"))
     args = ap.parse_args()
-    from autotune.gpu.fuzzing import Executor
+    from autotune.dispatch.fuzz.device import Executor
 
     slug, arch = _device_props(0)
     records = _table(str(args.results), slug).records  # as autotune.matmul reads them
@@ -41,9 +41,7 @@ def main() -> int:
                 lead = form.lead_a
                 calls.append(dataclasses.replace(form, M=m, N=n, K=k, lead_a=lead, lead_b=lead, pads=pads,
                                                  offsets=offsets, data="ints", alpha=1.0, beta=0.0))  # fmt: skip
-    import autotune
-
-    ex = Executor(autotune.matmul, autotune.load, fuzz.bound_factor)
+    ex = Executor()
     bad = collections.defaultdict(set)
     ran = collections.Counter()
     for case, outcome in ex.run(calls):

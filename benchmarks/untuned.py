@@ -85,7 +85,7 @@ def measure(problem: Problem, table, slug: str, arch: str) -> dict:
     rng = cp.random.default_rng(0)
     a, b = rng.random((M, K), dtype=cp.float32) - 0.5, rng.random((K, N), dtype=cp.float32) - 0.5
     out = cp.empty((M, N), dtype=cp.float32)
-    chosen = api._choose(cp.cuda.Device().id, M, N, K, "nn", 1, None, None)
+    chosen = api._choose(cp.cuda.Device().id, Problem(M, N, K))
     near = table.nearest(problem, None)
     nearest = api._kernel(dispatch_table.built_for(entry_config(near[1])), cp.cuda.Device().id, arch, "nearest")
     calls = {

@@ -135,16 +135,16 @@ def test_a_repeated_shape_is_a_lookup(tmp_path, reads, loads, monkeypatch):
     asked = []
     real = dispatch_table._Table.choose
     monkeypatch.setattr(dispatch_table._Table, "choose", lambda self, *a: asked.append(a) or real(self, *a))
-    kernel = api._choose(0, 4000, 4100, 4096, "nn", 1, None, root)
+    kernel = api._choose(0, Problem(4000, 4100, 4096), None, root)
     assert kernel[2].startswith(f"tuned for 4096x4096x4096 on {SLUG}, predicted fastest here (")
     for _ in range(3):
-        assert api._choose(0, 4000, 4100, 4096, "nn", 1, None, root) is kernel
+        assert api._choose(0, Problem(4000, 4100, 4096), None, root) is kernel
     assert (len(asked), len(loads), len(reads)) == (1, 1, 2)
     # Each of device, shape, family and folder is part of the choice.
-    api._choose(1, 4000, 4100, 4096, "nn", 1, None, root)
-    api._choose(0, 4000, 4100, 4095, "nn", 1, None, root)
-    assert api._choose(0, 4000, 4100, 4096, "nn", 1, "vectorized", root)[1].startswith("vectorized_")
-    assert api._choose(0, 4000, 4100, 4096, "nn", 1, None, tmp_path / "empty")[2] == "fallback config"
+    api._choose(1, Problem(4000, 4100, 4096), None, root)
+    api._choose(0, Problem(4000, 4100, 4095), None, root)
+    assert api._choose(0, Problem(4000, 4100, 4096), "vectorized", root)[1].startswith("vectorized_")
+    assert api._choose(0, Problem(4000, 4100, 4096), None, tmp_path / "empty")[2] == "fallback config"
     assert (len(asked), len(loads)) == (5, 5)
 
 
@@ -174,16 +174,16 @@ def test_one_config_chosen_for_two_shapes_is_compiled_once_and_labelled_per_choi
 
 def test_a_choice_is_made_again_when_the_folder_changes(tmp_path, reads, loads):
     root = _results(tmp_path)
-    assert api._choose(0, 64, 64, 64, "nn", 1, None, root)[2].startswith(f"tuned for 4096x4096x4096 on {SLUG}, ")
+    assert api._choose(0, Problem(64, 64, 64), None, root)[2].startswith(f"tuned for 4096x4096x4096 on {SLUG}, ")
     _put(root, Problem(64, 64, 64))
-    assert api._choose(0, 64, 64, 64, "nn", 1, None, root)[2] == f"tuned for 64x64x64 on {SLUG}"
+    assert api._choose(0, Problem(64, 64, 64), None, root)[2] == f"tuned for 64x64x64 on {SLUG}"
 
 
 def test_a_batch_is_dispatched_to_a_kernel_built_for_batches(tmp_path, reads, loads):
     """A batch takes the nearest batched record; without one, the nearest single product's config
     built for a batch (a split-K or split schedule in its data-parallel form)."""
     root = _results(tmp_path)
-    dev, name, source = api._choose(0, 512, 512, 512, "nn", 64, None, root)
+    dev, name, source = api._choose(0, Problem(512, 512, 512, "nn", 64), None, root)
     assert "_BATCHED1_" in name and source.startswith(f"tuned for 4096x4096x4096 on {SLUG}, predicted")
     split = Space.load("warptile").fallback.as_dict() | {"SPLITK": 4, "BM": 64}
     data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
@@ -192,13 +192,14 @@ def test_a_batch_is_dispatched_to_a_kernel_built_for_batches(tmp_path, reads, lo
     data["families"]["warptile"]["config"]["params"] = split
     data["families"]["warptile"]["time_ms"] = 0.02  # a time that fits the shape (the model reads it)
     store.atomic_write_text(root / SLUG / "64x64x8192.json", json.dumps(restamp(data)))
-    _, name, source = api._choose(0, 64, 64, 8192, "nn", 4, "warptile", root)
+    _, name, source = api._choose(0, Problem(64, 64, 8192, "nn", 4), "warptile", root)
     assert "_BATCHED1_" in name and "_BM64_" in name and "_SPLITK1_" in name
     assert source.startswith(f"tuned for 64x64x8192 on {SLUG}, predicted")
     _put(root, Problem(256, 256, 256, "nn", 32))
     _age(root)
-    assert api._choose(0, 64, 64, 8192, "nn", 4, None, root)[2].startswith(f"tuned for 256x256x256_b32 on {SLUG}, ")
-    assert api._choose(0, 64, 64, 8192, "nn", 1, None, root)[2] == f"tuned for 64x64x8192 on {SLUG}"  # measured
+    batch = Problem(64, 64, 8192, "nn", 4)
+    assert api._choose(0, batch, None, root)[2].startswith(f"tuned for 256x256x256_b32 on {SLUG}, ")
+    assert api._choose(0, Problem(64, 64, 8192), None, root)[2] == f"tuned for 64x64x8192 on {SLUG}"  # measured
 
 
 def _plans():
@@ -293,11 +294,11 @@ def test_a_tier_is_served_by_the_faster_of_its_record_and_the_fp32_one(tmp_path,
     data["families"], data["best"] = {"wgmma_tf32": entry}, "wgmma_tf32"
     store.atomic_write_text(root / SLUG / "4096x4096x4096_high.json", json.dumps(restamp(data, keep="gflops")))
     _age(root)
-    _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 0.0, "high")
+    _, name, source = api._choose(0, Problem(4096, 4096, 4096, precision="high"), None, root)
     record = "4096x4096x4096" + ("_high" if wins != "warptile" else "")
     assert name.startswith(wins + "_") and source == f"tuned for {record} on {SLUG}"
     # Strict FP32 never runs the tier's kernel.
-    assert api._choose(0, 4096, 4096, 4096, "nn", 1, None, root)[1].startswith("warptile_")
+    assert api._choose(0, Problem(4096, 4096, 4096), None, root)[1].startswith("warptile_")
 
 
 def test_a_config_that_would_not_fit_the_device_in_the_calls_form_is_not_chosen(tmp_path, monkeypatch):
@@ -321,9 +322,9 @@ def test_a_config_that_would_not_fit_the_device_in_the_calls_form_is_not_chosen(
     entry["search"] = {}  # warptile's study at 4096^3 found no wgmma_tf32 config at the medium tier
     update_record(tmp_path / "res", rec["gpu"], medium, {cfg.family: entry})
     asked = fake_kernels(monkeypatch, slug)
-    api._choose(0, 268, 777, 894, "nn", 1, None, tmp_path / "res", precision="high")
+    api._choose(0, Problem(268, 777, 894, precision="high"), None, tmp_path / "res")
     assert asked[-1][2] == "fallback config", asked
-    api._choose(0, 268, 777, 894, "nn", 1, None, tmp_path / "res", precision="medium")
+    api._choose(0, Problem(268, 777, 894, precision="medium"), None, tmp_path / "res")
     assert asked[-1][1] == cfg.name  # its own tier's form fits
 
 
@@ -338,7 +339,7 @@ def test_a_chosen_kernel_that_fails_here_gives_way_to_the_fallback_with_a_warnin
     monkeypatch.setattr(api, "_device_props", lambda dev: (SLUG, "sm_90"))
     monkeypatch.setattr(api, "_kernel", kernel)
     with pytest.warns(RuntimeWarning, match="cannot run here .*relative error 0.5.*using the fallback config"):
-        got = api._choose(0, 4096, 4096, 4096, "nn", 1, None, RESULTS)
+        got = api._choose(0, Problem(4096, 4096, 4096), None, RESULTS)
     fallback = dispatch_table.built_for(api.fallback_config("sm_90"))
     assert got == (fallback.name, "fallback config") and isinstance(fallback, Config)
 
@@ -356,5 +357,5 @@ def test_choosing_from_the_records_reads_no_space_file(monkeypatch):
     fake_kernels(monkeypatch, SLUG)
     monkeypatch.setattr(Space, "load", staticmethod(spy))
     for m, n, k in [(100, 200, 300), (1000, 999, 17), (5, 4096, 4096), (4096, 4096, 4096)]:
-        api._choose(0, m, n, k, "nn", 1, None, RESULTS)
+        api._choose(0, Problem(m, n, k), None, RESULTS)
     assert read == []

@@ -149,7 +149,7 @@ def test_batched_header_builds_without_warnings_and_refuses_bad_batches(tmp_path
 def test_matrices_apart():
     """out's matrices must not land on each other: stacked and interleaved (attention heads)
     batches pass, overlapping ones do not. Pure arithmetic, no GPU."""
-    from autotune.gpu.arrays import _apart
+    from autotune.dispatch.arrays import _apart
 
     assert _apart([(4, 120), (10, 12), (12, 1)])  # stacked 10 x 12 matrices
     assert _apart([(4, 12), (10, 48), (12, 1)])  # heads interleaved in rows of 48

@@ -88,9 +88,9 @@ def test_a_call_with_beta_takes_the_record_searched_with_one(tmp_path, loads):
     data["problem"] = Problem(4096, 4096, 4096, beta=3).as_dict()
     data["families"], data["best"] = {"vectorized": data["families"]["vectorized"]}, "vectorized"
     store.atomic_write_text(root / SLUG / "4096x4096x4096_beta3.json", json.dumps(restamp(data)))
-    _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 2.0)
+    _, name, source = api._choose(0, Problem(4096, 4096, 4096, beta=2.0), None, root)
     assert source == f"tuned for 4096x4096x4096_beta3 on {SLUG}" and name.startswith("vectorized_")
-    _, name, source = api._choose(0, 4096, 4096, 4096, "nn", 1, None, root, 0.0)
+    _, name, source = api._choose(0, Problem(4096, 4096, 4096), None, root)
     assert source == f"tuned for 4096x4096x4096 on {SLUG}" and name.startswith("warptile_")
-    _, _, source = api._choose(0, 4097, 4097, 4097, "nn", 1, None, root, -1.0)  # only beta 0 tuned there
+    _, _, source = api._choose(0, Problem(4097, 4097, 4097, beta=-1.0), None, root)  # only beta 0 tuned there
     assert source == f"tuned for 4097x4097x4097 on {SLUG}"

@@ -145,7 +145,8 @@ def test_interleave_keeps_both_orders_and_stream_pairs_together():
 
 
 def test_coverage_runs_every_stored_entry_in_every_form_it_has(h100):
-    from autotune.dispatch.table import built_for, cached_family
+    from autotune.dispatch.table import built_for
+    from autotune.kernels.family import cached_family
 
     records = [(Problem(**r["problem"]), r["families"]) for _, r in iter_records(RESULTS, "nvidia-h100-80gb-hbm3")]
     calls = fuzz.coverage(records, [], seed=1, per_kernel=2, limits=h100)
@@ -252,7 +253,7 @@ class _Stream:
 
 
 class _NumpyAsCupy:
-    """NumPy where autotune.gpu.fuzzing calls CuPy: the same array code runs on the host."""
+    """NumPy where autotune.dispatch.fuzz.device calls CuPy: the same array code runs on the host."""
 
     import types as _types
 
@@ -291,10 +292,10 @@ def _host_matmul(mistake=None):
 
 
 def _host_executor(monkeypatch, mistake=None):
-    from autotune.gpu import fuzzing
+    from autotune.dispatch.fuzz import device
 
-    monkeypatch.setattr(fuzzing, "cp", _NumpyAsCupy())
-    ex = fuzzing.Executor(_host_matmul(mistake), None, fuzz.bound_factor)
+    monkeypatch.setattr(device, "cp", _NumpyAsCupy())
+    ex = device.Executor(_host_matmul(mistake))
     ex.torch = None
     return ex
 

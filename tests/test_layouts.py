@@ -135,7 +135,7 @@ class _View:
     ],
 )
 def test_operands_with_a_contiguous_axis_are_read_in_place(shape, strides, layout, ld):
-    from autotune.gpu.arrays import _stored
+    from autotune.dispatch.arrays import _stored
 
     view = _View(shape, strides)
     x, got_layout, got_ld = _stored(view)

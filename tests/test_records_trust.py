@@ -327,7 +327,7 @@ def test_list_export_and_matmul_name_the_same_best(tmp_path, monkeypatch, capsys
     listed = re.search(r"64x64x64\s+best (\S+)", capsys.readouterr().out).group(1)
     _, exported = export(root, SLUG, P, tmp_path / "t.h")
     fake_kernels(monkeypatch, SLUG)
-    _, chosen, _ = api._choose(0, 64, 64, 64, "nn", 1, None, root)
+    _, chosen, _ = api._choose(0, Problem(64, 64, 64), None, root)
     assert listed == exported["config"]["name"] == chosen and chosen.startswith(best + "_")
 
 
@@ -336,7 +336,7 @@ def test_matmul_refuses_impossible_limits_with_one_line_naming_the_file(tmp_path
     path = _record(tmp_path, hostile_cases._set(("families", "tiled", "limits", "sm_count"), 0))
     fake_kernels(monkeypatch, SLUG)
     with pytest.raises(UserError) as exc:
-        api._choose(0, 100, 100, 100, "nn", 1, None, tmp_path / "results")
+        api._choose(0, Problem(100, 100, 100), None, tmp_path / "results")
     assert str(exc.value).startswith(f"{path}: ") and "limits.sm_count is 0" in str(exc.value)
 
 
@@ -356,7 +356,7 @@ def test_matmul_and_export_refuse_a_config_its_family_refuses_naming_the_file(tm
     load_record(path)  # a name or an integer: the family says whether it takes it
     fake_kernels(monkeypatch, SLUG)
     for call in (
-        lambda: api._choose(0, 64, 64, 64, "nn", 1, None, tmp_path / "results"),
+        lambda: api._choose(0, Problem(64, 64, 64), None, tmp_path / "results"),
         lambda: export(tmp_path / "results", SLUG, P, tmp_path / "t.h"),
     ):
         with pytest.raises(UserError) as exc:
@@ -378,7 +378,7 @@ def test_a_record_of_a_family_not_shipped_is_read_and_left_out_by_matmul(tmp_pat
     path = _record(tmp_path, other)
     assert load_record(path)["best"] == "future_family"
     fake_kernels(monkeypatch, SLUG)
-    assert api._choose(0, 64, 64, 64, "nn", 1, None, tmp_path / "results")[2] == "fallback config"
+    assert api._choose(0, Problem(64, 64, 64), None, tmp_path / "results")[2] == "fallback config"
     with pytest.raises(UserError, match=re.escape(f"{path}: unknown family 'future_family'")):
         export(tmp_path / "results", SLUG, P, tmp_path / "t.h")
 
@@ -585,7 +585,7 @@ def test_matmul_refuses_a_damaged_record_with_one_line_naming_it(tmp_path, monke
     path.write_text("{broken")
     fake_kernels(monkeypatch, SLUG)
     with pytest.raises(UserError) as exc:
-        api._choose(0, 100, 100, 100, "nn", 1, None, tmp_path / "results")
+        api._choose(0, Problem(100, 100, 100), None, tmp_path / "results")
     assert str(exc.value).startswith(f"{path}: corrupted results file (not JSON")
 
 

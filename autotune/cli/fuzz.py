@@ -116,11 +116,9 @@ def _executor():
     try:
         dev = gpu_arrays().current_device()
         slug, arch = _device_props(dev)
-        from ..dispatch.api import load, matmul
-        from ..dispatch.fuzz import bound_factor
-        from ..gpu.fuzzing import Executor
+        from ..dispatch.fuzz.device import Executor
 
-        return Executor(matmul, load, bound_factor), slug, arch, dev
+        return Executor(), slug, arch, dev
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 - CuPy's errors for no driver or device vary by version
@@ -149,8 +147,8 @@ def _coverage(records, arch: str, limits, args):
 def _precompile(cases, arch: str, args) -> None:
     """The kernels the cases load, compiled in parallel into the compile cache first (autotune.load
     compiles one at a time)."""
-    from ..dispatch.table import cached_family
     from ..gpu.compile import compile_many
+    from ..kernels.family import cached_family
     from ..kernels.render import DEFAULT_KERNEL, render
 
     configs = {c.kernel.name: c.kernel for c in cases}

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.types import PRECISIONS, Config, NoGPUError, Problem, UserError
-from ..kernels.family import Family
+from ..kernels.family import Family, cached_family
 from ..kernels.limits import DeviceLimits, gpu_slug, profile_for_arch
 from ..kernels.space import Space
 from .kernel import Kernel, gpu_arrays
-from .table import built_for, cached_family, table_for
+from .table import built_for, table_for
 
 # For a shape with no tuned result: the named fallback config of these families (configs/*.yaml),
 # correct everywhere; warptile needs cp.async (sm_80 and newer), older parts get float4 tiles.
@@ -65,32 +65,22 @@ def _device_limits(dev: int, arch: str) -> DeviceLimits:
     return limits
 
 
-def _choose(
-    dev: int,
-    M: int,
-    N: int,
-    K: int,
-    layout: str,
-    batch: int,
-    family: str | None,
-    results,
-    beta: float = 0.0,
-    precision: str = "highest",
-) -> Kernel:
-    """The kernel for this device, shape, layout, batch, beta (0 or not) and precision tier: a
-    dict lookup once they were seen, as long as this GPU's results folder is unchanged."""
+def _choose(dev: int, problem: Problem, family: str | None = None, results: str | Path | None = None) -> Kernel:
+    """The kernel for this device and problem (its shape, layout, batch, beta 0 or not, and
+    precision tier), of `family` if given, from the records in `results` (default: results_dir()):
+    a dict lookup once they were seen, as long as this GPU's results folder is unchanged."""
     slug, arch = _device_props(dev)
     table = table_for(results, slug)
-    key = (dev, M, N, K, layout, batch, beta != 0, family, precision)
+    p = problem
+    key = (dev, p.M, p.N, p.K, p.layout, p.batch, p.beta != 0, family, p.precision)
     kernel = table.choices.get(key)
     if kernel is None:
-        problem = Problem(M, N, K, layout, batch, beta, precision)
         if family is not None and (gaps := cached_family(family).gaps(problem)):
             raise UserError(gaps[0])
         found = table.choose(problem, family, _device_limits(dev, arch))
 
         def fallback() -> Kernel:
-            cfg = built_for(fallback_config(arch, family), layout, batch, precision)
+            cfg = built_for(fallback_config(arch, family), p.layout, p.batch, p.precision)
             return _kernel(cfg, dev, arch, "fallback config")
 
         if found is not None:
@@ -184,8 +174,7 @@ def load(
         return _kernel(cfg, dev, arch, "explicit config")
     if problem is None:
         return _kernel(fallback_config(arch, family), dev, arch, "fallback config")
-    p = problem
-    return _choose(dev, p.M, p.N, p.K, p.layout, p.batch, family, results, p.beta, p.precision)
+    return _choose(dev, problem, family, results)
 
 
 def _explicit_config(config: Any) -> Config:
@@ -207,6 +196,12 @@ def _shape(shape: Any) -> Problem:
             raise UserError(f"shape {shape!r}: expected (M, N, K)")
         return Problem(*shape)
     return Problem.parse(str(shape))
+
+
+# A call's Problem, checked and made once per distinct (shape, layout, batch, beta, tier): making
+# one each call would add about 2 us to a dispatch that adds 4-5 us to a launch. `typed`, so that
+# beta=True is refused as Problem refuses it, not served as the Problem of beta 1.
+_problem = functools.lru_cache(maxsize=1024, typed=True)(Problem)
 
 
 def matmul(
@@ -262,7 +257,7 @@ def matmul(
     arrays = gpu_arrays()
     try:
         ops = arrays.prepare(A, B, out, beta, trans_a, trans_b)
-        kernel = _choose(ops.device, ops.M, ops.N, ops.K, ops.layout, ops.batch, None, None, beta, precision)
+        kernel = _choose(ops.device, _problem(ops.M, ops.N, ops.K, ops.layout, ops.batch, beta, precision))
         return kernel._launch(ops, alpha, beta)
     except RuntimeError as exc:  # free when nothing is raised: a call costs no check of the device
         if (missing := _no_gpu(exc)) is None:

@@ -1,12 +1,12 @@
 """A compiled, verified kernel of one config on the current device (`Kernel`), called as
-`autotune.matmul` is; the operands' module (autotune.gpu.arrays) loaded on first use."""
+`autotune.matmul` is; the operands' module (`arrays`, which imports CuPy) loaded on first use."""
 
 from __future__ import annotations
 
 import functools
 
 from ..core.types import Config, Problem
-from .table import cached_family
+from ..kernels.family import cached_family
 
 _VERIFY_SHAPE = (67, 45, 33)
 
@@ -80,16 +80,17 @@ def _verify_problem(dev: int):
     return a, b, c0, ref
 
 
-_ARRAYS = None  # autotune.gpu.arrays, once imported
+_ARRAYS = None  # autotune.dispatch.arrays, once imported
 
 
 def gpu_arrays():
+    """The operands' module (`arrays`), imported on first use: `import autotune` needs no CuPy."""
     global _ARRAYS
     if _ARRAYS is None:
         from ..gpu.compile import nvrtc_version
 
         nvrtc_version()  # without the CUDA extra: one error naming it, before CuPy is imported
-        from ..gpu import arrays
+        from . import arrays
 
         _ARRAYS = arrays
     return _ARRAYS

@@ -15,18 +15,14 @@ import functools
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..core.types import Config, Problem, UserError
-from ..kernels.family import ROOT, Family
+from ..kernels.family import ROOT, cached_family
 from ..kernels.limits import DeviceLimits
 from ..records.results import entry_config, iter_records
 from ..records.validate import fastest
 from . import model
-
-if TYPE_CHECKING:
-    from .kernel import Kernel
-
+from .kernel import Kernel
 
 _INSTALLED = ROOT == Path(__file__).resolve().parent.parent  # a wheel: templates inside the package
 _CHECKOUT_RESULTS = str(ROOT / "results")
@@ -39,13 +35,6 @@ def results_dir() -> Path:
     if env:
         return Path(env)
     return Path("results" if _INSTALLED or os.path.isdir("results") else _CHECKOUT_RESULTS)
-
-
-@functools.cache
-def cached_family(name: str) -> Family:
-    """A family's declaration, parsed once a process: choosing a kernel for a new shape asks
-    every stored record's families whether they read its layout."""
-    return Family.load(name)
 
 
 def _reads(family: str, problem: Problem) -> bool:

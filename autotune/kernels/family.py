@@ -19,6 +19,7 @@ launch plan computed; rendering, compiling, running and exporting all read that 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -307,3 +308,10 @@ def _template_line(exc: BaseException) -> str | None:
 def known_families(template_dir: Path | None = None) -> list[str]:
     dirs = [Path(template_dir)] if template_dir else template_dirs()
     return sorted({p.name[: -len(".cu.j2")] for d in dirs for p in d.glob("*.cu.j2") if not p.name.startswith("_")})
+
+
+@functools.cache
+def cached_family(name: str) -> Family:
+    """`Family.load(name)`, parsed once a process: choosing a kernel for a new shape asks every
+    stored record's families whether they read its layout."""
+    return Family.load(name)

@@ -180,10 +180,9 @@ def live_gpu_slug() -> str | None:
     from ..kernels.limits import gpu_slug
 
     try:
-        import cupy
+        from ..gpu.runner import device_info  # imports CuPy
 
-        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
-        return gpu_slug(name.decode() if isinstance(name, bytes) else str(name))
+        return gpu_slug(device_info(0)["name"])
     except Exception:  # noqa: BLE001 - no CuPy, no driver, no device
         return None
 

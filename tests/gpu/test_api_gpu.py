@@ -11,6 +11,7 @@ from helpers import RESULTS, refile
 import autotune
 from autotune.core.types import Problem
 from autotune.dispatch.table import nearest_entry
+from autotune.kernels.family import cached_family
 from autotune.records.results import entry_config
 
 pytestmark = pytest.mark.gpu
@@ -68,7 +69,7 @@ def test_load_uses_the_stored_config_predicted_fastest():
     exact = autotune.load("4096x4096x4096")
     _, entry = nearest_entry(Problem(4096, 4096, 4096), slug)
     # The stored config as its family reads it today (parameters added since take their defaults).
-    stored = dispatch_table.cached_family(entry["config"]["family"]).resolve(entry_config(entry)).config
+    stored = cached_family(entry["config"]["family"]).resolve(entry_config(entry)).config
     assert exact.source == f"tuned for 4096x4096x4096 on {slug}" and exact.config == stored
 
 
@@ -194,7 +195,7 @@ def test_torch_current_stream_is_honoured(torch):
     torch.cuda.synchronize()
     stream = torch.cuda.Stream()  # torch's pool: non-blocking streams
     with torch.cuda.stream(stream):
-        from autotune.gpu.interop import _foreign_stream
+        from autotune.dispatch.interop import _foreign_stream
 
         _spin(_foreign_stream(stream.cuda_stream))
         a.copy_(a_new)

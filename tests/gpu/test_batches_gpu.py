@@ -11,8 +11,8 @@ from test_correctness import CONFIGS
 
 import autotune
 from autotune.core.types import Problem, Status
+from autotune.dispatch import arrays
 from autotune.dispatch.table import built_for
-from autotune.gpu import arrays
 from autotune.kernels.family import Family
 from autotune.kernels.space import Space
 from autotune.records.export import export

@@ -13,10 +13,9 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def executor():
-    import autotune
-    from autotune.gpu.fuzzing import Executor
+    from autotune.dispatch.fuzz.device import Executor
 
-    return Executor(autotune.matmul, autotune.load, fuzz.bound_factor)
+    return Executor()
 
 
 def _wrong(executor, calls):

@@ -182,9 +182,9 @@ def test_matmul_at_a_tier_runs_the_wgmma_record_and_is_right(tmp_path, monkeypat
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
     err = float(cp.abs(c - ref).max() / cp.abs(ref).max())
     assert err <= bound, err
-    chosen = api._choose(0, 1000, 777, 300, "nn", 1, None, None, 0.0, precision)
+    chosen = api._choose(0, Problem(1000, 777, 300, precision=precision))
     assert chosen.config.family == "wgmma_tf32", chosen
-    fp32 = api._choose(0, 1000, 777, 300, "nn", 1, None, None, 0.0, "highest")
+    fp32 = api._choose(0, Problem(1000, 777, 300))
     assert fp32.config.family != "wgmma_tf32"
 
 

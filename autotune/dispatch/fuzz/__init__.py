@@ -22,7 +22,8 @@ Each result is checked element by element against the FP64 product of the same F
 A case is a plain record (`Case`), JSON on one line; a run is reproducible from its seed, and a
 failure is shrunk (`shrink`) to the fewest calls and the simplest case that still fail, printed
 as `autotune fuzz --repro '<json>'`. This package draws (`draw`), bounds (`case`), shrinks
-(`shrink`) and counts (`tally`); `autotune.gpu.fuzzing` runs cases on the device.
+(`shrink`) and counts (`tally`); `device` (which imports CuPy, so is not imported here) runs cases
+on the device.
 """
 
 from .case import COVERAGE, DATA, MAX_ELEMENTS, MAX_FLOP, REGIMES, U_TF32, Case, U, bound_factor

@@ -182,8 +182,9 @@ def coverage(
 
     `limits` is required: without a device's, a form past its shared memory or threads would be
     drawn, one the dispatcher never builds, and reported as a kernel that fails."""
+    from ...kernels.family import cached_family
     from ...records.results import entry_config
-    from ..table import built_for, cached_family
+    from ..table import built_for
 
     rng = random.Random(seed ^ 0x5EED)
     sources = [(shape, entry_config(e)) for shape, fams in records for e in fams.values()] + list(extra)

@@ -1,5 +1,5 @@
-"""Fuzz cases (autotune.dispatch.fuzz.Case) on the device: their arrays, the call, the FP64 reference and
-the element-by-element check.
+"""Fuzz cases (`Case`) run on the device: their arrays, the call, the FP64 reference and the
+element-by-element check.
 
 Every operand lies inside a larger buffer whose bytes outside the operand are NaN: a kernel that
 reads a row's padding or past an offset view shows it as NaN in C. C's buffer is NaN outside C as
@@ -14,14 +14,14 @@ import math
 import random
 import time
 import warnings
-from typing import TYPE_CHECKING
 
 import cupy as cp
 import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 
-if TYPE_CHECKING:
-    from ..dispatch.fuzz import Case
+from ...gpu import launcher
+from .. import api
+from .case import Case, bound_factor
 
 _FATAL = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
@@ -42,12 +42,16 @@ class _Prepared:
 
 class Executor:
     """Runs cases in order on the current device: a stream-1 case and the stream-2 case after it
-    are launched together, each on its own stream. What it calls is given (this layer sits below
-    the Python API): `matmul` and `load` as autotune's, and `bound(precision, K)`, the largest
-    error a right answer may have as a fraction of |alpha| |A||B| + |beta| |C0|."""
+    are launched together, each on its own stream.
 
-    def __init__(self, matmul, load, bound):
-        self.matmul, self.load, self.bound = matmul, load, bound
+    Args:
+        matmul: what a case without a config calls; autotune.matmul unless given (a test's own).
+        load: what loads a case's config; autotune.load unless given.
+    """
+
+    def __init__(self, matmul=None, load=None):
+        self.matmul = matmul or api.matmul
+        self.load = load or api.load
         self.streams = {0: None, 1: cp.cuda.Stream(non_blocking=True), 2: cp.cuda.Stream(non_blocking=True)}
         self.kernels: dict[str, object] = {}
         # Host seconds in each phase (the calls' host time is the dispatch's; the device's work
@@ -72,8 +76,6 @@ class Executor:
 
     def reset(self) -> None:
         """Fresh state for a shrink: no workspace kept from earlier calls."""
-        from . import launcher
-
         cp.cuda.Device().synchronize()
         launcher.WORKSPACES.clear()
 
@@ -103,7 +105,7 @@ class Executor:
             for j, p in enumerate(prepared):
                 if outcomes[j] is None:
                     with self._stream(p.case):
-                        outcomes[j] = _check(p, self.bound)
+                        outcomes[j] = _check(p)
             for s in self.streams.values():
                 if s is not None:
                     s.synchronize()
@@ -255,7 +257,7 @@ def _output(case: Case):
     return buf, (view.swapaxes(-1, -2) if case.c_major == "col" else view)
 
 
-def _check(p: _Prepared, bound) -> Outcome:
+def _check(p: _Prepared) -> Outcome:
     case = p.case
     c = p.c_view
     if c.shape != (*case.lead, case.M, case.N) or c.dtype != cp.float32:
@@ -276,7 +278,7 @@ def _check(p: _Prepared, bound) -> Outcome:
         scale = abs(case.alpha) * cp.matmul(cp.abs(a64), cp.abs(b64))
         if case.beta != 0:
             scale += abs(case.beta) * cp.abs(p.c0)
-        tol = bound(case.precision, case.K) * scale + 1e-30  # (the floor: FP32's subnormals)
+        tol = bound_factor(case.precision, case.K) * scale + 1e-30  # (the floor: FP32's subnormals)
         bad |= finite & ~(err <= tol)
     del a64, b64
     nbad = int(bad.sum())
