@@ -3,8 +3,8 @@
 #
 #   bash benchmarks/device.sh TASK [ARG] [TASK [ARG]...]
 #
-#   gpu-tests        python -m pytest tests/gpu                        -> logs/gpu_tests.txt
-#   gpu-shard K/N    python -m pytest tests/gpu --shard K/N (one of N shards, each well inside a
+#   gpu-tests        python -m pytest tests/device                        -> logs/gpu_tests.txt
+#   gpu-shard K/N    python -m pytest tests/device --shard K/N (one of N shards, each well inside a
 #                    call's 10 minutes; every shard shares one compile cache)
 #                                                                       -> logs/gpu_shard_K_of_N.txt
 #   gpu-suite [N]    the whole GPU suite in one call: its N shards (8) at the same time, sharing
@@ -91,12 +91,12 @@ while [ $# -gt 0 ]; do
   fi
   case $task in
     gpu-tests)
-      timeout 540 python3 -m pytest -q -p no:cacheprovider tests/gpu > "$L/gpu_tests.txt" 2>&1
+      timeout 540 python3 -m pytest -q -p no:cacheprovider tests/device > "$L/gpu_tests.txt" 2>&1
       echo "exit $?" >> "$L/gpu_tests.txt"
       echo "gpu-tests: $(grep -E 'passed|failed|error' "$L/gpu_tests.txt" | tail -1)" ;;
     gpu-shard)
       shard=$1; shift; name=gpu_shard_${shard/\//_of_}
-      timeout "$(left)" python3 -m pytest -q -p no:cacheprovider --durations=15 tests/gpu --shard "$shard" > "$L/$name.txt" 2>&1
+      timeout "$(left)" python3 -m pytest -q -p no:cacheprovider --durations=15 tests/device --shard "$shard" > "$L/$name.txt" 2>&1
       echo "exit $?" >> "$L/$name.txt"
       echo "gpu-shard $shard: $(grep -E 'passed|failed|error' "$L/$name.txt" | tail -1)" ;;
     gpu-suite)
@@ -105,7 +105,7 @@ while [ $# -gt 0 ]; do
       s=$(date +%s.%N)
       for k in $(seq 1 "$n"); do
         name=gpu_shard_${k}_of_$n
-        ( timeout "$(left)" python3 -m pytest -q -p no:cacheprovider --durations=15 tests/gpu --shard "$k/$n" \
+        ( timeout "$(left)" python3 -m pytest -q -p no:cacheprovider --durations=15 tests/device --shard "$k/$n" \
             > "$L/$name.txt" 2>&1; echo "exit $?" >> "$L/$name.txt" ) &
       done
       wait
@@ -123,7 +123,7 @@ while [ $# -gt 0 ]; do
       echo "fuzz $count seed $seed: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_$seed.txt") $(tail -1 "$L/fuzz_$seed.txt")" ;;
     fuzz-before)
       # The code of before the workspace fix, in this tree: workspaces zeroed only when made
-      # (as tests/gpu/test_fuzz_gpu.py switches it), so counters left by one shape stay.
+      # (as tests/device/test_fuzz_gpu.py switches it), so counters left by one shape stay.
       count=$1; shift
       timeout "$(left)" python3 -c 'import sys
 from autotune.gpu import launcher

@@ -1,4 +1,4 @@
-"""Hostile inputs and what autotune answers: one source for tests/test_hostile.py and for the
+"""Hostile inputs and what autotune answers: one source for tests/cli/test_hostile.py and for the
 table of bad inputs on the results page, results/README.md (README.md's Reliability links it).
 
     python tests/hostile_cases.py --markdown      # the table, as pasted into results/README.md
@@ -1219,7 +1219,7 @@ CASES: list[Case] = [
         "both finish; the record holds the better entry of the two, none lost or torn",
         code=0,
         shown="autotune search --size S … & autotune search --size S …",
-        handled_by="tests/test_hostile.py::test_two_processes_updating_one_record_lose_nothing",
+        handled_by="tests/cli/test_hostile.py::test_two_processes_updating_one_record_lose_nothing",
     ),
     Case(
         "random argument lists",
@@ -1227,7 +1227,7 @@ CASES: list[Case] = [
         "exit 0, 1 or 2; exit 2 is one line",
         code=0,
         shown="autotune search …",
-        handled_by="tests/test_robust.py::test_cli_arguments_never_trace_back",
+        handled_by="tests/search/test_robust.py::test_cli_arguments_never_trace_back",
     ),
     Case(
         "generated command lines",
@@ -1236,7 +1236,7 @@ CASES: list[Case] = [
         "not asked for",
         code=0,
         shown="autotune search|export|check|list|report …",
-        handled_by="tests/test_hostile_generated.py::test_generated_command_lines_end_well",
+        handled_by="tests/cli/test_hostile_generated.py::test_generated_command_lines_end_well",
     ),
     Case(
         "random space files",
@@ -1244,7 +1244,7 @@ CASES: list[Case] = [
         "valid integers from the domains, or one line naming the file",
         code=0,
         shown="autotune search --config …",
-        handled_by="tests/test_robust.py::test_config_loader_accepts_valid_or_raises_user_error",
+        handled_by="tests/search/test_robust.py::test_config_loader_accepts_valid_or_raises_user_error",
     ),
 ]
 

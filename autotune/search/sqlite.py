@@ -172,7 +172,7 @@ _READING = threading.local()  # set while this thread runs one of Optuna's reads
 # `_get_trials` directly, so no public method sees those reads. pyproject.toml bounds Optuna below
 # 6 for it; should a release rename or bypass it, the reads would take the write lock again
 # (correct, but the workers of a host read one at a time), and
-# tests/test_search.py::test_reads_through_optunas_cache_take_no_write_lock fails.
+# tests/search/test_search.py::test_reads_through_optunas_cache_take_no_write_lock fails.
 class SQLiteStorage(RDBStorage):
     """Optuna's RDB storage, its reads of trials marked as reads (see serialize_sqlite)."""
 

@@ -224,7 +224,7 @@ def test_split_fused_puts_a_row_of_tail_blocks_before_the_whole_waves():
 
 
 def test_the_space_seeds_stream_k_with_packed_b(h100):
-    # tests/gpu/test_streamk.py runs over these seeds: without any, it would collect no case.
+    # tests/device/test_streamk.py runs over these seeds: without any, it would collect no case.
     sp = Space.load("warptile")
     sk = [c for c in sp.seeds if c["SCHEDULE"] == "stream_k"]
     assert len(sk) >= 2 and all(c["PACKB"] == 1 for c in sk)

@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import scaling  # noqa: E402 - after the sys.path line that finds benchmarks/
 

@@ -12,7 +12,7 @@ from autotune.kernels.space import Space
 from autotune.search import replay, strategies
 from autotune.search.strategies import base
 
-SEARCH = Path(__file__).resolve().parent.parent / "autotune" / "search"
+SEARCH = Path(__file__).resolve().parents[2] / "autotune" / "search"
 
 
 def test_a_new_strategy_is_one_class_registered_at_run_time(tmp_path, h100, monkeypatch, capsys):

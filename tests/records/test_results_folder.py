@@ -21,7 +21,7 @@ from autotune.core.types import Problem, UserError
 from autotune.records.results import gpu_dirs, iter_records, load_record
 from autotune.records.store import LOCK_NAME, update_record
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import hostile_cases
 from hostile_cases import ROOT, SLUG, record
 

@@ -18,8 +18,8 @@ it is given are damaged now and then (a replay table's or a record's value made 
 space or shapes file of hostile text, a link or a pipe planted in the GPU's results folder).
 The default run is a fixed seed and 40 lines, two at a time (under 20 s on an idle machine):
 
-    AUTOTUNE_HOSTILE_SEED=7 AUTOTUNE_HOSTILE_EXAMPLES=200 python -m pytest tests/test_hostile_generated.py
-    python -m pytest -m slow tests/test_hostile_generated.py      # the long run: 600 lines
+    AUTOTUNE_HOSTILE_SEED=7 AUTOTUNE_HOSTILE_EXAMPLES=200 python -m pytest tests/cli/test_hostile_generated.py
+    python -m pytest -m slow tests/cli/test_hostile_generated.py      # the long run: 600 lines
 
 A failure lists each line that broke a rule with its folder's setup, to run again by hand.
 """
@@ -45,7 +45,7 @@ from autotune.core.types import QUOTE_CHARS, UserError, clipped
 from autotune.records.results import load_record
 from autotune.records.validate import SHAPE_FILE
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hostile_cases import ROOT, SLUG, _victim, damaged_cache, record, replay_table
 
 SEED = int(os.environ.get("AUTOTUNE_HOSTILE_SEED", "0"))
@@ -539,7 +539,7 @@ def test_generated_command_lines_end_well(tmp_path):
 @pytest.mark.slow
 def test_generated_command_lines_end_well_long_run(tmp_path, request):
     if "slow" not in (request.config.option.markexpr or ""):
-        pytest.skip("the long run: python -m pytest -m slow tests/test_hostile_generated.py")
+        pytest.skip("the long run: python -m pytest -m slow tests/cli/test_hostile_generated.py")
     _run(SLOW_EXAMPLES, SEED + 1, tmp_path)
 
 

@@ -26,7 +26,7 @@ from autotune.kernels.space import Space
 from autotune.records.results import load_record, record_path
 from autotune.records.store import atomic_write_text
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import hostile_cases
 from hostile_cases import CASES, ROOT, SLUG, record, run_case
 

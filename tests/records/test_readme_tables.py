@@ -9,7 +9,7 @@ import pytest
 from autotune.core.types import Config, Measurement, Problem, Status
 from autotune.records.store import make_entry, update_record
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import readme_tables  # noqa: E402 - after the sys.path line that finds benchmarks/
 

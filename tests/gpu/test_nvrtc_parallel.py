@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCE = 'extern "C" __global__ void k(float* x) { x[threadIdx.x] = sinf(x[threadIdx.x]); }\n'
 
 

@@ -11,7 +11,7 @@ import pytest
 from autotune.core.types import UserError
 from autotune.gpu import compile as nvcompile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LINE = 'pip install "autotune[cuda13]" (or [cuda12] for a CUDA 12 driver)'
 
 # Simulated installs, set up before autotune runs: CuPy absent (`pip install -e ".[test]"`), or

@@ -19,7 +19,7 @@ from autotune.core.types import UserError
 from autotune.kernels.limits import load_profile
 from autotune.kernels.space import Space
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SLUG = "nvidia-h100-80gb-hbm3"
 
 

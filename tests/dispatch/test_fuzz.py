@@ -1,4 +1,4 @@
-"""The fuzzer's drawing, bounds, shrinking and command line, without a GPU (tests/gpu/test_fuzz_gpu.py
+"""The fuzzer's drawing, bounds, shrinking and command line, without a GPU (tests/device/test_fuzz_gpu.py
 runs it on one)."""
 
 import dataclasses

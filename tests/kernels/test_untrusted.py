@@ -23,7 +23,7 @@ from autotune.kernels.limits import load_profile
 from autotune.kernels.render import render
 from autotune.kernels.space import Space
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TILED = (ROOT / "templates" / "tiled.cu.j2").read_text()
 HANG_GUARD_S = 60
 MEMORY_CAP = 2 << 30  # the child's address space: what grew for ever fails fast instead
