@@ -12,7 +12,8 @@ import math
 import re
 
 from ..core import redact
-from ..core.types import FP32_RANGE, LAYOUTS, PRECISIONS, Problem, error_line, fp32_holds
+from ..core.tiers import DEFAULT, PRECISIONS, TIERS, spelt_or
+from ..core.types import FP32_RANGE, LAYOUTS, Problem, error_line, fp32_holds
 from .inputs import int_in
 
 
@@ -111,6 +112,17 @@ def arch(text: str) -> str:
     return text
 
 
+def _precision_help() -> str:
+    """--precision's help: each registered tier's clause, then how records of a tier are named."""
+    clauses = [f"{t.name} (default) {t.help}" if t.name == DEFAULT else f"{t.name}: {t.help}" for t in TIERS.values()]
+    suffixes = [f"_{name}" for name in TIERS if name != DEFAULT]
+    return (
+        "the accuracy a kernel must meet, with PyTorch's names: " + "; ".join(clauses) + ". FP32 families serve "
+        f"every tier; the record's name ends in {spelt_or(suffixes)}, and a shape may also end so, "
+        f"e.g. 4096{suffixes[0]}"
+    )
+
+
 def shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--size", type=dim, metavar="S", help="square problem S x S x S")
     p.add_argument("--m", type=dim, help="rows of op(A) and C")
@@ -144,10 +156,6 @@ def shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--precision",
         choices=PRECISIONS,
-        default="highest",
-        help="the accuracy a kernel must meet, with PyTorch's names: highest (default) FP32 on the CUDA "
-        "cores; high: FP32's accuracy from tensor-core products of split operands (3xTF32), each "
-        "candidate's errors on uniform, normal and wide-range inputs at most 1.5x cuBLAS FP32's; medium: "
-        "one TF32 product, errors at most 1.5x cuBLAS TF32's (timed against it). FP32 families serve every "
-        "tier; the record's name ends in _high or _medium, and a shape may also end so, e.g. 4096_high",
+        default=DEFAULT,
+        help=_precision_help(),
     )

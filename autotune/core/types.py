@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .tiers import DEFAULT, PRECISIONS, spelt_or
+
 
 class UserError(Exception):
     """Bad input from the user (a file, an argument): reported as one line, exit code 2."""
@@ -70,12 +72,6 @@ LAYOUT_PARAMS = ("TRANS_A", "TRANS_B")
 # The kernel parameters a problem fixes (Problem.pinned): its layout, and BATCHED (1: blockIdx.z
 # is the batch, each operand's matrices a stride apart). A family without BATCHED runs one matrix.
 PINNED_PARAMS = (*LAYOUT_PARAMS, "BATCHED", "PRECISION")
-# Accuracy tiers, with PyTorch's names (torch.set_float32_matmul_precision), strictest first:
-# "highest" is FP32 products and sums on the CUDA cores (every family without a PRECISION
-# parameter; the default); "high" keeps FP32's accuracy with tensor-core products of split
-# operands; "medium" is one TF32 product. A stricter tier meets every looser one's contract, so a
-# family without PRECISION serves all three; one that declares it serves the tiers it names.
-PRECISIONS = ("highest", "high", "medium")
 # What a number handed to the kernels as a C float (beta, alpha) may be: one FP32 holds, as that
 # number. Beyond FP32's largest (1e39) it becomes infinity, and a number of magnitude below its
 # smallest (1e-50) becomes 0, which for beta means C is not read at all.
@@ -101,7 +97,7 @@ class Problem:
     A.T @ B (A stored K x M), "tt" is A.T @ B.T. Kernels read them in place; C is always M x N.
     `batch` > 1: that many such products in one launch (strided batched GEMM). `beta` is the
     one timed (the kernels take any): 0 writes C without reading it, any other reads it too.
-    `precision` is the accuracy tier (PRECISIONS) a kernel must meet to serve the problem."""
+    `precision` is the accuracy tier (`core.tiers`) a kernel must meet to serve the problem."""
 
     M: int
     N: int
@@ -109,7 +105,7 @@ class Problem:
     layout: str = "nn"
     batch: int = 1
     beta: float = 0.0
-    precision: str = "highest"
+    precision: str = DEFAULT
 
     # The kernels take M, N and K as C `int`s (32-bit on every CUDA platform): a larger size
     # would wrap around inside them, so no path (search, replay, export, the Python API) accepts one.
@@ -145,7 +141,7 @@ class Problem:
         shape = shape if self.layout == "nn" else f"{shape}_{self.layout}"
         shape = shape if self.batch == 1 else f"{shape}_b{self.batch}"
         shape = shape if self.beta == 0 else f"{shape}_beta{_number(self.beta)}"
-        return shape if self.precision == "highest" else f"{shape}_{self.precision}"
+        return shape if self.precision == DEFAULT else f"{shape}_{self.precision}"
 
     @property
     def trans(self) -> tuple[int, int]:
@@ -184,7 +180,7 @@ class Problem:
             d["batch"] = self.batch
         if self.beta != 0:
             d["beta"] = self.beta
-        if self.precision != "highest":
+        if self.precision != DEFAULT:
             d["precision"] = self.precision
         return d
 
@@ -201,7 +197,7 @@ class Problem:
 
     @classmethod
     def parse(
-        cls, text: str, layout: str = "nn", batch: int = 1, beta: float = 0.0, precision: str = "highest"
+        cls, text: str, layout: str = "nn", batch: int = 1, beta: float = 0.0, precision: str = DEFAULT
     ) -> Problem:
         """'4096' (square) or '8192x8192x1024' (MxNxK), optionally followed, as results files are
         named, by a layout ('_nt'), a batch count ('_b64'), a beta ('_beta3') and a precision
@@ -210,7 +206,7 @@ class Problem:
         parts = shape.split("x")
         usage = (
             "expected N or MxNxK, optionally _nn, _nt, _tn or _tt, _b<batch>, _beta<beta> and "
-            "_highest, _high or _medium after it"
+            f"{spelt_or([f'_{p}' for p in PRECISIONS])} after it"
         )
         if len(parts) not in (1, 3) or len(tags) > 4:
             raise UserError(f"shape {quoted(text)}: {usage}")

@@ -49,9 +49,11 @@ class Kernel:
 
     def verify(self, tolerance: float | None = None) -> float:
         """Relative error on a small awkward problem against cuBLAS in float64; raises if wrong
-        (above `tolerance`, by default 1e-4, or 2e-3 for a one-TF32-product kernel)."""
+        (above `tolerance`, by default its tier's: 1e-4, or 2e-3 for a one-TF32-product kernel)."""
         if tolerance is None:
-            tolerance = 2e-3 if self.precision == "medium" else 1e-4
+            from ..core.tiers import tier
+
+            tolerance = tier(self.precision).tolerance
         import cupy as cp
 
         M, N, K = _VERIFY_SHAPE

@@ -1,6 +1,6 @@
 """What the tensor-core tiers' accuracy contract is checked with (the runner's `_contract`):
 inputs of each kind, operands rounded to TF32 as the kernels round them, the two error
-measures, and cuBLAS's gemm with TF32 products (the medium tier's bar).
+measures, and cuBLAS's gemm with TF32 products (the bar of a tier held to TF32, `core.tiers`).
 """
 
 from __future__ import annotations

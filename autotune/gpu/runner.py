@@ -18,6 +18,8 @@ import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 from cupy_backends.cuda.libs import nvrtc
 
+from ..core.tiers import DEFAULT, TIERS, tier
+from ..core.types import Problem
 from .launcher import LoadedKernel
 from .precision import contract_errors, contract_input, math_mode, tf32_rounded
 
@@ -86,8 +88,9 @@ class Runner:
         cp.cuda.Device(device_id).use()
         self.device_id = device_id
         self.info = device_info(device_id)
-        self.problem = None
-        self.precision, self.contract = "highest", None
+        self.problem: Problem | None = None
+        self.seed = 0
+        self.tier, self.contract = TIERS[DEFAULT], None
         spin = cp.RawModule(code=_SPIN)
         self._spin = spin.get_function("autotune_spin")
         self._modules = {}
@@ -103,17 +106,18 @@ class Runner:
         layout: str = "nn",
         batch: int = 1,
         beta: float = 0.0,
-        precision: str = "highest",
+        precision: str = DEFAULT,
     ) -> dict:
         """Operands stored in `layout` (A as K x M with a leading t, B as N x K with a second t),
         `batch` of each (contiguous, one after the other) when batch > 1, the float64 reference
         of op(A) @ op(B), and the input sets timing rotates through; timings run with `beta`
         (C read too unless 0; verification runs its own alpha and beta whatever it is). Below the
         highest `precision`, also the data of its accuracy contract (`_contract`)."""
-        if self.problem == (M, N, K, seed, layout, batch, beta) and self.precision == precision:
+        problem = Problem(M, N, K, layout, batch, beta, precision)
+        if (self.problem, self.seed) == (problem, seed):
             return {"ok": True}
-        self.problem, self.tolerance = (M, N, K, seed, layout, batch, beta), tolerance
-        self.precision, self.contract = precision, None
+        self.problem, self.seed, self.tolerance = problem, seed, tolerance
+        self.tier, self.contract = tier(precision), None
         lead = (batch,) if batch > 1 else ()
         a_shape = lead + ((K, M) if layout[0] == "t" else (M, K))
         b_shape = lead + ((N, K) if layout[1] == "t" else (K, N))
@@ -140,19 +144,18 @@ class Runner:
             self.sets.append((rand(a_shape), rand(b_shape), out()))
         cp.cuda.Device().synchronize()
         cublas_err = self._rel_err(self.op(self.A0, self.B0), self.ref_ab)
-        if precision != "highest":
+        if not self.tier.strict:
             self.contract = self._contract(rng, a_shape, b_shape)
-            if precision == "medium":  # the alpha/beta and NaN checks at TF32's error, not FP32's
-                (tf32_err,) = self._bar_errors(self.A0, self.B0, lambda out: (self._rel_err(out, self.ref_ab),))
-                self.tolerance, cublas_err = max(tolerance, 3 * tf32_err), tf32_err
+            if self.tier.bar_slack is not None:  # the alpha/beta and NaN checks at the bar's error
+                (bar_err,) = self._bar_errors(self.A0, self.B0, lambda out: (self._rel_err(out, self.ref_ab),))
+                self.tolerance, cublas_err = max(tolerance, self.tier.bar_slack * bar_err), bar_err
         return {"ok": True, "sets": n_sets, "cublas_error": cublas_err}
 
     # ---- the accuracy contract of the tensor-core tiers ------------------------------------
     # Errors of a product against the float64 one: the largest |C - ref| over the largest |ref|,
     # and the median over elements of |C - ref| / (|A| |B|) (the error a product of that size can
-    # have); a tier's kernels may have at most CONTRACT_FACTOR times those of cuBLAS on the same
-    # data: FP32 cuBLAS for high, TF32 cuBLAS for medium.
-    CONTRACT_FACTOR = 1.5
+    # have); a tier's kernels may have at most its `contract` times those of its bar (the cuBLAS
+    # it is held to, FP32 or TF32) on the same data.
     CONTRACT_KINDS = ("uniform", "normal", "wide")
 
     def _contract(self, rng, a_shape, b_shape) -> list[dict]:
@@ -166,7 +169,7 @@ class Runner:
             ref, scale = self.op(a64, b64), self.op(cp.abs(a64), cp.abs(b64))
             del a64, b64
             cublas_errors = self._bar_errors(a, b, lambda out, ref=ref, scale=scale: contract_errors(out, ref, scale))
-            limit = tuple(self.CONTRACT_FACTOR * e for e in cublas_errors)
+            limit = tuple(self.tier.contract * e for e in cublas_errors)
             kinds.append({"kind": kind, "a": a, "b": b, "ref": ref, "scale": scale, "limit": limit,
                           "cublas": cublas_errors})  # fmt: skip
         cp.cuda.Device().synchronize()
@@ -174,10 +177,10 @@ class Runner:
 
     def _bar_errors(self, a, b, measure) -> tuple[float, ...]:
         """The errors (`measure` of a product, a tuple) the tier is held to on operands a, b:
-        FP32 cuBLAS's for high. For medium, the larger of TF32 cuBLAS's and a true TF32
+        FP32 cuBLAS's for an FP32 bar. For a TF32 bar, the larger of TF32 cuBLAS's and a true TF32
         product's (the operands rounded to TF32, multiplied in FP32): cuBLAS's TF32 mode is free
         to run FP32 kernels, and does at small and odd shapes."""
-        if self.precision != "medium":
+        if self.tier.bar == "FP32":
             return measure(self._cublas_product(a, b))
         tf32 = measure(self._cublas_product(a, b, tf32=True))
         emulated = measure(self._cublas_product(tf32_rounded(a), tf32_rounded(b)))
@@ -186,8 +189,8 @@ class Runner:
     def _cublas_product(self, a, b, tf32: bool = False):
         """op(A) @ op(B) by cuBLAS gemm (strided batched for a batch), in FP32 or with TF32
         tensor-core products (the handle's math mode, restored after)."""
-        M, N, _, _, _, batch, _ = self.problem
-        out = cp.empty(((batch,) if batch > 1 else ()) + (M, N), cp.float32)
+        p = self.problem
+        out = cp.empty(((p.batch,) if p.batch > 1 else ()) + (p.M, p.N), cp.float32)
         with math_mode(tf32):
             self._gemm_launcher()(a, b, out)
         return out
@@ -209,14 +212,14 @@ class Runner:
                 )
         if not worse:
             return None, rows
-        base = "FP32" if self.precision == "high" else "TF32"
-        return (f"misses the {self.precision} contract (errors at most {self.CONTRACT_FACTOR:g}x cuBLAS {base}'s): "
+        t = self.tier
+        return (f"misses the {t.name} contract (errors at most {t.contract:g}x cuBLAS {t.bar}'s): "
                 + "; ".join(worse)), rows  # fmt: skip
 
     def op(self, a, b, out=None):
         """op(A) @ op(B) by cuBLAS: transposed views (of each matrix of a batch), which
         cupy.matmul hands to cuBLAS as transposes without a copy."""
-        ta, tb = (t == "t" for t in self.problem[4])
+        ta, tb = self.problem.trans
         return cp.matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out=out)
 
     @staticmethod
@@ -234,7 +237,8 @@ class Runner:
             if len(self._modules) > 64:
                 self._modules.clear()
             self._modules[name] = LoadedKernel(spec["cubin"], spec["kernel"], spec["launch"])
-        kernel, (M, N, K), batch = self._modules[name], self.problem[:3], self.problem[5]
+        kernel, p = self._modules[name], self.problem
+        M, N, K, batch = p.M, p.N, p.K, p.batch
 
         def launch(a, b, c, alpha=1.0, beta=0.0):
             kernel.launch(M, N, K, a, b, c, alpha, beta, batch=batch)
@@ -274,14 +278,14 @@ class Runner:
         batch cublasSgemmStridedBatched, with the transposes named: no copy whatever the
         layout), each launch with alpha 1 and setup's beta; or of any `launch(a, b, c, alpha,
         beta)` given as a callable (benchmarks/launch_floor.py: kernels that do nothing)."""
-        beta = self.problem[6]
+        beta = self.problem.beta
         if spec == "matmul":
             if beta != 0:
                 raise ValueError("cupy.matmul has no beta: time 'gemm' for beta != 0")
 
             def launch(a, b, c, alpha=1.0, beta=0.0):
                 self.op(a, b, out=c)
-        elif spec == "gemm_tf32":  # cuBLAS with TF32 tensor-core products: the medium tier's bar
+        elif spec == "gemm_tf32":  # cuBLAS with TF32 tensor-core products: the TF32 bar
             with math_mode(tf32=True):
                 return self.time("gemm", target_s, min_reps, max_reps)
         elif spec == "gemm":
@@ -318,11 +322,11 @@ class Runner:
     def _gemm_launcher(self):
         """cuBLAS gemm on the problem's operands, the layout's transposes named (no copy); for a
         batch, cublasSgemmStridedBatched."""
-        if self.problem[5] > 1:
+        if self.problem.batch > 1:
             return self._strided_batched
         from cupy import cublas
 
-        ta, tb = ("T" if t == "t" else "N" for t in self.problem[4])
+        ta, tb = ("T" if t == "t" else "N" for t in self.problem.layout)
 
         def launch(a, b, c, alpha=1.0, beta=0.0):
             cublas.gemm(ta, tb, a, b, out=c, alpha=alpha, beta=beta)
@@ -334,8 +338,8 @@ class Runner:
         row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T."""
         from cupy_backends.cuda.libs import cublas
 
-        M, N, K, _, layout, batch, _ = self.problem
-        ta, tb = (int(t == "t") for t in layout)  # CUBLAS_OP_N 0, CUBLAS_OP_T 1
+        M, N, K, batch = self.problem.M, self.problem.N, self.problem.K, self.problem.batch
+        ta, tb = self.problem.trans  # CUBLAS_OP_N 0, CUBLAS_OP_T 1
         lda, ldb = (M if ta else K), (K if tb else N)
         handle = cp.cuda.device.get_cublas_handle()
         cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
@@ -361,12 +365,12 @@ class Runner:
     def cublas(self, target_s: float = 0.5) -> dict:
         """cuBLAS on this problem: the faster of cupy.matmul and cupy.cublas.gemm, both timed
         here (`paths`: each one's median ms); gemm alone with beta != 0 (cupy.matmul has none).
-        Below the highest precision also gemm with TF32 products ("gemm_tf32"), which is the
-        bar of the medium tier (high's is FP32 cuBLAS, whose accuracy it keeps)."""
-        paths = ("matmul", "gemm") if self.problem[6] == 0 else ("gemm",)
+        Below strict FP32 also gemm with TF32 products ("gemm_tf32"), which is the best of a tier
+        with a TF32 bar (one with an FP32 bar keeps FP32 cuBLAS's accuracy, and is timed against it)."""
+        paths = ("matmul", "gemm") if self.problem.beta == 0 else ("gemm",)
         times = {path: self.time(path, target_s, min_reps=10) for path in paths}
         best = min(times, key=lambda p: times[p]["time_ms"])
-        if self.precision != "highest":
+        if not self.tier.strict:
             times["gemm_tf32"] = self.time("gemm_tf32", target_s, min_reps=10)
-            best = "gemm_tf32" if self.precision == "medium" else best
+            best = "gemm_tf32" if self.tier.bar == "TF32" else best
         return {**times[best], "path": best, "paths": {p: t["time_ms"] for p, t in times.items()}}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 from pathlib import Path
 
+from ..core.tiers import tier
 from ..core.types import Problem, UserError
 from ..core.version import __version__
 from ..kernels.family import Family, Resolved
@@ -117,14 +118,6 @@ def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h"
     return header_for_entries([(record, entry)], file_name)
 
 
-# How the header names the accuracy tier its kernels were tuned and checked for.
-_TIERS = {
-    "highest": "strict-FP32",
-    "high": "FP32-accurate tensor-core (precision high: 3xTF32 products, errors within 1.5x FP32 cuBLAS's)",
-    "medium": "TF32 tensor-core (precision medium: one TF32 product, errors within 1.5x TF32 cuBLAS's)",
-}
-
-
 def _arch_flags(arch: str) -> str:
     """nvcc's flags for `arch`: an architecture-specific target (sm_90a) needs the -gencode form
     (the -arch=sm_90a shorthand also runs a plain sm_90 pass, which rejects wgmma)."""
@@ -174,7 +167,7 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
         REGISTERS=_count(entry.get("registers")),
         SMEM_BYTES=_count(entry.get("smem_bytes")),
         ARCH_FLAGS=c_text(_arch_flags(resolved.family.compile_arch(record["gpu"].get("arch") or "sm_90"))),
-        TIER=c_text(_TIERS[shape.precision]),
+        TIER=c_text(tier(shape.precision).c_name),
         FAMILY=c_text(resolved.family.name),
         M=p["M"],
         N=p["N"],

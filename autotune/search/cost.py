@@ -37,6 +37,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..core.tiers import DEFAULT, TIERS
 from ..core.types import Config, Problem
 from ..kernels.limits import DeviceLimits
 
@@ -52,10 +53,11 @@ SHAPE_KEYS = ("BM", "BN", "BK", "THREADS", "ACC_M", "ACC_N", "MINB", "SPLITK", "
 
 
 def scorable(env: Mapping[str, Any]) -> bool:
-    """Whether the model applies: a block tile and threads, and products on the FFMA pipe, each
-    thread owning its outputs over all of K (groups of threads that share K out, tiny's KS, are
-    latency-bound kernels the model does not describe)."""
-    return all(k in env for k in ("BM", "BN", "THREADS")) and "PRECISION" not in env and "KS" not in env
+    """Whether the model applies: a block tile and threads, and products on the FFMA pipe (a
+    strict tier's), each thread owning its outputs over all of K (groups of threads that share K
+    out, tiny's KS, are latency-bound kernels the model does not describe)."""
+    tier = TIERS.get(env.get("PRECISION", DEFAULT))
+    return all(k in env for k in ("BM", "BN", "THREADS")) and tier is not None and tier.strict and "KS" not in env
 
 
 def estimate(env: Mapping[str, Any], problem: Problem, limits: DeviceLimits) -> float:

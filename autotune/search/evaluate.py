@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..core.tiers import DEFAULT, meets
 from ..core.types import Config, Measurement, Problem, Status
 from ..gpu.worker import Worker, WorkerLost
 from ..kernels.constraints import resource_violations
@@ -81,8 +82,8 @@ def prepare(
             bad.append(
                 "built for a batch" if resolved.plan.batched else f"built for one matrix, not a batch of {batch}"
             )
-        tier = resolved.env.get("PRECISION", "highest")  # FP32 (no PRECISION) meets every tier
-        if tier not in ("highest", problem.precision):
+        tier = resolved.env.get("PRECISION", DEFAULT)  # FP32 (no PRECISION) meets every tier
+        if not meets(tier, problem.precision):
             bad.append(f"built for precision {tier}, not {problem.precision}")
         if bad:
             out.append(Prepared(cfg, measurement=Measurement(cfg, problem, Status.REJECTED, "; ".join(bad))))

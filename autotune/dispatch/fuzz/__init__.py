@@ -26,7 +26,8 @@ as `autotune fuzz --repro '<json>'`. This package draws (`draw`), bounds (`case`
 on the device.
 """
 
-from .case import COVERAGE, DATA, MAX_ELEMENTS, MAX_FLOP, REGIMES, U_TF32, Case, U, bound_factor
+from ...core.tiers import U_TF32, U
+from .case import COVERAGE, DATA, MAX_ELEMENTS, MAX_FLOP, REGIMES, Case, bound_factor
 from .draw import cases, coverage, coverage_case, draw, interleave, near
 from .shrink import parse_repro, repro_line, shrink
 from .tally import Tally

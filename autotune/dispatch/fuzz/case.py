@@ -7,10 +7,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from ...core.tiers import DEFAULT, tier
 from ...core.types import LAYOUTS, PRECISIONS, Config, Problem, UserError
-
-U = 2.0**-24  # FP32 unit roundoff
-U_TF32 = 2.0**-11  # TF32 (10 stored mantissa bits), to nearest
 
 REGIMES = ("few_rows", "few_cols", "small_k", "tiny", "general", "large", "batch", "broadcast")
 DATA = ("uniform", "normal", "wide", "positive", "ints")
@@ -42,7 +40,7 @@ class Case:
     beta: float = 0.0
     data: str = "uniform"
     special: str = ""  # "nan" or "inf": a few of them in A and B (and in C0 when it is read)
-    precision: str = "highest"
+    precision: str = DEFAULT
     stream: int = 0  # 0: CuPy's current stream; 1 and 2: a pair of streams running at once
     kind: str = "cupy"  # "torch": the arrays are torch tensors (when torch is installed)
     config: dict | None = None  # {"family", "params"}: run this kernel (autotune.load) instead of matmul
@@ -158,22 +156,9 @@ def _check_case(c: Case) -> None:
 
 def bound_factor(precision: str, K: int) -> float:
     """The largest |C - C64| / (|alpha| |A||B| + |beta| |C0|) a correct kernel of `precision` can
-    have, element by element, whatever order it sums in.
-
-    highest: gamma_{K+2} (K - 1 additions, alpha's product and beta's sum; every order of a sum
-    of K products has at most gamma_K, Higham, Accuracy and Stability, 3.1). high (3xTF32): each
-    product of split operands misses at most 3 * 2^-22 of |a||b| (the small parts' product and
-    the two parts' rounding), over up to 3K + 2 additions that a tensor core may truncate (2u
-    each). medium (one TF32 product): 2^-9 of |a||b| for two operands rounded or truncated to
-    TF32, then the same additions."""
-    if precision == "highest":
-        n = (K + 2) * U
-        return n / (1 - n)
-    if precision == "high":
-        return 3.01 * 2.0**-22 + 2 * (3 * K + 4) * U
-    if precision == "medium":
-        return 2.0**-9 + 2 * (K + 4) * U
-    raise ValueError(f"unknown precision {precision!r}")
+    have, element by element, whatever order it sums in: the tier's `bound` (`core.tiers`);
+    ValueError for a precision no tier has."""
+    return tier(precision).bound(K)
 
 
 def is_valid(case: Case) -> bool:

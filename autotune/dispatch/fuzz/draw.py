@@ -9,7 +9,8 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from ...core.types import LAYOUTS, PRECISIONS, Config, Problem
+from ...core.tiers import DEFAULT, TIERS
+from ...core.types import LAYOUTS, Config, Problem
 from .case import COVERAGE, DATA, MAX_ELEMENTS, MAX_FLOP, REGIMES, Case, broadcast
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ def draw(rng: random.Random, seen: Sequence[Case] = (), torch: bool = False) -> 
         regime = rng.choice(REGIMES)
         m, n, k, lead_a, lead_b = _shape(rng, regime)
         layout = rng.choice(LAYOUTS)
-        precision = rng.choices(PRECISIONS, (70, 15, 15))[0]
+        tiers = list(TIERS.values())
+        precision = rng.choices(tiers, [t.share for t in tiers])[0].name
     data = rng.choices(DATA, (40, 15, 10, 5, 30))[0]
     special = rng.choices(("", "nan", "inf"), (84, 8, 8))[0]
     alpha, beta = _values(rng, data, special)
@@ -202,7 +204,7 @@ def coverage(
                 if cfg is None or cfg.name in done:
                     continue
                 done.add(cfg.name)
-                precision = str(cfg.as_dict().get("PRECISION", "highest"))
+                precision = str(cfg.as_dict().get("PRECISION", DEFAULT))
                 for _ in range(per_kernel):
                     shape = near(rng, tuned, fits, batched)
                     if shape is not None:
