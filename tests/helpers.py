@@ -1,5 +1,6 @@
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -189,3 +190,60 @@ def refile(folder: Path, to: Path, name: str, limits: dict) -> None:
             if entry.get("limits") is not None:
                 entry["limits"] = dict(limits)
         (to / path.name).write_text(json.dumps(restamp(data), indent=1))
+
+
+# The GPU a stored record of the tests names, and a verified entry as a search writes it.
+GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch": "sm_90"}
+
+
+def record_entry(family, params, gflops, h100, problem=None):
+    """A verified entry of `problem` (1000^3 when None) at `gflops`, as a search writes it."""
+    from autotune.core.types import Config, Measurement, Problem, Status
+    from autotune.records.store import make_entry
+
+    problem = problem or Problem(1000, 1000, 1000)
+    t = problem.flops / gflops / 1e6
+    m = Measurement(
+        Config.make(family, params),
+        problem,
+        Status.OK,
+        time_ms=t,
+        time_min_ms=0.9 * t,
+        time_max_ms=1.2 * t,
+        time_iqr_ms=0.1 * t,
+        repeats=20,
+        gflops=gflops,
+        error=5e-7,
+        registers=127,
+        spill_bytes=0,
+        smem_bytes=16384,
+    )
+    return make_entry(
+        m,
+        {"time_ms": problem.flops / 30000e6, "time_iqr_ms": 0.0, "gflops": 30000.0, "error": 5e-7},
+        search={"sampler": "tpe"},
+        versions={"cupy": "x"},
+        command="autotune search --size 1000",
+        limits=h100.to_dict(),
+    )
+
+
+def run_cli(*args, cwd=None, timeout=600, env=None):
+    """`python -m autotune.cli ARGS` in `cwd` (the checkout by default), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "autotune.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def one_clear_line(r):
+    """The one `autotune: error:` line a refused command printed (exit 2, no traceback)."""
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("autotune: error: "), r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+    return lines[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+from ..core.tiers import DEFAULT
 from ..core.types import Config, Problem
 from ..kernels.family import cached_family
 
@@ -22,7 +23,7 @@ class Kernel:
         resolved = cached_family(config.family).resolve(config)
         self.config, self.source, self.family = resolved.config, source, resolved.family
         self.layout = Problem.layout_of(resolved.plan.layout)
-        self.precision = resolved.env.get("PRECISION", "highest")  # the tier it was built for
+        self.precision = resolved.env.get("PRECISION", DEFAULT)  # the tier it was built for
         self.batched = resolved.plan.batched  # a batch in one launch (else one launch a matrix)
         compiled = compile_source(render(resolved), self.family.compile_arch(arch), DEFAULT_KERNEL)
         self.resources = compiled.resources

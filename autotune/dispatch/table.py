@@ -16,6 +16,7 @@ import os
 import time
 from pathlib import Path
 
+from ..core.tiers import meets
 from ..core.types import Config, Problem, UserError
 from ..kernels.family import ROOT, cached_family
 from ..kernels.limits import DeviceLimits
@@ -122,12 +123,12 @@ class _Table:
         Below the highest precision the shape's FP32 record is the tier's own too (its kernels
         meet every contract): the faster of the two records' best entries serves."""
         # The shape's own records: those timed with beta 0 or not, as this call, first.
-        tiers = {problem.precision, "highest"}
         same = problem.with_beta(0.0)
         exact = [
             ((shape.beta == 0) != (problem.beta == 0), shape, fams)
             for shape, fams in self.records
-            if shape.precision in tiers and shape.with_beta(0.0).with_precision(problem.precision) == same
+            if meets(shape.precision, problem.precision)
+            and shape.with_beta(0.0).with_precision(problem.precision) == same
         ]
         for other_beta in (False, True):
             picks = []

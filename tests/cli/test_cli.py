@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import RESULTS, ROOT
+from helpers import RESULTS, ROOT, one_clear_line, run_cli
 
 from autotune.kernels.limits import load_profile
 from autotune.kernels.space import Space
@@ -16,23 +16,10 @@ from autotune.kernels.space import Space
 NO_DEVICE = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # a GPU machine looks like one without
 
 
-def run(*args, cwd=None, timeout=600, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "autotune.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd or ROOT,
-        timeout=timeout,
-        env=env,
-    )
+run = run_cli
 
 
-def _one_clear_line(r):
-    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("autotune: error: "), r.stderr
-    assert "Traceback" not in r.stderr + r.stdout
-    return lines[0]
+_one_clear_line = one_clear_line
 
 
 @pytest.mark.parametrize(

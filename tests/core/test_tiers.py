@@ -4,7 +4,8 @@ registered here reaching every place a tier matters without other code edited.""
 import random
 
 import pytest
-from test_results import GPU, _entry
+from helpers import GPU
+from helpers import record_entry as _entry
 
 from autotune.cli import build_parser
 from autotune.core.tiers import PRECISIONS, TIERS, Tier, U, meets, register, tier, unregister

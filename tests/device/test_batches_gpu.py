@@ -157,7 +157,8 @@ def test_example_program_checks_a_batched_header_against_cublas(tmp_path, h100, 
     """examples/sgemm_check.cu with a header exported from a batched record: every entry point,
     the strided batched one (gaps between matrices, B broadcast) against
     cublasSgemmStridedBatched."""
-    from test_results import GPU, _entry
+    from helpers import GPU
+    from helpers import record_entry as _entry
 
     cfg = built_for(Space.load("warptile").fallback, layout, 8)
     problem = Problem(1000, 1000, 1000, layout, 8)

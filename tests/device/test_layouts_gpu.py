@@ -144,7 +144,8 @@ def test_example_program_checks_the_exported_header_against_cublas(tmp_path, h10
     """examples/sgemm_check.cu, built with an exported header of each layout, against cublasSgemm:
     the column-major entry point with padded leading dimensions, the row-major and contiguous
     ones, and bad arguments refused with C untouched."""
-    from test_results import GPU, _entry
+    from helpers import GPU
+    from helpers import record_entry as _entry
 
     cfg = built_for(Space.load("warptile").fallback, layout)
     problem = Problem(1000, 1000, 1000, layout)
@@ -159,7 +160,8 @@ def test_example_program_checks_a_colstage_header_against_cublas(tmp_path, h100,
     """colstage exported (its ring in over 48 KB of dynamic shared memory, K split over two blocks
     that add into C scaled first, each block's stages in its own order): every entry point of the
     example agrees with cuBLAS at its shapes, B stored K x N and N x K."""
-    from test_results import GPU, _entry
+    from helpers import GPU
+    from helpers import record_entry as _entry
 
     params = dict(NR=16, KL=2, RPW=2, WARPS=8, KSTAGE=128, STAGES=4, KSPLIT=2, ROT=1, TRANS_B=int(layout == "nt"))
     problem = Problem(4096, 16, 4096, layout)
@@ -173,7 +175,8 @@ def test_example_program_checks_a_colstage_header_against_cublas(tmp_path, h100,
 def test_example_program_checks_a_header_that_transposes_b_first(tmp_path, h100, layout):
     """A PACKB 2 seed exported for B stored N x K: the header copies B transposed into its
     workspace before the nn (or tn) kernel, and every entry point agrees with cuBLAS."""
-    from test_results import GPU, _entry
+    from helpers import GPU
+    from helpers import record_entry as _entry
 
     seed = next(s for s in Space.load("warptile").seeds if s["PACKB"] == 2)
     cfg = built_for(seed, layout)
@@ -192,7 +195,8 @@ def test_example_program_checks_a_split_header_that_packs_c(tmp_path, h100, sche
     (7x13x5, 127x129x131, 4096x3x257 and their column-major transposes) the whole grid is its tail,
     so C goes through the packed copy in the workspace (copied in when beta != 0, back at the end);
     every entry point still agrees with cuBLAS and leaves C untouched on bad arguments."""
-    from test_results import GPU, _entry
+    from helpers import GPU
+    from helpers import record_entry as _entry
 
     cfg = Space.load("warptile").fallback.as_dict() | {"SCHEDULE": schedule, "PACKB": 1}
     resolved = Family.load("warptile").resolve(cfg)
@@ -208,7 +212,8 @@ def test_example_program_checks_a_split_header_that_packs_c(tmp_path, h100, sche
 def test_example_program_checks_a_header_of_every_layout_against_cublas(tmp_path, h100):
     """export --layouts all: one header, its cuBLAS-convention entry points dispatching each of
     the four transposes to that layout's kernel (examples/sgemm_check.cu runs all four)."""
-    from test_results import GPU, _entry
+    from helpers import GPU
+    from helpers import record_entry as _entry
 
     problem = Problem(1000, 1000, 1000)
     for lay in ["nn", "nt", "tn", "tt"]:

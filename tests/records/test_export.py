@@ -1,8 +1,8 @@
 import subprocess
 
 import pytest
-from helpers import have_nvcc
-from test_results import GPU, _entry
+from helpers import GPU, have_nvcc
+from helpers import record_entry as _entry
 
 from autotune.core.types import Problem, UserError
 from autotune.kernels.family import Family

@@ -90,7 +90,8 @@ def test_each_family_compiles_for_each_layout_it_reads(family):
 def test_dispatch_prefers_records_of_the_same_layout(tmp_path, monkeypatch, h100):
     """A shape is served from the nearest record of its layout; without one, from the nearest of
     any layout, the config rebuilt for this one, skipping families that cannot read it."""
-    from test_results import GPU, _entry
+    from helpers import GPU
+    from helpers import record_entry as _entry
 
     from autotune.records.store import update_record
 
@@ -206,7 +207,8 @@ def test_a_header_of_several_layouts_builds_and_dispatches_on_the_transposes(tmp
     """export --layouts: one kernel and its launchers per layout, each in its namespace (families
     mixed), built warning-free; cuBLAS's transposes go to their layout's kernel, a layout the
     header lacks is refused like bad arguments."""
-    from test_results import GPU, _entry
+    from helpers import GPU
+    from helpers import record_entry as _entry
 
     from autotune.records.export import export
     from autotune.records.store import update_record
@@ -230,8 +232,8 @@ def test_a_header_of_several_layouts_builds_and_dispatches_on_the_transposes(tmp
 def test_the_example_program_compiles_with_either_kind_of_header(tmp_path, h100, layouts):
     """examples/sgemm_check.cu against a header of one layout and one of several, warning-free
     (compiled only: cuBLAS's declarations come from tests/data/fake_cublas; GPU tests run it)."""
-    from helpers import ROOT
-    from test_results import GPU, _entry
+    from helpers import GPU, ROOT
+    from helpers import record_entry as _entry
 
     from autotune.records.export import export
     from autotune.records.store import update_record

@@ -386,7 +386,8 @@ def test_a_record_of_a_family_not_shipped_is_read_and_left_out_by_matmul(tmp_pat
 def test_a_record_that_would_be_refused_is_never_written(tmp_path, h100):
     """update_record checks the merged record as a reader will: the tool never writes a record
     that list, export or matmul would then refuse."""
-    from test_results import GPU, _entry
+    from helpers import GPU
+    from helpers import record_entry as _entry
 
     from autotune.records.store import update_record
 

@@ -1,42 +1,18 @@
 import json
 
 import pytest
-from helpers import RESULTS
+from helpers import GPU, RESULTS, record_entry
 
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
 from autotune.records.results import best_entry, load_record, record_path
 from autotune.records.store import make_entry, update_record
 
-GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch": "sm_90"}
 P = Problem(1000, 1000, 1000)
 
 
 def _entry(family, params, gflops, h100, problem=P):
     """A verified entry of `problem` at `gflops`, as a search writes it."""
-    t = problem.flops / gflops / 1e6
-    m = Measurement(
-        Config.make(family, params),
-        problem,
-        Status.OK,
-        time_ms=t,
-        time_min_ms=0.9 * t,
-        time_max_ms=1.2 * t,
-        time_iqr_ms=0.1 * t,
-        repeats=20,
-        gflops=gflops,
-        error=5e-7,
-        registers=127,
-        spill_bytes=0,
-        smem_bytes=16384,
-    )
-    return make_entry(
-        m,
-        {"time_ms": problem.flops / 30000e6, "time_iqr_ms": 0.0, "gflops": 30000.0, "error": 5e-7},
-        search={"sampler": "tpe"},
-        versions={"cupy": "x"},
-        command="autotune search --size 1000",
-        limits=h100.to_dict(),
-    )
+    return record_entry(family, params, gflops, h100, problem)
 
 
 def test_round_trip_and_keep_the_faster(tmp_path, h100):

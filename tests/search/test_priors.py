@@ -1,8 +1,10 @@
 """search --priors: configs tuned on another GPU, tried here like seeds where they are valid."""
 
 import pytest
-from test_cli import _one_clear_line, run
-from test_results import GPU, _entry
+from helpers import GPU
+from helpers import one_clear_line as _one_clear_line
+from helpers import record_entry as _entry
+from helpers import run_cli as run
 
 from autotune.core.types import Config, Problem
 from autotune.kernels.space import Space
