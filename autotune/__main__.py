@@ -1,5 +1,7 @@
-"""`python -m autotune ...`: the same as the `autotune` command (for an environment whose
-scripts folder is not on PATH)."""
+"""Run `python -m autotune ...`, the same as the `autotune` command.
+
+For an environment whose scripts folder is not on PATH.
+"""
 
 import sys
 

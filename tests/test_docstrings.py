@@ -68,6 +68,17 @@ DONE = [
     "cli/search.py",
     "cli/search_parser.py",
     "cli/stored.py",
+    "__init__.py",
+    "__main__.py",
+    "dispatch/api.py",
+    "dispatch/table.py",
+    "dispatch/arrays.py",
+    "dispatch/interop.py",
+    "dispatch/fuzz/__init__.py",
+    "dispatch/fuzz/device.py",
+    "dispatch/fuzz/shrink.py",
+    "dispatch/fuzz/tally.py",
+    "records/results.py",
 ]
 
 

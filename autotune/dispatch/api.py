@@ -1,16 +1,8 @@
 """Tuned kernels from Python: `autotune.matmul(A, B)` and `autotune.load(...)`.
 
-`matmul` dispatches on the current GPU and the shape: the stored result of that shape when it
-was tuned for this GPU (results/<gpu>/), else the stored config that autotune.dispatch.model predicts
-fastest there (every family's best at every tuned shape, its measured time carried over by
-occupancy, wave quantisation and the roofline), else a sound default config. Each kernel is
-verified against cuBLAS on a small awkward problem the first time it is loaded on a device.
-
-A call costs about what calling the loaded kernel does: the device's name and arch are read once
-per device, a GPU's results folder once per change of that folder (one stat a call tells), and
-the kernel chosen for each (device, shape, layout, batch, family, folder) is remembered.
-
-The stored config is chosen by autotune.dispatch.table; kernel.py compiles, checks and launches it.
+A call runs the shape's own tuned record for this GPU, else the stored config that dispatch/model.py
+predicts fastest there, else a family's fallback config; table.py chooses it, kernel.py compiles,
+verifies (against cuBLAS, once per device) and launches it.
 """
 
 from __future__ import annotations
@@ -33,12 +25,16 @@ from .table import built_for, table_for
 _FALLBACK_FAMILY = {"sm_80": "warptile", "older": "vectorized"}
 
 
+# A call costs about what calling the loaded kernel does: the device's name and arch are read once
+# per device, a GPU's results folder once per change of that folder (one stat a call tells, in
+# table.py), and the kernel chosen for each (device, shape, layout, batch, family, folder) is kept.
 _CACHE: dict[tuple[int, str], Kernel] = {}  # (device, config name) -> its kernel
 _DEVICES: dict[int, tuple[str, str]] = {}  # device -> (results-folder slug, arch), read once each
 _LIMITS: dict[int, DeviceLimits] = {}  # device -> its limits, read once each
 
 
 def _device_props(dev: int) -> tuple[str, str]:
+    """Return the device's (results-folder slug, arch), asked once per device."""
     props = _DEVICES.get(dev)
     if props is None:
         from ..gpu.runner import device_info
@@ -49,8 +45,8 @@ def _device_props(dev: int) -> tuple[str, str]:
 
 
 def _device_limits(dev: int, arch: str) -> DeviceLimits:
-    """The device's limits (what a config built for another layout, batching or tier must fit),
-    or, where it cannot be asked, the built-in profile of its arch."""
+    """Return the device's limits, or the built-in profile of its arch where it cannot be asked."""
+    # The limits are what a config built for another layout, batching or tier must fit.
     limits = _LIMITS.get(dev)
     if limits is None:
         try:
@@ -66,9 +62,9 @@ def _device_limits(dev: int, arch: str) -> DeviceLimits:
 
 
 def _choose(dev: int, problem: Problem, family: str | None = None, results: str | Path | None = None) -> Kernel:
-    """The kernel for this device and problem (its shape, layout, batch, beta 0 or not, and
-    precision tier), of `family` if given, from the records in `results` (default: results_dir()):
-    a dict lookup once they were seen, as long as this GPU's results folder is unchanged."""
+    """Return the kernel for this device and problem, of `family` if given, from `results`."""
+    # The key is the problem's shape, layout, batch, beta 0 or not and tier: a dict lookup once
+    # seen, as long as this GPU's results folder is unchanged (default folder: results_dir()).
     slug, arch = _device_props(dev)
     table = table_for(results, slug)
     p = problem
@@ -94,9 +90,9 @@ def _choose(dev: int, problem: Problem, family: str | None = None, results: str 
 
 
 def _kernel_or(fallback, cfg: Config, dev: int, arch: str, source: str) -> Kernel:
-    """The chosen config's kernel; where it does not compile, load or pass its check on this
-    device (a stored config from another driver or build), the fallback config's, with a warning:
-    a call is never answered by a kernel that failed its check, nor refused for it."""
+    """Return the config's kernel, or the fallback's with a warning where it cannot run here."""
+    # A stored config from another driver or build may not compile, load or pass its check on this
+    # device: a call is never answered by a kernel that failed its check, nor refused for it.
     try:
         return _kernel(cfg, dev, arch, source)
     except UserError:
@@ -112,8 +108,9 @@ def _kernel_or(fallback, cfg: Config, dev: int, arch: str, source: str) -> Kerne
 
 
 def _kernel(cfg: Config, dev: int, arch: str, source: str) -> Kernel:
-    """The config's kernel, compiled and verified once per device; each choice keeps its own
-    `source` (one config can be a shape's own record and another shape's prediction)."""
+    """Return the config's kernel, compiled and verified once per device, labelled with `source`."""
+    # Each choice keeps its own `source`: one config can be a shape's own record and another
+    # shape's prediction.
     key = (dev, cfg.name)
     kernel = _CACHE.get(key)
     if kernel is None:
@@ -127,13 +124,14 @@ def _kernel(cfg: Config, dev: int, arch: str, source: str) -> Kernel:
 
 
 def fallback_config(arch: str, family: str | None = None) -> Config:
-    """The named fallback config of `family`, or of the default family for `arch` (e.g. sm_90)."""
+    """Return the named fallback config of `family`, or of the default family for `arch` (sm_90)."""
     fam = family or _FALLBACK_FAMILY["sm_80" if int(arch.split("_")[1].rstrip("a")) >= 80 else "older"]
     return _fallback(fam)
 
 
 @functools.cache
 def _fallback(fam: str) -> Config:
+    """Return the fallback config that family `fam`'s space declares."""
     # Read once a process, as the families' declarations are (cached_family): a space's file takes
     # longer to parse than a call takes to run.
     space = Space.load(fam)
@@ -149,16 +147,22 @@ def load(
     family: str | None = None,
     results: str | Path | None = None,
 ) -> Kernel:
-    """A compiled, verified kernel on the current device.
+    """Return a compiled kernel on the current device, verified against cuBLAS.
 
     Args:
-        shape: MxNxK (a Problem, a 'MxNxK' string such as '512x512x512_nt_b64', or an (M, N, K)
-            tuple): the stored best config of the nearest tuned shape for this GPU (family: only
-            that family's), built for that shape's layout and batch.
-        config: a Config (or {"family": ..., "params": {...}}) to load instead.
-        results: the results folder (default: see results_dir()).
+        shape: a Problem, a 'MxNxK' string such as '512x512x512_nt_b64', or an (M, N, K) tuple:
+            the kernel chosen as `matmul` chooses it for that shape, layout and batch. None (with
+            no `config`): the fallback config.
+        config: a Config (or {"family": ..., "params": {...}}) to load instead of a stored one.
+        family: only that family's records and fallback.
+        results: the results folder (default: results_dir()).
+
     Returns:
-        Kernel, callable as kernel(A, B, out=None, alpha=1.0, beta=0.0).
+        A Kernel, callable as kernel(A, B, out=None, alpha=1.0, beta=0.0).
+
+    Raises:
+        UserError: a bad shape or config, or a damaged record in `results`.
+        NoGPUError: no CUDA device to run on.
     """
     cfg = _explicit_config(config) if config is not None else None  # checked before the GPU is asked
     problem = _shape(shape) if config is None and shape is not None else None
@@ -178,6 +182,7 @@ def load(
 
 
 def _explicit_config(config: Any) -> Config:
+    """Return `config` (a Config or a {"family", "params"} dict) as a Config its family accepts."""
     if isinstance(config, Config):
         cfg = config
     elif isinstance(config, dict) and {"family", "params"} <= set(config):
@@ -189,6 +194,7 @@ def _explicit_config(config: Any) -> Config:
 
 
 def _shape(shape: Any) -> Problem:
+    """Return `shape` (a Problem, an (M, N, K) tuple or a 'MxNxK...' string) as a Problem."""
     if isinstance(shape, Problem):
         return shape
     if isinstance(shape, (tuple, list)):
@@ -215,42 +221,33 @@ def matmul(
     trans_b: bool = False,
     precision: str = "highest",
 ):
-    """C = alpha * op(A) @ op(B) + beta * C in float32 (op(X) is X.T when trans_x, else X),
-    with the tuned kernel for this GPU, shape and layout (the shape's own record -- with beta != 0
-    the one searched with a beta (`search --beta`) if there is one -- else the stored config of
-    that layout -- else of any -- predicted fastest at this shape, else a default config).
-    Returns `out`, or a new array when it is None (then beta must be 0).
+    """Compute C = alpha * op(A) @ op(B) + beta * C in float32 with the kernel tuned for this GPU.
 
-    `precision`, as torch.set_float32_matmul_precision names it: "highest" (the default) is
-    strict FP32 on the CUDA cores; "high" may also run kernels searched with `--precision high`
-    (tensor-core products of split operands, errors at most 1.5x FP32 cuBLAS's), "medium" those
-    of `--precision medium` (one TF32 product, errors at most 1.5x TF32 cuBLAS's). A tier with no
-    record of its own runs strict FP32 kernels, which meet every tier's contract.
+    Args:
+        A: a float32 (..., M, K) array on the current device: CuPy, a PyTorch CUDA tensor, or any
+            array with `__cuda_array_interface__` or `__dlpack__`. Only read: in place where each
+            matrix has a contiguous axis (a transposed view, Fortran order, a row slice), else copied.
+        B: a float32 (..., K, N) array of the same kinds. More than two dimensions are a batch,
+            broadcast as in cupy.matmul and run as one strided batched launch.
+        out: the (..., M, N) array to write, or None for a new one (then beta must be 0).
+        alpha, beta: the scales; with beta = 0, `out` is never read.
+        trans_a, trans_b: op(X) is X.T (of the last two axes) when set, else X.
+        precision: as torch.set_float32_matmul_precision: "highest" is strict FP32; "high" may run
+            kernels searched with `--precision high` (errors at most 1.5x FP32 cuBLAS's), "medium"
+            those of `--precision medium` (at most 1.5x TF32 cuBLAS's).
 
-    A, B and out are float32 arrays on the current device: CuPy arrays, PyTorch CUDA
-    tensors, or any array with `__cuda_array_interface__` (Numba, ...) or `__dlpack__`, taken
-    without a copy. A new output is of A's kind: a torch tensor for a torch A (allocated by
-    torch), a Numba array for a Numba A (Numba waits for the kernel before it hands the array
-    over), else a cupy.ndarray. Work is queued on torch's current stream when an operand is a
-    torch tensor, else on CuPy's current stream.
+    Returns:
+        `out`, or a new array of A's kind (torch, Numba, else CuPy), queued on torch's current
+        stream when an operand is a torch tensor, else on CuPy's.
 
-    Nothing is copied when each operand has a contiguous axis: row-major arrays and row slices
-    of them are read with their row pitch, transposes and Fortran-order arrays as transposed
-    operands (A.T @ B is the "tn" layout, read in place, with kernels tuned for it when the
-    results hold that layout), and a column-major `out` is written as C^T = op(B)^T op(A)^T.
-    An operand with no contiguous axis (a slice with a step, a broadcast view) is copied. `out`
-    must not overlap A or B (ValueError). A host array (NumPy, a CPU tensor) is a TypeError.
-    Some kernels copy an operand into their own workspace as their first step, where the search
-    found that faster than reading it in place (warptile's PACKB: B at a 16-byte row pitch when
-    N % 4 != 0, or B stored N x K transposed, as for X @ W.T); the caller's arrays are only read.
+    Raises:
+        TypeError: a host array (NumPy, a CPU tensor) or a dtype other than float32.
+        ValueError: shapes that do not chain, beta != 0 with no `out`, or `out` overlapping A or B.
+        UserError: an unknown `precision`, or a damaged record in the results folder.
+        NoGPUError: no CUDA device to run on.
 
-    More than two dimensions make a batch, as in cupy.matmul: the last two axes are the matrices,
-    the others broadcast (a 2-D B with a 3-D A is one B for every matrix of A, read once, not
-    copied); the whole batch is one strided batched launch of a kernel built for batches (the
-    nearest tuned batch, else a tuned single product's config made batched when it has such a
-    form, else the fallback). An input whose batch axes are not one stride apart is copied; an
-    `out` whose are, or whose matrices overlap each other, is a ValueError. trans_a / trans_b
-    transpose each matrix (the last two axes).
+    Example:
+        C = autotune.matmul(X, W.T)  # the "nt" layout: W is read in place, transposed
     """
     if precision not in PRECISIONS:
         raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -266,8 +263,8 @@ def matmul(
 
 
 def _no_gpu(exc: RuntimeError) -> NoGPUError | None:
-    """A NoGPUError when CUDA has no device to run on, the reason `exc` came (CuPy's error for
-    it says only what CUDA said); else None."""
+    """Return a NoGPUError when `exc` came because CUDA has no device to run on, else None."""
+    # CuPy's error for a missing device says only what CUDA said.
     why = None if isinstance(exc, UserError) else gpu_arrays().no_device()
     if why is None:
         return None

@@ -1,21 +1,8 @@
 """The operands of `autotune.matmul` and of a loaded kernel: any CUDA array in, the same kind out.
 
-Each operand is first a CuPy view over its memory (interop.py: CuPy, torch, Numba, DLPack; the
-stream to work on; a new output in the caller's kind).
-
-Operands are read in place whatever their strides, as long as one of their two axes is
-contiguous: a row-major operand is read as stored, a column-major one (a transpose, a Fortran-order
-array) as the transpose of a row-major one (layout "t", the other axis' stride as its leading
-dimension). Only an operand with neither axis contiguous (a slice with a step, a broadcast) is
-copied. A column-major output is computed as C^T = op(B)^T op(A)^T, row-major, in place.
-
-Arrays of more than two dimensions are batches of matrices (the last two axes), broadcast
-against each other as `cupy.matmul` does: one strided batched launch, the matrices of each
-operand one stride apart (0 for a 2-D operand, or a broadcast axis, shared by every matrix). An
-operand whose batch axes are not one stride apart (a slice with a step across them) is copied.
-
-Copies, workspaces and new outputs are made on the launch stream (torch's current one for a
-torch operand, else CuPy's), so nothing runs out of order with the caller's own work.
+Each operand is first a CuPy view over its memory (interop.py), then placed as the kernels read it:
+in place whatever its strides where one of its two axes is contiguous (`_as_stored`), and a batch
+of more than two dimensions as one strided batched launch (`_placed_batch`).
 """
 
 from __future__ import annotations
@@ -32,8 +19,7 @@ current_device = runtime.getDevice  # cheaper than cupy.cuda.Device().id, which 
 
 
 def no_device() -> str | None:
-    """Why CUDA has no device to run on (no GPU, no driver or one too old), as CUDA says it; None
-    when it has one."""
+    """Return why CUDA has no device to run on (no GPU, no driver or one too old), else None."""
     try:
         count = runtime.getDeviceCount()
     except runtime.CUDARuntimeError as exc:
@@ -46,10 +32,13 @@ _NDARRAY = cp.ndarray
 
 
 class Operands:
-    """One call's operands as the kernels read them: op(A), op(B) and C as CuPy views (a is
-    M x K whichever way it is stored), the row-major problem (M, N, K) with its layout ("nt": B is read as
-    stored N x K, ...) and row pitches (lda, ldb, ldc) in floats; the device and the stream to
-    launch on; and what the call returns once its launches are queued (`finish`)."""
+    """One call's operands as the kernels read them, with the device and stream to launch on.
+
+    `a`, `b` and `c` are op(A), op(B) and C as CuPy views (`a` is M x K whichever way it is
+    stored); (M, N, K) is the row-major problem, `layout` how it reads them ("nt": B is read as
+    stored N x K, ...), `pitches` the row pitches (lda, ldb, ldc) in floats; `finish` returns what
+    the call returns once its launches are queued.
+    """
 
     __slots__ = (
         "K", "M", "N", "a", "b", "batch", "c", "device", "layout", "pitches", "result", "stream", "strides", "wrap",
@@ -64,8 +53,8 @@ class Operands:
         self.batch, self.strides = batch, strides
 
     def as_layout(self, layout: str) -> Operands:
-        """These operands stored in `layout` (a kernel built for one layout reads only that): an
-        operand stored otherwise is copied, on the launch stream."""
+        """Return these operands stored in `layout`, an operand stored otherwise copied."""
+        # A kernel built for one layout reads only that; the copies are made on the launch stream.
         if layout == self.layout:
             return self
         (lda, ldb, ldc), a, b = self.pitches, self.a, self.b
@@ -91,6 +80,7 @@ class Operands:
         )
 
     def finish(self):
+        """Return the call's result: `out`, or the new output in the caller's kind."""
         if self.wrap is None:
             return self.result
         with self.stream:  # the consumer orders itself after this stream (CUDA array interface v3)
@@ -98,8 +88,12 @@ class Operands:
 
 
 def prepare(A, B, out, beta: float, trans_a: bool = False, trans_b: bool = False) -> Operands:
-    """Checked operands of C = alpha * op(A) @ op(B) + beta * C, op(X) = X.T when trans_x
-    (`out` is C; None: a new array, beta 0). More than two dimensions: a batch (see above)."""
+    """Return the checked operands of C = alpha * op(A) @ op(B) + beta * C (op(X) = X.T if trans_x).
+
+    `out` is C; None makes a new array (then beta must be 0). More than two dimensions are a batch.
+    """
+    # Copies, workspaces and new outputs are made on the launch stream (torch's current one for a
+    # torch operand, else CuPy's), so nothing runs out of order with the caller's own work.
     if type(A) is _NDARRAY and type(B) is _NDARRAY and (out is None or type(out) is _NDARRAY) and A.ndim == B.ndim == 2:
         dev = current_device()
         a, b = (A.T if trans_a else A), (B.T if trans_b else B)
@@ -114,7 +108,7 @@ def prepare(A, B, out, beta: float, trans_a: bool = False, trans_b: bool = False
 
 
 def _adopted(A, B, out, beta: float, stream: cp.cuda.Stream | None, trans_a: bool, trans_b: bool) -> Operands:
-    """The operands as CuPy arrays, checked (`stream` None: CuPy's current one)."""
+    """Return the operands as CuPy arrays, checked and placed (`stream` None: CuPy's current)."""
     a, b = adopt("A", A), adopt("B", B)
     a, b = (a.swapaxes(-1, -2) if trans_a else a), (b.swapaxes(-1, -2) if trans_b else b)
     c = None if out is None else adopt("out", out)
@@ -134,9 +128,12 @@ def _adopted(A, B, out, beta: float, stream: cp.cuda.Stream | None, trans_a: boo
 
 
 def _placed_batch(a, b, c, lead, shape, dev, stream, result, wrap) -> Operands:
-    """`_placed` for a batch: every operand as a (batch, rows, cols) view with one stride between
-    its matrices (a copy for an input that has none; an error for out), each matrix placed as
-    `_placed` places one."""
+    """Return `_placed` for a batch: each operand a (batch, rows, cols) view, one stride apart."""
+    # Arrays of more than two dimensions are batches of matrices (the last two axes), broadcast
+    # against each other as `cupy.matmul` does: one strided batched launch, the matrices of each
+    # operand one stride apart (0 for a 2-D operand, or a broadcast axis, shared by every matrix).
+    # An input whose batch axes are not one stride apart (a slice with a step across them) is
+    # copied; such an `out` is an error. Each matrix is placed as `_placed` places one.
     M, N, K = shape
     c_extent = _extent(c)
     _check_apart(c, c_extent, a, "A")
@@ -163,8 +160,10 @@ def _placed_batch(a, b, c, lead, shape, dev, stream, result, wrap) -> Operands:
 
 
 def _batch_of(x: cp.ndarray, lead: tuple[int, ...], count: int) -> tuple[cp.ndarray, int]:
-    """An input broadcast to the batch shape `lead`, as a (count, rows, cols) view one stride
-    apart, and that stride; a contiguous copy when its batch axes are not one stride apart."""
+    """Return an input broadcast to batch shape `lead`, a (count, rows, cols) view, and its stride.
+
+    A contiguous copy when its batch axes are not one stride apart.
+    """
     full = cp.broadcast_to(x, (*lead, *x.shape[-2:]))
     view, stride = _one_stride(full, count)
     if view is None:
@@ -174,8 +173,10 @@ def _batch_of(x: cp.ndarray, lead: tuple[int, ...], count: int) -> tuple[cp.ndar
 
 
 def _one_stride(x: cp.ndarray, count: int) -> tuple[cp.ndarray | None, int | None]:
-    """`x` (..., rows, cols) as a (count, rows, cols) view whose matrices lie one stride apart, and
-    that stride in floats; (None, None) when its batch axes are not evenly spaced."""
+    """Return `x` (..., rows, cols) as a (count, rows, cols) view one stride apart, and that stride.
+
+    The stride is in floats; (None, None) when the batch axes are not evenly spaced.
+    """
     dims = [(n, s) for n, s in zip(x.shape[:-2], x.strides[:-2], strict=True) if n != 1]
     step = dims[-1][1] if dims else 0
     if any(s != n_in * s_in for (_, s), (n_in, s_in) in zip(dims, dims[1:], strict=False)) or step % 4:
@@ -185,8 +186,8 @@ def _one_stride(x: cp.ndarray, count: int) -> tuple[cp.ndarray | None, int | Non
 
 
 def _stored_batch(x: cp.ndarray, stride: int) -> tuple[cp.ndarray, str, int, int]:
-    """`_stored` for a (batch, rows, cols) view and its stride: (view, layout, row pitch, stride),
-    a row-major copy where the matrices have no contiguous axis."""
+    """Return `_stored` for a batch view and its stride: (view, layout, row pitch, stride)."""
+    # A row-major copy where the matrices have no contiguous axis.
     stored = _as_stored(*x.shape[1:], *x.strides[1:])
     if stored is not None:
         return x, *stored, stride
@@ -195,8 +196,8 @@ def _stored_batch(x: cp.ndarray, stride: int) -> tuple[cp.ndarray, str, int, int
 
 
 def _placed(a, b, c, shape, dev, stream, result, wrap=None) -> Operands:
-    """The row-major problem that reads op(A) = a, op(B) = b and writes c in place: a row-major C
-    as it is, a column-major C as C^T = b^T a^T."""
+    """Return the row-major problem that reads op(A) = a, op(B) = b and writes c in place."""
+    # A row-major C as it is, a column-major C as C^T = op(B)^T op(A)^T = b^T a^T, row-major.
     M, N, K = shape
     c_extent = _extent(c)
     _check_apart(c, c_extent, a, "A")
@@ -213,9 +214,11 @@ def _placed(a, b, c, shape, dev, stream, result, wrap=None) -> Operands:
 
 
 def _stored(x: cp.ndarray, stream=None) -> tuple[cp.ndarray, str, int]:
-    """(array, layout, row pitch) that the kernels read the logical operand `x` (rows x cols)
-    from: "n" row-major as it is, "t" its transpose row-major, else a row-major copy (made on
-    `stream`, the launch's)."""
+    """Return the (array, layout, row pitch) that the kernels read the operand `x` from.
+
+    "n": `x` row-major as it is; "t": its transpose row-major; else a row-major copy of it, made on
+    `stream` (the launch's).
+    """
     stored = _as_stored(*x.shape, *x.strides)
     if stored is not None:
         return x, *stored
@@ -224,9 +227,15 @@ def _stored(x: cp.ndarray, stream=None) -> tuple[cp.ndarray, str, int]:
 
 
 def _as_stored(rows: int, cols: int, s0: int, s1: int) -> tuple[str, int] | None:
-    """How a rows x cols float32 matrix with byte strides (s0, s1) lies: ("n", row pitch) when
-    row-major, ("t", row pitch of its transpose) when column-major, None when neither axis is
-    contiguous (pitches in floats). Operands and out alike."""
+    """Return how a rows x cols float32 matrix with byte strides (s0, s1) lies, or None.
+
+    ("n", row pitch) when row-major, ("t", row pitch of its transpose) when column-major, None when
+    neither axis is contiguous (pitches in floats). Operands and out alike.
+    """
+    # So operands are read in place whatever their strides, as long as one axis is contiguous: a
+    # column-major one (a transpose, a Fortran-order array) as the transpose of a row-major one,
+    # the other axis' stride as its leading dimension. Only an operand with neither axis
+    # contiguous (a slice with a step, a broadcast) is copied.
     if s1 == 4 and (rows == 1 or (s0 % 4 == 0 and s0 >= 4 * cols)):
         return "n", (cols if rows == 1 else s0 // 4)
     if s0 == 4 and (cols == 1 or (s1 % 4 == 0 and s1 >= 4 * rows)):
@@ -235,8 +244,11 @@ def _as_stored(rows: int, cols: int, s0: int, s1: int) -> tuple[str, int] | None
 
 
 def _restored(x: cp.ndarray, want: str, stride: int | None = None) -> tuple[cp.ndarray, int, int]:
-    """The logical operand `x` (rows x cols, or a batch of them `stride` floats apart) copied into
-    layout `want`: (its view, row pitch, stride). A broadcast matrix (stride 0) is copied once."""
+    """Return `x` copied into layout `want`: (its view, row pitch, stride).
+
+    `x` is rows x cols, or a batch of them `stride` floats apart; a broadcast matrix (stride 0) is
+    copied once.
+    """
     rows, cols = x.shape[-2:]
     if x.ndim == 3 and stride == 0:
         y, pitch, _ = _restored(x[0], want)
@@ -247,9 +259,9 @@ def _restored(x: cp.ndarray, want: str, stride: int | None = None) -> tuple[cp.n
 
 
 def _apart(dims) -> bool:
-    """Whether the elements sum(i_d * stride_d), 0 <= i_d < n_d, of (n_d, stride_d) are all
-    distinct, with every stride at least the span of the smaller ones (stacked and interleaved
-    matrices; exotic layouts that are distinct too are refused)."""
+    """Return whether each stride of `dims` ((n, stride) pairs) passes the smaller ones' span."""
+    # That makes the elements sum(i_d * stride_d), 0 <= i_d < n_d, all distinct: stacked and
+    # interleaved matrices pass; exotic layouts that are distinct too are refused.
     span = 0
     for stride, n in sorted((abs(s), n) for n, s in dims if n > 1):
         if stride <= span:
@@ -259,9 +271,9 @@ def _apart(dims) -> bool:
 
 
 def _check_apart(c: cp.ndarray, c_extent: tuple[int, int], x: cp.ndarray, name: str) -> None:
-    """out must not share memory with an operand: the kernels read A and B while C is written.
-    Arrays whose extents overlap (slices of one buffer side by side, interleaved heads) are
-    checked element by element: NumPy solves it from the addresses and strides alone."""
+    """Raise ValueError where `out` shares memory with an operand (read while C is written)."""
+    # Arrays whose extents overlap (slices of one buffer side by side, interleaved heads) are
+    # checked element by element: NumPy solves it from the addresses and strides alone.
     lo, hi = c_extent
     xlo, xhi = _extent(x)
     if lo < xhi and xlo < hi and np.shares_memory(_Addresses(c).array(), _Addresses(x).array()):
@@ -269,8 +281,10 @@ def _check_apart(c: cp.ndarray, c_extent: tuple[int, int], x: cp.ndarray, name: 
 
 
 class _Addresses:
-    """A device array's addresses as a NumPy array interface: NumPy computes with them (overlap)
-    and never reads the memory."""
+    """A device array's addresses as a NumPy array interface, for NumPy's overlap test.
+
+    NumPy computes with the addresses and never reads the memory.
+    """
 
     def __init__(self, x: cp.ndarray):
         self.__array_interface__ = {
@@ -278,11 +292,13 @@ class _Addresses:
         }  # fmt: skip
 
     def array(self) -> np.ndarray:
+        """Return the NumPy array over these addresses."""
         return np.asarray(self)
 
 
 def _extent(x: cp.ndarray) -> tuple[int, int]:
-    """[first byte, past the last byte] of an array's elements (a loop: cheaper than sums)."""
+    """Return [first byte, past the last byte] of an array's elements."""
+    # A loop: cheaper than sums.
     low = high = x.data.ptr
     for n, s in zip(x.shape, x.strides, strict=True):
         if s > 0:
@@ -293,7 +309,7 @@ def _extent(x: cp.ndarray) -> tuple[int, int]:
 
 
 def check(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int) -> tuple[int, int, int]:
-    """(M, K, N) of float32 2-D operands on `device` that chain, with a C-contiguous `out`."""
+    """Return (M, K, N) of float32 2-D operands on `device` that chain, and `out` of their shape."""
     _check_array("A", A, device)
     _check_array("B", B, device)
     if out is not None:
@@ -309,8 +325,10 @@ def check(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int) -> 
 
 
 def check_batched(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int):
-    """(batch shape, (M, K, N)) of float32 operands of two or more dimensions, a batch of matrices
-    in their last two axes, whose batch shapes broadcast as `cupy.matmul` broadcasts them."""
+    """Return (batch shape, (M, K, N)) of float32 batches of matrices that chain and broadcast.
+
+    The matrices are the last two axes; the batch shapes broadcast as `cupy.matmul`'s do.
+    """
     _check_array("A", A, device, batch=True)
     _check_array("B", B, device, batch=True)
     if out is not None:
@@ -330,6 +348,7 @@ def check_batched(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: 
 
 
 def _check_array(name: str, x: cp.ndarray, device: int, batch: bool = False) -> None:
+    """Check that `x` is float32, a matrix (a batch of them, with `batch`), on `device`."""
     dtype = x.dtype
     if dtype is not _F32 and dtype != _F32:  # identity first: the usual case, and cheaper
         raise TypeError(f"{name} must be float32 (strict FP32 SGEMM), got {dtype}")
@@ -340,6 +359,7 @@ def _check_array(name: str, x: cp.ndarray, device: int, batch: bool = False) -> 
 
 
 def _new_output(M: int, N: int, beta: float) -> cp.ndarray:
+    """Return a new M x N CuPy output (beta must be 0: there is no C to scale)."""
     if beta != 0:
         raise ValueError("beta != 0 needs an `out` array holding C")
     return cp.empty((M, N), dtype=cp.float32)

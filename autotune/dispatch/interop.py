@@ -1,16 +1,8 @@
-"""Any CUDA array as a CuPy view over the same memory, the stream its producer queued work on,
-and a new output in the caller's kind.
+"""Any CUDA array as a CuPy view over its memory, the stream to work on, an output of its kind.
 
-A CuPy array is used as it is. A PyTorch CUDA tensor is viewed directly (what `cupy.asarray`
-would make of it, faster), another object with `__cuda_array_interface__` (Numba, ...) through
-`cupy.asarray`, one with only `__dlpack__` through `cupy.from_dlpack`: no copy in any case. A new output is made in the
-caller's kind: torch allocates it for a torch A (so it lives in torch's caching allocator),
-Numba wraps CuPy's for a Numba A, anything else gets a cupy.ndarray.
-
-Work is queued on torch's current stream when an operand is a torch tensor (where torch queued
-the work that wrote it), else on CuPy's current stream (`arrays.prepare` makes copies,
-workspaces and new outputs on that stream too, so nothing runs out of order with the caller's
-own work).
+Torch, Numba (`__cuda_array_interface__`) and DLPack arrays are viewed without a copy (`adopt`);
+work goes on torch's current stream when an operand is a torch tensor, else on CuPy's
+(`torch_stream`).
 """
 
 from __future__ import annotations
@@ -27,7 +19,10 @@ _STREAMS_MAX = 64
 
 
 def adopt(name: str, x) -> cp.ndarray:
-    """`x` as a CuPy array over the same memory, or a TypeError saying what is accepted."""
+    """Return `x` as a CuPy array over the same memory; a TypeError says what is accepted."""
+    # A CuPy array is used as it is, a PyTorch CUDA tensor viewed directly (what `cupy.asarray`
+    # would make of it, faster), another object with `__cuda_array_interface__` (Numba, ...) goes
+    # through `cupy.asarray`, one with only `__dlpack__` through `cupy.from_dlpack`: no copy.
     if isinstance(x, _NDARRAY):
         return x
     if _is_torch(x):
@@ -45,7 +40,12 @@ def adopt(name: str, x) -> cp.ndarray:
 
 
 def new_output_like(A, shape: tuple[int, ...], beta: float):
-    """(what the call returns, its CuPy view, a wrapper applied after the launch or None)."""
+    """Return a new output of A's kind: (what the call returns, its CuPy view, a wrapper or None).
+
+    The wrapper, where there is one, is applied to the CuPy view after the launch.
+    """
+    # torch allocates it for a torch A (so it lives in torch's caching allocator), Numba wraps
+    # CuPy's for a Numba A, anything else gets a cupy.ndarray.
     if beta != 0:
         raise ValueError("beta != 0 needs an `out` array holding C")
     if _is_torch(A):
@@ -66,6 +66,7 @@ def _is_torch(x) -> bool:
 
 
 def _check_torch(name: str, x) -> None:
+    """Check that the tensor is float32, on a CUDA device, and needs no grad."""
     if x.device.type != "cuda":
         raise TypeError(f"{name} must be on the GPU ({_GPU_KINDS}); got a torch tensor on {x.device}")
     import torch
@@ -77,9 +78,9 @@ def _check_torch(name: str, x) -> None:
 
 
 def _torch_view(x) -> cp.ndarray:
-    """What cupy.asarray(x) makes of a float32 CUDA tensor (through its __cuda_array_interface__,
-    version 2: no stream to wait for), without building that dict in Python or asking the driver
-    which device the pointer is on: several microseconds an operand."""
+    """Return what cupy.asarray(x) makes of a float32 CUDA tensor, several microseconds sooner."""
+    # The same view as through its __cuda_array_interface__ (version 2: no stream to wait for),
+    # without building that dict in Python or asking the driver which device the pointer is on.
     shape, stride = tuple(x.shape), x.stride()
     extent = 1 + sum((n - 1) * s for n, s in zip(shape, stride, strict=True)) if x.numel() else 0
     mem = cp.cuda.UnownedMemory(x.data_ptr(), 4 * extent, x, x.device.index)  # x kept alive
@@ -87,7 +88,9 @@ def _torch_view(x) -> cp.ndarray:
 
 
 def torch_stream(named) -> cp.cuda.Stream | None:
-    """torch's current stream on the device of the first torch operand; None without one."""
+    """Return torch's current stream on the device of the first torch operand, None without one."""
+    # Where torch queued the work that wrote the operands; arrays.prepare makes copies, workspaces
+    # and new outputs on it too, so nothing runs out of order with the caller's own work.
     for name, x in named:
         if _is_torch(x):
             _check_torch(name, x)
@@ -98,6 +101,7 @@ def torch_stream(named) -> cp.cuda.Stream | None:
 
 
 def _foreign_stream(handle: int) -> cp.cuda.Stream:
+    """Return CuPy's view of a raw stream handle, made once per handle (up to _STREAMS_MAX)."""
     stream = _STREAMS.get(handle)
     if stream is None:
         if len(_STREAMS) >= _STREAMS_MAX:
@@ -117,6 +121,7 @@ class _Handle:
 
 
 def _wrap_stream(handle: int) -> cp.cuda.Stream:
+    """Return a CuPy stream over the raw handle."""
     if handle == 0:
         return cp.cuda.Stream.null  # the legacy default stream, torch's default
     if hasattr(cp.cuda.Stream, "from_external"):  # CuPy 14; ExternalStream is deprecated there
@@ -125,5 +130,6 @@ def _wrap_stream(handle: int) -> cp.cuda.Stream:
 
 
 def _kind(x) -> str:
+    """Return the name of `x`'s type, with its module unless it is a builtin."""
     t = type(x)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"

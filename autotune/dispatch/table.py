@@ -1,12 +1,9 @@
-"""Which stored config runs a shape: one GPU's records in a results folder, read once per change of
-that folder (`table_for`), each tuned shape's best entry and the model's prediction for a shape
-never tuned (`_Table.choose`), every config built for the call's layout, batch and tier
-(`built_for`).
+"""Which stored config runs a shape, from one GPU's records in a results folder.
 
-The results folder is read as the command line reads it (autotune.records.results): a record that is
-damaged, contradicts itself, or holds a config its (shipped) family refuses makes the call raise
-one UserError naming the file, as `autotune list` or `export` would say it; a folder with a bad
-record is not used in part. A record's entry of a family not shipped here is no candidate.
+`table_for` reads the folder once per change of it; `_Table.choose` takes a tuned shape's best
+entry, or the model's prediction for a shape never tuned; `built_for` builds each config for the
+call's layout, batch and tier. A bad record raises one UserError naming the file, as
+`autotune list` would (see `_read_table`).
 """
 
 from __future__ import annotations
@@ -30,8 +27,10 @@ _CHECKOUT_RESULTS = str(ROOT / "results")
 
 
 def results_dir() -> Path:
-    """$AUTOTUNE_RESULTS, else ./results when it exists, else the checkout's results/ when autotune
-    runs from a checkout (an installed wheel has no results of its own)."""
+    """Return $AUTOTUNE_RESULTS, else ./results when it exists, else the checkout's results/.
+
+    An installed wheel has no results of its own: there it is ./results, whether or not it exists.
+    """
     env = os.environ.get("AUTOTUNE_RESULTS")
     if env:
         return Path(env)
@@ -49,11 +48,13 @@ def _reads(family: str, problem: Problem) -> bool:
 def built_for(
     config: Config, layout: str = "nn", batch: int = 1, precision: str = "highest", limits: DeviceLimits | None = None
 ) -> Config | None:
-    """`config` built for `layout`, batch > 1 for a batch, and `precision`: its TRANS_A / TRANS_B /
-    BATCHED (and PRECISION, where it has one) set to theirs; None when that breaks one of its
-    family's rules (a split-K config has no batched form) or, given a device's `limits`, one of the
-    device's (a medium-tier wgmma config built for high holds twice the tiles in shared memory,
-    past what a block may have: it would not launch)."""
+    """Return `config` built for `layout`, `batch` and `precision`, or None where it cannot be.
+
+    Its TRANS_A / TRANS_B / BATCHED (and PRECISION, where it has one) are set to theirs. None when
+    that breaks one of its family's rules (a split-K config has no batched form) or, given a
+    device's `limits`, one of the device's (a medium-tier wgmma config built for high holds twice
+    the tiles in shared memory, past what a block may have: it would not launch).
+    """
     return _built_for(config, layout, batch > 1, precision, limits)
 
 
@@ -71,8 +72,7 @@ def _built_for(config: Config, layout: str, batched: bool, precision: str, limit
 def nearest_entry(
     problem: Problem, slug: str, root: Path | None = None, family: str | None = None
 ) -> tuple[Problem, dict] | None:
-    """(tuned shape, best entry, of `family` if given) nearest to `problem` in log-space, or
-    None when none is stored."""
+    """Return (tuned shape, best entry) nearest to `problem` in log-space, or None if none is."""
     return table_for(root, slug).nearest(problem, family)
 
 
@@ -85,8 +85,7 @@ _CHOICES_MAX = 4096  # shapes remembered per table; the oldest goes first
 
 
 class _Table:
-    """One GPU's records in one results folder, as read at one state of that folder, and the
-    kernel chosen for each (device, M, N, K, layout, batch, family) asked since."""
+    """One GPU's records in a results folder, read at one state of it, and the kernels chosen."""
 
     def __init__(self, folder: str, state: tuple | None, records: list[tuple[Problem, dict]], clean: bool):
         self.folder, self.state, self.records, self.clean = folder, state, records, clean
@@ -94,17 +93,15 @@ class _Table:
         self.plans: dict[str, object] = {}  # config name -> its launch plan (the model's)
 
     def _pool(self, problem: Problem) -> list[tuple[Problem, dict]]:
-        """The records a choice draws on: of the problem's layout and batching (batch or not) when
-        there are any, else of its layout, else all (configs tuned for another layout or
-        batching, to be built for this one)."""
+        """Return the records of the problem's layout and batching, else of its layout, else all."""
+        # Configs tuned for another layout or batching are built for this one.
         batched = problem.batch > 1
         same = [(shape, fams) for shape, fams in self.records if shape.layout == problem.layout]
         alike = [(shape, fams) for shape, fams in same if (shape.batch > 1) == batched]
         return alike or same or self.records
 
     def nearest(self, problem: Problem, family: str | None) -> tuple[Problem, dict] | None:
-        """The nearest tuned shape's best entry (of `family`, if given) among the families that
-        can run the problem, from `_pool`."""
+        """Return the nearest tuned shape's best entry (of `family`) that can run the problem."""
         best = None
         for shape, fams in self._pool(problem):
             pick = fastest(fams, lambda f: family in (None, f) and _reads(f, problem))
@@ -116,12 +113,14 @@ class _Table:
     def choose(
         self, problem: Problem, family: str | None, limits: DeviceLimits | None = None
     ) -> tuple[Problem, dict, Config, float | None] | None:
-        """(tuned shape, its entry, the config to run, predicted ms or None when measured here):
-        the best entry of the problem's own record when it was tuned; else the candidate of
-        `_pool` -- every family's best at every tuned shape, that can run the problem and is
-        meant for it (or is the family asked for) -- that autotune.dispatch.model predicts fastest here.
-        Below the highest precision the shape's FP32 record is the tier's own too (its kernels
-        meet every contract): the faster of the two records' best entries serves."""
+        """Return (tuned shape, its entry, the config to run, predicted ms) for `problem`, or None.
+
+        The best entry of the problem's own record when it was tuned (predicted ms None); else the
+        candidate of `_pool` -- every family's best at every tuned shape, that can run the problem and
+        is meant for it (or is the family asked for) -- that dispatch/model.py predicts fastest here.
+        Below the highest precision the shape's FP32 record is the tier's own too (its kernels meet
+        every contract): the faster of the two records' best entries serves.
+        """
         # The shape's own records: those timed with beta 0 or not, as this call, first.
         same = problem.with_beta(0.0)
         exact = [
@@ -152,6 +151,7 @@ class _Table:
         return shape, entry, cfg, best[1]
 
     def _candidates(self, shape: Problem, fams: dict, problem: Problem, family: str | None, limits=None):
+        """Yield a model.Candidate for each of `shape`'s entries that may run `problem`."""
         for f, entry in fams.items():
             if (
                 family not in (None, f)
@@ -172,6 +172,7 @@ class _Table:
                 continue  # an entry from an older format, or a family no longer shipped
 
     def _plan(self, cfg: Config):
+        """Return the config's launch plan, resolved once per table."""
         plan = self.plans.get(cfg.name)
         if plan is None:
             plan = self.plans[cfg.name] = cached_family(cfg.family).resolve(cfg).plan
@@ -179,11 +180,13 @@ class _Table:
 
     @functools.cached_property
     def roof(self) -> model.Roof:
+        """Return the roofline that the records' measured times draw."""
         return model.Roof.of(
             (shape, e["time_ms"]) for shape, fams in self.records for e in fams.values() if e.get("time_ms")
         )
 
     def remember(self, key: tuple, kernel: Kernel) -> Kernel:
+        """Keep the kernel chosen for `key`, dropping the oldest choice past _CHOICES_MAX."""
         if len(self.choices) >= _CHOICES_MAX:
             del self.choices[next(iter(self.choices))]
         self.choices[key] = kernel
@@ -194,8 +197,11 @@ _TABLES: dict[tuple[str, str], _Table] = {}  # (results folder, GPU slug) -> its
 
 
 def table_for(results: str | Path | None, slug: str) -> _Table:
-    """The table of `slug` in `results`, by default in results_dir(), found with one stat in the
-    usual cases (a folder named, $AUTOTUNE_RESULTS, a wheel, or ./results holding this GPU)."""
+    """Return the table of `slug` in `results` (default: results_dir()), found with one stat.
+
+    One stat serves the usual cases: a folder named, $AUTOTUNE_RESULTS, a wheel, or ./results
+    holding this GPU.
+    """
     if results:
         return _table(os.fspath(results), slug)
     env = os.environ.get("AUTOTUNE_RESULTS")
@@ -208,7 +214,7 @@ def table_for(results: str | Path | None, slug: str) -> _Table:
 
 
 def _table(root: str, slug: str) -> _Table:
-    """The records of `slug` under `root`, read again only when that folder changed (one stat)."""
+    """Return the records of `slug` under `root`, read again only when that folder changed."""
     table = _TABLES.get((root, slug))
     if table is None or not table.clean or table.state != _folder_state(table.folder):
         table = _TABLES[(root, slug)] = _read_table(root, slug)
@@ -216,6 +222,7 @@ def _table(root: str, slug: str) -> _Table:
 
 
 def _folder_state(folder: str) -> tuple[int, int, int] | None:
+    """Return the folder's (device, inode, mtime), or None when there is no such folder."""
     try:
         st = os.stat(folder)
     except (FileNotFoundError, NotADirectoryError):
@@ -226,6 +233,11 @@ def _folder_state(folder: str) -> tuple[int, int, int] | None:
 
 
 def _read_table(root: str, slug: str) -> _Table:
+    """Read the records of `slug` under `root` into a new table."""
+    # Read as the command line reads them (records/results.py): a record that is damaged,
+    # contradicts itself, or holds a config its (shipped) family refuses raises one UserError
+    # naming the file, as `autotune list` or `export` would say it; a folder with a bad record is
+    # not used in part. A record's entry of a family not shipped here is no candidate (`_reads`).
     folder = os.path.join(root, slug)
     now = time.time_ns()  # before the stat: a change after it gets a later mtime once clean
     state = _folder_state(folder)
@@ -238,9 +250,11 @@ def _read_table(root: str, slug: str) -> _Table:
 
 
 def _check_configs(path: Path, record: dict) -> None:
-    """Each entry's config as its family takes it (parameters declared, values in their domains),
-    else one UserError naming the record; entries of families not shipped here are left to
-    `_reads`, which makes them no candidate."""
+    """Check each entry's config as its family takes it, else raise one UserError naming the record.
+
+    Its parameters must be declared and their values in their domains. Entries of families not
+    shipped here are left to `_reads`, which makes them no candidate.
+    """
     for entry in record["families"].values():
         cfg = entry_config(entry)
         try:

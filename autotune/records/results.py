@@ -1,43 +1,9 @@
-"""results/<gpu-slug>/<M>x<N>x<K>.json: what was measured, how, and with what.
+"""Read results/<gpu-slug>/<shape>.json records, untrusted, and answer questions about a folder.
 
-One file per GPU and shape, holding the best verified config of each family searched, each
-entry self-contained: params, time median and spread, GFLOP/s, cuBLAS from the same run and
-the ratio, error vs the reference, registers and shared memory, the GPU's limits, versions,
-date and command line. Files are written to a temporary name and renamed, so a reader never
-sees half a file.
-
-A results folder is input from outside: it is committed, shared and passed around (`--results`,
-`--priors`, $AUTOTUNE_RESULTS), and what a record says reaches generated code (exported headers,
-rendered kernels), log lines and the dispatch model. So `load_record` is the one way in, and it
-reads a record as untrusted:
-
-- Only a regular file is read, and at most MAX_RECORD_BYTES of it. A symbolic link is refused,
-  not followed (a record linked to another file would be read, and merged into and written, as
-  this folder's), and so are a device, a pipe or a folder, before anything is read from them
-  (/dev/zero or a FIFO cannot exhaust memory or hang a reader).
-- Every field later code reads is checked (validate.py): types, signs, ranges (numbers finite,
-  sizes within a C int, device limits those of a real GPU), names against strict patterns (a
-  family is a lower_case name, a parameter an UPPER_CASE one, its value an integer or a
-  lower_case choice name, the config's name the one its parameters give). Every string, keys
-  included, is printable text (no control or format characters) of bounded length; nesting is
-  bounded.
-- The record agrees with itself: each entry is of the record's problem and family, its GFLOP/s
-  are its time at that shape, its ratio its GFLOP/s over cuBLAS's, and `best` names the fastest
-  entry (`fastest`: every reader picks with that one function).
-
-Whether a family's parameters are in its declared domains is the family's to say: a record may
-name a family this installation does not ship (a newer version's, or one of $AUTOTUNE_TEMPLATES),
-and is read; the code that builds its kernels resolves each config through its family
-(`Family.resolve`), and refuses a config its family refuses, naming the file.
-
-A record that fails any of this is one UserError naming the file, for every reader: `list`,
-`export`, `check`, `report`, `search` (merging into it, or reading it for `--priors`), and
-`autotune.matmul` / `autotune.load` (the call raises it, as the command line would say it; a
-damaged folder is not skipped silently). `update_record` (autotune.records.store) checks a record
-the same way before writing it, so the tool never writes one it would refuse.
-
-This module reads records and answers questions about a results folder; validate.py says what a
-record must be, store.py writes and merges them.
+One file per GPU and shape holds the best verified config of each family searched, each entry
+self-contained (params, timings, cuBLAS's, errors, resources, the GPU's limits, versions, date,
+command line). `load_record` is the one way in for every reader; validate.py says what a record
+must be, store.py writes and merges them.
 """
 
 from __future__ import annotations
@@ -56,6 +22,7 @@ from .validate import SHAPE_FILE, SLUG_NAME, Corrupt, check_record, fastest
 
 
 def record_path(root: Path | str, gpu_slug: str, problem: Problem) -> Path:
+    """Return the path of the record of `problem` in the GPU's folder under `root`."""
     return Path(root) / gpu_slug / f"{problem.name}.json"
 
 
@@ -64,9 +31,13 @@ MAX_RECORD_BYTES = 4 * 2**20
 
 
 def _read_record_text(path: Path) -> str:
-    """The text of a record file: a regular file of its own (a symbolic link is not followed) of
-    at most MAX_RECORD_BYTES, in UTF-8. Anything else is one UserError naming it; nothing is
-    read from a link, a device, a pipe or a folder (files.open_regular)."""
+    """Return the text of a record file: a regular file of at most MAX_RECORD_BYTES, in UTF-8.
+
+    Anything else is one UserError naming it. A symbolic link is refused, not followed (a record
+    linked to another file would be read, and merged into and written, as this folder's), and so
+    are a device, a pipe or a folder, before anything is read from them (files.open_regular):
+    /dev/zero or a FIFO cannot exhaust memory or hang a reader.
+    """
     try:
         fd = open_regular(path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
@@ -89,10 +60,24 @@ def _read_record_text(path: Path) -> str:
 
 
 def load_record(path: Path) -> dict:
-    """A results file, checked as the module docstring says, so that later code can trust it;
-    its `families` in the order stored, but with `best` first (so that `fastest`, which takes the
-    first of equals, names it among entries that tie). Any fault is one UserError naming it, on
-    one line."""
+    """Return a results file checked so that later code can trust it, or one UserError naming it.
+
+    A results folder is input from outside (committed, shared, passed around), and what a record
+    says reaches generated code, log lines and the dispatch model: the file is read as
+    `_read_record_text` reads it, then validate.check_record checks every field and that the
+    record agrees with itself. Every reader, autotune.matmul included, raises the UserError: a
+    damaged folder is not skipped silently.
+
+    Returns:
+        The record, its `families` in the order stored but with `best` first (so that `fastest`,
+        which takes the first of equals, names it among entries that tie).
+    """
+    # Whether a family's parameters are in its declared domains is the family's to say: a record
+    # may name a family this installation does not ship (a newer version's, or one of
+    # $AUTOTUNE_TEMPLATES), and is read; the code that builds its kernels resolves each config
+    # through its family (`Family.resolve`), and refuses a config its family refuses, naming the file.
+    # store.update_record checks a record as this does before writing it: the tool never writes one
+    # it would refuse.
     try:
         return _load_record(Path(path))
     except UserError as exc:
@@ -116,8 +101,9 @@ def _load_record(path: Path) -> dict:
 
 
 def _listing(folder: Path, what: str) -> list[str]:
-    """The names in a folder of results, [] when there is none; one that cannot be read is one
-    UserError naming it (Path.glob skips it silently, and every reader would show no results)."""
+    """Return the names in a folder of results, [] when there is none; an unreadable one raises."""
+    # A folder that cannot be read is one UserError naming it: Path.glob skips it silently, and
+    # every reader would show no results.
     try:
         return sorted(os.listdir(folder))
     except (FileNotFoundError, NotADirectoryError):
@@ -127,9 +113,11 @@ def _listing(folder: Path, what: str) -> list[str]:
 
 
 def gpu_dirs(root: Path | str) -> list[str]:
-    """The GPU folders under `root`: each folder that holds a record (a *.json file), and each
-    one named as a GPU's folder (limits.gpu_slug) that cannot be read, so that its readers say
-    so rather than show no results (a folder of another name, lost+found, is none of autotune's)."""
+    """Return the GPU folders under `root`: each that holds a record, or is named so and unreadable.
+
+    A folder named as a GPU's (limits.gpu_slug) that cannot be read is listed so that its readers
+    say so rather than show no results; one of another name (lost+found) is none of autotune's.
+    """
     root = Path(root)
     out = []
     for name in _listing(root, "the results folder") if root.is_dir() else []:
@@ -147,8 +135,11 @@ def gpu_dirs(root: Path | str) -> list[str]:
 
 
 def iter_records(root: Path | str, gpu_slug: str) -> Iterator[tuple[Path, dict]]:
-    """(path, record) of each record in a GPU's folder, by name; a bad one is its UserError, and
-    so is a folder that cannot be read."""
+    """Yield (path, record) of each record in a GPU's folder, by name.
+
+    Raises:
+        UserError: at a bad record, or a folder that cannot be read.
+    """
     folder = Path(root) / gpu_slug
     for name in _listing(folder, "the GPU's results folder"):
         if SHAPE_FILE.match(name):
@@ -156,7 +147,7 @@ def iter_records(root: Path | str, gpu_slug: str) -> Iterator[tuple[Path, dict]]
 
 
 def resolve_gpu(root: Path | str, gpu: str | None) -> str:
-    """The results folder to use: the one named (a name or slug), or the only one there is."""
+    """Return the GPU folder to use: `gpu`'s (name or slug), else the only one, else this GPU's."""
     from ..kernels.limits import gpu_slug
 
     dirs = gpu_dirs(root)
@@ -176,7 +167,7 @@ def resolve_gpu(root: Path | str, gpu: str | None) -> str:
 
 
 def live_gpu_slug() -> str | None:
-    """The results-folder name of this machine's GPU 0, or None without a usable GPU."""
+    """Return the results-folder name of this machine's GPU 0, or None without a usable GPU."""
     from ..kernels.limits import gpu_slug
 
     try:
@@ -188,7 +179,7 @@ def live_gpu_slug() -> str | None:
 
 
 def best_entry(root: Path | str, gpu_slug: str, problem: Problem, family: str | None = None) -> tuple[dict, dict]:
-    """(record, entry) of the fastest stored config for this shape (optionally one family)."""
+    """Return (record, entry) of the fastest stored config for this shape (of `family` if given)."""
     path = record_path(root, gpu_slug, problem)
     if not os.path.lexists(path):  # or a folder that cannot be looked into: iter_records says so
         shapes = [p.stem for p, _ in iter_records(root, gpu_slug)]
@@ -205,14 +196,17 @@ def best_entry(root: Path | str, gpu_slug: str, problem: Problem, family: str | 
 
 
 def entry_config(entry: dict[str, Any]) -> Config:
+    """Return the Config that a record's entry stores."""
     return Config.make(entry["config"]["family"], entry["config"]["params"])
 
 
 def stored_priors(root: Path | str, gpu_slug: str, family: str, problem: Problem, nearest: int = 3) -> list[Config]:
-    """`family`'s configs stored for a GPU (another one: priors for a search here) at the `nearest`
-    shapes to `problem` of its tier: those of its layout and batching first, then by distance in
-    log-space (sum over M, N, K of |log ratio|). Nearest first; each as stored (not yet built
-    for the problem)."""
+    """Return `family`'s configs stored for a GPU at the `nearest` shapes to `problem`, of its tier.
+
+    Used as priors for a search (the GPU may be another). Those of the problem's layout and
+    batching come first, then by distance in log-space (sum over M, N, K of |log ratio|); each as
+    stored, not yet built for the problem.
+    """
     found = []
     for _path, rec in iter_records(root, gpu_slug):
         shape = Problem(**rec["problem"])

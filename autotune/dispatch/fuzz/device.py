@@ -1,10 +1,7 @@
-"""Fuzz cases (`Case`) run on the device: their arrays, the call, the FP64 reference and the
-element-by-element check.
+"""Fuzz cases (`Case`) run on the device, each result checked element by element against FP64.
 
-Every operand lies inside a larger buffer whose bytes outside the operand are NaN: a kernel that
-reads a row's padding or past an offset view shows it as NaN in C. C's buffer is NaN outside C as
-well, and must be bit for bit the same there afterwards; with beta = 0, C itself is NaN before the
-call (it must be written, never read). A and B's buffers must be unchanged.
+Every operand lies inside a larger buffer of NaN, so a kernel that reads a row's padding or past
+an offset view shows it as NaN in C (`_operand`, `_output`); what is checked is `_check`'s.
 """
 
 from __future__ import annotations
@@ -28,6 +25,8 @@ _FATAL = (driver.CUDADriverError, runtime.CUDARuntimeError)
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
+    """A case's verdict: right or not, its error over the bound, why, and whether CUDA is gone."""
+
     ok: bool
     ratio: float = 0.0  # the largest |C - C64| over its bound (0 for an exact or non-finite result)
     reason: str = ""
@@ -41,8 +40,9 @@ class _Prepared:
 
 
 class Executor:
-    """Runs cases in order on the current device: a stream-1 case and the stream-2 case after it
-    are launched together, each on its own stream.
+    """Run cases in order on the current device, a stream pair's two cases at once.
+
+    A stream-1 case and the stream-2 case after it are launched together, each on its own stream.
 
     Args:
         matmul: what a case without a config calls; autotune.matmul unless given (a test's own).
@@ -75,11 +75,12 @@ class Executor:
             yield from zip(group, self._run_group(group), strict=True)
 
     def reset(self) -> None:
-        """Fresh state for a shrink: no workspace kept from earlier calls."""
+        """Make fresh state for a shrink: no workspace kept from earlier calls."""
         cp.cuda.Device().synchronize()
         launcher.WORKSPACES.clear()
 
     def _run_group(self, group: list[Case]) -> list[Outcome]:
+        """Prepare, call and check a case, or a stream pair of them, and time each phase."""
         prepared, outcomes = [], [None] * len(group)
         t0 = time.perf_counter()
         try:
@@ -116,10 +117,12 @@ class Executor:
         return outcomes
 
     def _stream(self, case: Case):
+        """Return the stream the case runs on (stream 0: CuPy's current one)."""
         s = self.streams[case.stream]
         return s if s is not None else cp.cuda.get_current_stream()
 
     def _prepare(self, case: Case) -> _Prepared:
+        """Make the case's arrays from its seed, and keep what the check compares with."""
         p = _Prepared()
         p.case = case
         rng = _Random(case.seed)
@@ -137,6 +140,7 @@ class Executor:
         return p
 
     def _call(self, p: _Prepared):
+        """Make the case's call (matmul, or its stored kernel) and return C as a CuPy array."""
         case = p.case
         a, b, out, (ta, tb) = p.call
         flags = {}
@@ -157,6 +161,7 @@ class Executor:
         return result
 
     def _kernel(self, config):
+        """Return the kernel of a config, loaded once per Executor."""
         kernel = self.kernels.get(config.name)
         if kernel is None:
             kernel = self.kernels[config.name] = self.load(config=config)
@@ -164,8 +169,8 @@ class Executor:
 
 
 def _alive() -> bool:
-    """Whether the CUDA context still works after an error (a launch refused for its
-    configuration leaves it usable; a fault in a kernel does not)."""
+    """Return whether the CUDA context still works after an error."""
+    # A launch refused for its configuration leaves it usable; a fault in a kernel does not.
     try:
         cp.cuda.Device().synchronize()
         return float(cp.ones(4, cp.float32).sum()) == 4.0
@@ -174,16 +179,18 @@ def _alive() -> bool:
 
 
 def _line(exc) -> str:
+    """Return the first line of an error's text, cut at 300 characters."""
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else ""
 
 
 class _Random:
-    """A case's random numbers from its seed: arrays from the device's generator (curand's
-    Philox, whose set-up costs nothing: cupy.random.default_rng's XORWOW states took most of a
-    small case's time), and the few scalars (where NaNs go) from Python's."""
+    """A case's random numbers: arrays from the device's generator, scalars from Python's."""
 
     def __init__(self, seed: int):
+        # The device's generator is curand's Philox, whose set-up costs nothing (cupy.random
+        # .default_rng's XORWOW states took most of a small case's time); the few scalars say
+        # where NaNs go.
         try:
             from cupy.cuda import curand
 
@@ -193,20 +200,21 @@ class _Random:
         self.scalars = random.Random(seed)
 
     def uniform(self, shape) -> cp.ndarray:
-        """[0, 1)"""
+        """Return uniform floats in [0, 1)."""
         return self.arrays.random_sample(shape).astype(cp.float32)
 
     def normal(self, shape) -> cp.ndarray:
         return self.arrays.standard_normal(shape).astype(cp.float32)
 
     def integers(self, low: int, high: int, shape) -> cp.ndarray:
-        """[low, high]"""
+        """Return integers in [low, high]."""
         return self.arrays.randint(low, high + 1, shape)
 
 
 def _values(rng: _Random, case: Case, shape) -> cp.ndarray:
-    """FP32 data of the case's kind. Integers are small enough that every product and partial sum
-    of K of them is exact in FP32, and every value exact in TF32."""
+    """Return FP32 data of the case's kind (uniform, normal, wide, positive or small integers)."""
+    # Integers are small enough that every product and partial sum of K of them is exact in FP32,
+    # and every value exact in TF32.
     if case.data == "uniform":
         x = rng.uniform(shape) * 2 - 1
     elif case.data == "normal":
@@ -223,7 +231,7 @@ def _values(rng: _Random, case: Case, shape) -> cp.ndarray:
 
 
 def _specials(rng: _Random, case: Case, x: cp.ndarray) -> None:
-    """A few NaNs or infinities (of either sign) at random places of `x`."""
+    """Put a few NaNs or infinities (of either sign) at random places of `x`."""
     if not case.special or x.size == 0:
         return
     pick = rng.scalars
@@ -233,9 +241,11 @@ def _specials(rng: _Random, case: Case, x: cp.ndarray) -> None:
 
 
 def _operand(rng, case: Case, lead, rows: int, cols: int, stored_t: bool, which: int):
-    """(op(X), its buffer): rows x cols (each
-    matrix of `lead`), stored row-major or, with stored_t, as its transpose, inside a NaN buffer
-    with `pads[which]` floats past each stored row and the first element `offsets[which]` in."""
+    """Return (op(X), its buffer): rows x cols (each matrix of `lead`) inside a NaN buffer.
+
+    Stored row-major or, with `stored_t`, as its transpose, with `pads[which]` floats past each
+    stored row and the first element `offsets[which]` in.
+    """
     srows, scols = (cols, rows) if stored_t else (rows, cols)
     pad, off = case.pads[which], case.offsets[which]
     buf = cp.full((*lead, srows, scols + pad + off), cp.nan, dtype=cp.float32)
@@ -246,9 +256,11 @@ def _operand(rng, case: Case, lead, rows: int, cols: int, stored_t: bool, which:
 
 
 def _output(case: Case):
-    """(C's buffer, C as the call writes it): M x N (each matrix of the batch), row-major or
-    column-major, inside a NaN buffer with C's padding and offset; NaN in C too (beta = 0 must
-    not read it; otherwise the caller fills it)."""
+    """Return (C's buffer, C as the call writes it): M x N (each matrix) inside a NaN buffer.
+
+    Row-major or column-major, with C's padding and offset; NaN in C too (with beta = 0, C must be
+    written, never read; otherwise the caller fills it).
+    """
     lead, M, N = case.lead, case.M, case.N
     pad, off = case.pads[2], case.offsets[2]
     srows, scols = (N, M) if case.c_major == "col" else (M, N)
@@ -258,6 +270,14 @@ def _output(case: Case):
 
 
 def _check(p: _Prepared) -> Outcome:
+    """Check a case's result element by element against the FP64 product of the same FP32 inputs.
+
+    NaN must be exactly where IEEE arithmetic puts it, each infinity with its sign; integer data
+    exact; else |C - C64| <= bound_factor(tier, K) * (|alpha| |op(A)| |op(B)| + |beta| |C0|), the
+    worst-case rounding error of any order of summation (Higham's gamma_{K+2}) plus, for the
+    tensor-core tiers, the products' own. C's buffer must be bit for bit the same outside C, and
+    A's and B's buffers throughout.
+    """
     case = p.case
     c = p.c_view
     if c.shape != (*case.lead, case.M, case.N) or c.dtype != cp.float32:
@@ -306,6 +326,7 @@ def _check(p: _Prepared) -> Outcome:
 
 
 def _view_of(case: Case, buf: cp.ndarray) -> cp.ndarray:
+    """Return C's place in a buffer shaped as C's."""
     off = case.offsets[2]
     scols = case.M if case.c_major == "col" else case.N
     return buf[..., off : off + scols]

@@ -1,5 +1,8 @@
-"""A failing fuzz run made small: the fewest calls and the simplest case that still fail (`shrink`),
-and the one line that runs them again (`repro_line`, read back by `parse_repro`)."""
+"""A failing fuzz run made small, and the one line that runs it again.
+
+`shrink` finds the fewest calls and the simplest case that still fail; `repro_line` writes them as
+`autotune fuzz --repro '<json>'`, which `parse_repro` reads back.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from .case import Case, is_valid
 
 
 def _simpler(case: Case) -> Iterator[Case]:
-    """Cases one step simpler than `case`, the biggest simplifications first."""
+    """Yield cases one step simpler than `case`, the biggest simplifications first."""
     r = dataclasses.replace
     for name, plain in (
         ("stream", 0), ("kind", "cupy"), ("special", ""), ("pads", (0, 0, 0)), ("offsets", (0, 0, 0)),
@@ -32,10 +35,17 @@ def _simpler(case: Case) -> Iterator[Case]:
 
 
 def shrink(history: Sequence[Case], fails: Callable[[list[Case]], bool], budget: int = 200) -> list[Case] | None:
-    """The fewest calls ending in the simplest case that still fail, from a run whose last case
-    failed; None when no tail of up to 128 calls fails again on fresh state (then only the whole
-    run, from its seed, shows it). `fails(calls)` runs `calls` in order on fresh state and says
-    whether the last is wrong. At most `budget` runs of `fails`; what is found by then is returned."""
+    """Return the fewest calls, ending in the simplest case, that still fail, or None.
+
+    Args:
+        history: the run's cases in order, the last one failed.
+        fails: runs the calls it is given in order on fresh state and says whether the last is wrong.
+        budget: at most this many runs of `fails`; what is found by then is returned.
+
+    Returns:
+        The calls, or None when no tail of up to 128 calls fails again on fresh state (then only
+        the whole run, from its seed, shows it).
+    """
     runs = 0
 
     def still(calls: list[Case]) -> bool:
@@ -76,12 +86,13 @@ def shrink(history: Sequence[Case], fails: Callable[[list[Case]], bool], budget:
 
 
 def repro_line(calls: Sequence[Case]) -> str:
-    """The one line that runs `calls` again: `autotune fuzz --repro '<json>'`."""
+    """Return the one line that runs `calls` again: `autotune fuzz --repro '<json>'`."""
     text = json.dumps([c.to_json() for c in calls], separators=(",", ":"))
     return f"autotune fuzz --repro '{text}'"
 
 
 def parse_repro(text: str) -> list[Case]:
+    """Return the cases of a `--repro` argument (JSON: a case or a list of them)."""
     try:
         data = json.loads(text)
     except ValueError as exc:

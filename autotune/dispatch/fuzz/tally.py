@@ -18,6 +18,7 @@ class Tally:
     seconds: dict[str, float] = field(default_factory=dict)
 
     def add(self, case: Case, ok: bool, ratio: float, seconds: float = 0.0) -> None:
+        """Count one case: its regime (a coverage case's by family), verdict, error ratio, time."""
         key = case.regime if case.regime != COVERAGE else f"{COVERAGE}:{case.config['family']}"
         self.run[key] = self.run.get(key, 0) + 1
         self.seconds[key] = self.seconds.get(key, 0.0) + seconds
@@ -28,13 +29,16 @@ class Tally:
 
     @property
     def total(self) -> int:
+        """Return the problems run, all regimes together."""
         return sum(self.run.values())
 
     @property
     def total_wrong(self) -> int:
+        """Return the problems wrong, all regimes together."""
         return sum(self.wrong.values())
 
     def table(self) -> str:
+        """Return the counts as a table for the terminal, a row per regime and the total."""
         rows = [f"{'regime':<22} {'problems':>9} {'wrong':>6} {'worst error / bound':>20} {'ms a problem':>13}"]
         for key in sorted(self.run):
             worst = self.worst.get(key)
