@@ -152,7 +152,7 @@ def cmd_check(args) -> int:
         except RuntimeError as exc:
             raise UserError(f"no usable GPU ({exc}); 'autotune check --static' works without one") from None
         try:
-            rows = check_gpu(args.results, slug, ev, args.tolerance)
+            rows = check_gpu(args.results, slug, ev, args.tolerance, progress=every_few_seconds("check", "records"))
         finally:
             ev.close()
     if not rows:

@@ -165,10 +165,17 @@ def _resource_diffs(entry: dict, got: dict) -> list[str]:
     ]
 
 
-def check_gpu(root: Path | str, gpu_slug: str, evaluator: Evaluator, tolerance: float = 0.05) -> list[CheckRow]:
+def check_gpu(
+    root: Path | str,
+    gpu_slug: str,
+    evaluator: Evaluator,
+    tolerance: float = 0.05,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[CheckRow]:
     """Re-verify and re-time every stored config on this GPU.
 
     A config slower than recorded by more than `tolerance` (a fraction), or incorrect, fails.
+    `progress(done, total)` is called after each record (a shape's configs).
     """
     if evaluator.limits.slug != gpu_slug:
         raise UserError(
@@ -176,7 +183,8 @@ def check_gpu(root: Path | str, gpu_slug: str, evaluator: Evaluator, tolerance: 
             f"the results are for {gpu_slug}: run check on that GPU, or 'check --static'"
         )
     rows = []
-    for _path, record in iter_records(root, gpu_slug):
+    records = list(iter_records(root, gpu_slug))
+    for done, (_path, record) in enumerate(records, 1):
         problem = Problem(**record["problem"])
         entries = list(record["families"].items())
         ms = evaluator.evaluate([entry_config(e) for _, e in entries], problem, retime=True)
@@ -195,6 +203,8 @@ def check_gpu(root: Path | str, gpu_slug: str, evaluator: Evaluator, tolerance: 
                     f"({entry['ratio']:.2f}x recorded)"
                 )
             rows.append(row)
+        if progress is not None:
+            progress(done, len(records))
     return rows
 
 

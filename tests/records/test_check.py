@@ -99,8 +99,10 @@ def _replay(root, factor=1.0, broken=()):
 def test_gpu_check_passes_within_tolerance_and_fails_beyond(one_record):
     root, _ = one_record
     assert all(r.status == "pass" for r in check_gpu(root, SLUG, _replay(root, 0.97), tolerance=0.05))
-    rows = check_gpu(root, SLUG, _replay(root, 0.90), tolerance=0.05)
+    seen = []
+    rows = check_gpu(root, SLUG, _replay(root, 0.90), tolerance=0.05, progress=lambda *a: seen.append(a))
     assert rows and all(r.status == "fail" for r in rows)
+    assert seen == [(1, 1)]  # one record: its configs re-timed, then said
 
 
 def test_gpu_check_fails_an_incorrect_config(one_record):
