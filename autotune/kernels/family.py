@@ -324,7 +324,7 @@ def _model(path: Path, declaration: _decl.Declaration) -> _tiles.Model:
             f"{path}: no 'model' section: declare what the models read, at least the tile "
             "(model: {tile: [rows, columns]}; templates/README.md, 'Adding a kernel family')"
         )
-    return _tiles.parse(data["model"], str(path), declaration)
+    return _tiles.parse(data, str(path), declaration)
 
 
 def _int(expr, env: Mapping[str, Any], path: Path) -> int:

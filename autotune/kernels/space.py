@@ -176,7 +176,7 @@ class Space:
 
 def _same_model(fam: Family, data: Any, where: str) -> None:
     """A space file's `model:` is the family's own (a copy of its YAML): the models read that one."""
-    model = _tiles.parse(data["model"], where, fam.declaration)
+    model = _tiles.parse(data, where, fam.declaration)
     if fam.model is None or model.texts() != fam.model.texts():
         own = fam.config_path or f"{fam.name}.yaml beside {fam.path}"
         raise UserError(

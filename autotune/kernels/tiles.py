@@ -92,10 +92,12 @@ class Model:
         return int(value)
 
 
-def parse(raw: Any, where: str, decl: Declaration) -> Model:
-    """The `model:` section `raw` of the YAML `where`, its names checked against the family's
+def parse(data: Mapping, where: str, decl: Declaration) -> Model:
+    """The `model:` section of `data`, the YAML `where`, its names checked against the family's
     parameters and derived values; anything amiss is one UserError naming the file and line."""
-    at = yamlio.where(where, raw)
+    raw, at = data["model"], yamlio.where(where, data, "model")
+    if not isinstance(raw, dict):
+        raise UserError(f"{at}: the model section must be a mapping (keys: {', '.join(_TOP)})")
     yamlio.check_keys(raw, _TOP, where, "the model section")
     if "tile" not in raw:
         raise UserError(f"{at}: the model section needs 'tile': [rows, columns] of C a block computes")
