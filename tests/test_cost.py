@@ -53,7 +53,10 @@ def test_the_model_applies_to_ffma_tiles_only():
     owning its outputs over all of K (not tiny's groups that share K, nor tensor cores, nor streams)."""
     spaces = [Space.load(f) for f in known_families()]
     assert {sp.family.name for sp in spaces if cost.applies(sp.family, [sp.fallback])} == {
-        "coarse1d", "coarse2d", "vectorized", "warptile"
+        "coarse1d",
+        "coarse2d",
+        "vectorized",
+        "warptile",
     }
 
 

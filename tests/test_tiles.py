@@ -41,7 +41,7 @@ def _guessed_scorable(env):
 
 
 def _guessed_estimate(env, problem, limits):
-    """search/cost.estimate as it read names (BM, BN, ACC_M, B_LOADS4, SPLITK, SCHEDULE, ...) and the H100's literals."""
+    """search/cost.estimate as it read names (BM, BN, ACC_M, B_LOADS4, SPLITK, ...) and the H100's literals."""
     m, n, k = problem.M, problem.N, problem.K
     threads, bm, bn, bk = env["THREADS"], env["BM"], env["BN"], env.get("BK", 8)
     acc = bm * bn / threads
@@ -151,7 +151,7 @@ def test_the_a10s_threads_and_blocks_an_sm_are_its_own():
 
 # ---- a family nobody wrote code for -----------------------------------------------------------
 
-TEMPLATE = '''{#- autotune
+TEMPLATE = """{#- autotune
 description: A tile of C a block, its rows and columns named unlike any shipped family's.
 params:
   ROWS_PER_CTA: {domain: [8, 256], doc: "rows of C a block"}
@@ -171,7 +171,7 @@ launch:
 {% include "_common.cuh.j2" %}
 extern "C" __global__ void {{ KERNEL_NAME }}(int M, int N, int K, float alpha, const float* A, int lda,
                                              const float* B, int ldb, float beta, float* C, int ldc) {}
-'''
+"""
 SPACE = """family: slab
 model:
   tile: [{tile}]

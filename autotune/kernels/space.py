@@ -15,9 +15,9 @@ from typing import Any
 
 from ..core import yamlio
 from ..core.types import LAYOUT_PARAMS, Config, Problem, UserError
+from . import tiles as _tiles
 from .enumeration import Enumeration, enumerate_space
 from .enumeration import check_size as _check_size
-from . import tiles as _tiles
 from .family import Family, read_config
 from .limits import DeviceLimits
 

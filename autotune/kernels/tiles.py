@@ -110,11 +110,8 @@ def parse(data: Mapping, where: str, decl: Declaration) -> Model:
         yamlio.check_keys(section, _COST, where, "the model's cost section")
         if "k_step" not in section:
             raise UserError(f"{yamlio.where(where, section)}: the model's cost section needs 'k_step'")
-        cost = tuple(
-            (key, _pair(section, key, where, names, choices) if key in _PAIRS else _one(section, key, where, names, choices))
-            for key in _COST
-            if key in section
-        )
+        read = {key: _pair if key in _PAIRS else _one for key in _COST}
+        cost = tuple((key, read[key](section, key, where, names, choices)) for key in _COST if key in section)
     return Model(tile, cost, at)
 
 
