@@ -83,8 +83,8 @@ class ModelLandscape(Mapping):
 
     def __getitem__(self, name):
         cfg = self.by_name[name]
-        env = self.plan.space.family.derive(cfg.as_dict())
-        return 60_000 * self.cost.estimate(env, self.plan.problem, self.limits) + 1.0
+        fam = self.plan.space.family
+        return 60_000 * self.cost.estimate(fam, fam.derive(cfg.as_dict()), self.plan.problem, self.limits) + 1.0
 
     def __iter__(self):
         return iter(self.by_name)

@@ -7,12 +7,14 @@ one row of A is no use at 1024^3. So every stored entry (each family's best at e
 of the layout) is a candidate, and its time at the new shape is predicted from its own launch:
 
 - Occupancy: blocks of it resident on the GPU at once ("slots"), from its threads, registers and
-  shared memory and the GPU's limits stored with the measurement.
+  shared memory and the GPU's limits stored with the measurement (threads and blocks an SM holds
+  among them).
 - Work: the launch plan's grid at the new shape gives the blocks; the work of one block is the
-  padded output tile (BM x BN, TILE x TILE, MR rows or NR columns of the streaming families)
-  times K, split as the grid splits it. The busiest SM gets ceil(blocks / SMs) of them, as many
-  at once as fit (wave quantisation), and blocks resident together share its issue rate: n of
-  them take n ** (1 - SHARING) times one alone (`sm_load`). The measured time scales by that
+  padded output tile (the rows and columns the family's YAML declares, `model: tile`: BM x BN,
+  TILE x TILE, MR rows or NR columns of the streaming families) times K, split as the grid
+  splits it. The busiest SM gets ceil(blocks / SMs) of them, as many at once as fit (wave
+  quantisation), and blocks resident together share its issue rate: n of them take
+  n ** (1 - SHARING) times one alone (`sm_load`). The measured time scales by that
   busiest-SM load. Without the sharing, a small tile measured with one block an SM (at 512^3)
   was predicted to run with 8 a SM at 1500^3 as fast, and chosen there at 0.65x cuBLAS. For the
   streaming families a block's work is the slab of the operand it reads, so this scales their
@@ -46,11 +48,10 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..core.types import Problem
+from ..core.types import Problem, UserError
 from ..kernels.launch import LaunchPlan
+from ..kernels.limits import resident_per_sm
 
-THREADS_PER_SM = 2048  # sm_80 and newer
-BLOCKS_PER_SM = 32
 REG_ALLOC_UNIT = 256  # registers are given to a warp in units of 256
 SMEM_RESERVED = 1024  # bytes the runtime keeps per block (sm_80 and newer)
 LAUNCH_US = 4.0  # GPU time of one launch of a sequence, whatever it does: an estimate
@@ -75,13 +76,14 @@ class Roof:
 
 
 def slots(plan: LaunchPlan, registers: int, smem_bytes: int, limits: Mapping) -> int:
-    """Blocks of the SGEMM kernel resident on the whole GPU at once."""
+    """Blocks of the SGEMM kernel resident on the whole GPU at once (`limits` as a record stores them)."""
     threads = plan.block
     warps = -(-threads // 32)
     per_warp = -(-max(registers, 1) * 32 // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
     by_regs = (limits["regs_per_sm"] // per_warp) // warps
     by_smem = limits["smem_per_sm"] // (smem_bytes + SMEM_RESERVED)
-    per_sm = min(BLOCKS_PER_SM, THREADS_PER_SM // threads, by_regs, by_smem)
+    threads_per_sm, blocks_per_sm = resident_per_sm(limits)
+    per_sm = min(blocks_per_sm, threads_per_sm // threads, by_regs, by_smem)
     return max(per_sm, 1) * limits["sm_count"]
 
 
@@ -108,9 +110,9 @@ class Launch:
 def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Launch:
     """The plan's launch at `problem` with `per_sm` of its blocks resident on each of `sms` SMs."""
     M, N, K = problem.M, problem.N, problem.K
-    env = dict(plan.env)
-    tm = int(env.get("BM", env.get("TILE", env.get("MR", 1))))
-    tn = int(env.get("BN", env.get("TILE", env.get("NR", 1))))
+    if plan.tile is None:
+        raise UserError("a kernel whose family declares no tile (model: tile, in its YAML) cannot be predicted")
+    tm, tn = plan.tile
     geo = plan.geometry(M, N, K, per_sm * sms)
     # The SGEMM kernels of the sequence (a split launch's main kernel and tail; helpers aside),
     # their blocks sharing the padded work evenly.

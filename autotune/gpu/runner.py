@@ -56,6 +56,8 @@ def device_info(device_id: int = 0) -> dict:
         "regs_per_block": props["regsPerBlock"],
         "regs_per_sm": props["regsPerMultiprocessor"],
         "l2_bytes": props["l2CacheSize"],
+        "threads_per_sm": props["maxThreadsPerMultiProcessor"],
+        "blocks_per_sm": props["maxBlocksPerMultiProcessor"],
         "versions": {
             "cuda_runtime": _fmt_cuda(cp.cuda.runtime.runtimeGetVersion()),
             "cuda_driver": _fmt_cuda(cp.cuda.runtime.driverGetVersion()),

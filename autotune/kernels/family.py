@@ -13,16 +13,22 @@ template and its rules travel together:
     launch:   {threads: THREADS, grid: [...], dynamic_smem: 0, scale_c_first: 0}
     -#}
 
+Its YAML (`configs/<name>.yaml`, or `<name>.yaml` beside a template from elsewhere) holds the
+space a search tries (kernels/space.py) and what the models read of it (`model:`,
+kernels/tiles.py), the latter read and checked when the family is loaded.
+
 A config is resolved once (`Family.resolve`): validated, defaults filled in, derived values and
 launch plan computed; rendering, compiling, running and exporting all read that one object.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,6 +41,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 from ..core import yamlio
 from ..core.types import Config, Problem, UserError, quoted
 from . import decl as _decl
+from . import tiles as _tiles
 from .constraints import Constraint, arch_constraint, device_constraints, template_constraint
 from .launch import LaunchPlan, plan_for
 from .limits import DeviceLimits
@@ -87,6 +94,7 @@ class Family:
     path: Path
     declaration: _decl.Declaration
     constraints: list[Constraint] = field(default_factory=list)
+    model: _tiles.Model | None = None  # its YAML's `model:` (None: the family has no YAML)
 
     @property
     def description(self) -> str:
@@ -141,7 +149,14 @@ class Family:
         constraints = [template_constraint(ex, why) for ex, why in declaration.constraints]
         if declaration.arch:
             constraints.append(arch_constraint(declaration.arch))
-        return cls(name, path, declaration, constraints + device_constraints())
+        yaml_path = config_path(name, path)
+        model = None if yaml_path is None else _model(yaml_path, declaration)
+        return cls(name, path, declaration, constraints + device_constraints(), model)
+
+    @property
+    def config_path(self) -> Path | None:
+        """Its YAML: configs/<name>.yaml, or <name>.yaml beside its template (None: neither)."""
+        return config_path(self.name, self.path)
 
     @cached_property
     def source(self) -> str:
@@ -265,7 +280,52 @@ class Family:
             where, raw = where or f"a {self.name} config", dict(config)
         params = self.validate_params(raw, where)
         env = self.derive(params)
-        return Resolved(self, Config.make(self.name, params), env, plan_for(self.launch, env))
+        plan = plan_for(self.launch, env)
+        if self.model is not None:
+            plan = dataclasses.replace(plan, tile=self.model.tile_of(env))
+        return Resolved(self, Config.make(self.name, params), env, plan)
+
+
+def config_path(name: str, template: Path) -> Path | None:
+    """A family's YAML: configs/<name>.yaml, else <name>.yaml beside its template; None: neither."""
+    for path in (CONFIG_DIR / f"{name}.yaml", template.parent / f"{name}.yaml"):
+        if path.is_file():
+            return path
+    return None
+
+
+# YAML read by its file's (path, mtime, size): a family's is read when it is loaded and again for
+# its space, and parsing the largest takes tens of milliseconds. Callers must not change what it returns.
+_READ: dict[tuple[str, int, int], Any] = {}
+
+
+def read_config(path: Path) -> Any:
+    """A family's YAML (or a space's), as core/yamlio reads it; shared: read, never changed."""
+    try:
+        st = path.stat()
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode):  # a pipe's stat says nothing of what it holds
+        return yamlio.read(path)  # which says what is wrong with it
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _READ:
+        if len(_READ) >= 64:
+            _READ.clear()
+        _READ[key] = yamlio.read(path)
+    return _READ[key]
+
+
+def _model(path: Path, declaration: _decl.Declaration) -> _tiles.Model:
+    """The `model:` section of a family's YAML `path`; a YAML without one is an error, not a tile of one."""
+    data = read_config(path)
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping with 'space' and 'model' (and optional 'seeds', 'fallback')")
+    if "model" not in data:
+        raise UserError(
+            f"{path}: no 'model' section: declare what the models read, at least the tile "
+            "(model: {tile: [rows, columns]}; templates/README.md, 'Adding a kernel family')"
+        )
+    return _tiles.parse(data, str(path), declaration)
 
 
 def _int(expr, env: Mapping[str, Any], path: Path) -> int:

@@ -89,6 +89,9 @@ class LaunchPlan:
     needs_slots: bool  # a launch value reads SLOTS (resident blocks on the device)
     # Boxes of the tensor maps of A and B ((floats along a stored row, rows) each); None: no maps.
     tensor_maps: tuple[tuple[int, int], tuple[int, int]] | None = None
+    # (rows, columns) of C one block computes, as the family's YAML declares it (`model: tile`,
+    # kernels/tiles.py); what dispatch/model.py pads the problem to. None: the family has no YAML.
+    tile: tuple[int, int] | None = None
 
     @property
     def kernels(self) -> tuple[str, ...]:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from ..core import yamlio
 from ..core.types import UserError
@@ -15,6 +17,9 @@ PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
 @dataclass(frozen=True)
 class DeviceLimits:
+    """What a GPU holds: per block, per SM and in all. The defaults are the H100's (a live device
+    reports every field; a record stored before a field was kept was measured on an H100 or H200)."""
+
     name: str
     arch: str  # e.g. "sm_90": what NVRTC compiles for
     sm_count: int
@@ -27,6 +32,8 @@ class DeviceLimits:
     regs_per_sm: int = 65536
     max_regs_per_thread: int = 255
     l2_bytes: int = 50 * 1024 * 1024
+    threads_per_sm: int = 2048  # resident threads an SM holds at most (sm_80, sm_90; 1536 on sm_86 and sm_89)
+    blocks_per_sm: int = 32  # resident blocks an SM holds at most (sm_80, sm_90; 16 on sm_86, 24 on sm_89)
 
     @property
     def slug(self) -> str:
@@ -44,18 +51,44 @@ def gpu_slug(name: str) -> str:
     return slug
 
 
+def resident_per_sm(limits: Mapping[str, Any]) -> tuple[int, int]:
+    """(threads, blocks) one SM holds at once, from limits as a record stores them (a record
+    stored before they were kept has DeviceLimits' defaults: it was measured on an H100 or H200)."""
+    return (
+        limits.get("threads_per_sm", DeviceLimits.threads_per_sm),
+        limits.get("blocks_per_sm", DeviceLimits.blocks_per_sm),
+    )
+
+
 def available_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
 
 
 def load_profile(name: str = "h100") -> DeviceLimits:
-    """A built-in profile (e.g. 'h100') for work without a GPU."""
+    """A built-in profile (e.g. 'h100') for work without a GPU: every field of DeviceLimits, each
+    of its type (a positive integer but name and arch); anything else is one UserError naming
+    the file and line."""
     path = PROFILE_DIR / f"{name}.yaml"
     if not path.is_file():
         raise UserError(f"no device profile {name!r}; built in: {', '.join(available_profiles())}")
     data = yamlio.read(path)  # the one YAML reader (aliases bounded), though a profile ships with the package
-    known = {f.name for f in fields(DeviceLimits)}
-    return DeviceLimits(**{k: v for k, v in data.items() if k in known})
+    return DeviceLimits(**_checked(data, str(path)))
+
+
+def _checked(data: Any, where: str) -> dict[str, Any]:
+    """A profile's fields: all of DeviceLimits', names as text, the rest positive integers."""
+    names = tuple(f.name for f in fields(DeviceLimits))
+    yamlio.check_keys(data, names, where, "a device profile")
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise UserError(f"{where}: the profile has no {missing[0]!r} (a profile gives every one of {', '.join(names)})")
+    for key, value in data.items():
+        text = key in ("name", "arch")
+        if text and not (isinstance(value, str) and value):
+            raise UserError(f"{yamlio.where(where, data, key)}: {key} is {yamlio.shown(value)}, not a text")
+        if not text and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UserError(f"{yamlio.where(where, data, key)}: {key} is {yamlio.shown(value)}, not a positive integer")
+    return dict(data)
 
 
 def profile_for_arch(arch: str | None) -> DeviceLimits:

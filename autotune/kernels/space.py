@@ -1,7 +1,8 @@
 """Search spaces: what to try for one family (`configs/<name>.yaml`), the values per parameter,
 seeds (tried first) and a fallback (a config meant to be correct and decent on every GPU
 profile, for untuned shapes); pinned to a problem's layout and batching, and enumerated
-(kernels/enumeration.py) under a device's limits."""
+(kernels/enumeration.py) under a device's limits. The same file's `model:` (what the models
+read, kernels/tiles.py) is the family's, read with it (kernels/family.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from typing import Any
 
 from ..core import yamlio
 from ..core.types import LAYOUT_PARAMS, Config, Problem, UserError
+from . import tiles as _tiles
 from .enumeration import Enumeration, enumerate_space
 from .enumeration import check_size as _check_size
-from .family import CONFIG_DIR, Family
+from .family import Family, read_config
 from .limits import DeviceLimits
 
 
@@ -25,7 +27,7 @@ def read_yaml(path: Path) -> Any:
     return yamlio.read(path)
 
 
-_SPACE_KEYS = ("family", "description", "space", "seeds", "fallback")
+_SPACE_KEYS = ("family", "description", "model", "space", "seeds", "fallback")
 
 
 @dataclass
@@ -74,11 +76,12 @@ class Space:
     def load(cls, family: str | Family, path: Path | None = None) -> Space:
         fam = family if isinstance(family, Family) else Family.load(family)
         if path is None:  # configs/<name>.yaml, or <name>.yaml beside a template from elsewhere
-            path = CONFIG_DIR / f"{fam.name}.yaml"
-            if not path.is_file() and (fam.path.parent / f"{fam.name}.yaml").is_file():
-                path = fam.path.parent / f"{fam.name}.yaml"
+            path = fam.config_path
+            if path is None:
+                raise UserError(f"family {fam.name}: no configs/{fam.name}.yaml, nor {fam.name}.yaml beside {fam.path}")
         path = Path(path)
-        return cls.from_dict(fam, read_yaml(path), str(path))
+        data = read_config(path) if path == fam.config_path else read_yaml(path)  # the family's: read once
+        return cls.from_dict(fam, data, str(path))
 
     @classmethod
     def from_dict(cls, fam: Family, data: Any, where: str) -> Space:
@@ -92,6 +95,8 @@ class Space:
                 )
         if data.get("family", fam.name) != fam.name:
             raise UserError(f"{where}: file is for family {yamlio.shown(data['family'])}, not {fam.name!r}")
+        if "model" in data:
+            _same_model(fam, data, where)
         raw = data.get("space")
         if not isinstance(raw, dict) or not raw:
             raise UserError(f"{where}: 'space' must map each parameter to a list of values")
@@ -126,6 +131,9 @@ class Space:
         fallback = None
         if data.get("fallback") is not None:
             fallback = _config(fam, data["fallback"], f"{yamlio.where(where, data, 'fallback')} fallback")
+        if fam.model is not None:  # its values are numbers at the configs the file names
+            for cfg in ([fallback] if fallback else []) + seeds:
+                fam.model.check(fam.derive(cfg.as_dict()))
         return cls(fam, values, seeds, where, fallback, seed_layouts=seed_layouts)
 
     @property
@@ -164,6 +172,17 @@ class Space:
     def describe_empty(self, en: Enumeration) -> str:
         reasons = "; ".join(f"{label!r} removed {n}" for label, n in en.top_reasons())
         return f"family {self.family.name}: no valid point among {en.total} ({self.source}); {reasons}"
+
+
+def _same_model(fam: Family, data: Any, where: str) -> None:
+    """A space file's `model:` is the family's own (a copy of its YAML): the models read that one."""
+    model = _tiles.parse(data, where, fam.declaration)
+    if fam.model is None or model.texts() != fam.model.texts():
+        own = fam.config_path or f"{fam.name}.yaml beside {fam.path}"
+        raise UserError(
+            f"{yamlio.where(where, data, 'model')}: model differs from family {fam.name}'s own ({own}): "
+            "the models read that one"
+        )
 
 
 def _config(fam: Family, raw: Any, where: str) -> Config:

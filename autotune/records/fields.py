@@ -55,6 +55,8 @@ LIMITS = {
     "regs_per_sm": (1, 2**24),
     "max_regs_per_thread": (1, 65536),
     "l2_bytes": (0, 2**40),
+    "threads_per_sm": (1, 65536),
+    "blocks_per_sm": (1, 65536),
 }
 # Pairs of limits of which the first is never above the second on a device.
 _LIMITS_ORDER = (
@@ -62,6 +64,7 @@ _LIMITS_ORDER = (
     ("smem_per_block_optin", "smem_per_sm"),
     ("regs_per_block", "regs_per_sm"),
     ("max_regs_per_thread", "regs_per_block"),
+    ("max_threads_per_block", "threads_per_sm"),
 )
 
 

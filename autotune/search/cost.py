@@ -8,10 +8,10 @@ neighbour phase tries the best-ranked neighbours first. It only orders candidate
 is still compiled, verified and timed, and nothing is pruned on its word.
 
 The estimate (relative; 1.0 is the FFMA peak) is a product of terms, each a known way an
-FFMA-pipe SGEMM loses throughput, read from the derived values a family declares (`BM`, `BN`,
-`THREADS`; `BK`, `ACC_M` / `ACC_N`, `A_LOADS` / `B_LOADS4`, `MINB`, `SPLITK`, `SCHEDULE`,
-`SMEM_BYTES`, `PREFETCH` where it has them) and the device's limits, so it carries to
-GPUs that were never measured:
+FFMA-pipe SGEMM loses throughput, read from what the family's YAML declares (`model:`,
+kernels/tiles.py: the block's tile, and under `cost` its k_step, thread_tile, copies, registers,
+min_blocks, split_k, split_tail), its THREADS and SMEM_BYTES, and the device's limits (threads
+and blocks an SM holds among them), so it carries to GPUs that were never measured:
 
 - issue: the share of a k-step's instructions that are FFMAs, against shared-memory fragment
   reads (16-byte), global-to-shared copies and a fixed per-stage cost (barrier, waits, loop);
@@ -26,8 +26,9 @@ GPUs that were never measured:
 
 Constants were chosen on one landscape (warptile at 2048^3 on the H100: 1016
 sampled points, benchmarks/landscape.py) and checked on two others (4096^3, 8192x8192x1024);
-see notes/search.md. Families without BM, BN and THREADS (or with tensor-core products, whose
-issue model this is not) get no estimate, and their start-up stays random.
+see notes/search.md. A family that declares no `cost` (tensor-core products, whose issue model
+this is not; threads that share K out, as tiny's groups) gets no estimate, and its start-up
+stays random.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.tiers import DEFAULT, TIERS
 from ..core.types import Config, Problem
 from ..kernels.limits import DeviceLimits
 
@@ -47,41 +47,66 @@ SPLIT_BALANCE = 21  # FLOPs per byte of memory bandwidth (H100: 67 TFLOP/s over 
 L2_FMA_PER_BYTE = 4  # FMAs an L2 byte feeds at full FFMA rate
 SPILL_MARGIN, SPILL_WIDTH = 18, 7  # registers spare at which half the configs spill, and the spread
 SCORED = 50_000  # points scored for the start-up (a seeded sample of larger spaces)
+
+
+def inputs(family, env: Mapping[str, Any]) -> dict[str, Any]:
+    """What the estimate reads of a config (`env`: its params and derived values) of a family that
+    declares `cost`: the declared values, and for those left out their defaults (a square thread
+    tile; a 16-byte copy for every four floats of the stage's tiles; no registers past the
+    accumulators and fragments; one block an SM in the launch bounds; no split of K or tail)."""
+    declared = family.model.cost_of(env)
+    rows, cols = family.model.tile_of(env)
+    threads, k_step = env["THREADS"], declared["k_step"]
+    square = math.sqrt(rows * cols / threads)
+    acc_m, acc_n = declared.get("thread_tile", (square, square))
+    return {
+        "rows": rows,
+        "cols": cols,
+        "k_step": k_step,
+        "threads": threads,
+        "acc_m": acc_m,
+        "acc_n": acc_n,
+        "min_blocks": declared.get("min_blocks", 1),
+        "split_k": declared.get("split_k", 1),
+        "variant": declared.get("variant"),
+        # the above: the start-up's tile shape (`startup`); below, what else the estimate reads
+        "copies": declared.get("copies", (rows + cols) * k_step / (4 * threads)),
+        "registers": declared.get("registers", 0),
+        "split_tail": bool(declared.get("split_tail", 0)),
+        "smem": env["SMEM_BYTES"],
+    }
+
+
 # What the model reads of a config's tiling: configs that agree on these differ only in what it
 # cannot see (FMA order, group size, stages, padding, ...), so the start-up takes one of each.
-SHAPE_KEYS = ("BM", "BN", "BK", "THREADS", "ACC_M", "ACC_N", "MINB", "SPLITK", "SCHEDULE")
+SHAPE_KEYS = ("rows", "cols", "k_step", "threads", "acc_m", "acc_n", "min_blocks", "split_k", "variant")
 
 
-def scorable(env: Mapping[str, Any]) -> bool:
-    """Whether the model applies: a block tile and threads, and products on the FFMA pipe (a
-    strict tier's), each thread owning its outputs over all of K (groups of threads that share K
-    out, tiny's KS, are latency-bound kernels the model does not describe)."""
-    tier = TIERS.get(env.get("PRECISION", DEFAULT))
-    return all(k in env for k in ("BM", "BN", "THREADS")) and tier is not None and tier.strict and "KS" not in env
+def estimate(family, env: Mapping[str, Any], problem: Problem, limits: DeviceLimits) -> float:
+    """Predicted throughput of a config (`env`) of `family` as a share of the FFMA peak (only the
+    order between configs matters); the family must declare `cost` (`applies`)."""
+    return _estimate(inputs(family, env), problem, limits)
 
 
-def estimate(env: Mapping[str, Any], problem: Problem, limits: DeviceLimits) -> float:
-    """Predicted throughput as a share of the FFMA peak (only the order between configs matters)."""
+def _estimate(x: Mapping[str, Any], problem: Problem, limits: DeviceLimits) -> float:
     m, n, k = problem.M, problem.N, problem.K
-    threads, bm, bn, bk = env["THREADS"], env["BM"], env["BN"], env.get("BK", 8)
+    threads, bm, bn, bk = x["threads"], x["rows"], x["cols"], x["k_step"]
     acc = bm * bn / threads
-    acc_m, acc_n = env.get("ACC_M", math.sqrt(acc)), env.get("ACC_N", math.sqrt(acc))
-    copies = (
-        env["A_LOADS"] + env["B_LOADS4"] if "A_LOADS" in env and "B_LOADS4" in env else (bm + bn) * bk / (4 * threads)
-    )
+    acc_m, acc_n = x["acc_m"], x["acc_n"]
+    copies = x["copies"]
     ffma = bk * acc
     issue = ffma / (ffma + bk * (acc_m + acc_n) / 4 + 2 * copies + STAGE_COST)
 
-    minb, splitk = env.get("MINB", 1), env.get("SPLITK", 1)
-    split = env.get("SCHEDULE", "data_parallel") != "data_parallel"
+    minb, splitk = x["min_blocks"], x["split_k"]
+    split = x["split_tail"]
     cap = min(limits.max_regs_per_thread, limits.regs_per_sm // (threads * minb))
     regs = math.ceil(min(cap, acc + 64) / 8) * 8
-    smem = env.get("SMEM_BYTES", 0)
+    smem = x["smem"]
     blocks = min(
         limits.regs_per_sm // (threads * regs),
-        limits.smem_per_sm // (smem + 1024) if smem else 32,
-        2048 // threads,
-        32,
+        limits.smem_per_sm // (smem + 1024) if smem else limits.blocks_per_sm,
+        limits.threads_per_sm // threads,
+        limits.blocks_per_sm,
     )
     blocks = max(1, blocks)
     occupancy = min(1.0, blocks * threads / 32 / FULL_WARPS) ** 0.25
@@ -95,15 +120,15 @@ def estimate(env: Mapping[str, Any], problem: Problem, limits: DeviceLimits) -> 
     splitting = 1 / (1 + 4 * (splitk - 1) * SPLIT_BALANCE / k)
     l2 = 1 / max(1.0, L2_FMA_PER_BYTE * 4 * (1 / bm + 1 / bn))
 
-    need = acc + acc_m + acc_n + 8 * env.get("B_LOADS4", 0) + env.get("A_LOADS", 0)
-    need += 10 * env.get("PREFETCH", 0) + 12 * (splitk > 1) + 6 * split
+    need = acc + acc_m + acc_n + x["registers"]
+    need += 12 * (splitk > 1) + 6 * split
     no_spill = 1 / (1 + math.exp(-(cap - need - SPILL_MARGIN) / SPILL_WIDTH))
     return issue * occupancy * waves * padding * splitting * l2 * no_spill
 
 
 def applies(family, valid: Sequence[Config]) -> bool:
-    """Whether the model ranks this family's points (every point of a family derives the same names)."""
-    return bool(valid) and scorable(family.derive(valid[0].as_dict()))
+    """Whether the model ranks this family's points: it declares `cost` in its YAML's `model:`."""
+    return bool(valid) and family.model is not None and family.model.cost is not None
 
 
 def startup(
@@ -118,8 +143,8 @@ def startup(
     rng.shuffle(pool)
     scored = []
     for cfg in pool:
-        env = family.derive(cfg.as_dict())
-        scored.append((estimate(env, problem, limits), tuple(env.get(k) for k in SHAPE_KEYS), cfg))
+        x = inputs(family, family.derive(cfg.as_dict()))
+        scored.append((_estimate(x, problem, limits), tuple(x[k] for k in SHAPE_KEYS), cfg))
     scored.sort(key=lambda s: -s[0])  # stable: the shuffle breaks ties
     seen, out = set(), []
     for _, shape, cfg in scored:

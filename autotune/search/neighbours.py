@@ -69,7 +69,7 @@ class NeighbourPhase:
 
     def _estimate(self, cfg: Config) -> float:
         fam, problem = self.plan.space.family, self.plan.problem
-        return cost.estimate(fam.derive(cfg.as_dict()), problem, self.limits)
+        return cost.estimate(fam, fam.derive(cfg.as_dict()), problem, self.limits)
 
     def has_come(self, remaining: int, now: float) -> bool:
         """Whether the phase has come, with `remaining` trials of the budget left at time `now`.

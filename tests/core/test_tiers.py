@@ -14,7 +14,7 @@ from autotune.dispatch.fuzz import Case, bound_factor, draw
 from autotune.kernels.family import Family
 from autotune.records.export import export
 from autotune.records.store import update_record
-from autotune.search.cost import scorable
+from autotune.search.cost import applies
 
 LOOSE = Tier(
     "loose",
@@ -60,8 +60,10 @@ def test_the_built_in_tiers_keep_their_numbers():
 def test_fp32_meets_every_tier_and_a_tensor_core_tier_only_its_own():
     assert meets("highest", "medium") and meets("high", "high") and meets("medium", "medium")
     assert not meets("high", "medium") and not meets("medium", "high") and not meets("medium", "highest")
-    assert not scorable({"BM": 64, "BN": 64, "THREADS": 256, "PRECISION": "high"})
-    assert scorable({"BM": 64, "BN": 64, "THREADS": 256})
+    # The static cost model is an FFMA model: the tensor-core tiers' families declare no `cost`.
+    some = [object()]
+    assert not applies(Family.load("mma_tf32"), some) and not applies(Family.load("wgmma_tf32"), some)
+    assert applies(Family.load("warptile"), some)
 
 
 def test_a_tier_is_refused_a_name_a_record_name_would_misread_or_one_taken():

@@ -88,7 +88,7 @@ def test_a_space_is_counted_before_it_is_built(tmp_path):
     params = "".join(f"  P{i}: {{domain: [1, 100], doc: x}}\n" for i in range(8))
     (tmp_path / "huge.cu.j2").write_text(TILED.replace("params:\n", "params:\n" + params, 1))
     values = "".join(f"  P{i}: [{', '.join(map(str, range(1, 101)))}]\n" for i in range(8))
-    (tmp_path / "huge.yaml").write_text(f"family: huge\nspace:\n  TILE: [16]\n{values}")
+    (tmp_path / "huge.yaml").write_text(f"family: huge\nmodel: {{tile: [TILE, TILE]}}\nspace:\n  TILE: [16]\n{values}")
     r = _child(
         """
         from autotune.core.types import UserError
