@@ -227,7 +227,7 @@ def _out_dims(a: Tensor, b: Tensor, out: Tensor, trans_a: bool, trans_b: bool):
     batch, M, N, K = _dims(a, b, trans_a, trans_b)
     want = _shape(batch, M, N)
     torch._check(
-        out.dim() == len(want) and all(o == w for o, w in zip(out.shape, want)),
+        out.dim() == len(want) and all(o == w for o, w in zip(out.shape, want, strict=True)),
         lambda: f"out is {tuple(out.shape)}, the product is {tuple(want)}",
     )
     return batch, M, N, K
