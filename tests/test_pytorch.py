@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from autotune.cli.inputs import parse_problems  # noqa: E402
 from autotune.core.types import Problem  # noqa: E402
-from autotune.pytorch import Linear, matmul, matmul_out, record_shapes, swap_linear  # noqa: E402
+from autotune.pytorch import Linear, fast, matmul, matmul_out, mm, record_shapes, swap_linear  # noqa: E402
 
 LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
 
@@ -102,11 +102,48 @@ def test_gradients_equal_torchs(ta, tb, batch):
         torch.testing.assert_close(x, y)
 
 
+@pytest.mark.parametrize("product", [matmul, mm], ids=["op", "mm"])
 @pytest.mark.parametrize("ta,tb", LAYOUTS)
-def test_gradcheck_in_float64(ta, tb):
+def test_gradcheck_in_float64(ta, tb, product):
     a, b = _operands(4, 3, 5, ta, tb, dtype=torch.float64, grad=True)
-    assert torch.autograd.gradcheck(lambda x, y: matmul(x, y, ta, tb, 1.25), (a, b))
-    assert torch.autograd.gradgradcheck(lambda x, y: matmul(x, y, ta, tb, 1.25), (a, b))
+    assert torch.autograd.gradcheck(lambda x, y: product(x, y, ta, tb, 1.25), (a, b))
+    assert torch.autograd.gradgradcheck(lambda x, y: product(x, y, ta, tb, 1.25), (a, b))
+
+
+@pytest.mark.parametrize("ta,tb", LAYOUTS)
+@pytest.mark.parametrize("batch", [None, 2])
+def test_mm_eager_road_equals_the_operator_with_its_gradients(ta, tb, batch, monkeypatch):
+    a, b = _operands(6, 5, 4, ta, tb, batch, grad=True)
+    g = torch.randn(*(() if batch is None else (batch,)), 6, 5)
+    with monkeypatch.context() as m, record_shapes() as log:
+        m.setattr(fast, "matmul", None)  # the eager road never calls the operator
+        c = mm(a, b, ta, tb, 0.5)
+        got = torch.autograd.grad(c, (a, b), g)
+    want_c = matmul(a, b, ta, tb, 0.5)
+    want = torch.autograd.grad(want_c, (a, b), g)
+    assert c.stride() == want_c.stride() and torch.equal(c, want_c)
+    assert all(torch.equal(x, y) for x, y in zip(got, want, strict=True))
+    assert len(log.problems) == 3 and log.problems[0].name.startswith("6x5x4")  # recorded: C, dA, dB
+    with torch.no_grad():
+        assert not mm(a, b, ta, tb).requires_grad
+
+
+def test_mm_takes_the_operator_wherever_torch_must_see_it():
+    """Fake tensors, dispatch modes and meta tensors get the registered operator (its fake
+    implementation, its name in a trace); plain eager tensors the short road."""
+    a, b = _operands(3, 5, 4, False, True)
+    with _Ops() as ops:
+        mm(a, b, False, True)
+    assert ops.names == ["autotune.matmul"]
+    with FakeTensorMode() as mode:
+        fake = mm(mode.from_tensor(a), mode.from_tensor(b), False, True)
+    assert fake.shape == (3, 5) and fake.stride() == (5, 1)
+    meta = mm(a.to("meta"), b.to("meta"), False, True)
+    assert meta.device.type == "meta" and meta.shape == (3, 5)
+    gm = torch.fx.experimental.proxy_tensor.make_fx(lambda x, y: mm(x, y, False, True))(a, b)
+    assert "autotune.matmul" in gm.code
+    with pytest.raises(TypeError, match="float32 or float64"):
+        mm(a.half(), b.half(), False, True)
 
 
 class _Ops(TorchDispatchMode):

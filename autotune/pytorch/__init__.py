@@ -1,11 +1,16 @@
 """autotune in PyTorch models: the `autotune::matmul` operator, a drop-in `Linear`, and a recorder
 of the GEMMs a model calls. Needs torch (`import autotune` alone does not import it).
 
-    from autotune.pytorch import Linear, swap_linear, matmul, record_shapes
+    from autotune.pytorch import Linear, swap_linear, mm, record_shapes
+
+`mm(a, b, trans_a, trans_b, alpha, precision)` is the call to use: the custom operator
+`torch.ops.autotune.matmul` (also `autotune.pytorch.matmul`) under torch.compile, fake tensors
+and dispatch modes, the same kernels at less host cost in eager mode.
 """
 
+from .fast import mm
 from .linear import Linear, swap_linear
 from .op import matmul, matmul_out
 from .record import record_shapes
 
-__all__ = ["Linear", "matmul", "matmul_out", "record_shapes", "swap_linear"]
+__all__ = ["Linear", "matmul", "mm", "matmul_out", "record_shapes", "swap_linear"]

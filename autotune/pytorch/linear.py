@@ -1,7 +1,8 @@
 """`Linear`, a drop-in `nn.Linear` whose product is `autotune::matmul`, and `swap_linear`.
 
 `Linear` is an `nn.Linear` (same parameters, initialisation, state_dict keys and repr) whose
-forward is x @ W^T (+ bias) through the tuned kernel: the weight is read in place as the "nt"
+forward is x @ W^T (+ bias) through the tuned kernel (`autotune.pytorch.mm`: the operator under
+torch.compile, its short eager road otherwise): the weight is read in place as the "nt"
 operand (stored out x in, the layout a linear layer's kernels are tuned for), leading batch axes
 are folded into M by a view, and the backward pass is the operator's own (dX = dY W is "nn",
 dW = dY^T X is "tn"; no operand copied).
@@ -12,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .op import matmul
+from .fast import mm
 
 # Devices whose layers swap_linear takes: CUDA runs the tuned kernels, the CPU torch's product
 # (a model swapped on the CPU and moved to the GPU afterwards is served there).
@@ -38,7 +39,7 @@ class Linear(nn.Linear):
         lead = x.shape[:-1]
         # reshape is a view for any x whose leading axes fold into one stride (every contiguous
         # x): the product reads it in place as an M x in matrix.
-        y = matmul(x.reshape(-1, x.shape[-1]), self.weight, False, True, 1.0, self.precision)
+        y = mm(x.reshape(-1, x.shape[-1]), self.weight, False, True, 1.0, self.precision)
         if self.bias is not None:
             y = y + self.bias  # one fused add under torch.compile; its own kernel in eager mode
         return y.view(*lead, self.out_features)

@@ -8,7 +8,7 @@
 The file is the one `search --shapes-file` reads: one problem a line, as results files are named
 (MxNxK, then _<layout> unless nn, _b<batch> for a batch, _beta<beta> unless 0, _<tier> unless
 highest: `4096x1024x1024_nt`), the number of calls after a `#` (a comment there), in the order
-first called. Every float32 call of `autotune::matmul` and `autotune::matmul_out` is recorded,
+first called. Every float32 product of `mm`, `autotune::matmul` and `autotune::matmul_out` is recorded,
 forward and backward, on CUDA or the CPU (a model recorded on the CPU names the shapes its GPU
 run will call). Calls are seen where the operator runs: in eager mode, or the first (warm-up)
 runs of a compiled model, not the replays of a captured CUDA graph.
@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..core.types import Problem
-from . import op
+from . import impl
 
 
 class ShapeLog:
@@ -64,10 +64,10 @@ def record_shapes(path: str | Path | None = None) -> Iterator[ShapeLog]:
         A context manager giving the ShapeLog it fills.
     """
     log = ShapeLog()
-    op.LISTENERS.append(log)
+    impl.LISTENERS.append(log)
     try:
         yield log
     finally:
-        op.LISTENERS.remove(log)
+        impl.LISTENERS.remove(log)
         if path is not None:
             log.write(path)

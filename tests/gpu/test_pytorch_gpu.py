@@ -12,7 +12,7 @@ if not torch.cuda.is_available():
 
 from torch import nn  # noqa: E402
 
-from autotune.pytorch import Linear, matmul, matmul_out, record_shapes, swap_linear  # noqa: E402
+from autotune.pytorch import Linear, matmul, matmul_out, mm, record_shapes, swap_linear  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -54,10 +54,11 @@ def test_opcheck_on_cuda_tensors(ta, tb, batch):
     assert set(result.values()) == {"SUCCESS"}, result
 
 
+@pytest.mark.parametrize("product", [matmul, mm], ids=["op", "mm"])
 @pytest.mark.parametrize("ta,tb", LAYOUTS)
-def test_forward_gradients_and_strides_match_torch(ta, tb):
+def test_forward_gradients_and_strides_match_torch(ta, tb, product):
     a, b = _operands(130, 70, 90, ta, tb, grad=True)
-    c = matmul(a, b, ta, tb, 0.75)
+    c = product(a, b, ta, tb, 0.75)
     ref = _reference(a, b, ta, tb, 0.75)
     assert c.stride() == (70, 1) and _rel(c, ref) < FP32_REL
     g = torch.rand_like(ref) - 0.5
@@ -68,8 +69,9 @@ def test_forward_gradients_and_strides_match_torch(ta, tb):
 def test_half_precision_cuda_tensors_are_refused_not_cast():
     a, b = _operands(16, 16, 16, False, True)
     for dtype in (torch.float16, torch.bfloat16):
-        with pytest.raises(TypeError, match="float32 only"):
-            matmul(a.to(dtype), b.to(dtype), False, True)
+        for product in (matmul, mm):
+            with pytest.raises(TypeError, match="float32 only"):
+                product(a.to(dtype), b.to(dtype), False, True)
 
 
 def test_compile_fullgraph_dynamic_shapes_through_a_linear_model():
