@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -317,3 +318,20 @@ def test_recorder_notes_batch_tier_and_beta_and_stops_at_the_end_of_the_block():
         matmul(a.double(), b.double())  # no SGEMM: not recorded
     matmul(a, b)
     assert [p.name for p in log.problems] == ["3x4x5_b6_high", "3x4x5_beta2"]
+
+
+def _example():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "pytorch_mlp.py"
+    spec = importlib.util.spec_from_file_location("pytorch_mlp", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_trains_the_same_on_the_cpu():
+    want, got = _example().run(steps=4, device="cpu", compile=False)
+    assert len(got) == 4 and got[-1] < got[0]
+    for a, b in zip(want, got, strict=True):
+        assert abs(a - b) <= 1e-5 * abs(a)
