@@ -192,16 +192,35 @@ def test_only_the_gradients_asked_for_are_computed_and_saved():
     assert [p.layout for p in log.problems] == ["nt", "nn"]  # forward, then dA = dC B only
 
 
-def test_torch_compile_fullgraph_runs_the_op_with_dynamic_shapes():
-    compiled = torch.compile(
-        lambda x, w: matmul(x, w, False, True) * 2, fullgraph=True, dynamic=True, backend="aot_eager"
-    )
+@pytest.mark.parametrize("product", [matmul, mm], ids=["op", "mm"])
+def test_torch_compile_fullgraph_runs_the_op_with_dynamic_shapes_compiled_once(product):
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(lambda x, w: product(x, w, False, True) * 2, fullgraph=True, dynamic=True, backend=counter)
     for M in (5, 9, 17):
-        x, w = _operands(M, 7, 3, False, True, grad=True)
+        x, w = _operands(M, 7, 3 + M % 2, False, True, grad=True)
         y = compiled(x, w)
         torch.testing.assert_close(y, 2 * x @ w.T)
         y.sum().backward()
         torch.testing.assert_close(w.grad, 2 * torch.ones(M, 7).T @ x.detach())
+    assert counter.frame_count == 1  # one graph for every size: nothing specialised on one
+    assert counter.op_count >= 1
+
+
+def test_torch_compile_fullgraph_runs_linear_on_batches_of_any_size():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch.manual_seed(0)
+    layer = Linear(6, 4)
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(layer, fullgraph=True, dynamic=True, backend=counter)
+    for lead in ((3, 5), (2, 7), (11, 2)):  # sizes of 1 are specialised by torch, whatever the op
+        x = torch.randn(*lead, 6, requires_grad=True)
+        y = compiled(x)
+        torch.testing.assert_close(y, nn.functional.linear(x, layer.weight, layer.bias))
+        y.sum().backward()
+    assert counter.frame_count == 1
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None, reason="inductor needs a C compiler")
@@ -250,10 +269,12 @@ def test_swap_linear_takes_float32_layers_only_and_says_why_not_the_others():
         nn.Sequential(nn.Linear(8, 2)),
     )
     model.add_module("attn", nn.MultiheadAttention(8, 2))
+    model.add_module("meta", nn.Linear(8, 8, device="meta"))
     params = [id(p) for p in model.parameters()]
     swapped = swap_linear(model)
     assert swapped == ["0", "4.0"]
-    assert set(swapped.skipped) == {"2", "3", "attn.out_proj"}
+    assert set(swapped.skipped) == {"2", "3", "attn.out_proj", "meta"}
+    assert "on meta" in swapped.skipped["meta"]
     assert "float16" in swapped.skipped["2"] and "bfloat16" in swapped.skipped["3"]
     assert "NonDynamicallyQuantizableLinear" in swapped.skipped["attn.out_proj"]
     assert type(model[0]) is Linear and type(model[2]) is nn.Linear and type(model[4][0]) is Linear

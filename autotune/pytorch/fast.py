@@ -31,14 +31,18 @@ def mm(
     b: Tensor,
     trans_a: bool = False,
     trans_b: bool = False,
-    alpha: float = 1.0,
+    alpha: float | None = None,
     precision: str = "highest",
 ) -> Tensor:
     """alpha * op(a) @ op(b): `autotune::matmul`'s result and gradients, at less host cost in eager mode.
 
     Args and Returns: as for autotune.pytorch.matmul (the operator), which this is under
-    torch.compile and wherever the fast road does not apply (see the module's docstring).
+    torch.compile and wherever the fast road does not apply (see the module's docstring);
+    alpha None is 1.
     """
+    # None, not 1.0, as the default: dynamo turns a float default it reads under dynamic shapes
+    # into a graph input read with .item() (a CPU scalar, which keeps CUDA graphs away).
+    alpha = 1.0 if alpha is None else alpha
     kernel = _KERNELS.get(a.device.type)
     if (
         kernel is None
