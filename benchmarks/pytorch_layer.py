@@ -1,5 +1,6 @@
-"""Host time per call of autotune's PyTorch operator against torch's own product, and a linear
-layer's forward + backward time, torch in the same process (strict FP32: TF32 off for torch).
+"""Host time per call of autotune's PyTorch operator, and a linear layer's time, against torch's.
+
+Torch runs in the same process, in strict FP32 (TF32 off).
 
     python benchmarks/pytorch_layer.py                      # 64^3 host times; X 4096x1024 @ W.T (1024 out)
     python benchmarks/pytorch_layer.py --rows 4096 --features 1024 --out-features 4096 --out layer.json

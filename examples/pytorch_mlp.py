@@ -1,5 +1,6 @@
-"""Train a small MLP with autotune's Linear under torch.compile, beside the same model in plain
-torch, and compare their loss curves (they should agree to FP32 rounding).
+"""Train a small MLP with autotune's Linear under torch.compile, beside torch's own, and compare.
+
+The two loss curves should agree to FP32 rounding.
 
     python examples/pytorch_mlp.py                  # CUDA if there is one, 300 steps
     python examples/pytorch_mlp.py --steps 50 --no-compile --device cpu

@@ -1,5 +1,6 @@
-"""autotune in PyTorch models: the `autotune::matmul` operator, a drop-in `Linear`, and a recorder
-of the GEMMs a model calls. Needs torch (`import autotune` alone does not import it).
+"""autotune in PyTorch models: the custom operator, a drop-in Linear and a recorder of GEMM shapes.
+
+Needs torch (`import autotune` alone does not import it).
 
     from autotune.pytorch import Linear, swap_linear, mm, record_shapes
 

@@ -1,14 +1,11 @@
 """`mm`: the operator's product in eager mode without torch.library's Python layers.
 
-A call of a `torch.library.custom_op` goes through the dispatcher into Python, and with autograd
-through a generated autograd.Function that rebuilds the schema's defaults: some 15 us without
-gradients and over 60 us with them on a CPU, before the kernel runs. Eager calls on plain
-tensors therefore take a shorter road to the same kernels (impl.py) and the same gradient
-formulas: a torch.autograd.Function when a gradient is wanted, else the kernel itself.
-
-Whatever the eager road cannot promise to see as the operator would goes through the operator:
-torch.compile and export tracing, tensor subclasses (fake tensors, DTensor, ...), dispatch modes
-(FakeTensorMode, profilers of operators, ...) and functorch transforms (vmap, grad).
+A custom_op call goes through the dispatcher into Python, and with autograd through a generated
+autograd.Function that rebuilds the schema's defaults: over 15 us without gradients and over
+60 us with them on a CPU, before the kernel runs. Eager calls on plain tensors take a shorter
+road to the same kernels and gradient formulas (impl.py). What that road cannot promise to see
+as the operator would goes through the operator: torch.compile and export tracing, tensor
+subclasses (fake tensors, DTensor), dispatch modes and functorch transforms (vmap, grad).
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ def mm(
     alpha: float | None = None,
     precision: str = "highest",
 ) -> Tensor:
-    """alpha * op(a) @ op(b): `autotune::matmul`'s result and gradients, at less host cost in eager mode.
+    """Return alpha op(a) op(b) as autotune::matmul does, at less host cost in eager mode.
 
     Args and Returns: as for autotune.pytorch.matmul (the operator), which this is under
     torch.compile and wherever the fast road does not apply (see the module's docstring);
@@ -59,8 +56,10 @@ def mm(
 
 
 class _Product(torch.autograd.Function):
-    """The operator's autograd (op.py) on the eager road: same saved tensors, same formulas,
-    each gradient a call of `mm` (so a second derivative is recorded too, with create_graph)."""
+    """The operator's autograd (op.py) on the eager road.
+
+    The same saved tensors and formulas, each gradient a call of `mm` (so that with create_graph
+    a second derivative is recorded too)."""
 
     @staticmethod
     def forward(ctx, a, b, trans_a, trans_b, alpha, precision):

@@ -1,5 +1,6 @@
-"""The products themselves, shared by the custom operators (op.py) and the eager path (fast.py):
-the checks, the CPU's torch product, the CUDA call of autotune.matmul, and the gradient formulas.
+"""The products that the custom operators (op.py) and the eager road (fast.py) share.
+
+The checks, the CPU's torch product, the CUDA call of autotune.matmul, the gradient formulas.
 
 Nothing here registers anything with torch; each function takes plain tensors and returns what
 the operator's contract says (a new contiguous tensor, or `out` written).
@@ -109,7 +110,7 @@ def cpu_product(a, b, trans_a=False, trans_b=False, alpha=1.0, precision="highes
 
 
 def cuda_product(a, b, trans_a=False, trans_b=False, alpha=1.0, precision="highest") -> Tensor:
-    """alpha op(a) op(b) by autotune's tuned kernel, in a new contiguous tensor from torch's allocator."""
+    """Return alpha op(a) op(b) by autotune's tuned kernel, in a new contiguous tensor."""
     check_kinds(a, b)
     batch, M, N, K = dims(a, b, trans_a, trans_b)
     if LISTENERS:

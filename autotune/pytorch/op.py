@@ -1,28 +1,14 @@
 """`autotune::matmul` and `autotune::matmul_out`: the tuned SGEMM as PyTorch custom operators.
 
-`matmul(a, b, trans_a, trans_b, alpha, precision)` returns alpha * op(a) @ op(b) (op(x) is the
-transpose of x's last two axes when its flag is set) as a new tensor in torch's default
-contiguous layout; `matmul_out(a, b, out, ...)` writes alpha * op(a) @ op(b) + beta * out into
-`out`, a mutation its schema declares (so functionalization and CUDA graphs see it). Operands are
-2-D matrices, or 3-D batches of the same count (no broadcasting: a broadcast operand's gradient
-would need a reduction, not a product).
-
-Where each runs (impl.py):
-- float32 CUDA tensors: `autotune.matmul`, the kernel tuned for this GPU, shape, layout and tier.
-- CPU tensors (float32, and float64 for `gradcheck`): torch's own product. Kept so that a model
-  with autotune's layers still runs, moves and checks on the CPU (opcheck runs there); it is no
-  tuned kernel, only the same arithmetic.
-- Anything else -- a float16 or bfloat16 CUDA tensor, another device, mixed dtypes or devices --
-  is a TypeError naming what was passed: autotune is a strict-FP32 SGEMM and never casts quietly.
-
-The fake (meta) implementation reads no data and no concrete size: it allocates what the real
-ones return, same shape, same contiguous strides, so `torch.compile(fullgraph=True)` traces
-through the operator, dynamic shapes included. Autograd is registered (`register_autograd`):
-each gradient is a call of the same operator with other trans flags, reading A, B and dC in place.
-
-These operators are what torch.compile, torch.export, fake tensors and dispatch modes see. In
-eager mode `autotune.pytorch.mm` (fast.py) runs the same kernels without torch.library's Python
-layers, which cost tens of microseconds a call.
+`matmul` returns alpha op(a) op(b) (op: the transpose of the last two axes where a flag says)
+as a new contiguous tensor; `matmul_out` writes alpha op(a) op(b) + beta out into `out`, a
+mutation its schema declares. Operands: two matrices, or two batches of one count. Float32 CUDA
+tensors run autotune.matmul's tuned kernel; CPU tensors (float32, float64) torch's own product,
+so that a model still runs, moves and is checked on the CPU; anything else (float16 or bfloat16
+on CUDA, other devices, mixed operands) is a TypeError: autotune never casts quietly. The fake
+implementation reads no data: the real one's shape and strides, so torch.compile traces it with
+dynamic shapes. Each gradient is a call of the same operator with other trans flags (impl.py).
+In eager mode `autotune.pytorch.mm` (fast.py) runs the same kernels at less host cost.
 """
 
 from __future__ import annotations

@@ -1,17 +1,14 @@
 """Record the GEMMs a model calls, for `autotune search --shapes-file` to tune offline.
 
-    with record_shapes("shapes.txt") as shapes:
-        loss = model(x).sum()
-        loss.backward()
-    # autotune search --shapes-file shapes.txt
+    with record_shapes("shapes.txt"):
+        model(x).sum().backward()
+    # then: autotune search --shapes-file shapes.txt
 
-The file is the one `search --shapes-file` reads: one problem a line, as results files are named
-(MxNxK, then _<layout> unless nn, _b<batch> for a batch, _beta<beta> unless 0, _<tier> unless
-highest: `4096x1024x1024_nt`), the number of calls after a `#` (a comment there), in the order
-first called. Every float32 product of `mm`, `autotune::matmul` and `autotune::matmul_out` is recorded,
-forward and backward, on CUDA or the CPU (a model recorded on the CPU names the shapes its GPU
-run will call). Calls are seen where the operator runs: in eager mode, or the first (warm-up)
-runs of a compiled model, not the replays of a captured CUDA graph.
+The file holds one problem a line as results files are named (`4096x1024x1024_nt`, `_b<batch>`,
+`_beta<beta>`, `_<tier>`), its number of calls after a `#`, in the order first called. Every
+float32 product of mm, autotune::matmul and autotune::matmul_out run inside the block is
+recorded, on CUDA or the CPU, where the kernel runs: eager calls and a compiled model's first
+runs, not the replays of a captured CUDA graph.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
-"""autotune.pytorch on the CPU: the operator's registration (opcheck's four checks), its fake
-implementation's strides, its gradients, torch.compile through it, Linear, swap_linear and the
-shapes recorder. The CPU kernel is torch's own product, so these check everything but the
-tuned kernel itself (tests/gpu/test_pytorch_gpu.py does that)."""
+"""autotune.pytorch on the CPU, where its kernel is torch's own product.
+
+The operator's registration (opcheck's four checks), its fake implementation's strides, its
+gradients, torch.compile through it, mm's eager road, Linear, swap_linear and the recorder:
+everything but the tuned kernel itself (tests/device/test_pytorch_gpu.py runs that).
+"""
 
 from __future__ import annotations
 
@@ -130,8 +132,9 @@ def test_mm_eager_road_equals_the_operator_with_its_gradients(ta, tb, batch, mon
 
 
 def test_mm_takes_the_operator_wherever_torch_must_see_it():
-    """Fake tensors, dispatch modes and meta tensors get the registered operator (its fake
-    implementation, its name in a trace); plain eager tensors the short road."""
+    """Fake tensors, dispatch modes, traces and meta tensors get the registered operator.
+
+    There its fake implementation runs, and a trace names it; plain eager tensors take the short road."""
     a, b = _operands(3, 5, 4, False, True)
     with _Ops() as ops:
         mm(a, b, False, True)
@@ -344,7 +347,7 @@ def test_recorder_notes_batch_tier_and_beta_and_stops_at_the_end_of_the_block():
 def _example():
     import importlib.util
 
-    path = Path(__file__).resolve().parent.parent / "examples" / "pytorch_mlp.py"
+    path = Path(__file__).resolve().parents[2] / "examples" / "pytorch_mlp.py"
     spec = importlib.util.spec_from_file_location("pytorch_mlp", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

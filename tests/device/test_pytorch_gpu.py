@@ -1,6 +1,8 @@
-"""On the GPU: autotune.pytorch's operator with the tuned kernels -- opcheck on CUDA tensors,
-torch.compile(fullgraph=True) with dynamic shapes, CUDA graph capture and replay, gradients and
-a Linear model's training against torch's own, all in strict FP32 (TF32 off for torch too)."""
+"""On the GPU: autotune.pytorch's operator with the tuned kernels, against torch's own in FP32.
+
+opcheck on CUDA tensors, torch.compile(fullgraph=True) with dynamic shapes, CUDA graph capture
+and replay, gradients, and a Linear model's training (TF32 off for torch too).
+"""
 
 from __future__ import annotations
 
@@ -93,7 +95,9 @@ def test_compile_fullgraph_dynamic_shapes_through_a_linear_model():
 
 
 def test_cuda_graph_captures_and_replays_the_operator():
-    """Warmed up first (the kernel chosen, compiled and verified, its workspaces made) on a side
+    """A captured call replays with new data in its inputs.
+
+    Warmed up first (the kernel chosen, compiled and verified, its workspaces made) on a side
     stream, as torch asks, and captured on that same stream: a kernel's workspace is kept per
     stream (gpu/launcher.py), so the capture finds it made and records launches only."""
     a, b = _operands(200, 120, 72, False, True)
@@ -165,9 +169,10 @@ def test_recorder_on_cuda_names_the_linear_layers_gemms(tmp_path):
 
 
 def test_the_example_under_compile_matches_torchs_loss_curve():
-    """examples/pytorch_mlp.py: 300 Adam steps under torch.compile(fullgraph=True), autotune's
-    Linear against nn.Linear from the same weights; the curves agree to FP32 rounding, which
-    300 steps of Adam amplify a little (1e-3 relative)."""
+    """examples/pytorch_mlp.py's 300 compiled Adam steps follow torch's loss curve.
+
+    autotune's Linear against nn.Linear from the same weights, under torch.compile(fullgraph=True);
+    the curves agree to FP32 rounding, which 300 steps of Adam amplify a little (1e-3 relative)."""
     import importlib.util
     from pathlib import Path
 
