@@ -150,6 +150,9 @@ def cuda_product_out(a, b, out, trans_a=False, trans_b=False, alpha=1.0, beta=0.
     if K == 0:
         out.mul_(beta) if beta != 0 else out.zero_()
         return
+    # As cuda_product: whether a graph is recorded is torch's autograd layer's to say, not autotune's.
+    a = a.detach() if a.requires_grad else a
+    b = b.detach() if b.requires_grad else b
     _autotune_matmul(a, b, out, alpha, beta, trans_a=trans_a, trans_b=trans_b, precision=precision)
 
 

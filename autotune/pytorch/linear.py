@@ -23,6 +23,9 @@ _DEVICES = ("cuda", "cpu")
 class Linear(nn.Linear):
     """y = x @ W^T + b through autotune's tuned SGEMM; a drop-in for `nn.Linear`.
 
+    Inside an autocast region it is nn.Linear (torch's reduced-precision product, as asked);
+    float16 or bfloat16 inputs outside one are a TypeError, never cast.
+
     Args:
         in_features, out_features, bias, device, dtype: as for nn.Linear.
         precision: the tier the product may run at ("highest": strict FP32; "high", "medium":
@@ -36,6 +39,10 @@ class Linear(nn.Linear):
         self.precision = precision
 
     def forward(self, x: Tensor) -> Tensor:
+        if torch.is_autocast_enabled(x.device.type):
+            # Autocast asks for torch's reduced-precision product, which autotune's strict-FP32
+            # kernels are not: the layer is nn.Linear inside such a region, by design.
+            return super().forward(x)
         lead = x.shape[:-1]
         # reshape is a view for any x whose leading axes fold into one stride (every contiguous
         # x): the product reads it in place as an M x in matrix.

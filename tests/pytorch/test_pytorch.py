@@ -359,3 +359,14 @@ def test_the_example_trains_the_same_on_the_cpu():
     assert len(got) == 4 and got[-1] < got[0]
     for a, b in zip(want, got, strict=True):
         assert abs(a - b) <= 1e-5 * abs(a)
+
+
+def test_linear_is_torchs_inside_autocast_and_refuses_half_inputs_outside():
+    torch.manual_seed(0)
+    layer = Linear(8, 4)
+    x = torch.randn(3, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16), record_shapes() as log:
+        y = layer(x)
+    assert y.dtype == torch.bfloat16 and log.problems == []  # torch's product, as autocast asks
+    with pytest.raises(TypeError, match="a is torch.bfloat16"):
+        layer(x.bfloat16())
