@@ -135,11 +135,12 @@ def test_linear_training_matches_torchs():
     ours = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 10)).cuda()
     ours.load_state_dict(ref.state_dict())
     swap_linear(ours)
-    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.05)
-    opt = torch.optim.SGD(ours.parameters(), lr=0.05)
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.5)
+    opt = torch.optim.SGD(ours.parameters(), lr=0.5)
     g = torch.Generator(device="cuda").manual_seed(1)
     x = torch.rand(256, 32, device="cuda", generator=g) - 0.5
-    target = torch.randint(0, 10, (256,), device="cuda", generator=g)
+    teacher = torch.rand(32, 10, device="cuda", generator=g) - 0.5
+    target = (x @ teacher).argmax(-1)  # labels a model can learn (random ones barely move in 100 steps)
     losses = []
     for _ in range(100):
         pair = []
@@ -148,9 +149,9 @@ def test_linear_training_matches_torchs():
             loss = nn.functional.cross_entropy(model(x), target)
             loss.backward()
             o.step()
-            pair.append(float(loss))
+            pair.append(loss.item())
         losses.append(pair)
-    assert losses[-1][0] < 0.9 * losses[0][0]  # it learned
+    assert losses[-1][0] < 0.5 * losses[0][0]  # it learned (about 2.3 to 0.6 on a CPU)
     for want, got in losses:
         assert abs(got - want) <= 1e-4 * abs(want)
 
