@@ -110,7 +110,13 @@ def cpu_product(a, b, trans_a=False, trans_b=False, alpha=1.0, precision="highes
 
 
 def cuda_product(a, b, trans_a=False, trans_b=False, alpha=1.0, precision="highest") -> Tensor:
-    """Return alpha op(a) op(b) by autotune's tuned kernel, in a new contiguous tensor."""
+    """Return alpha op(a) op(b) by autotune's tuned kernel, in a new contiguous tensor.
+
+    The output is torch's (torch.empty on the current stream, so a CUDA graph's pool holds it
+    under capture). A shape's first call chooses, compiles and checks its kernel and makes its
+    workspace for the current stream: run it once on the capturing stream before a CUDA graph
+    capture, so that the capture records launches only.
+    """
     check_kinds(a, b)
     batch, M, N, K = dims(a, b, trans_a, trans_b)
     if LISTENERS:
