@@ -370,3 +370,13 @@ def test_linear_is_torchs_inside_autocast_and_refuses_half_inputs_outside():
     assert y.dtype == torch.bfloat16 and log.problems == []  # torch's product, as autocast asks
     with pytest.raises(TypeError, match="a is torch.bfloat16"):
         layer(x.bfloat16())
+
+
+def test_torch_export_keeps_the_operator_with_a_dynamic_batch():
+    from torch.export import Dim, export
+
+    layer = Linear(6, 4)
+    program = export(layer, (torch.randn(5, 6),), dynamic_shapes={"x": {0: Dim("rows", min=2)}})
+    assert "torch.ops.autotune.matmul.default" in program.graph_module.code
+    x = torch.randn(9, 6)
+    torch.testing.assert_close(program.module()(x), nn.functional.linear(x, layer.weight, layer.bias))
