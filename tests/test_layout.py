@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "autotune"
 
 # Bottom to top: a module may import its own layer and those before it.
-LAYERS = ("core", "kernels", "gpu", "search", "records", "dispatch", "cli")
+LAYERS = ("core", "kernels", "gpu", "search", "records", "dispatch", "pytorch", "cli")
 TOP = "autotune"  # the package's face: autotune/__init__.py and autotune/__main__.py
 DATA = ("profiles",)  # folders of data, not code
 

@@ -1,0 +1,103 @@
+"""`autotune::matmul` and `autotune::matmul_out`: the tuned SGEMM as PyTorch custom operators.
+
+`matmul` returns alpha op(a) op(b) (op: the transpose of the last two axes where a flag says)
+as a new contiguous tensor; `matmul_out` writes alpha op(a) op(b) + beta out into `out`, a
+mutation its schema declares. Operands: two matrices, or two batches of one count. Float32 CUDA
+tensors run autotune.matmul's tuned kernel; CPU tensors (float32, float64) torch's own product,
+so that a model still runs, moves and is checked on the CPU; anything else (float16 or bfloat16
+on CUDA, other devices, mixed operands) is a TypeError: autotune never casts quietly. The fake
+implementation reads no data: the real one's shape and strides, so torch.compile traces it with
+dynamic shapes. Each gradient is a call of the same operator with other trans flags (impl.py).
+In eager mode `autotune.pytorch.mm` (fast.py) runs the same kernels at less host cost.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from . import impl
+
+
+@torch.library.custom_op("autotune::matmul", mutates_args=())
+def matmul(
+    a: Tensor,
+    b: Tensor,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    alpha: float = 1.0,
+    precision: str = "highest",
+) -> Tensor:
+    """alpha * op(a) @ op(b) as a new contiguous tensor (op: transpose when the flag is set).
+
+    Args:
+        a, b: 2-D matrices or 3-D batches of one count, float32 on CUDA (float32 or float64 on the CPU).
+        trans_a, trans_b: read a (b) as its transpose, in place.
+        alpha: scale of the product.
+        precision: the tier, as torch.set_float32_matmul_precision names it ("highest", "high",
+            "medium"); on the CPU torch's product serves every tier.
+    Returns:
+        A new tensor of shape (M, N) or (batch, M, N), contiguous.
+    """
+    # The kernel of every device but CUDA (registered below): the CPU's torch product; other
+    # devices are refused by its check.
+    return impl.cpu_product(a, b, trans_a, trans_b, alpha, precision)
+
+
+matmul.register_kernel("cuda")(impl.cuda_product)
+
+
+@matmul.register_fake
+def _matmul_fake(a, b, trans_a=False, trans_b=False, alpha=1.0, precision="highest"):
+    impl.check_kinds(a, b)
+    batch, M, N, _ = impl.dims(a, b, trans_a, trans_b, torch._check)
+    return a.new_empty(impl.shape(batch, M, N))
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    a, b, trans_a, trans_b, alpha, precision = inputs
+    need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    # dA reads only B, dB only A: keep no tensor a gradient will not read.
+    ctx.save_for_backward(b if need_a else None, a if need_b else None)
+    ctx.flags = (trans_a, trans_b, alpha, precision)
+
+
+def _backward(ctx, dc: Tensor):
+    b, a = ctx.saved_tensors
+    needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+    da, db = impl.gradients(matmul, a, b, dc, ctx.flags, needs)
+    return da, db, None, None, None, None
+
+
+matmul.register_autograd(_backward, setup_context=_setup_context)
+
+
+@torch.library.custom_op("autotune::matmul_out", mutates_args=("out",))
+def matmul_out(
+    a: Tensor,
+    b: Tensor,
+    out: Tensor,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    precision: str = "highest",
+) -> None:
+    """out = alpha * op(a) @ op(b) + beta * out, in place (out is not read when beta is 0).
+
+    Args:
+        a, b: as for `matmul`.
+        out: (M, N) or (batch, M, N), the dtype and device of a; must not overlap a or b.
+        beta: scale of out's old values.
+    No autograd: this is the in-place form for inference and preallocated buffers; train through `matmul`.
+    """
+    impl.cpu_product_out(a, b, out, trans_a, trans_b, alpha, beta, precision)
+
+
+matmul_out.register_kernel("cuda")(impl.cuda_product_out)
+
+
+@matmul_out.register_fake
+def _matmul_out_fake(a, b, out, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, precision="highest"):
+    impl.check_kinds(a, b, out)
+    impl.out_dims(a, b, out, trans_a, trans_b, torch._check)

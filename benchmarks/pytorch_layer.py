@@ -1,0 +1,130 @@
+"""Host time per call of autotune's PyTorch operator, and a linear layer's time, against torch's.
+
+Torch runs in the same process, in strict FP32 (TF32 off).
+
+    python benchmarks/pytorch_layer.py                      # 64^3 host times; X 4096x1024 @ W.T (1024 out)
+    python benchmarks/pytorch_layer.py --rows 4096 --features 1024 --out-features 4096 --out layer.json
+
+host (us per call, small tensors: kernels far shorter than a call): torch `x @ w.T`,
+`autotune.matmul` (the Python API), `mm` (autotune.pytorch's eager road), `torch.ops.autotune.matmul`
+(the custom operator through the dispatcher), each without and with autograd (x requires grad),
+and nn.Linear against autotune's Linear. Timed in batches of BATCH calls, a synchronize between
+batches outside the timed span; the median batch / BATCH, median of REPEATS interleaved rounds.
+layer (ms, CUDA events): forward + backward of nn.Linear and of autotune's Linear (weights
+shared), eager, and each under torch.compile (fullgraph), the median of ITERS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch
+from torch import nn
+
+import autotune
+from autotune.pytorch import Linear, mm
+
+BATCH, REPEATS, ITERS = 50, 7, 50
+
+
+def host_us(fn) -> float:
+    """Median host time per call, in microseconds."""
+    rounds = []
+    for _ in range(REPEATS):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(BATCH):
+            fn()
+        rounds.append((time.perf_counter() - t0) / BATCH * 1e6)
+    return statistics.median(rounds)
+
+
+def host_table(n: int) -> dict[str, float]:
+    x = torch.rand(n, n, device="cuda")
+    w = torch.rand(n, n, device="cuda")
+    xg = x.clone().requires_grad_(True)
+    ref, ours = nn.Linear(n, n).cuda(), Linear(n, n).cuda()
+    calls = {
+        "torch x @ w.T": lambda: x @ w.T,
+        "autotune.matmul": lambda: autotune.matmul(x, w, trans_b=True),
+        "mm": lambda: mm(x, w, False, True),
+        "op (dispatcher)": lambda: torch.ops.autotune.matmul(x, w, False, True),
+        "torch x @ w.T, grad": lambda: xg @ w.T,
+        "mm, grad": lambda: mm(xg, w, False, True),
+        "op, grad": lambda: torch.ops.autotune.matmul(xg, w, False, True),
+        "nn.Linear": lambda: ref(x),
+        "Linear": lambda: ours(x),
+    }
+    for fn in calls.values():
+        for _ in range(20):
+            fn()  # the kernel chosen, compiled and checked before timing
+    gc.disable()
+    try:
+        times = {k: [] for k in calls}
+        for _ in range(3):  # interleaved rounds: drift in the machine's state meets every call alike
+            for k, fn in calls.items():
+                times[k].append(host_us(fn))
+    finally:
+        gc.enable()
+    return {k: round(statistics.median(v), 2) for k, v in times.items()}
+
+
+def step_ms(layer, x) -> float:
+    """Median ms of one forward + backward of `layer` on x (CUDA events)."""
+    g = torch.rand(x.shape[0], layer.out_features, device="cuda")
+    for _ in range(5):
+        layer(x).backward(g)
+    times = []
+    for _ in range(ITERS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        layer(x).backward(g)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def layer_table(rows: int, features: int, out_features: int) -> dict[str, float]:
+    ref = nn.Linear(features, out_features).cuda()
+    ours = Linear(features, out_features).cuda()
+    ours.load_state_dict(ref.state_dict())
+    x = torch.rand(rows, features, device="cuda", requires_grad=True)
+    out = {"nn.Linear": step_ms(ref, x), "Linear": step_ms(ours, x)}
+    out["nn.Linear compiled"] = step_ms(torch.compile(ref, fullgraph=True), x)
+    out["Linear compiled"] = step_ms(torch.compile(ours, fullgraph=True), x)
+    out["speedup eager"] = out["nn.Linear"] / out["Linear"]
+    out["speedup compiled"] = out["nn.Linear compiled"] / out["Linear compiled"]
+    return {k: round(v, 4) for k, v in out.items()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", type=int, default=64, help="n of the n x n host-time operands")
+    p.add_argument("--rows", type=int, default=4096)
+    p.add_argument("--features", type=int, default=1024)
+    p.add_argument("--out-features", type=int, default=1024)
+    p.add_argument("--out", type=Path, help="also write the figures here as JSON")
+    args = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    result = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "host_us": host_table(args.size),
+        "layer_ms": layer_table(args.rows, args.features, args.out_features),
+    }
+    print(json.dumps(result, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

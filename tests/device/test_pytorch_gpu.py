@@ -1,0 +1,187 @@
+"""On the GPU: autotune.pytorch's operator with the tuned kernels, against torch's own in FP32.
+
+opcheck on CUDA tensors, torch.compile(fullgraph=True) with dynamic shapes, CUDA graph capture
+and replay, gradients, and a Linear model's training (TF32 off for torch too).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("torch without CUDA", allow_module_level=True)
+
+from torch import nn  # noqa: E402
+
+from autotune.pytorch import Linear, matmul, matmul_out, mm, record_shapes, swap_linear  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
+FP32_REL = 1e-5  # relative norm error two FP32 sums of a few hundred terms stay within
+
+
+@pytest.fixture(autouse=True)
+def _strict_fp32(monkeypatch):
+    """torch's own products in FP32, as autotune's "highest" tier is."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+
+
+def _rel(x, y) -> float:
+    return float((x - y).norm() / y.norm().clamp_min(1e-30))
+
+
+def _operands(M, N, K, ta, tb, batch=None, grad=False, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    lead = () if batch is None else (batch,)
+    a = torch.rand(*lead, *((K, M) if ta else (M, K)), device="cuda", generator=g) - 0.5
+    b = torch.rand(*lead, *((N, K) if tb else (K, N)), device="cuda", generator=g) - 0.5
+    return a.requires_grad_(grad), b.requires_grad_(grad)
+
+
+def _reference(a, b, ta, tb, alpha=1.0):
+    return alpha * ((a.transpose(-2, -1) if ta else a) @ (b.transpose(-2, -1) if tb else b))
+
+
+@pytest.mark.parametrize("ta,tb", LAYOUTS)
+@pytest.mark.parametrize("batch", [None, 3])
+def test_opcheck_on_cuda_tensors(ta, tb, batch):
+    a, b = _operands(67, 45, 33, ta, tb, batch, grad=True)
+    result = torch.library.opcheck(matmul, (a, b, ta, tb, 0.5, "highest"))
+    assert set(result.values()) == {"SUCCESS"}, result
+    out = torch.rand(*(() if batch is None else (batch,)), 67, 45, device="cuda")
+    result = torch.library.opcheck(matmul_out, (a.detach(), b.detach(), out, ta, tb, 1.5, 2.0, "highest"))
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+@pytest.mark.parametrize("product", [matmul, mm], ids=["op", "mm"])
+@pytest.mark.parametrize("ta,tb", LAYOUTS)
+def test_forward_gradients_and_strides_match_torch(ta, tb, product):
+    a, b = _operands(130, 70, 90, ta, tb, grad=True)
+    c = product(a, b, ta, tb, 0.75)
+    ref = _reference(a, b, ta, tb, 0.75)
+    assert c.stride() == (70, 1) and _rel(c, ref) < FP32_REL
+    g = torch.rand_like(ref) - 0.5
+    for x, y in zip(torch.autograd.grad(c, (a, b), g), torch.autograd.grad(ref, (a, b), g), strict=True):
+        assert x.shape == y.shape and _rel(x, y) < FP32_REL
+
+
+def test_half_precision_cuda_tensors_are_refused_not_cast():
+    a, b = _operands(16, 16, 16, False, True)
+    for dtype in (torch.float16, torch.bfloat16):
+        for product in (matmul, mm):
+            with pytest.raises(TypeError, match="float32 only"):
+                product(a.to(dtype), b.to(dtype), False, True)
+
+
+def test_compile_fullgraph_dynamic_shapes_through_a_linear_model():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(96, 128), nn.GELU(), nn.Linear(128, 40)).cuda()
+    ref = nn.Sequential(nn.Linear(96, 128), nn.GELU(), nn.Linear(128, 40)).cuda()
+    ref.load_state_dict(model.state_dict())
+    assert swap_linear(model) == ["0", "2"]
+    compiled = torch.compile(model, fullgraph=True, dynamic=True)
+    for rows in (33, 64, 100):  # one graph, sizes symbolic
+        x = torch.rand(rows, 96, device="cuda") - 0.5
+        y = compiled(x)
+        assert _rel(y, ref(x)) < FP32_REL
+        y.square().sum().backward()
+        ref(x).square().sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters(), strict=True):
+            assert _rel(p.grad, q.grad) < 1e-4
+            p.grad = q.grad = None
+
+
+def test_cuda_graph_captures_and_replays_the_operator():
+    """A captured call replays with new data in its inputs.
+
+    Warmed up first (the kernel chosen, compiled and verified, its workspaces made) on a side
+    stream, as torch asks, and captured on that same stream: a kernel's workspace is kept per
+    stream (gpu/launcher.py), so the capture finds it made and records launches only."""
+    a, b = _operands(200, 120, 72, False, True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            matmul(a, b, False, True)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        c = matmul(a, b, False, True)
+    for seed in (1, 2):
+        new_a, new_b = _operands(200, 120, 72, False, True, seed=seed)
+        a.copy_(new_a)
+        b.copy_(new_b)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert _rel(c, new_a @ new_b.T) < FP32_REL
+
+
+def test_compile_reduce_overhead_cuda_graphs_a_linear_layer():
+    torch.manual_seed(0)
+    layer = Linear(64, 48).cuda()
+    compiled = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
+    for _ in range(4):  # the first runs warm up and record; the later ones replay
+        x = torch.rand(32, 64, device="cuda") - 0.5
+        y = compiled(x).clone()
+        assert _rel(y, nn.functional.linear(x, layer.weight, layer.bias)) < FP32_REL
+
+
+def test_linear_training_matches_torchs():
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 10)).cuda()
+    ours = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 10)).cuda()
+    ours.load_state_dict(ref.state_dict())
+    swap_linear(ours)
+    opt_ref = torch.optim.SGD(ref.parameters(), lr=0.5)
+    opt = torch.optim.SGD(ours.parameters(), lr=0.5)
+    g = torch.Generator(device="cuda").manual_seed(1)
+    x = torch.rand(256, 32, device="cuda", generator=g) - 0.5
+    teacher = torch.rand(32, 10, device="cuda", generator=g) - 0.5
+    target = (x @ teacher).argmax(-1)  # labels a model can learn (random ones barely move in 100 steps)
+    losses = []
+    for _ in range(100):
+        pair = []
+        for model, o in ((ref, opt_ref), (ours, opt)):
+            o.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), target)
+            loss.backward()
+            o.step()
+            pair.append(loss.item())
+        losses.append(pair)
+    assert losses[-1][0] < 0.5 * losses[0][0]  # it learned (about 2.3 to 0.6 on a CPU)
+    for want, got in losses:
+        assert abs(got - want) <= 1e-4 * abs(want)
+
+
+def test_recorder_on_cuda_names_the_linear_layers_gemms(tmp_path):
+    model = nn.Sequential(Linear(16, 32), nn.ReLU(), Linear(32, 8)).cuda()
+    with record_shapes(tmp_path / "shapes.txt") as log:
+        model(torch.rand(40, 16, device="cuda")).sum().backward()
+    assert [p.name for p in log.problems] == [
+        "40x32x16_nt",
+        "40x8x32_nt",
+        "40x32x8",
+        "8x32x40_tn",
+        "32x16x40_tn",
+    ]
+
+
+def test_the_example_under_compile_matches_torchs_loss_curve():
+    """examples/pytorch_mlp.py's 300 compiled Adam steps follow torch's loss curve.
+
+    autotune's Linear against nn.Linear from the same weights, under torch.compile(fullgraph=True);
+    the curves agree to FP32 rounding, which 300 steps of Adam amplify a little (1e-3 relative)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "pytorch_mlp.py"
+    spec = importlib.util.spec_from_file_location("pytorch_mlp", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    want, got = example.run(steps=300, device="cuda", compile=True)
+    assert got[-1] < 0.5 * got[0]
+    for a, b in zip(want, got, strict=True):
+        assert abs(a - b) <= 1e-3 * abs(a)
