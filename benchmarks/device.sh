@@ -17,6 +17,9 @@
 #   padding          benchmarks/padding_probe.py: every stored kernel form with NaN past K in its
 #                    operands' rows                                     -> logs/padding.txt
 #   cache            pack the compile cache into $OUT/cache.tar.xz (carry it as .fuzzcache.tar.xz)
+#   pytorch          autotune.pytorch on the device: its GPU tests, benchmarks/pytorch_layer.py (host
+#                    time per call and a linear layer, torch beside it), examples/pytorch_mlp.py
+#                                                                       -> logs/pytorch_{tests,layer,mlp}.txt
 #   dispatch         benchmarks/dispatch.py: host time per call of matmul, the loaded kernel,
 #                    cupy.matmul, torch                                  -> logs/dispatch.{txt,json}
 #   sweep [TRIALS]   benchmarks/sweep.py, warptile, TRIALS per shape (40) -> logs/sweep.{txt,json}
@@ -55,7 +58,7 @@ usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
     gpu-suite) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
-    gpu-tests|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel|cache|padding) ;;
+    gpu-tests|pytorch|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel|cache|padding) ;;
     gpu-shard) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+/[0-9]+$ ]] || { echo "gpu-shard needs K/N" >&2; usage; } ;;
     fuzz) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz needs a count" >&2; usage; }
       j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
@@ -139,6 +142,15 @@ sys.exit(main(sys.argv[1:]))' fuzz --problems "$count" --coverage 0 --shrink 2 -
     cache)  # in 15-MB parts (what comes back is at most 16 MB a file): cat them into .fuzzcache.tar.xz
       tar cJf - -C /tmp atcache $([ -d /tmp/cupycache ] && echo cupycache) | split -b 15M - "$OUT/cache.tar.xz.part-"
       echo "cache: $(ls /tmp/atcache/nvrtc | wc -l) files, $(du -ch "$OUT"/cache.tar.xz.part-* | tail -1 | cut -f1)" ;;
+    pytorch)
+      timeout "$(left)" python3 -m pytest -q -p no:cacheprovider --durations=10 tests/device/test_pytorch_gpu.py \
+        > "$L/pytorch_tests.txt" 2>&1
+      echo "exit $?" >> "$L/pytorch_tests.txt"
+      timeout 240 python3 benchmarks/pytorch_layer.py --out "$L/pytorch_layer.json" > "$L/pytorch_layer.txt" 2>&1
+      echo "exit $?" >> "$L/pytorch_layer.txt"
+      timeout 240 python3 examples/pytorch_mlp.py > "$L/pytorch_mlp.txt" 2>&1
+      echo "exit $?" >> "$L/pytorch_mlp.txt"
+      echo "pytorch: tests $(tail -2 "$L/pytorch_tests.txt" | tr '\n' ' '); layer $(tail -1 "$L/pytorch_layer.txt"); mlp $(tail -2 "$L/pytorch_mlp.txt" | tr '\n' ' ')" ;;
     dispatch)
       timeout 300 python3 benchmarks/dispatch.py --out "$L/dispatch.json" > "$L/dispatch.txt" 2>&1
       echo "exit $?" >> "$L/dispatch.txt"
