@@ -150,7 +150,7 @@ sys.exit(main(sys.argv[1:]))' fuzz --problems "$count" --coverage 0 --shrink 2 -
       echo "exit $?" >> "$L/pytorch_layer.txt"
       timeout 240 python3 examples/pytorch_mlp.py > "$L/pytorch_mlp.txt" 2>&1
       echo "exit $?" >> "$L/pytorch_mlp.txt"
-      echo "pytorch: tests $(tail -2 "$L/pytorch_tests.txt" | tr '\n' ' '); layer $(tail -1 "$L/pytorch_layer.txt"); mlp $(tail -2 "$L/pytorch_mlp.txt" | tr '\n' ' ')" ;;
+      echo "pytorch: tests $(tail -2 "$L/pytorch_tests.txt" | tr '\n' ' '); layer $(python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(d['host_us'], d['layer_ms'])" "$L/pytorch_layer.json" 2>&1 | tail -1); mlp $(tail -2 "$L/pytorch_mlp.txt" | tr '\n' ' ')" ;;
     dispatch)
       timeout 300 python3 benchmarks/dispatch.py --out "$L/dispatch.json" > "$L/dispatch.txt" 2>&1
       echo "exit $?" >> "$L/dispatch.txt"
