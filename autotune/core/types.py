@@ -21,10 +21,9 @@ class UserError(Exception):
 
 
 class NoGPUError(UserError, RuntimeError):
-    """No CUDA device to run on (no GPU, no driver), raised by `load` and `matmul`.
+    """No CUDA device (no GPU, no driver): `load` and `matmul` raise it, not CuPy's error."""
 
-    Raised instead of CuPy's own error, in one sentence; a RuntimeError too, as CuPy's is.
-    """
+    # One sentence, not CuPy's; a RuntimeError too, as CuPy's is.
 
 
 def one_line(text: str) -> str:
@@ -62,11 +61,9 @@ def quoted(value: Any) -> str:
 
 
 def error_line(message: str) -> str:
-    """Return `message` as the line an error is printed on: one line, clipped.
-
-    Each run of more than QUOTE_CHARS non-blank characters is clipped (a message that quotes a
-    value whole), then the whole line to LINE_CHARS (a value with blanks in it).
-    """
+    """Return `message` as the line an error is printed on: one line, clipped."""
+    # Each run of more than QUOTE_CHARS non-blank characters is clipped (a message that quotes a
+    # value whole), then the whole line to LINE_CHARS (a value with blanks in it).
     line = _LONG_RUN.sub(lambda m: clipped(m.group(), QUOTE_CHARS), one_line(message))
     return clipped(line, LINE_CHARS)
 

@@ -60,12 +60,9 @@ class Kernel:
         return ops.finish()
 
     def verify(self, tolerance: float | None = None) -> float:
-        """Return the relative error on a small awkward problem against a float64 product.
-
-        Raises:
-            RuntimeError: The error is above `tolerance` (by default its tier's: 1e-4, or 2e-3 for
-                a one-TF32-product kernel).
-        """
+        """Return the relative error on a small awkward problem; RuntimeError above `tolerance`."""
+        # Checked against a float64 product; `tolerance` is by default the tier's (1e-4, or 2e-3
+        # for a one-TF32-product kernel).
         if tolerance is None:
             from ..core.tiers import tier
 
