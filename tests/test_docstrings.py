@@ -79,6 +79,22 @@ DONE = [
     "dispatch/fuzz/shrink.py",
     "dispatch/fuzz/tally.py",
     "records/results.py",
+    "core/__init__.py",
+    "core/types.py",
+    "core/tiers.py",
+    "gpu/__init__.py",
+    "gpu/runner.py",
+    "gpu/precision.py",
+    "kernels/__init__.py",
+    "dispatch/__init__.py",
+    "dispatch/kernel.py",
+    "dispatch/fuzz/case.py",
+    "dispatch/fuzz/draw.py",
+    "records/__init__.py",
+    "records/export.py",
+    "cli/options.py",
+    "cli/fuzz.py",
+    "search/evaluate.py",
 ]
 
 

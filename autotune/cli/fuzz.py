@@ -1,5 +1,7 @@
-"""`autotune fuzz`: the differential fuzzer of the dispatch (autotune/dispatch/fuzz/) on this GPU and its
-results folder, with progress, a table per regime, and a one-line repro for each failure."""
+"""`autotune fuzz`: the dispatch's differential fuzzer (dispatch/fuzz/) on this GPU's results.
+
+It shows progress, a table per regime, and a one-line repro for each failure.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ EPILOG = """examples:
 
 
 def add_parser(sub) -> None:
+    """Add the `fuzz` command to the subparsers `sub`."""
     f = sub.add_parser(
         "fuzz",
         help="check autotune.matmul and every stored kernel against FP64 on random problems (exit 1 if wrong)",
@@ -69,6 +72,7 @@ def add_parser(sub) -> None:
 
 
 def cmd_fuzz(args) -> int:
+    """Run `autotune fuzz`; return the exit code (1 if a call was wrong)."""
     from ..dispatch import fuzz
     from ..dispatch.api import _device_limits
     from ..dispatch.table import results_dir
@@ -110,6 +114,7 @@ def _kernels(cases) -> int:
 
 
 def _executor():
+    """Return (the fuzzer's Executor, GPU slug, arch, device) of this GPU; else one UserError."""
     from ..dispatch.api import _device_props
     from ..dispatch.kernel import gpu_arrays
 
@@ -128,13 +133,14 @@ def _executor():
 
 
 def _records(root, slug: str) -> list[tuple[Problem, dict]]:
-    """The records as autotune.matmul reads them (each stored config checked by its family)."""
+    """Return the records as matmul reads them, each stored config checked by its family."""
     from ..dispatch.table import _table
 
     return _table(os.fspath(root), slug).records
 
 
 def _coverage(records, arch: str, limits, args):
+    """Return the cases that run each stored kernel, and the fallback config, --coverage times."""
     from ..dispatch import fuzz
     from ..dispatch.api import fallback_config
 
@@ -145,8 +151,8 @@ def _coverage(records, arch: str, limits, args):
 
 
 def _precompile(cases, arch: str, args) -> None:
-    """The kernels the cases load, compiled in parallel into the compile cache first (autotune.load
-    compiles one at a time)."""
+    """Compile the kernels the cases load into the compile cache, in parallel."""
+    # autotune.load compiles one at a time.
     from ..gpu.compile import compile_many
     from ..kernels.family import cached_family
     from ..kernels.render import DEFAULT_KERNEL, render
@@ -187,6 +193,7 @@ def _records_arch(root, slug: str) -> str | None:
 
 
 def _run(executor, calls, args):
+    """Run the calls; return (their tally, the indices of the failures, whether one was fatal)."""
     from ..dispatch.fuzz import Tally
 
     tally, failures, fatal = Tally(), [], False
@@ -211,6 +218,7 @@ def _run(executor, calls, args):
 
 
 def _show_failure(executor, calls, index: int, args) -> None:
+    """Shrink the failure at call `index` and print its one-line repro."""
     from ..dispatch.fuzz import repro_line, shrink
 
     def fails(seq):
@@ -229,6 +237,7 @@ def _show_failure(executor, calls, index: int, args) -> None:
 
 
 def _repro(calls) -> int:
+    """Run the calls of --repro in this process; return the exit code (1 if one was wrong)."""
     executor, *_ = _executor()
     wrong = 0
     for i, (case, outcome) in enumerate(executor.run(calls)):

@@ -1,9 +1,10 @@
-"""The command line's argument types (numbers in their ranges, sm_XX, seconds) and the options every
-shape-taking command shares; an argparse parser whose errors are one `autotune: error:` line.
+"""The command line's argument types, the options every shape-taking command shares, its parser.
 
 Every number is checked here, as the command line is parsed, against a bound that fits where it
 goes (a C int in the kernels, an FP32 beta, a sensible count of trials that SQLite and a record
-hold): a value that would fail later, after a search has run, is refused before anything starts."""
+hold): a value that would fail later, after a search has run, is refused before anything starts.
+The parser's errors are one `autotune: error:` line.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from .inputs import int_in
 
 
 class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one `autotune: error:` line, exit code 2."""
+
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
         see = f"autotune {self.prog.split()[-1]} --help" if " " in self.prog else "autotune --help"
         # argparse quotes the argument it refuses, whole: masked and bounded as every error line is
@@ -25,8 +28,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def positive_int(hi: int, bound: str):
-    """An argparse type: an integer from 1 to `hi`; `bound` says what sets `hi`, in the message
-    a larger value gets."""
+    """Return an argparse type: an integer from 1 to `hi` (`bound` says why, when one is above)."""
 
     def parse(text: str) -> int:
         try:
@@ -43,8 +45,10 @@ def positive_int(hi: int, bound: str):
 
 
 def number(lo: float, hi: float | None = None, *, above: bool = False, below: bool = False):
-    """An argparse type: a finite number from `lo` (excluded when `above`) to `hi` (excluded when
-    `below`); inf, nan and anything outside are refused, not clamped."""
+    """Return an argparse type: a finite number from `lo` to `hi`; others refused, not clamped.
+
+    `lo` is excluded when `above`, `hi` when `below`; inf and nan are refused.
+    """
     bounds = f"{'>' if above else '>='} {lo:g}"
     if hi is not None:
         bounds += f" and {'below' if below else 'at most'} {hi:.12g}"
@@ -65,8 +69,7 @@ def number(lo: float, hi: float | None = None, *, above: bool = False, below: bo
 
 
 def fp32_number(text: str) -> float:
-    """An argparse type: a number the kernels take as a C float (beta): one FP32 holds as that
-    number (core.types.fp32_holds), not infinity nor a magnitude that becomes 0."""
+    """Argparse type: a number FP32 holds as that number (`fp32_holds`), as kernels take beta."""
     try:
         value = float(text)
     except ValueError:
@@ -105,6 +108,7 @@ _ARCH = re.compile(r"^sm_\d+a?$")
 
 
 def arch(text: str) -> str:
+    """Argparse type: an architecture, sm_<digits> with an optional 'a' (sm_90, sm_90a)."""
     if not _ARCH.match(text):
         raise argparse.ArgumentTypeError(
             f"expected sm_<digits> with an optional 'a' (e.g. sm_90, sm_90a), got {text!r}"
@@ -113,7 +117,7 @@ def arch(text: str) -> str:
 
 
 def _precision_help() -> str:
-    """--precision's help: each registered tier's clause, then how records of a tier are named."""
+    """Return --precision's help: each registered tier's clause, then how its records are named."""
     clauses = [f"{t.name} (default) {t.help}" if t.name == DEFAULT else f"{t.name}: {t.help}" for t in TIERS.values()]
     suffixes = [f"_{name}" for name in TIERS if name != DEFAULT]
     return (
@@ -124,6 +128,7 @@ def _precision_help() -> str:
 
 
 def shape_args(p: argparse.ArgumentParser) -> None:
+    """Add the options that say a problem: --size, --m, --n, --k, --layout, --batch, --beta, ..."""
     p.add_argument("--size", type=dim, metavar="S", help="square problem S x S x S")
     p.add_argument("--m", type=dim, help="rows of op(A) and C")
     p.add_argument("--n", type=dim, help="columns of op(B) and C")

@@ -1,4 +1,4 @@
-"""Precision tiers: each one's name, what it is checked against, its error bounds and how it is shown.
+"""Precision tiers: each one's name, its bar, its error bounds and how it is shown.
 
 A tier is the accuracy a kernel must meet, named as torch.set_float32_matmul_precision names it.
 Everything that treats tiers apart (the runner's check, `Kernel.verify`, the fuzzer's bound and
@@ -59,7 +59,7 @@ class Tier:
 
     @property
     def strict(self) -> bool:
-        """FP32 products and sums on the CUDA cores: it meets every tier's contract."""
+        """Whether it is FP32 on the CUDA cores, which meets every tier's contract."""
         return self.contract is None
 
 
@@ -87,7 +87,7 @@ DEFAULT = "highest"
 
 
 def register(tier: Tier) -> Tier:
-    """Add `tier` after those registered (a name taken is an error); returns it."""
+    """Add `tier` after those registered and return it; ValueError if its name is taken."""
     if tier.name in TIERS:
         raise ValueError(f"tier {tier.name} is registered already")
     TIERS[tier.name] = tier
@@ -102,7 +102,7 @@ def unregister(name: str) -> None:
 
 
 def tier(name: str) -> Tier:
-    """The tier called `name`; ValueError for a name no tier has."""
+    """Return the tier called `name`; ValueError for a name no tier has."""
     try:
         return TIERS[name]
     except KeyError:
@@ -110,13 +110,13 @@ def tier(name: str) -> Tier:
 
 
 def meets(built: str, wanted: str) -> bool:
-    """Whether a kernel built for tier `built` serves a problem of tier `wanted`: the same tier,
-    or a strict one (FP32 meets every contract)."""
+    """Return whether a kernel built for tier `built` serves a problem of tier `wanted`."""
+    # The same tier serves, and so does a strict one: FP32 meets every contract.
     return built == wanted or (built in TIERS and TIERS[built].strict)
 
 
 def spelt_or(words: Sequence[str]) -> str:
-    """'a', 'a or b', 'a, b or c'."""
+    """Return the words as a list in prose: 'a', 'a or b', 'a, b or c'."""
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
 
 

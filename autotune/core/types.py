@@ -21,14 +21,17 @@ class UserError(Exception):
 
 
 class NoGPUError(UserError, RuntimeError):
-    """No CUDA device to run on (no GPU, no driver): what `autotune.load` and `autotune.matmul`
-    raise instead of CuPy's own error, in one sentence. A RuntimeError too, as CuPy's is."""
+    """No CUDA device (no GPU, no driver): `load` and `matmul` raise it, not CuPy's error."""
+
+    # One sentence, not CuPy's; a RuntimeError too, as CuPy's is.
 
 
 def one_line(text: str) -> str:
-    """`text` as one line of printable characters: a newline, another control character or an
-    undecodable byte of a file name (a lone surrogate) is shown escaped, as repr shows it. For
-    what goes into a message or a generated file's comment."""
+    """Return `text` as one line of printable characters, for a message or a generated comment.
+
+    A newline, another control character or an undecodable byte of a file name (a lone
+    surrogate) is shown escaped, as repr shows it.
+    """
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
@@ -41,8 +44,8 @@ _LONG_RUN = re.compile(rf"(?<!\S)\S{{{QUOTE_CHARS + 1},}}")  # tried from a run'
 
 
 def clipped(text: str, limit: int) -> str:
-    """`text`, or when longer than `limit` characters its start and its end (where a message
-    often says what is wrong) around '...', `limit` characters in all."""
+    """Return `text`, or if longer than `limit`, its start and end around '...' (`limit` in all)."""
+    # The end is kept too: that is where a message often says what is wrong.
     if len(text) <= limit:
         return text
     tail = limit // 4
@@ -50,7 +53,7 @@ def clipped(text: str, limit: int) -> str:
 
 
 def quoted(value: Any) -> str:
-    """`repr(value)` as an error message quotes a user's value: at most QUOTE_CHARS characters."""
+    """Return `repr(value)` as an error message quotes a user's value: at most QUOTE_CHARS long."""
     try:
         return clipped(repr(value), QUOTE_CHARS)
     except ValueError:  # an integer of more digits than Python converts to text (sys.int_info)
@@ -58,9 +61,9 @@ def quoted(value: Any) -> str:
 
 
 def error_line(message: str) -> str:
-    """`message` as the line an error is printed on: one_line's, each run of more than QUOTE_CHARS
-    non-blank characters clipped (a message that quotes a value whole), then the whole line
-    clipped to LINE_CHARS (a value with blanks in it)."""
+    """Return `message` as the line an error is printed on: one line, clipped."""
+    # Each run of more than QUOTE_CHARS non-blank characters is clipped (a message that quotes a
+    # value whole), then the whole line to LINE_CHARS (a value with blanks in it).
     line = _LONG_RUN.sub(lambda m: clipped(m.group(), QUOTE_CHARS), one_line(message))
     return clipped(line, LINE_CHARS)
 
@@ -79,8 +82,7 @@ FP32_RANGE = "0, or a magnitude from 1.4e-45 to 3.4e+38"
 
 
 def fp32_holds(x: float) -> bool:
-    """Whether FP32 holds `x` as a number of the same kind: finite, not rounded to infinity, and
-    not rounded to 0 unless it is 0 (FP32_RANGE)."""
+    """Return whether FP32 holds `x` finite, and nonzero unless it is 0 (FP32_RANGE)."""
     try:
         (y,) = struct.unpack("<f", struct.pack("<f", x))
     except OverflowError:  # finite, but rounds to infinity
@@ -90,14 +92,17 @@ def fp32_holds(x: float) -> bool:
 
 @dataclass(frozen=True)
 class Problem:
-    """C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, row-major float32.
+    """One product C[M,N] = alpha * op(A)[M,K] @ op(B)[K,N] + beta * C, row-major float32.
 
-    `layout` says how A and B are stored, as NumPy would write the product: "nn" is A @ B (A is
-    M x K, B is K x N), "nt" is A @ B.T (B stored N x K, as a linear layer's weight), "tn" is
-    A.T @ B (A stored K x M), "tt" is A.T @ B.T. Kernels read them in place; C is always M x N.
-    `batch` > 1: that many such products in one launch (strided batched GEMM). `beta` is the
-    one timed (the kernels take any): 0 writes C without reading it, any other reads it too.
-    `precision` is the accuracy tier (`core.tiers`) a kernel must meet to serve the problem."""
+    Args:
+        M, N, K: The sizes, each from 1 to MAX_DIM (else UserError, as for any field).
+        layout: How A and B are stored, as NumPy writes the product: "nn" is A @ B (A is M x K,
+            B is K x N), "nt" is A @ B.T (B stored N x K, as a linear layer's weight), "tn" is
+            A.T @ B (A stored K x M), "tt" is A.T @ B.T. Kernels read them in place; C is M x N.
+        batch: More than 1: that many such products in one launch (strided batched GEMM).
+        beta: The one timed (the kernels take any): 0 writes C without reading it.
+        precision: The accuracy tier (`core.tiers`) a kernel must meet to serve the problem.
+    """
 
     M: int
     N: int
@@ -134,9 +139,11 @@ class Problem:
 
     @property
     def name(self) -> str:
-        """'MxNxK', then '_<layout>' unless the layout is nn, '_b<batch>' for a batch and
-        '_beta<beta>' unless beta is 0, '_<precision>' unless it is highest: a results file's stem
-        ('512x512x512_nt_b64_beta3', '4096x4096x4096_high')."""
+        """The results file's stem: '512x512x512_nt_b64_beta3', '4096x4096x4096_high'.
+
+        'MxNxK', then '_<layout>' unless nn, '_b<batch>' for a batch, '_beta<beta>' unless beta
+        is 0, and '_<precision>' unless it is the default tier.
+        """
         shape = f"{self.M}x{self.N}x{self.K}"
         shape = shape if self.layout == "nn" else f"{shape}_{self.layout}"
         shape = shape if self.batch == 1 else f"{shape}_b{self.batch}"
@@ -173,8 +180,9 @@ class Problem:
         return dataclasses.replace(self, precision=precision)
 
     def as_dict(self) -> dict[str, int | str | float]:
-        """The record's "problem" (batch, beta and precision only when not 1, 0 and highest:
-        records of single FP32 products timed with beta = 0 read as they did before any existed)."""
+        """Return the record's "problem": batch, beta and precision only when not 1, 0, default."""
+        # So records of single FP32 products timed with beta = 0 read as they did before the
+        # other fields existed.
         d: dict[str, int | str | float] = {"M": self.M, "N": self.N, "K": self.K, "layout": self.layout}
         if self.batch > 1:
             d["batch"] = self.batch
@@ -190,8 +198,7 @@ class Problem:
 
     @property
     def bytes(self) -> int:
-        """Memory traffic of an ideal kernel: A and B read once, C written once (and read once
-        unless beta is 0)."""
+        """Bytes an ideal kernel moves: A and B read once, C written (and read unless beta is 0)."""
         c = self.M * self.N * (1 if self.beta == 0 else 2)
         return 4 * (self.M * self.K + self.K * self.N + c) * self.batch
 
@@ -199,9 +206,14 @@ class Problem:
     def parse(
         cls, text: str, layout: str = "nn", batch: int = 1, beta: float = 0.0, precision: str = DEFAULT
     ) -> Problem:
-        """'4096' (square) or '8192x8192x1024' (MxNxK), optionally followed, as results files are
-        named, by a layout ('_nt'), a batch count ('_b64'), a beta ('_beta3') and a precision
-        ('_high'), which win over `layout`, `batch`, `beta` and `precision`: '512x512x512_nt_b64'."""
+        """Return the problem `text` names: '4096' (square), '8192x8192x1024', '512x512x512_nt_b64'.
+
+        As results files are named, the size may be followed by a layout ('_nt'), a batch count
+        ('_b64'), a beta ('_beta3') and a precision ('_high'), which win over the arguments.
+
+        Raises:
+            UserError: `text` is not such a name.
+        """
         shape, *tags = str(text).lower().split("_")
         parts = shape.split("x")
         usage = (
@@ -237,7 +249,7 @@ class Problem:
 
 
 def _number(x: float) -> str:
-    """A float as a name reads it back exactly: 3, -0.5, 1e-05."""
+    """Return a float as a name reads it back exactly: 3, -0.5, 1e-05."""
     text = repr(float(x))
     return text[:-2] if text.endswith(".0") else text
 
@@ -258,9 +270,11 @@ class Config:
 
     @classmethod
     def make(cls, family: str, params: Mapping[str, int | str]) -> Config:
-        """Parameters are integers (numpy's too) or names (parameters with named choices): 128.5
-        or True is refused, not truncated or converted, since the name, the cache key and the
-        kernel would disagree. Which names a parameter takes is the family's to check."""
+        """Return the config of `family` with `params`, each an integer (numpy's too) or a name.
+
+        128.5 or True is refused (UserError), not truncated or converted, since the name, the cache
+        key and the kernel would disagree. Which names a parameter takes is the family's to check.
+        """
         if not isinstance(params, Mapping):
             raise UserError(f"{family}: parameters must map names to values, got {quoted(params)}")
         return cls(family, tuple(sorted((k, _param_value(family, k, v)) for k, v in params.items())))
@@ -273,17 +287,17 @@ class Config:
 
     @functools.cached_property
     def name(self) -> str:
-        """Procedural name, as CUTLASS does: the cache key, results key and C identifier. The
-        layout parameters are named only when set (a kernel for the nn layout keeps the name it
-        had before layouts existed, which stored results, replay tables and studies use; so does
-        one for a single product, BATCHED 0). Kept once made: a search looks up the names of
-        a whole space (600,000 points) several times."""
+        """Procedural name, as CUTLASS does: the cache key, results key and C identifier."""
+        # The pinned parameters are named only when set (name_piece): a kernel for the nn layout
+        # keeps the name it had before layouts existed, which stored results, replay tables and
+        # studies use; so does one for a single product, BATCHED 0. A cached_property: a search
+        # looks up the names of a whole space (600,000 points) several times.
         return self.family + "".join(name_piece(k, v) for k, v in self.params)
 
 
 def name_piece(key: str, value: int | str) -> str:
-    """A parameter's part of a config's name: "_BM128", or "" for a layout parameter at 0. The
-    enumeration builds the names of a whole space from these pieces at once."""
+    """Return a parameter's part of a config's name: "_BM128", or "" for a pinned one at 0."""
+    # The enumeration builds the names of a whole space from these pieces at once.
     return "" if key in PINNED_PARAMS and value == 0 else f"_{key}{value}"
 
 
@@ -299,6 +313,8 @@ def _param_value(family: str, name: str, value: Any) -> int | str:
 
 
 class Status(enum.Enum):
+    """How one evaluation of a config ended (anything but OK says why in its message)."""
+
     OK = "ok"
     REJECTED = "rejected"  # static filter (before or after compile)
     COMPILE_FAILED = "compile_failed"

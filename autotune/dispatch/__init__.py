@@ -1,2 +1,1 @@
-"""The Python API (autotune.matmul, autotune.load): the dispatch over stored records, the model
-for shapes never tuned, and the differential fuzzer that checks the dispatch."""
+"""The Python API (autotune.matmul, autotune.load) over stored records, and its fuzzer."""

@@ -1,5 +1,8 @@
-"""A compiled, verified kernel of one config on the current device (`Kernel`), called as
-`autotune.matmul` is; the operands' module (`arrays`, which imports CuPy) loaded on first use."""
+"""A compiled, verified kernel of one config on the current device (`Kernel`).
+
+It is called as `autotune.matmul` is; the operands' module (`arrays`, which imports CuPy) is
+loaded on first use.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,13 @@ _VERIFY_SHAPE = (67, 45, 33)
 
 
 class Kernel:
-    """A compiled, verified SGEMM kernel on the current device: `kernel(A, B, out, alpha, beta)`."""
+    """A compiled, verified SGEMM kernel on the current device: `kernel(A, B, out, alpha, beta)`.
+
+    Args:
+        config: The config to build (its family resolves it).
+        arch: The device's architecture ('sm_90'), compiled for as the family allows.
+        source: What chose the config ("fallback config", "tuned for ..."), shown in its repr.
+    """
 
     def __init__(self, config: Config, arch: str, source: str = "default"):
         from ..gpu.compile import compile_source
@@ -35,10 +44,12 @@ class Kernel:
     def __call__(
         self, A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bool = False, trans_b: bool = False
     ):
-        """C = alpha * op(A) @ op(B) + beta * C; the same arrays and arguments as
-        `autotune.matmul` (see there). The kernel reads one layout (`layout`): an operand stored
-        the other way is copied first. A batch runs in one launch on a kernel built for batches
-        (`batched`), one launch per matrix on another."""
+        """Return C = alpha * op(A) @ op(B) + beta * C, taking what `autotune.matmul` takes.
+
+        The kernel reads one layout (`layout`): an operand stored the other way is copied first.
+        A batch runs in one launch on a kernel built for batches (`batched`), one launch per
+        matrix on another.
+        """
         ops = gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
         return self._launch(ops.as_layout(self.layout), alpha, beta)
 
@@ -49,8 +60,9 @@ class Kernel:
         return ops.finish()
 
     def verify(self, tolerance: float | None = None) -> float:
-        """Relative error on a small awkward problem against cuBLAS in float64; raises if wrong
-        (above `tolerance`, by default its tier's: 1e-4, or 2e-3 for a one-TF32-product kernel)."""
+        """Return the relative error on a small awkward problem; RuntimeError above `tolerance`."""
+        # Checked against a float64 product; `tolerance` is by default the tier's (1e-4, or 2e-3
+        # for a one-TF32-product kernel).
         if tolerance is None:
             from ..core.tiers import tier
 
@@ -69,8 +81,8 @@ class Kernel:
 
 @functools.cache
 def _verify_problem(dev: int):
-    """(A, B, C0, 1.5 A B - 0.5 C0 in float64) of the load-time check, made once per device: a
-    kernel's first load costs its check, not a new random generator and reference."""
+    """Return (A, B, C0, 1.5 A B - 0.5 C0 in float64) of the load-time check on device `dev`."""
+    # Made once per device: a kernel's first load costs its check, not a new generator and reference.
     import cupy as cp
 
     M, N, K = _VERIFY_SHAPE
@@ -87,7 +99,8 @@ _ARRAYS = None  # autotune.dispatch.arrays, once imported
 
 
 def gpu_arrays():
-    """The operands' module (`arrays`), imported on first use: `import autotune` needs no CuPy."""
+    """Return the operands' module (`arrays`), imported on first use."""
+    # Not at module level: `import autotune` needs no CuPy.
     global _ARRAYS
     if _ARRAYS is None:
         from ..gpu.compile import nvrtc_version

@@ -1,0 +1,1 @@
+"""The device runtime: compile, load, launch, time and check kernels on the GPU."""

@@ -1,6 +1,7 @@
-"""What the tensor-core tiers' accuracy contract is checked with (the runner's `_contract`):
-inputs of each kind, operands rounded to TF32 as the kernels round them, the two error
-measures, and cuBLAS's gemm with TF32 products (the bar of a tier held to TF32, `core.tiers`).
+"""The measures the runner's `_contract` checks the tensor-core tiers' accuracy with.
+
+Inputs of each kind, operands rounded to TF32 as the kernels round them, the two error measures,
+and cuBLAS's gemm with TF32 products (the bar of a tier held to TF32, `core.tiers`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import cupy as cp
 
 @contextlib.contextmanager
 def math_mode(tf32: bool):
-    """cuBLAS's FP32 gemm with TF32 tensor-core products inside (tf32) or strict, as before."""
+    """Run cuBLAS's FP32 gemm inside with TF32 tensor-core products (`tf32`), else unchanged."""
     if not tf32:
         yield
         return
@@ -30,6 +31,7 @@ def math_mode(tf32: bool):
 
 
 def contract_input(rng, kind: str, shape) -> cp.ndarray:
+    """Return random FP32 operands of `kind`: "uniform" in [-1, 1), "normal", or "wide"."""
     if kind == "uniform":
         x = rng.random(shape, dtype=cp.float32) * 2 - 1
     elif kind == "normal":
@@ -41,15 +43,15 @@ def contract_input(rng, kind: str, shape) -> cp.ndarray:
 
 
 def tf32_rounded(x) -> cp.ndarray:
-    """x rounded to TF32 (10 mantissa bits), to nearest with ties away from zero, as the
-    kernels' cvt.rna does (finite inputs)."""
+    """Return finite `x` rounded to TF32 (10 mantissa bits) as the kernels' cvt.rna rounds it."""
+    # To nearest, ties away from zero.
     bits = x.view(cp.uint32)
     return ((bits + cp.uint32(0x1000)) & cp.uint32(0xFFFFE000)).view(cp.float32)
 
 
 def contract_errors(out, ref, scale) -> tuple[float, float]:
-    """(max |out - ref| / max |ref|, median of |out - ref| / scale); inf for a result with an
-    infinity or NaN (none of the contract's inputs has one)."""
+    """Return (max |out - ref| / max |ref|, median |out - ref| / scale); inf for an inf or NaN."""
+    # None of the contract's inputs has an infinity or NaN: a result with one is wrong.
     if bool(cp.isnan(out).any()) or bool(cp.isinf(out).any()):
         return math.inf, math.inf
     diff = cp.abs(out.astype(cp.float64) - ref)

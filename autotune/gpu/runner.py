@@ -1,9 +1,9 @@
 """The GPU side of an evaluation: verify a kernel against cuBLAS, time it with CUDA events.
 
-Runs inside the worker process (autotune.search.evaluate), the only place that holds a CUDA context,
-so a candidate that faults or hangs takes only the worker down. Everything here returns
-plain dicts (they cross a pipe). Kernels are loaded and launched by `launcher.LoadedKernel`;
-the tensor-core tiers' accuracy contract is checked with `precision`'s measures.
+Runs inside the worker process (gpu/worker.py), the only place that holds a CUDA context, so a
+candidate that faults or hangs takes only the worker down. Everything here returns plain dicts
+(they cross a pipe). Kernels are loaded and launched by `launcher.LoadedKernel`; the tensor-core
+tiers' accuracy contract is checked with `precision`'s measures.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class FatalGPUError(Exception):
 
 
 def device_info(device_id: int = 0) -> dict:
+    """Return the device's name, arch, limits and software versions, as a record keeps them."""
     props = cp.cuda.runtime.getDeviceProperties(device_id)
     name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
     return {
@@ -110,11 +111,13 @@ class Runner:
         beta: float = 0.0,
         precision: str = DEFAULT,
     ) -> dict:
-        """Operands stored in `layout` (A as K x M with a leading t, B as N x K with a second t),
-        `batch` of each (contiguous, one after the other) when batch > 1, the float64 reference
-        of op(A) @ op(B), and the input sets timing rotates through; timings run with `beta`
-        (C read too unless 0; verification runs its own alpha and beta whatever it is). Below the
-        highest `precision`, also the data of its accuracy contract (`_contract`)."""
+        """Make the problem's operands, its float64 reference and the input sets timed in turn.
+
+        Operands are stored in `layout` (A as K x M with a leading t, B as N x K with a second t),
+        `batch` of each (contiguous, one after the other) when batch > 1. Timings run with `beta`
+        (C read too unless 0); verification runs its own alpha and beta whatever it is. Below the
+        strict `precision`, also the data of its accuracy contract (`_contract`).
+        """
         problem = Problem(M, N, K, layout, batch, beta, precision)
         if (self.problem, self.seed) == (problem, seed):
             return {"ok": True}
@@ -161,9 +164,9 @@ class Runner:
     CONTRACT_KINDS = ("uniform", "normal", "wide")
 
     def _contract(self, rng, a_shape, b_shape) -> list[dict]:
-        """For each kind of input -- uniform in [-1, 1), normal, and magnitudes spread over
-        2^-20..2^20 with random signs -- the operands, the float64 product and |A| |B|, and the
-        errors the tier may have there."""
+        """Return per input kind the operands, float64 product, |A| |B| and the tier's limits."""
+        # The kinds: uniform in [-1, 1), normal, and magnitudes spread over 2^-20..2^20 with
+        # random signs.
         kinds = []
         for kind in self.CONTRACT_KINDS:
             a, b = (contract_input(rng, kind, shape) for shape in (a_shape, b_shape))
@@ -178,10 +181,10 @@ class Runner:
         return kinds
 
     def _bar_errors(self, a, b, measure) -> tuple[float, ...]:
-        """The errors (`measure` of a product, a tuple) the tier is held to on operands a, b:
-        FP32 cuBLAS's for an FP32 bar. For a TF32 bar, the larger of TF32 cuBLAS's and a true TF32
-        product's (the operands rounded to TF32, multiplied in FP32): cuBLAS's TF32 mode is free
-        to run FP32 kernels, and does at small and odd shapes."""
+        """Return the errors (`measure` of a product) the tier's bar has on operands a, b."""
+        # FP32 cuBLAS's for an FP32 bar. For a TF32 bar, the larger of TF32 cuBLAS's and a true
+        # TF32 product's (the operands rounded to TF32, multiplied in FP32): cuBLAS's TF32 mode is
+        # free to run FP32 kernels, and does at small and odd shapes.
         if self.tier.bar == "FP32":
             return measure(self._cublas_product(a, b))
         tf32 = measure(self._cublas_product(a, b, tf32=True))
@@ -189,8 +192,8 @@ class Runner:
         return tuple(max(x, y) for x, y in zip(tf32, emulated, strict=True))
 
     def _cublas_product(self, a, b, tf32: bool = False):
-        """op(A) @ op(B) by cuBLAS gemm (strided batched for a batch), in FP32 or with TF32
-        tensor-core products (the handle's math mode, restored after)."""
+        """Return op(A) @ op(B) by cuBLAS gemm, in FP32 or with TF32 tensor-core products."""
+        # gemm is strided batched for a batch; the handle's math mode is restored after.
         p = self.problem
         out = cp.empty(((p.batch,) if p.batch > 1 else ()) + (p.M, p.N), cp.float32)
         with math_mode(tf32):
@@ -198,8 +201,8 @@ class Runner:
         return out
 
     def _check_contract(self, launch) -> tuple[str | None, list[dict]]:
-        """(None when the kernel meets its tier's contract on every kind of input, else the
-        measured errors against their limits; each kind's errors, limits and cuBLAS's)."""
+        """Return (None or why the kernel misses its tier's contract, each input kind's errors)."""
+        # Each kind's row has its errors, limits and cuBLAS's.
         out = self.sets[0][2]
         rows, worse = [], []
         for c in self.contract:
@@ -219,8 +222,7 @@ class Runner:
                 + "; ".join(worse)), rows  # fmt: skip
 
     def op(self, a, b, out=None):
-        """op(A) @ op(B) by cuBLAS: transposed views (of each matrix of a batch), which
-        cupy.matmul hands to cuBLAS as transposes without a copy."""
+        """Return op(A) @ op(B) by cupy.matmul on transposed views (cuBLAS transposes, no copy)."""
         ta, tb = self.problem.trans
         return cp.matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out=out)
 
@@ -234,6 +236,7 @@ class Runner:
 
     # ---- kernels ---------------------------------------------------------------------------
     def _launcher(self, spec: dict):
+        """Return `launch(a, b, c, alpha, beta)` for the compiled kernel `spec`, loaded once."""
         name = spec["name"]
         if name not in self._modules:
             if len(self._modules) > 64:
@@ -248,8 +251,12 @@ class Runner:
         return launch
 
     def verify(self, spec: dict) -> dict:
-        """Relative Frobenius error of two launches: (alpha, beta) on a random C, and beta = 0
-        on a NaN-poisoned C (an element left unwritten, or a read of C, shows up as NaN)."""
+        """Return the kernel's relative Frobenius error and whether it is correct (a dict).
+
+        Two launches: (alpha, beta) on a random C, and beta = 0 on a NaN-poisoned C (an element
+        left unwritten, or a read of C, shows up as NaN); below strict FP32, the tier's contract.
+        Raises FatalGPUError when the launch leaves the CUDA context unusable.
+        """
         try:
             launch = self._launcher(spec)
             out = self.sets[0][2]
@@ -275,11 +282,14 @@ class Runner:
         return out
 
     def time(self, spec, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
-        """Median of per-launch CUDA-event times of a kernel (`spec`), or of cuBLAS: "matmul"
-        (cupy.matmul on the operands' views; beta = 0 only) or "gemm" (cupy.cublas.gemm, for a
-        batch cublasSgemmStridedBatched, with the transposes named: no copy whatever the
-        layout), each launch with alpha 1 and setup's beta; or of any `launch(a, b, c, alpha,
-        beta)` given as a callable (benchmarks/launch_floor.py: kernels that do nothing)."""
+        """Return the median and spread of per-launch CUDA-event times (ms) of `spec`.
+
+        `spec` is a compiled kernel, or cuBLAS: "matmul" (cupy.matmul on the operands' views;
+        beta = 0 only), "gemm" (cupy.cublas.gemm, for a batch cublasSgemmStridedBatched, with the
+        transposes named: no copy whatever the layout) or "gemm_tf32"; or any `launch(a, b, c,
+        alpha, beta)` callable (benchmarks/launch_floor.py). Each launch runs with alpha 1 and
+        setup's beta.
+        """
         beta = self.problem.beta
         if spec == "matmul":
             if beta != 0:
@@ -322,8 +332,7 @@ class Runner:
         return _percentiles(times)
 
     def _gemm_launcher(self):
-        """cuBLAS gemm on the problem's operands, the layout's transposes named (no copy); for a
-        batch, cublasSgemmStridedBatched."""
+        """Return cuBLAS gemm's launch on the problem's operands, transposes named (no copy)."""
         if self.problem.batch > 1:
             return self._strided_batched
         from cupy import cublas
@@ -336,8 +345,8 @@ class Runner:
         return launch
 
     def _strided_batched(self, a, b, c, alpha=1.0, beta=0.0):
-        """cublasSgemmStridedBatched on contiguous batches, the layout's transposes named: the
-        row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T."""
+        """Run cublasSgemmStridedBatched on contiguous batches, the layout's transposes named."""
+        # The row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T.
         from cupy_backends.cuda.libs import cublas
 
         M, N, K, batch = self.problem.M, self.problem.N, self.problem.K, self.problem.batch
@@ -357,6 +366,7 @@ class Runner:
             cublas.setPointerMode(handle, mode)
 
     def evaluate(self, spec: dict, target_s: float = 0.25, timed: bool = True) -> dict:
+        """Verify the kernel, then (if correct and `timed`) time it: one dict of both."""
         v = self.verify(spec)
         if not v["correct"]:
             return {"status": "incorrect", **v}
@@ -365,10 +375,12 @@ class Runner:
         return {"status": "ok", **v, **self.time(spec, target_s)}
 
     def cublas(self, target_s: float = 0.5) -> dict:
-        """cuBLAS on this problem: the faster of cupy.matmul and cupy.cublas.gemm, both timed
-        here (`paths`: each one's median ms); gemm alone with beta != 0 (cupy.matmul has none).
-        Below strict FP32 also gemm with TF32 products ("gemm_tf32"), which is the best of a tier
-        with a TF32 bar (one with an FP32 bar keeps FP32 cuBLAS's accuracy, and is timed against it)."""
+        """Return cuBLAS's time on this problem: its fastest path, and each path's median (`paths`).
+
+        The paths are cupy.matmul and cupy.cublas.gemm (gemm alone with beta != 0: cupy.matmul
+        has none); below strict FP32 also gemm with TF32 products ("gemm_tf32"), which is the
+        best of a tier with a TF32 bar (one with an FP32 bar is timed against FP32 cuBLAS).
+        """
         paths = ("matmul", "gemm") if self.problem.beta == 0 else ("gemm",)
         times = {path: self.time(path, target_s, min_reps=10) for path in paths}
         best = min(times, key=lambda p: times[p]["time_ms"])

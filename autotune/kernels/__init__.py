@@ -1,2 +1,1 @@
-"""Kernel families and their declarations: expressions, the declaration schema, launch plans,
-device limits, spaces and their enumeration, rendering, cached space sizes, SASS statistics."""
+"""Kernel families and their declarations: a config's source, launch and validity."""

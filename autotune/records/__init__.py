@@ -1,2 +1,1 @@
-"""Results as records: results/<gpu>/<shape>.json read and written (results), checked again
-(check), exported as a C header (export), plotted (report)."""
+"""Results as records: results/<gpu>/<shape>.json read, written, checked, exported, plotted."""

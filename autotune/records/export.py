@@ -1,6 +1,6 @@
 """The best stored config as a C header: parameters as #defines, the kernel, a host launcher.
 
-The launcher is rendered from the config's launch plan (autotune/kernels/launch.py), the description the
+The launcher is rendered from the config's launch plan (kernels/launch.py), the description the
 Python runner executes: `autotune_sgemm_plan` computes the launch values and which steps run at
 a shape (pure arithmetic, printable without a GPU), `autotune_sgemm` runs them.
 """
@@ -65,17 +65,20 @@ _C_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456
 
 
 def c_text(text: object, longest: int = 256) -> str:
-    """`text` made inert inside a C/C++ comment (// or /* */) and inside a string literal: each
-    character not in _C_SAFE (newlines and other control characters, backslash, quote, '*', '?',
-    '%', anything past ASCII) written as %XX per UTF-8 byte, and at most `longest` characters
-    (cut with '...'). Everything from outside that a header shows -- a GPU's name, a file name,
-    names and figures from a record -- goes through this, however it was validated before."""
+    """Return `text` made inert inside a C/C++ comment (// or /* */) and a string literal.
+
+    Each character not in _C_SAFE (newlines and other control characters, backslash, quote, '*',
+    '?', '%', anything past ASCII) is written as %XX per UTF-8 byte, and the result is cut to at
+    most `longest` characters (with '...').
+    """
+    # Everything from outside that a header shows -- a GPU's name, a file name, names and figures
+    # from a record -- goes through this, however it was validated before.
     out = "".join(c if c in _C_SAFE else "".join(f"%{b:02X}" for b in c.encode("utf-8", "replace")) for c in str(text))
     return out if len(out) <= longest else out[: longest - 3] + "..."
 
 
 def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
-    """What _export.h.j2 needs to write the launch plan and the launcher of `resolved`."""
+    """Return what _export.h.j2 needs to write the launch plan and the launcher of `resolved`."""
     plan = resolved.plan
     values = plan.c_values(host_only=True)
     names = {n for n, _ in values}
@@ -114,13 +117,14 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
 
 
 def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h") -> str:
-    """Header text for one results entry."""
+    """Return the header text for one results entry."""
     return header_for_entries([(record, entry)], file_name)
 
 
 def _arch_flags(arch: str) -> str:
-    """nvcc's flags for `arch`: an architecture-specific target (sm_90a) needs the -gencode form
-    (the -arch=sm_90a shorthand also runs a plain sm_90 pass, which rejects wgmma)."""
+    """Return nvcc's flags for `arch`."""
+    # An architecture-specific target (sm_90a) needs the -gencode form: the -arch=sm_90a
+    # shorthand also runs a plain sm_90 pass, which rejects wgmma.
     if arch.endswith("a"):
         num = arch.removeprefix("sm_")
         return f"-gencode=arch=compute_{num},code=sm_{num}"
@@ -128,9 +132,12 @@ def _arch_flags(arch: str) -> str:
 
 
 def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_sgemm.h") -> str:
-    """Header text for results entries of one shape: one (the header of that layout, its entry
-    points global) or one per layout (each kernel and its launchers in namespace autotune_<layout>,
-    cuBLAS's entry points dispatching on the transposes)."""
+    """Return the header text for results entries of one shape: one, or one per layout.
+
+    With one entry, the header of that layout, its entry points global; with one per layout,
+    each kernel and its launchers in namespace autotune_<layout>, and entry points in cuBLAS's
+    convention dispatching on the transposes.
+    """
     multi = len(picks) > 1
     sections, notes, first = [], [], None
     for record, entry in picks:
@@ -178,7 +185,7 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
 
 
 def _count(value: object) -> str:
-    """A record's count (registers, bytes) as the header's comment says it: digits, or "unknown"."""
+    """Return a record's count (registers, bytes) as the header's comment says it, or "unknown"."""
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else "unknown"
 
 
@@ -190,8 +197,19 @@ def export(
     family: str | None = None,
     layouts: list[str] | None = None,
 ) -> tuple[Path, dict]:
-    """Write the header for the best stored result (one per layout of `layouts`, each stored for
-    the problem's shape in that layout); returns (path, the first entry)."""
+    """Write the C header of the best stored result for `problem` to `out`.
+
+    Args:
+        family: Only this family's entries, if given.
+        layouts: One kernel per layout, each stored for the problem's shape in that layout
+            (default: the problem's own layout).
+
+    Returns:
+        (the header's path, the first layout's entry); the header is written whole or not at all.
+
+    Raises:
+        UserError: No such record, or one that is damaged or whose config its family refuses.
+    """
     picks = []
     for lay in layouts or [problem.layout]:
         record, entry = best_entry(root, gpu_slug, problem.with_layout(lay), family)  # read and checked

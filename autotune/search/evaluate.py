@@ -27,25 +27,28 @@ from .replay import load_replay
 
 
 class Evaluator(Protocol):
+    """What measures configs for a search: a GPU (`GPUEvaluator`) or a recorded table (replay)."""
+
     limits: DeviceLimits
     versions: dict
 
     def baseline(self, problem: Problem) -> dict:
-        """cuBLAS on this problem, timed like the candidates: time stats, gflops, error."""
+        """Return cuBLAS on this problem, timed like the candidates: time stats, gflops, error."""
 
     def evaluate(self, configs: Sequence[Config], problem: Problem, retime: bool = False) -> list[Measurement]:
         """Measure each config (verify first); never raises for a bad candidate."""
 
     def prefetch(self, configs: Sequence[Config], problem: Problem) -> None:
-        """A hint: these will be evaluated next (a GPU evaluator compiles them meanwhile)."""
+        """Hint that these will be evaluated next (a GPU evaluator compiles them meanwhile)."""
 
     def first_ready(self, configs: Sequence[Config], problem: Problem) -> int:
-        """Index of a prefetched config that can run now, waiting for one if none can."""
+        """Return the index of a prefetched config that can run now, waiting for one if none can."""
 
     def close(self) -> None: ...
 
 
 def gflops(problem: Problem, time_ms: float) -> float:
+    """Return the GFLOP/s of `problem` run in `time_ms`."""
     return problem.flops / (time_ms * 1e6)
 
 
@@ -66,7 +69,7 @@ def prepare(
     families: dict[str, Family],
     jobs: int | None = None,
 ) -> list[Prepared]:
-    """Render, compile (in parallel) and apply the post-compile static filter."""
+    """Render, compile (in parallel) and apply the post-compile static filter to each config."""
     from ..gpu.compile import CompileError, compile_many
 
     out, todo = [], []
@@ -116,9 +119,11 @@ def prepare(
 
 
 def code_of(resolved, arch: str) -> str | None:
-    """The digest of the machine code `resolved` compiles to for `arch` (gpu.machine_code): what
-    a record names as the kernel it measured. On a GPU the compile is the one `prepare` made
-    (cached); a replayed search compiles here, and without NVRTC records no digest."""
+    """Return the digest of the machine code `resolved` compiles to for `arch`; None without NVRTC.
+
+    The digest (gpu.machine_code) is what a record names as the kernel it measured. On a GPU the
+    compile is the one `prepare` made (cached); a replayed search compiles here.
+    """
     from ..gpu.compile import CompileError, NVRTCMissing, compile_source
     from ..gpu.machine_code import code_digest
 
@@ -130,12 +135,18 @@ def code_of(resolved, arch: str) -> str | None:
 
 
 class GPUEvaluator:
-    """Compile here, run in a worker process on `device_id`.
+    """An evaluator that compiles here and runs each kernel in a worker process on `device_id`.
 
-    A trial is timed for `target_s` of launches (at least 5), a re-time for `retime_target_s`:
-    at 4096^3 on the H200, trial medians of 28 launches were within 0.2% of 144-launch re-times
-    for the top 5 configs; 0.05 s (about 14 launches there; their spread was not
-    measured separately) is taken as enough to choose what to re-time, at half the GPU time."""
+    Args:
+        device_id: The CUDA device the worker uses.
+        arch: The target to compile for (default: the device's).
+        timeout_s: How long one candidate may run before its worker is replaced.
+        tolerance: The relative error a correct candidate may have (a tier's bar may raise it).
+        seed: Draws the problem's inputs.
+        jobs: Compile threads (default: default_jobs()).
+        target_s: Seconds of launches a trial is timed for (at least 5 launches).
+        retime_target_s: Seconds of launches a re-time (and cuBLAS's baseline) is timed for.
+    """
 
     def __init__(
         self,
@@ -148,6 +159,10 @@ class GPUEvaluator:
         target_s: float = 0.05,
         retime_target_s: float = 0.5,
     ):
+        # The timings' defaults: at 4096^3 on the H200, trial medians of 28 launches were within
+        # 0.2% of 144-launch re-times for the top 5 configs; 0.05 s (about 14 launches there;
+        # their spread was not measured separately) is taken as enough to choose what to re-time,
+        # at half the GPU time.
         self.device_id = device_id
         self.worker = Worker(device_id)
         info = dict(self.worker.info)
@@ -263,21 +278,23 @@ class GPUEvaluator:
 
 
 def default_jobs() -> int:
+    """Return the default number of compile threads: the machine's cores, 1 to 16."""
     return max(1, min(16, os.cpu_count() or 1))
 
 
 def default_window(jobs: int, trials: int) -> int:
-    """Trials a search worker keeps in flight: up to one a compile thread, since compiles, not
-    the GPU, set a search's pace (a warptile compile takes seconds, its run a tenth of one); but
-    no more than an eighth of the budget, since each trial in flight is one that TPE's next ask
-    does not see (with 16 in flight a 30-trial search ended a little lower than with 8, a
-    128-trial one as high and sooner); and at least 8, so that on a machine of few cores
-    compiled candidates still queue for the GPU."""
+    """Return how many trials a search worker keeps in flight, for `jobs` threads and `trials`."""
+    # Up to one a compile thread, since compiles, not the GPU, set a search's pace (a warptile
+    # compile takes seconds, its run a tenth of one); but no more than an eighth of the budget,
+    # since each trial in flight is one that TPE's next ask does not see (with 16 in flight a
+    # 30-trial search ended a little lower than with 8, a 128-trial one as high and sooner); and
+    # at least 8, so that on a machine of few cores compiled candidates still queue for the GPU.
     return max(8, min(jobs, trials // 8))
 
 
 def build_evaluator(spec: dict, index: int = 0):
-    """The evaluator a (worker) process uses: spec["kind"] is "gpu" (device index+offset) or "replay"."""
+    """Return the evaluator a (worker) process uses: spec["kind"] is "gpu" or "replay"."""
+    # A GPU evaluator's device is spec["device"] + `index`: each worker process its own GPU.
     if spec["kind"] == "replay":
         return load_replay(spec["path"], profile_for_arch(spec.get("arch")))
     return GPUEvaluator(

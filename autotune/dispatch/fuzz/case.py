@@ -1,5 +1,8 @@
-"""A fuzz case (`Case`): one call of the dispatch as a plain record, JSON on one line, every field
-checked as input; and the rounding bound its result is held to (`bound_factor`)."""
+"""A fuzz case (`Case`): one call of the dispatch as a plain record, and the bound it is held to.
+
+A case is JSON on one line, every field checked as input; `bound_factor` is the rounding bound
+its result is held to.
+"""
 
 from __future__ import annotations
 
@@ -83,6 +86,7 @@ class Case:
 
     @classmethod
     def from_json(cls, d: dict) -> Case:
+        """Return the case a JSON object (as `to_json` writes it) describes; else UserError."""
         if not isinstance(d, dict):
             raise UserError(f"a case must be a JSON object, got {type(d).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
@@ -97,6 +101,7 @@ class Case:
 
 
 def broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """Return batch axes `a` and `b` broadcast together, as cupy.matmul does; else UserError."""
     n = max(len(a), len(b))
     a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
     out = []
@@ -112,7 +117,7 @@ def _int(v) -> bool:
 
 
 def _check_case(c: Case) -> None:
-    """A case read from a command line is input: every field in its range."""
+    """Raise UserError unless every field is in its range: a case from a command line is input."""
     problems = []
     if c.regime not in (*REGIMES, COVERAGE):
         problems.append(f"regime {c.regime!r}")
@@ -155,13 +160,16 @@ def _check_case(c: Case) -> None:
 
 
 def bound_factor(precision: str, K: int) -> float:
-    """The largest |C - C64| / (|alpha| |A||B| + |beta| |C0|) a correct kernel of `precision` can
-    have, element by element, whatever order it sums in: the tier's `bound` (`core.tiers`);
-    ValueError for a precision no tier has."""
+    """Return the largest |C - C64| / (|alpha| |A||B| + |beta| |C0|) a correct kernel may have.
+
+    Element by element, whatever order it sums in: the `bound` of the tier `precision`
+    (`core.tiers`) at `K`; ValueError for a precision no tier has.
+    """
     return tier(precision).bound(K)
 
 
 def is_valid(case: Case) -> bool:
+    """Return whether every field of `case` is in its range."""
     try:
         _check_case(case)
     except UserError:

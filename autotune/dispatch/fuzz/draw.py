@@ -1,5 +1,8 @@
-"""Drawing fuzz cases: the regimes' shapes, data and call options (`cases`, reproducible from a seed),
-and the cases that run each stored kernel once in every form it can be built in (`coverage`)."""
+"""Drawing fuzz cases: random ones (`cases`) and ones that run each stored kernel (`coverage`).
+
+`cases` draws the regimes' shapes, data and call options, reproducible from a seed; `coverage`
+runs each stored kernel once in every form it can be built in.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ if TYPE_CHECKING:
 
 
 def _dim(rng: random.Random, lo: int, hi: int) -> int:
-    """A size in [lo, hi] that is, as often as not, a multiple of nothing: log-uniform, or next
-    to a power of two or a multiple of 128 (where tiles end), or odd."""
+    """Return a size in [lo, hi] that is, as often as not, a multiple of nothing."""
+    # Log-uniform, or next to a power of two or a multiple of 128 (where tiles end), or odd.
     if hi <= lo:
         return lo
     kind = rng.random()
@@ -35,7 +38,7 @@ def _dim(rng: random.Random, lo: int, hi: int) -> int:
 
 
 def _shape(rng: random.Random, regime: str) -> tuple[int, int, int, tuple, tuple]:
-    """(M, N, K, lead_a, lead_b) of a regime."""
+    """Return (M, N, K, lead_a, lead_b) of a regime."""
     lead_a = lead_b = ()
     if regime == "few_rows":
         m, n, k = _dim(rng, 1, 16), _dim(rng, 1, 8192), _dim(rng, 1, 8192)
@@ -64,7 +67,7 @@ def _shape(rng: random.Random, regime: str) -> tuple[int, int, int, tuple, tuple
 
 
 def _fit(m: int, n: int, k: int, lead: tuple[int, ...]) -> tuple[int, int, int]:
-    """The shape shrunk (keeping its proportions) until it fits MAX_ELEMENTS and MAX_FLOP."""
+    """Return the shape shrunk (keeping its proportions) until it fits MAX_ELEMENTS and MAX_FLOP."""
     batch = math.prod(lead)
     while max(m * k, k * n, m * n) * batch > MAX_ELEMENTS or 2 * m * n * k * batch > MAX_FLOP:
         m, n, k = max(1, m * 3 // 4), max(1, n * 3 // 4), max(1, k * 3 // 4)
@@ -72,7 +75,7 @@ def _fit(m: int, n: int, k: int, lead: tuple[int, ...]) -> tuple[int, int, int]:
 
 
 def _values(rng: random.Random, data: str, special: str) -> tuple[float, float]:
-    """(alpha, beta) for the data: powers of two with integer data, so the result stays exact."""
+    """Return (alpha, beta) for the data: powers of two with integer data, so it stays exact."""
     if data == "ints":
         alpha = rng.choice((1.0, 1.0, -1.0, 0.5, 2.0, -0.25))
         beta = rng.choice((0.0, 0.0, 1.0, -1.0, 0.5, 2.0))
@@ -84,7 +87,7 @@ def _values(rng: random.Random, data: str, special: str) -> tuple[float, float]:
 
 
 def draw(rng: random.Random, seen: Sequence[Case] = (), torch: bool = False) -> Case:
-    """One case; with `seen` (the cases so far), now and then one of their shapes again."""
+    """Return one case; with `seen` (the cases so far), now and then one of their shapes again."""
     if seen and rng.random() < 0.3:
         old = rng.choice(seen[-64:])
         regime, (m, n, k, lead_a, lead_b) = old.regime, (old.M, old.N, old.K, old.lead_a, old.lead_b)
@@ -120,9 +123,9 @@ def draw(rng: random.Random, seen: Sequence[Case] = (), torch: bool = False) -> 
 
 
 def cases(seed: int, count: int, torch: bool = False) -> Iterator[Case]:
-    """`count` cases from `seed`, the same ones on every machine: some in pairs on two streams
-    (stream 1, then stream 2), half of those pairs the same shape and layout (one kernel on two
-    streams at once)."""
+    """Yield `count` cases from `seed`, the same ones on every machine."""
+    # Some come in pairs on two streams (stream 1, then stream 2), half of those pairs the same
+    # shape and layout (one kernel on two streams at once).
     rng = random.Random(seed)
     seen: list[Case] = []
     while len(seen) < count:
@@ -141,8 +144,8 @@ def cases(seed: int, count: int, torch: bool = False) -> Iterator[Case]:
 
 
 def near(rng: random.Random, problem: Problem, fits: Callable[[int, int, int], bool], batched: bool) -> tuple:
-    """(M, N, K, lead) near a tuned `problem` (each size within a factor of two, a multiple of
-    nothing in particular) where `fits` holds, for the kernel tuned there; None if none is found."""
+    """Return (M, N, K, lead) near a tuned `problem` where `fits` holds; None if none is found."""
+    # Each size within a factor of two of the tuned one, a multiple of nothing in particular.
     for _ in range(20):
         dims = []
         for d in (problem.M, problem.N, problem.K):
@@ -156,7 +159,7 @@ def near(rng: random.Random, problem: Problem, fits: Callable[[int, int, int], b
 
 
 def coverage_case(rng: random.Random, config: Config, layout: str, precision: str, shape: tuple) -> Case:
-    """A case that runs `config` (built for `layout`, a batch when `shape` has a batch axis)."""
+    """Return a case that runs `config`, built for `layout` (and a batch if `shape` has one)."""
     m, n, k, lead = shape
     data = rng.choices(DATA, (40, 15, 10, 5, 30))[0]
     alpha, beta = _values(rng, data, "")
@@ -177,13 +180,19 @@ def coverage(
     per_kernel: int,
     limits: DeviceLimits,
 ) -> list[Case]:
-    """`per_kernel` cases for each kernel the dispatcher can choose: each stored entry (`records`:
-    (tuned shape, its families' entries)) and each `extra` config (the fallback), built for each
-    layout and batching it can be (within the device's `limits`, as the dispatcher builds them),
-    at shapes near its tuned one where its family is meant to run.
+    """Return `per_kernel` cases for each kernel the dispatcher can choose, in each form it builds.
 
-    `limits` is required: without a device's, a form past its shared memory or threads would be
-    drawn, one the dispatcher never builds, and reported as a kernel that fails."""
+    Args:
+        records: (tuned shape, its families' entries) of each stored record.
+        extra: (shape, config) of each other config it may run (the fallback).
+        seed: The draw's seed.
+        per_kernel: How many cases each kernel gets, at shapes near its tuned one where its
+            family is meant to run.
+        limits: The device's: each config is built for each layout and batching it can be
+            within them, as the dispatcher builds it. Required: without them a form past the
+            device's shared memory or threads would be drawn, one the dispatcher never builds,
+            and reported as a kernel that fails.
+    """
     from ...kernels.family import cached_family
     from ...records.results import entry_config
     from ..table import built_for
@@ -213,8 +222,8 @@ def coverage(
 
 
 def interleave(first: Sequence[Case], second: Sequence[Case], seed: int) -> list[Case]:
-    """`second`'s cases put among `first`'s at places drawn from `seed`, each list's order kept
-    (a stream pair of `first` stays together)."""
+    """Return `second`'s cases put among `first`'s at places drawn from `seed`, each order kept."""
+    # A stream pair of `first` stays together: nothing is put between its two cases.
     rng = random.Random(seed ^ 0x1EAF)
     slots = sorted(rng.randrange(len(first) + 1) for _ in second)
     out, j = [], 0
