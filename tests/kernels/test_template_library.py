@@ -1,6 +1,6 @@
 """The templates as a library: no template past 400 lines, no block of code written twice (shared
-code lives in the underscore-prefixed macro files), and the retired CLUSTER_M of wgmma_tf32 still
-read from stored configs."""
+code lives in the underscore-prefixed macro files), every include and macro a whole C block (its
+braces balance), and the retired CLUSTER_M of wgmma_tf32 still read from stored configs."""
 
 import re
 
@@ -55,6 +55,80 @@ def test_the_check_finds_a_repeated_block(tmp_path):
     lines = _code_lines(text + "\n" + text)
     blocks = [tuple(line for _, line in lines[i : i + _BLOCK]) for i in range(len(lines) - _BLOCK + 1)]
     assert len(set(blocks)) < len(blocks)
+
+
+# What a brace count skips, in the order met: a Jinja comment, tag (group 1: its keyword) or
+# expression, a C comment, string or character; else a brace of the C code.
+_SKIPPED_OR_BRACE = re.compile(
+    r"""\{#.*?#\}|\{%[-+]?\s*(\w+).*?[-+]?%\}|\{\{.*?\}\}|//[^\n]*|/\*.*?\*/"""
+    r"""|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|[{}]""",
+    re.S,
+)
+
+
+def brace_faults(name: str, text: str) -> list[str]:
+    """Where a template's C braces cross a partial's edge: for the file outside its macros, each
+    macro's body and each call block's body (the caller's code a call macro wraps), a line when
+    it closes a brace it did not open or leaves one open. Braces in Jinja comments, tags and
+    expressions and in C comments, strings and characters are not counted."""
+    units = [[f"{name} (outside its macros)", 0]]  # [what, depth] of the bodies open here
+    faults = []
+    for m in _SKIPPED_OR_BRACE.finditer(text):
+        token, keyword = m.group(0), m.group(1)
+        line = text.count("\n", 0, m.start()) + 1
+        if keyword in ("macro", "call"):
+            units.append([f"{name}:{line} {keyword} body", 0])
+        elif keyword in ("endmacro", "endcall"):
+            what, depth = units.pop()
+            if depth:
+                faults.append(f"{what}: {depth} brace(s) left open at line {line}")
+        elif token == "{":
+            units[-1][1] += 1
+        elif token == "}":
+            if units[-1][1] == 0:
+                faults.append(f"{units[-1][0]}: line {line} closes a brace it did not open")
+            else:
+                units[-1][1] -= 1
+    what, depth = units.pop()
+    if depth:
+        faults.append(f"{what}: {depth} brace(s) left open at its end")
+    return faults
+
+
+def test_every_include_and_macro_is_a_whole_c_block():
+    """A partial (an included file, a macro, a call block's body) opens and closes its own braces:
+    one that closes a loop its includer opened cannot be read, or changed, on its own."""
+    faults = [f for path in sorted(TEMPLATE_DIR.glob("*.j2")) for f in brace_faults(path.name, path.read_text())]
+    assert not faults, "\n".join(faults)
+
+
+def test_the_brace_check_finds_a_partial_that_crosses_a_scope():
+    """The rule above is not vacuous: a macro that closes a loop it did not open and opens one it
+    does not close, and a file that closes a brace it did not open, are found; braces in Jinja
+    and in C comments and strings are not counted."""
+    crossing = """{% macro product_then_rows() %}
+            acc += a * b;
+        }
+    }
+    for (int i = 0; i < {{ TM }}; ++i) {
+{%- endmacro %}
+"""
+    assert brace_faults("t", crossing) == [
+        "t:1 macro body: line 3 closes a brace it did not open",
+        "t:1 macro body: line 4 closes a brace it did not open",
+        "t:1 macro body: 1 brace(s) left open at line 6",
+    ]
+    assert brace_faults("t", "{{ tile.tail_units() }}\n        body();\n    }\n") == [
+        "t (outside its macros): line 3 closes a brace it did not open"
+    ]
+    whole = """{#- { #}
+{% macro m(x="{") %}
+    if (c) { s = "}"; t = '{'; }  // }
+    /* { */ {{ "}" if x else "{" }}
+{%- endmacro %}
+{% call m() %}{ body(); }{% endcall %}
+"""
+    assert brace_faults("t", whole) == []
 
 
 def test_a_stored_wgmma_config_naming_the_retired_cluster_m_still_resolves():
