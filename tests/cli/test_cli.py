@@ -366,3 +366,12 @@ def test_a_timeout_alone_makes_the_time_the_budget(tmp_path, monkeypatch, capsys
     from autotune.search.evaluate import code_of
 
     assert entry["code"] == code_of(resolved, entry["limits"]["arch"]) and len(entry["code"]) == 16
+
+
+def test_the_fault_fixture_family_loads_beside_the_shipped_ones():
+    # tests/device/test_faults.py searches this family on a GPU: a declaration it lacks (as its
+    # YAML's model: section once did) would fail there only, so its dry run is checked here.
+    env = dict(os.environ, AUTOTUNE_TEMPLATES=str(ROOT / "tests" / "data" / "broken"))
+    r = run("search", "--size", "300", "--family", "broken", "tiled", "--dry-run", "--arch", "sm_90", env=env)
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^broken\s+9\s+9\s+9/9\s+9", r.stdout, re.M), r.stdout
