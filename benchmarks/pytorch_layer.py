@@ -47,7 +47,8 @@ def host_us(fn) -> float:
     return statistics.median(rounds)
 
 
-def host_table(n: int) -> dict[str, float]:
+def host_calls(n: int) -> dict:
+    """The calls host_table times, by name, on n x n operands (kernels chosen and built first)."""
     x = torch.rand(n, n, device="cuda")
     w = torch.rand(n, n, device="cuda")
     xg = x.clone().requires_grad_(True)
@@ -66,6 +67,12 @@ def host_table(n: int) -> dict[str, float]:
     for fn in calls.values():
         for _ in range(20):
             fn()  # the kernel chosen, compiled and checked before timing
+    return calls
+
+
+def host_table(n: int) -> dict[str, float]:
+    """Median host time per call of each of host_calls(n), in microseconds."""
+    calls = host_calls(n)
     gc.disable()
     try:
         times = {k: [] for k in calls}
@@ -113,8 +120,23 @@ def main() -> None:
     p.add_argument("--features", type=int, default=1024)
     p.add_argument("--out-features", type=int, default=1024)
     p.add_argument("--out", type=Path, help="also write the figures here as JSON")
+    p.add_argument("--profile", metavar="CALL", help="instead: cProfile 5000 calls of CALL (a host-time row's name)")
     args = p.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
+    if args.profile:
+        import cProfile
+        import pstats
+
+        fn = host_calls(args.size)[args.profile]
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(100):
+            for _ in range(BATCH):
+                fn()
+            torch.cuda.synchronize()
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+        return
     result = {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
