@@ -100,6 +100,17 @@ def torch_stream(named) -> cp.cuda.Stream | None:
     return None
 
 
+def torch_current_stream(device) -> cp.cuda.Stream:
+    """Return CuPy's view of torch's current stream on `device` (a CUDA torch.device)."""
+    import torch
+
+    # The raw handle straight from torch's C side where it has one: a torch.cuda.Stream object
+    # costs microseconds a call.
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    handle = raw(device.index) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+    return _foreign_stream(handle)
+
+
 def _foreign_stream(handle: int) -> cp.cuda.Stream:
     """Return CuPy's view of a raw stream handle, made once per handle (up to _STREAMS_MAX)."""
     stream = _STREAMS.get(handle)

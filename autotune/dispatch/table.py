@@ -91,6 +91,7 @@ class _Table:
         self.folder, self.state, self.records, self.clean = folder, state, records, clean
         self.choices: dict[tuple, Kernel] = {}
         self.plans: dict[str, object] = {}  # config name -> its launch plan (the model's)
+        self.shortcuts: dict[tuple, object] = {}  # shortcut.key -> shortcut.Shortcut (torch calls)
 
     def _pool(self, problem: Problem) -> list[tuple[Problem, dict]]:
         """Return the records of the problem's layout and batching, else of its layout, else all."""

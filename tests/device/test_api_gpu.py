@@ -273,3 +273,37 @@ def test_the_loaded_kernel_keeps_each_shapes_geometry():
     for shape in [(4097, 4097, 4097), (1, 1, 1), (300, 4097, 70)]:
         assert loaded.geometry(*shape) == loaded.plan.geometry(*shape, loaded.slots)
         assert loaded.geometry(*shape) is loaded.geometry(*shape)
+
+
+def test_torch_calls_seen_before_take_the_short_road_and_stay_right(torch, monkeypatch):
+    # The short road serves a call like one the full road served in place; every variation that
+    # could change the full road's answer (alignment, strides, transposes, grad, a stream) is a key
+    # of its own, so each result here must equal torch's on its first and its repeated calls.
+    from autotune.dispatch import api
+
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    g = torch.Generator(device="cuda").manual_seed(3)
+    big = torch.rand(130, 131, device="cuda", generator=g) - 0.5
+    w = torch.rand(97, 131, device="cuda", generator=g) - 0.5
+    side = torch.cuda.Stream()
+    cases = [
+        (big[:, :128], w[:, :128].t(), {}),  # 16-byte aligned rows, B transposed in place
+        (big[:, 1:129], w[:, 1:129].t(), {}),  # the same shapes and strides, 4 bytes off
+        (big[:, :128], w[:, :128], {"trans_b": True}),
+        (big[:97, :128].t(), w[:, :128].t(), {"trans_a": True}),  # A read as its transpose twice
+        (big.t()[:, :64], big[:64], {}),  # column-major A
+    ]
+    for a, b, kw in cases:
+        want = torch.matmul(a.t() if kw.get("trans_a") else a, b.t() if kw.get("trans_b") else b)
+        for stream in (None, side, None):
+            with torch.cuda.stream(stream or torch.cuda.current_stream()):
+                got = autotune.matmul(a, b, alpha=0.5, **kw)
+            torch.cuda.synchronize()
+            assert float((got - 0.5 * want).norm() / (0.5 * want).norm()) < 1e-5, (a.shape, a.stride(), kw)
+    dev = torch.cuda.current_device()
+    table = api.table_for(None, api._device_props(dev)[0])
+    assert table.shortcuts, "no call was kept for the short road"
+    x = big[:, :128].clone().requires_grad_(True)
+    for _ in range(2):  # refused on the full road, and so every time
+        with pytest.raises(TypeError, match="requires grad"):
+            autotune.matmul(x, w[:, :128].t())
