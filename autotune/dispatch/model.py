@@ -4,7 +4,8 @@ Every stored entry (each family's best at each tuned shape of the layout) is a c
 measured time is carried to the new shape by a model of how its launch scales (occupancy, work of
 the busiest SM, a roofline, the cost of each launch, trust falling with distance), and the fastest
 prediction wins. A prediction is a ranking aid, not a measurement: `autotune search` at the shape
-is the answer when it matters, and the choice is logged as "predicted for ..." in the kernel's source.
+is the answer when it matters, and the choice is logged as "predicted for ..." in the kernel's
+source.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class Roof:
 
     @classmethod
     def of(cls, measured: Iterable[tuple[Problem, float]]) -> Roof:
-        """The roof of (problem, time in ms) measurements; infinite where there are none."""
+        """Return the roof of (problem, time in ms) measurements; infinite where there are none."""
         pairs = [(p, t) for p, t in measured if t > 0]
         return cls(
             max((p.bytes / t for p, t in pairs), default=math.inf),
