@@ -1,45 +1,11 @@
-"""Which stored kernel to run at a shape nobody tuned: each stored config's measured time, carried
-to the new shape by a model of how its launch scales, and the fastest prediction wins.
+"""Predict which stored kernel runs fastest at a shape nobody tuned.
 
-The nearest tuned shape's winner can be far from the best elsewhere: a 128 x 256 tile tuned at
-4096^3 leaves most of the GPU idle at 256 x 256 x 16384 (two tiles), and a kernel tuned to stream
-one row of A is no use at 1024^3. So every stored entry (each family's best at each tuned shape
-of the layout) is a candidate, and its time at the new shape is predicted from its own launch:
-
-- Occupancy: blocks of it resident on the GPU at once ("slots"), from its threads, registers and
-  shared memory and the GPU's limits stored with the measurement (threads and blocks an SM holds
-  among them).
-- Work: the launch plan's grid at the new shape gives the blocks; the work of one block is the
-  padded output tile (the rows and columns the family's YAML declares, `model: tile`: BM x BN,
-  TILE x TILE, MR rows or NR columns of the streaming families) times K, split as the grid
-  splits it. The busiest SM gets ceil(blocks / SMs) of them, as many at once as fit (wave
-  quantisation), and blocks resident together share its issue rate: n of them take
-  n ** (1 - SHARING) times one alone (`sm_load`). The measured time scales by that
-  busiest-SM load. Without the sharing, a small tile measured with one block an SM (at 512^3)
-  was predicted to run with 8 a SM at 1500^3 as fast, and chosen there at 0.65x cuBLAS. For the
-  streaming families a block's work is the slab of the operand it reads, so this scales their
-  memory traffic too (a group of MR rows re-reads B).
-- Roofline: no kernel beats the best bandwidth (ideal bytes: A and B read once, C written once)
-  or the best FLOP rate any stored kernel of this GPU reached.
-- Launches: each launch of the sequence costs LAUNCH_US of GPU time on its own (a split launch's
-  three kernels at a tiny shape).
-- Distance: the further the launch is from the one measured, the less a prediction is trusted:
-  each unit of log-distance in its grid (the SGEMM blocks) and in the depth of K each block sums
-  adds DISTANCE_WEIGHT to the predicted time, so between two close predictions the measurement of
-  the more alike launch wins. The distance is the launch's, not the shape's: the 32 x 128 split tile
-  measured at 200 x 3000 x 1000 launches 660 blocks 255 deep there and 660 blocks 206 deep at 777^3
-  (0.21 apart), so that measurement carries there almost as it is, though the shapes are 2.96
-  apart in log(M, N, K).
-
-SHARING, DISTANCE_WEIGHT and LAUNCH_US were chosen on the "fit" shapes of
-benchmarks/candidates.py (every stored config timed at shapes nobody tuned; 40 of them, odd sizes
-and row or column counts that no tile divides among them) for the best geometric mean of the
-chosen kernel against cuBLAS, and are reported on its "score" and "check" shapes;
-benchmarks/judge_model.py redoes that from the timings on the CPU, notes/performance.md has the
-figures.
-
-A prediction is a ranking aid, not a measurement: `autotune search` at the shape is the answer
-when it matters, and the choice is logged as "predicted for ..." in the kernel's source.
+Every stored entry (each family's best at each tuned shape of the layout) is a candidate: its
+measured time is carried to the new shape by a model of how its launch scales (occupancy, work of
+the busiest SM, a roofline, the cost of each launch, trust falling with distance), and the fastest
+prediction wins. A prediction is a ranking aid, not a measurement: `autotune search` at the shape
+is the answer when it matters, and the choice is logged as "predicted for ..." in the kernel's
+source.
 """
 
 from __future__ import annotations
@@ -52,22 +18,43 @@ from ..core.types import Problem, UserError
 from ..kernels.launch import LaunchPlan
 from ..kernels.limits import resident_per_sm
 
+# Why every candidate, not the nearest tuned shape's winner: that winner can be far from the best
+# elsewhere. A 128 x 256 tile tuned at 4096^3 leaves most of the GPU idle at 256 x 256 x 16384
+# (two tiles), and a kernel tuned to stream one row of A is no use at 1024^3.
+#
+# SHARING, DISTANCE_WEIGHT and LAUNCH_US were chosen on the "fit" shapes of
+# benchmarks/candidates.py (every stored config timed at shapes nobody tuned; 40 of them, odd sizes
+# and row or column counts that no tile divides among them) for the best geometric mean of the
+# chosen kernel against cuBLAS, and are reported on its "score" and "check" shapes;
+# benchmarks/judge_model.py redoes that from the timings on the CPU, notes/performance.md has the
+# figures.
 REG_ALLOC_UNIT = 256  # registers are given to a warp in units of 256
 SMEM_RESERVED = 1024  # bytes the runtime keeps per block (sm_80 and newer)
-LAUNCH_US = 4.0  # GPU time of one launch of a sequence, whatever it does: an estimate
+# Each launch of a sequence costs this much GPU time on its own, whatever it does (a split
+# launch's three kernels at a tiny shape): an estimate.
+LAUNCH_US = 4.0
+# Each unit of log-distance between the launch measured and the launch predicted (`apart`) adds
+# this share to the predicted time, so between two close predictions the measurement of the more
+# alike launch wins.
 DISTANCE_WEIGHT = 0.2
+# n blocks resident together on an SM take n ** (1 - SHARING) times one alone (`sm_load`).
 SHARING = 0.5
 
 
 @dataclass(frozen=True)
 class Roof:
-    """The best rates any stored kernel of one GPU reached: bytes/ms and FLOP/ms."""
+    """The best rates any stored kernel of one GPU reached: bytes/ms and FLOP/ms.
+
+    No kernel beats the best bandwidth (ideal bytes: A and B read once, C written once) or the
+    best FLOP rate any stored kernel of this GPU reached, so a prediction is never below either.
+    """
 
     bytes_per_ms: float
     flops_per_ms: float
 
     @classmethod
     def of(cls, measured: Iterable[tuple[Problem, float]]) -> Roof:
+        """Return the roof of (problem, time in ms) measurements; infinite where there are none."""
         pairs = [(p, t) for p, t in measured if t > 0]
         return cls(
             max((p.bytes / t for p, t in pairs), default=math.inf),
@@ -76,7 +63,17 @@ class Roof:
 
 
 def slots(plan: LaunchPlan, registers: int, smem_bytes: int, limits: Mapping) -> int:
-    """Blocks of the SGEMM kernel resident on the whole GPU at once (`limits` as a record stores them)."""
+    """Count the blocks of the SGEMM kernel resident on the whole GPU at once.
+
+    Occupancy comes from the block's threads, registers and shared memory against the GPU's limits
+    stored with the measurement (threads and blocks an SM holds among them).
+
+    Args:
+        plan: The launch plan (its block size is read).
+        registers: Registers per thread.
+        smem_bytes: Shared memory per block.
+        limits: The GPU's limits, as a record stores them.
+    """
     threads = plan.block
     warps = -(-threads // 32)
     per_warp = -(-max(registers, 1) * 32 // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
@@ -88,10 +85,15 @@ def slots(plan: LaunchPlan, registers: int, smem_bytes: int, limits: Mapping) ->
 
 
 def sm_load(blocks: int, per_sm: int, sms: int) -> float:
-    """The busiest SM's time for a launch of `blocks`, in units of one block running alone: it
-    gets ceil(blocks / sms) of them, per_sm at a time, and n blocks together take n ** (1 -
-    SHARING) times one alone (SHARING = 1: each resident block runs as fast as one alone, so only
-    whole waves count; 0: they divide the SM's issue rate between them)."""
+    """Return the busiest SM's time for a launch of `blocks`, in units of one block running alone.
+
+    It gets ceil(blocks / sms) of them, per_sm at a time (wave quantisation), and n blocks together
+    take n ** (1 - SHARING) times one alone.
+    """
+    # SHARING = 1: each resident block runs as fast as one alone, so only whole waves count; 0: they
+    # divide the SM's issue rate between them. Without the sharing, a small tile measured with one
+    # block an SM (at 512^3) was predicted to run with 8 a SM at 1500^3 as fast, and chosen there at
+    # 0.65x cuBLAS.
     on_sm = -(-blocks // sms)
     full, rest = divmod(on_sm, per_sm)
     return full * per_sm ** (1 - SHARING) + (rest ** (1 - SHARING) if rest else 0.0)
@@ -108,7 +110,16 @@ class Launch:
 
 
 def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Launch:
-    """The plan's launch at `problem` with `per_sm` of its blocks resident on each of `sms` SMs."""
+    """Return the plan's launch at `problem`, `per_sm` of its blocks resident on each of `sms` SMs.
+
+    Raises:
+        UserError: The plan's family declares no tile (`model: tile` in its YAML).
+    """
+    # The work of one block is the padded output tile (the rows and columns the family's YAML
+    # declares, `model: tile`: BM x BN, TILE x TILE, MR rows or NR columns of the streaming
+    # families) times K, split as the grid splits it. For the streaming families a block's work is
+    # the slab of the operand it reads, so this scales their memory traffic too (a group of MR
+    # rows re-reads B).
     M, N, K = problem.M, problem.N, problem.K
     if plan.tile is None:
         raise UserError("a kernel whose family declares no tile (model: tile, in its YAML) cannot be predicted")
@@ -126,14 +137,21 @@ def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Lau
 
 
 def apart(a: Launch, b: Launch) -> float:
-    """Log-distance between two launches: in blocks and in the depth of K a block sums."""
+    """Return the log-distance of two launches: in blocks and in the depth of K a block sums."""
+    # The distance is the launch's, not the shape's: the 32 x 128 split tile measured at
+    # 200 x 3000 x 1000 launches 660 blocks 255 deep there and 660 blocks 206 deep at 777^3
+    # (0.21 apart), so that measurement carries there almost as it is, though the shapes are 2.96
+    # apart in log(M, N, K).
     return abs(math.log(a.blocks / b.blocks)) + abs(math.log(a.depth / b.depth))
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One stored measurement -- a config timed at its tuned shape -- and the config built for the
-    new problem's layout and batch (the same unless those differ)."""
+    """One stored measurement and the config built for the new problem's layout and batch.
+
+    The measurement is a config timed at its tuned shape; the config that would run is the same
+    unless the layout or batch differ.
+    """
 
     problem: Problem  # where it was measured
     measured: LaunchPlan  # the plan of the config measured
@@ -144,6 +162,9 @@ class Candidate:
     what: object  # handed back to the caller
 
     def predict_ms(self, problem: Problem, roof: Roof) -> float:
+        """Predict the time (ms) of the config that would run at `problem`, under `roof`."""
+        # The measured time, less its launches, scales by the busiest SM's load; the roof bounds it
+        # below; each launch adds LAUNCH_US; distance from the measured launch adds DISTANCE_WEIGHT.
         per_sm = max(self.slots // self.sms, 1)
         at_s = busiest_sm(self.measured, self.problem, per_sm, self.sms)
         at_p = busiest_sm(self.plan, problem, per_sm, self.sms)
@@ -154,14 +175,17 @@ class Candidate:
 
 
 def distance(a: Problem, b: Problem) -> float:
-    """Log-distance over M, N, K and the batch: how near a tuned shape is (the nearest shape's
-    winner, which dispatch is compared with), not how far a prediction carries (`apart`)."""
+    """Return the log-distance over M, N, K and the batch between two problems.
+
+    It says how near a tuned shape is (the nearest shape's winner, which dispatch is compared
+    with), not how far a prediction carries (`apart`).
+    """
     pairs = ((a.M, b.M), (a.N, b.N), (a.K, b.K), (a.batch, b.batch))
     return sum(abs(math.log(x / y)) for x, y in pairs)
 
 
 def fastest(candidates: list[Candidate], problem: Problem, roof: Roof) -> tuple[Candidate, float] | None:
-    """The candidate with the least predicted time at `problem`, and that time (ms)."""
+    """Return the candidate with the least predicted time at `problem`, and that time (ms)."""
     best = None
     for c in candidates:
         t = c.predict_ms(problem, roof)

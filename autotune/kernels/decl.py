@@ -1,29 +1,7 @@
 """A kernel family's declaration: the YAML at the top of its template, checked against a schema.
 
-    {#- autotune
-    description: ...
-    params:      {NAME: {domain: [lo, hi] | choices: [a, b, ...], default: ..., doc: ..., was: ...}}
-    derived:     {NAME: expression}            # in order; THREADS and SMEM_BYTES are required
-    constraints: [{expr: ..., why: ...}]
-    suits:       [{expr: ..., why: ...}]       # shapes (M, N, K) the family is meant for
-    launch:      {threads, grid, dynamic_smem, scale_c_first, workspace, workspace_zeroed,
-                  pack_b, pack_b_at, pack_c, pack_c_at, prepare, values, tail_tiles, tail_first,
-                  tail_grid, tensor_maps, box_a, box_b}
-    arch:        sm_90a                        # optional: the one target it compiles for
-    -#}
-
-Unknown keys, duplicate keys, a text where an integer belongs and names an expression cannot
-read are errors that name the template and the line. A parameter either has an integer domain
-or named choices (values are then those names, as in `SCHEDULE: stream_k`); `was` maps an older,
-integer-coded parameter onto the choices (stored configs that predate the name stay valid).
-
-`arch` names a family built on architecture-specific instructions (wgmma, setmaxnreg: sm_90a):
-it compiles for that target, and only a device of that architecture (sm_90 for sm_90a) runs it;
-the static filter rejects it elsewhere. Without it a family compiles for the device's own arch.
-
-`suits` names the shapes a family is built for (`M <= 32`: a few rows). Every family is correct
-at every shape; a search over all families leaves out the ones a shape does not suit, and one
-that names a family runs it anyway.
+The schema is the comment above `_TOP`. Unknown keys, duplicate keys, a text where an integer
+belongs and names an expression cannot read are errors that name the template and the line.
 """
 
 from __future__ import annotations
@@ -41,8 +19,27 @@ _CHOICE = re.compile(r"^[a-z][a-z0-9_]*$")
 RESERVED = frozenset({"M", "N", "K", "SLOTS", "KERNEL_NAME"})
 LAUNCH_NAMES = frozenset({"M", "N", "K", "SLOTS"})  # what launch expressions may read beyond the config
 
+# The declaration's schema, a Jinja comment at the top of the template:
+#
+#     {#- autotune
+#     description: ...
+#     params:      {NAME: {domain: [lo, hi] | choices: [a, b, ...], default: ..., doc: ..., was: ...}}
+#     derived:     {NAME: expression}            # in order; THREADS and SMEM_BYTES are required
+#     constraints: [{expr: ..., why: ...}]
+#     suits:       [{expr: ..., why: ...}]       # shapes (M, N, K) the family is meant for
+#     launch:      {threads, grid, dynamic_smem, scale_c_first, workspace, workspace_zeroed,
+#                   pack_b, pack_b_at, pack_c, pack_c_at, prepare, values, tail_tiles, tail_first,
+#                   tail_grid, tensor_maps, box_a, box_b}
+#     arch:        sm_90a                        # optional: the one target it compiles for
+#     -#}
 _TOP = ("description", "params", "derived", "constraints", "suits", "launch", "arch")
+# `arch` names a family built on architecture-specific instructions (wgmma, setmaxnreg: sm_90a):
+# it compiles for that target, and only a device of that architecture (sm_90 for sm_90a) runs it;
+# the static filter rejects it elsewhere. Without it a family compiles for the device's own arch.
 _ARCH = re.compile(r"^sm_[0-9]+a$")  # an architecture-specific target
+# `suits` names the shapes a family is built for (`M <= 32`: a few rows). Every family is correct
+# at every shape; a search over all families leaves out the ones a shape does not suit, and one
+# that names a family runs it anyway.
 SHAPE_NAMES = frozenset({"M", "N", "K"})  # what `suits` may read
 _PARAM_KEYS = ("domain", "choices", "default", "doc", "was")
 _LAUNCH_KEYS = (
@@ -73,6 +70,9 @@ Value = int | str
 class Param:
     """One template parameter: an integer in [lo, hi], or one of named choices."""
 
+    # With choices, values are those names (as in `SCHEDULE: stream_k`); `was` maps an older,
+    # integer-coded parameter onto the choices, so stored configs that predate the name stay valid.
+
     name: str
     lo: int = 0
     hi: int = 0
@@ -82,7 +82,7 @@ class Param:
     was: tuple[str, tuple[str, ...]] | None = None  # (old integer parameter, choice of each old value)
 
     def check(self, value: Any, where: str) -> Value:
-        """`value` if it belongs to this parameter, else a UserError naming `where`."""
+        """Return `value` if it belongs to this parameter, else raise a UserError naming `where`."""
         if self.choices:
             if isinstance(value, str) and value in self.choices:
                 return value
@@ -94,8 +94,10 @@ class Param:
         return value
 
     def ordered(self, values) -> list[Value]:
-        """Distinct values in the parameter's order (integers ascending, choices as declared):
-        the order neighbours are taken in."""
+        """Return the distinct values in the order neighbours are taken in.
+
+        Integers ascend; choices keep the order they were declared in.
+        """
         present = set(values)
         if self.choices:
             return [c for c in self.choices if c in present]
@@ -309,8 +311,8 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
 
 
 def _launch_values(raw: Any, path: str, known: set[str]) -> tuple[list[tuple[str, Expr]], set[str]]:
-    """launch.values in order, each read by those after it: (the named expressions, every name
-    a launch expression may read)."""
+    """Return launch.values' expressions in order, and every name a launch expression may read."""
+    # Each value may read those before it.
     values = []
     raw_values = raw.get("values") or {}
     if not isinstance(raw_values, dict):
@@ -329,8 +331,9 @@ def _launch_values(raw: Any, path: str, known: set[str]) -> tuple[list[tuple[str
 
 
 def _check_together(launch: Launch, raw: Any, path: str) -> None:
-    """The launch keys that only work with others: tensor maps with both boxes, packing and
-    prepared operands with a workspace to live in, a packed C with a packed B."""
+    """Check the launch keys that only work with others; raise a UserError where one is alone."""
+    # Tensor maps go with both boxes, packing and prepared operands with a workspace to live in, a
+    # packed C with a packed B.
     if ("tensor_maps" in raw) != (launch.box_a is not None and launch.box_b is not None):
         raise UserError(f"{yamlio.where(path, raw, 'tensor_maps')}: launch.tensor_maps, box_a and box_b go together")
     needs_workspace = (

@@ -1,24 +1,11 @@
-"""Kernel families: a template and its declaration, found, checked and read; a config of one
-resolved once.
+"""Kernel families: a template and its declaration, found, checked and read; a config resolved once.
 
-A family is `templates/<name>.cu.j2`. Its first lines are a Jinja comment holding YAML that
-declares the parameters (integer domains or named choices), derived values, constraints and
-launch (autotune/kernels/decl.py has the schema; autotune/kernels/launch.py what the launch keys mean), so a
-template and its rules travel together:
-
-    {#- autotune
-    params:   {BM: {domain: [16, 256], doc: ...}, SCHEDULE: {choices: [a, b], default: a}, ...}
-    derived:  {THREADS: "(BM // TM) * (BN // TN)", SMEM_BYTES: "4 * BK * (BM + BN)"}
-    constraints: [{expr: "BM % TM == 0", why: "..."}, ...]
-    launch:   {threads: THREADS, grid: [...], dynamic_smem: 0, scale_c_first: 0}
-    -#}
-
-Its YAML (`configs/<name>.yaml`, or `<name>.yaml` beside a template from elsewhere) holds the
-space a search tries (kernels/space.py) and what the models read of it (`model:`,
-kernels/tiles.py), the latter read and checked when the family is loaded.
-
-A config is resolved once (`Family.resolve`): validated, defaults filled in, derived values and
-launch plan computed; rendering, compiling, running and exporting all read that one object.
+A family is `templates/<name>.cu.j2`, whose first lines are a Jinja comment holding its
+declaration (the schema: kernels/decl.py; the launch keys: kernels/launch.py), so a template and
+its rules travel together. Its YAML (`configs/<name>.yaml`, or `<name>.yaml` beside a template
+from elsewhere) holds its space (kernels/space.py) and its `model:` (kernels/tiles.py), the latter
+checked when the family is loaded. `Family.resolve` validates a config once: rendering,
+compiling, running and exporting all read the `Resolved` it returns.
 """
 
 from __future__ import annotations
@@ -73,8 +60,10 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # as a record's family names (recor
 
 @dataclass(frozen=True)
 class Resolved:
-    """One config of one family, resolved once: every parameter (defaults filled in), the
-    derived values and the launch plan. What rendering, compiling, running and exporting read."""
+    """One config of one family, resolved once: what rendering, compiling, running, exporting read.
+
+    It holds every parameter (defaults filled in), the derived values and the launch plan.
+    """
 
     family: Family
     config: Config  # canonical: every parameter present
@@ -113,20 +102,23 @@ class Family:
         return self.declaration.launch
 
     def device_gaps(self, limits: DeviceLimits) -> list[str]:
-        """Why this family cannot run on the device at all ([] when it can): it is built for an
-        architecture-specific target of another architecture."""
+        """Return why this family cannot run on the device at all ([] when it can)."""
+        # The one reason: it is built for an architecture-specific target of another architecture.
         arch = self.declaration.arch
         reason = arch_constraint(arch).check({}, limits) if arch else None
         return [f"{self.name} {reason}"] if reason else []
 
     def compile_arch(self, device_arch: str) -> str:
-        """The target its kernels compile for on a device of `device_arch`: the family's own
-        architecture-specific one (sm_90a) where it declares one, else the device's."""
+        """Return the target its kernels compile for on a device of `device_arch`.
+
+        That is the family's own architecture-specific one (sm_90a) where it declares one, else the
+        device's.
+        """
         return self.declaration.arch or device_arch
 
     @property
     def defaults(self) -> dict[str, Any]:
-        """Params a stored config may omit (added to the family later)."""
+        """Return the params a stored config may omit (added to the family later)."""
         return {p.name: p.default for p in self.params.values() if p.default is not None}
 
     @classmethod
@@ -155,7 +147,7 @@ class Family:
 
     @property
     def config_path(self) -> Path | None:
-        """Its YAML: configs/<name>.yaml, or <name>.yaml beside its template (None: neither)."""
+        """Return its YAML: configs/<name>.yaml, or <name>.yaml beside its template, or None."""
         return config_path(self.name, self.path)
 
     @cached_property
@@ -164,8 +156,8 @@ class Family:
 
     @cached_property
     def fingerprint(self) -> str:
-        """A hash of the template and the templates it includes: a measurement taken with other
-        template text is of other code."""
+        """Return a hash of the template and the templates it includes."""
+        # A measurement taken with other template text is of other code.
         h = hashlib.sha1()
         todo, seen = [(self.path.name, self.source)], set()
         while todo:
@@ -182,7 +174,7 @@ class Family:
         return h.hexdigest()[:10]
 
     def derive(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Params (declared defaults for those left out) plus every derived value (in declaration order)."""
+        """Return the params (defaults for those left out) and every derived value, in order."""
         env = {**self.defaults, **params}
         for dname, ex in self.derived.items():
             env[dname] = _int(ex, env, self.path)
@@ -190,9 +182,12 @@ class Family:
         return env
 
     def gaps(self, problem: Problem) -> list[str]:
-        """Why this family cannot run `problem` ([] when it can): its TRANS_A / TRANS_B leave the
-        layout out, it has no BATCHED to read a batch with, or its PRECISION leaves out the
-        problem's tier (a family without PRECISION computes in FP32, which meets every tier)."""
+        """Return why this family cannot run `problem` ([] when it can).
+
+        Its TRANS_A / TRANS_B leave the layout out, it has no BATCHED to read a batch with, or its
+        PRECISION leaves out the problem's tier.
+        """
+        # A family without PRECISION computes in FP32, which meets every tier.
         gaps = []
         what = {"TRANS_A": "read A as K x M", "TRANS_B": "read B as N x K", "BATCHED": "run a batch in one launch"}
         for pname, want in problem.pinned.items():
@@ -206,14 +201,16 @@ class Family:
         return gaps
 
     def pinned_values(self, problem: Problem) -> dict[str, int]:
-        """The parameters the problem fixes (layout, BATCHED) that this family declares."""
+        """Return the parameters the problem fixes (layout, BATCHED) that this family declares."""
         return {p: v for p, v in problem.pinned.items() if p in self.params}
 
     def built_for(self, config: Config, problem: Problem) -> Config:
-        """`config` built for the problem's layout and batching: those parameters set to it. Where
-        that breaks a rule of the template the config kept, the other parameters that rule reads
-        go back to their defaults when that mends it (a split-K config's batched form is its
-        data-parallel one); otherwise the result breaks it (see `broken_rules`)."""
+        """Return `config` built for the problem's layout and batching: those parameters set to it.
+
+        Where that breaks a rule of the template the config kept, the other parameters that rule
+        reads go back to their defaults when that mends it (a split-K config's batched form is its
+        data-parallel one); otherwise the result breaks it (see `broken_rules`).
+        """
         pinned = self.pinned_values(problem)
         before = set(self.broken_rules(config))
         cfg = self.resolve({**config.as_dict(), **pinned}).config
@@ -227,23 +224,28 @@ class Family:
         return cfg
 
     def broken_rules(self, config: Config) -> list[str]:
-        """The template's own constraints `config` breaks (its `why`s; device limits aside)."""
+        """Return the `why`s of the template's own rules `config` breaks (device limits aside)."""
         env = self.derive(config.as_dict())
         return [why for ex, why in self.declaration.constraints if not ex(env)]
 
     def unsuited(self, problem: Problem) -> list[str]:
-        """Why this family is not meant for `problem` (its declared `suits` it breaks); [] when it is."""
+        """Return why this family is not meant for `problem` (the `suits` it breaks), or []."""
         env = {"M": problem.M, "N": problem.N, "K": problem.K}
         return [why for ex, why in self.declaration.suits if not ex(env)]
 
     def violations(self, config: Config | Resolved, limits: DeviceLimits) -> list[str]:
-        """Every static (pre-compile) rule this config breaks, each with its reason."""
+        """Return every static (pre-compile) rule this config breaks, each with its reason."""
         env = config.env if isinstance(config, Resolved) else self.derive(config.as_dict())
         return [r for c in self.constraints if (r := c.check(env, limits))]
 
     def validate_params(self, params: Mapping[str, Any], where: str) -> dict[str, Any]:
-        """Values from the declared domains, every parameter present, nothing else (a parameter
-        that replaced an older one takes the older one's value)."""
+        """Return the config's values from the declared domains: every parameter, nothing else.
+
+        A parameter that replaced an older one takes the older one's value.
+
+        Raises:
+            UserError: A value outside its domain, or a parameter unknown or missing.
+        """
         params = dict(params)
         for p in self.params.values():
             if p.was is not None and p.was[0] in params and p.name not in params:
@@ -270,8 +272,10 @@ class Family:
         return self.params[pname].check(value, where)
 
     def resolve(self, config: Config | Mapping[str, Any], where: str | None = None) -> Resolved:
-        """The config validated (defaults filled in, older parameters renamed), its derived
-        values and its launch plan."""
+        """Validate the config once and return it with its derived values and its launch plan.
+
+        Defaults are filled in and older parameters renamed; a UserError names `where` otherwise.
+        """
         if isinstance(config, Config):
             if config.family != self.name:
                 raise ValueError(f"config of {config.family} resolved with family {self.name}")
@@ -287,7 +291,7 @@ class Family:
 
 
 def config_path(name: str, template: Path) -> Path | None:
-    """A family's YAML: configs/<name>.yaml, else <name>.yaml beside its template; None: neither."""
+    """Return a family's YAML: configs/<name>.yaml, else <name>.yaml beside `template`, or None."""
     for path in (CONFIG_DIR / f"{name}.yaml", template.parent / f"{name}.yaml"):
         if path.is_file():
             return path
@@ -300,7 +304,7 @@ _READ: dict[tuple[str, int, int], Any] = {}
 
 
 def read_config(path: Path) -> Any:
-    """A family's YAML (or a space's), as core/yamlio reads it; shared: read, never changed."""
+    """Read a family's YAML (or a space's) as core/yamlio does; shared: read, never changed."""
     try:
         st = path.stat()
     except OSError:
@@ -316,7 +320,8 @@ def read_config(path: Path) -> Any:
 
 
 def _model(path: Path, declaration: _decl.Declaration) -> _tiles.Model:
-    """The `model:` section of a family's YAML `path`; a YAML without one is an error, not a tile of one."""
+    """Parse the `model:` section of a family's YAML `path`; one without it is an error."""
+    # An error, not a tile of one: the dispatch model reads the tile of every family.
     data = read_config(path)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping with 'space' and 'model' (and optional 'seeds', 'fallback')")
@@ -336,8 +341,8 @@ def _int(expr, env: Mapping[str, Any], path: Path) -> int:
 
 
 def template_error(exc: Exception, where: Path | str) -> UserError:
-    """What a template's parse or render raised, as one line naming the template (and its line
-    where known): a template from anywhere may raise anything."""
+    """Return what a template's parse or render raised, as one line naming the template."""
+    # The template's line too, where known: a template from anywhere may raise anything.
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return UserError(f"{exc.filename or exc.name or where}:{exc.lineno}: template syntax error: {exc.message}")
     at = _template_line(exc) or str(where)
@@ -355,7 +360,7 @@ def template_error(exc: Exception, where: Path | str) -> UserError:
 
 
 def _template_line(exc: BaseException) -> str | None:
-    """'path:line' of the innermost template frame of `exc` (Jinja maps its frames to template lines)."""
+    """Return 'path:line' of the innermost template frame of `exc` (Jinja maps frames to lines)."""
     where, tb = None, exc.__traceback__
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
@@ -372,6 +377,7 @@ def known_families(template_dir: Path | None = None) -> list[str]:
 
 @functools.cache
 def cached_family(name: str) -> Family:
-    """`Family.load(name)`, parsed once a process: choosing a kernel for a new shape asks every
-    stored record's families whether they read its layout."""
+    """Return `Family.load(name)`, parsed once a process."""
+    # Choosing a kernel for a new shape asks every stored record's families whether they read its
+    # layout.
     return Family.load(name)

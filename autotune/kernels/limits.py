@@ -17,8 +17,10 @@ PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
 @dataclass(frozen=True)
 class DeviceLimits:
-    """What a GPU holds: per block, per SM and in all. The defaults are the H100's (a live device
-    reports every field; a record stored before a field was kept was measured on an H100 or H200)."""
+    """What a GPU holds: per block, per SM and in all; the defaults are the H100's."""
+
+    # A live device reports every field; a record stored before a field was kept was measured on
+    # an H100 or H200, so the H100's values stand in for what it lacks.
 
     name: str
     arch: str  # e.g. "sm_90": what NVRTC compiles for
@@ -44,7 +46,7 @@ class DeviceLimits:
 
 
 def gpu_slug(name: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3' (the results/ folder name)."""
+    """Return a GPU's results/ folder name: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     if not slug:
         raise UserError(f"GPU name {name!r} gives an empty folder name")
@@ -52,8 +54,9 @@ def gpu_slug(name: str) -> str:
 
 
 def resident_per_sm(limits: Mapping[str, Any]) -> tuple[int, int]:
-    """(threads, blocks) one SM holds at once, from limits as a record stores them (a record
-    stored before they were kept has DeviceLimits' defaults: it was measured on an H100 or H200)."""
+    """Return (threads, blocks) one SM holds at once, from limits as a record stores them."""
+    # A record stored before they were kept has DeviceLimits' defaults: it was measured on an H100
+    # or H200.
     return (
         limits.get("threads_per_sm", DeviceLimits.threads_per_sm),
         limits.get("blocks_per_sm", DeviceLimits.blocks_per_sm),
@@ -65,9 +68,12 @@ def available_profiles() -> list[str]:
 
 
 def load_profile(name: str = "h100") -> DeviceLimits:
-    """A built-in profile (e.g. 'h100') for work without a GPU: every field of DeviceLimits, each
-    of its type (a positive integer but name and arch); anything else is one UserError naming
-    the file and line."""
+    """Load a built-in profile (e.g. 'h100') for work without a GPU.
+
+    Raises:
+        UserError: No such profile, or a field missing, unknown or not of its type (a positive
+            integer but name and arch), in one line naming the file and line.
+    """
     path = PROFILE_DIR / f"{name}.yaml"
     if not path.is_file():
         raise UserError(f"no device profile {name!r}; built in: {', '.join(available_profiles())}")
@@ -76,7 +82,7 @@ def load_profile(name: str = "h100") -> DeviceLimits:
 
 
 def _checked(data: Any, where: str) -> dict[str, Any]:
-    """A profile's fields: all of DeviceLimits', names as text, the rest positive integers."""
+    """Return a profile's fields: all of DeviceLimits', names as text, the rest positive ints."""
     names = tuple(f.name for f in fields(DeviceLimits))
     yamlio.check_keys(data, names, where, "a device profile")
     missing = [n for n in names if n not in data]
@@ -92,7 +98,7 @@ def _checked(data: Any, where: str) -> dict[str, Any]:
 
 
 def profile_for_arch(arch: str | None) -> DeviceLimits:
-    """The built-in profile matching an arch such as 'sm_90' (H100 when none is given)."""
+    """Return the built-in profile matching an arch such as 'sm_90' (H100 when none is given)."""
     if arch is None:
         return load_profile("h100")
     for name in available_profiles():

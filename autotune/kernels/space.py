@@ -1,8 +1,10 @@
-"""Search spaces: what to try for one family (`configs/<name>.yaml`), the values per parameter,
-seeds (tried first) and a fallback (a config meant to be correct and decent on every GPU
-profile, for untuned shapes); pinned to a problem's layout and batching, and enumerated
-(kernels/enumeration.py) under a device's limits. The same file's `model:` (what the models
-read, kernels/tiles.py) is the family's, read with it (kernels/family.py)."""
+"""Search spaces: what to try for one family, as `configs/<name>.yaml` declares it.
+
+A space holds the values per parameter, seeds (tried first) and a fallback (a config meant to be
+correct and decent on every GPU profile, for untuned shapes). It is pinned to a problem's layout
+and batching, and enumerated (kernels/enumeration.py) under a device's limits. The same file's
+`model:` (what the models read, kernels/tiles.py) is the family's, read with it (kernels/family.py).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from .limits import DeviceLimits
 
 
 def read_yaml(path: Path) -> Any:
-    """A YAML file through safe_load; a missing file, bad text or bad YAML is one UserError naming it."""
+    """Read a YAML file through safe_load; a missing file or bad YAML is one UserError naming it."""
     return yamlio.read(path)
 
 
@@ -32,7 +34,7 @@ _SPACE_KEYS = ("family", "description", "model", "space", "seeds", "fallback")
 
 @dataclass
 class Space:
-    """What to try for one family: value lists per parameter, seeds (tried first), and a fallback."""
+    """What to try for one family: value lists per parameter, seeds (tried first), a fallback."""
 
     family: Family
     values: dict[str, list[Any]]
@@ -48,8 +50,10 @@ class Space:
     priors: list[Config] = field(default_factory=list)
 
     def with_priors(self, priors: Iterable[Config]) -> Space:
-        """This space with priors, as the family resolves them (defaults of parameters a stored
-        config predates filled in); one the template cannot read is not a point here: left out."""
+        """Return this space with priors, as the family resolves them (missing defaults filled in).
+
+        A prior the template cannot read is not a point here: it is left out.
+        """
         out = []
         for cfg in priors:
             try:
@@ -62,14 +66,17 @@ class Space:
         return self.seed_layouts.get(seed, {})
 
     def seeds_for(self, problem: Problem) -> Space:
-        """This space with only the seeds meant for the problem's layout: a seed that names TRANS_A
-        or TRANS_B is for problems stored that way; the others are built for any layout."""
+        """Return this space with only the seeds meant for the problem's layout.
+
+        A seed that names TRANS_A or TRANS_B is for problems stored that way; the others are built
+        for any layout.
+        """
         pinned = problem.pinned
         keep = [s for s in self.seeds if all(pinned[p] == v for p, v in self.seed_layout(s).items())]
         return self if len(keep) == len(self.seeds) else dataclasses.replace(self, seeds=keep)
 
     def without_seeds(self) -> Space:
-        """This space searched cold: no seeds, as on a GPU nobody has measured configs on."""
+        """Return this space searched cold: no seeds, as on a GPU nobody has measured configs on."""
         return dataclasses.replace(self, seeds=[], cold=True)
 
     @classmethod
@@ -141,14 +148,22 @@ class Space:
         return math.prod(len(v) for v in self.values.values())
 
     def check_size(self) -> None:
-        """A UserError naming the space's file when it has more points than one search may walk
-        (kernels/enumeration.MAX_POINTS): said before any work, where enumerating says it too."""
+        """Raise a UserError naming the file when the space has more points than a search may walk.
+
+        The bound is kernels/enumeration.MAX_POINTS; this says so before any work, as enumerating
+        does too.
+        """
         _check_size(self.family.name, self.values, self.source)
 
     def for_problem(self, problem: Problem) -> Space:
-        """This space with the parameters the problem fixes (layout, BATCHED) set to its values
-        (the seeds and the fallback too): a kernel is built and tuned for one layout, batched or
-        not. A UserError when the family cannot run the problem."""
+        """Return this space with the parameters the problem fixes (layout, BATCHED) pinned.
+
+        They are set to the problem's values, in the seeds and the fallback too: a kernel is built
+        and tuned for one layout, batched or not.
+
+        Raises:
+            UserError: The family cannot run the problem.
+        """
         gaps = self.family.gaps(problem)
         if gaps:
             raise UserError(gaps[0])
@@ -165,8 +180,11 @@ class Space:
         return Space(self.family, values, seeds, *args)
 
     def enumerate(self, limits: DeviceLimits) -> Enumeration:
-        """All statically valid points, in the order of a depth-first walk over the parameters
-        (declaration order, each value list in order), with how many points each rule removed."""
+        """Return all statically valid points, with how many points each rule removed.
+
+        The points come in the order of a depth-first walk over the parameters (declaration order,
+        each value list in order).
+        """
         return enumerate_space(self.family, self.values, limits, self.source)
 
     def describe_empty(self, en: Enumeration) -> str:
@@ -175,7 +193,7 @@ class Space:
 
 
 def _same_model(fam: Family, data: Any, where: str) -> None:
-    """A space file's `model:` is the family's own (a copy of its YAML): the models read that one."""
+    """Check that a space file's `model:` is the family's own: the models read that one."""
     model = _tiles.parse(data, where, fam.declaration)
     if fam.model is None or model.texts() != fam.model.texts():
         own = fam.config_path or f"{fam.name}.yaml beside {fam.path}"

@@ -1,23 +1,7 @@
 """What the models read of a family, as its YAML declares it (`model:` in `configs/<name>.yaml`).
 
-    model:
-      tile: [BM, BN]                  # rows and columns of C one block computes
-      cost:                           # optional: the static cost model's inputs (search/cost.py)
-        k_step: BK                    # depth of K a stage of the block's loop covers
-        thread_tile: [ACC_M, ACC_N]   # optional: a thread's accumulator rows and columns
-        copies: A_LOADS + B_LOADS4    # optional: global-to-shared copies a thread issues a stage
-        registers: 8 * B_LOADS4       # optional: registers a thread holds past accumulators and fragments
-        min_blocks: MINB              # optional: the launch bounds' blocks per SM (default 1)
-        split_k: SPLITK               # optional: blocks sharing one tile's K (default 1)
-        split_tail: SCHEDULE != "data_parallel"   # optional: true where the last wave's tiles are shared out
-        variant: SCHEDULE             # optional: what else sets apart configs of one tile (a name may stand)
-
-Each value is an expression of the expression language (kernels/expr.py) over the family's
-parameters and derived values; search/cost.py says what it does with each and the defaults of
-those left out. `tile` is required: the dispatch model (dispatch/model.py) reads it for every
-family, and a family whose YAML lacks it is refused when it is loaded, not given a tile of one.
-A family without `cost` gets no static estimate (its search's start-up stays random): one
-whose threads do not each own their outputs over all of K, or whose products are not FFMAs.
+Each value is an expression (kernels/expr.py) over the family's parameters and derived values;
+the schema is the comment above `_TOP`, and search/cost.py says what it does with each cost input.
 """
 
 from __future__ import annotations
@@ -31,6 +15,24 @@ from ..core.types import UserError
 from .decl import Declaration
 from .expr import Expr
 
+# The schema of the `model:` section:
+#
+#     model:
+#       tile: [BM, BN]                  # rows and columns of C one block computes
+#       cost:                           # optional: the static cost model's inputs (search/cost.py)
+#         k_step: BK                    # depth of K a stage of the block's loop covers
+#         thread_tile: [ACC_M, ACC_N]   # optional: a thread's accumulator rows and columns
+#         copies: A_LOADS + B_LOADS4    # optional: global-to-shared copies a thread issues a stage
+#         registers: 8 * B_LOADS4       # optional: registers a thread holds past accumulators and fragments
+#         min_blocks: MINB              # optional: the launch bounds' blocks per SM (default 1)
+#         split_k: SPLITK               # optional: blocks sharing one tile's K (default 1)
+#         split_tail: SCHEDULE != "data_parallel"   # optional: true where the last wave's tiles are shared out
+#         variant: SCHEDULE             # optional: what else sets apart configs of one tile (a name may stand)
+#
+# `tile` is required: the dispatch model (dispatch/model.py) reads it for every family, and a
+# family whose YAML lacks it is refused when it is loaded, not given a tile of one. A family
+# without `cost` gets no static estimate (its search's start-up stays random): one whose threads
+# do not each own their outputs over all of K, or whose products are not FFMAs.
 _TOP = ("tile", "cost")
 _PAIRS = ("tile", "thread_tile")  # [rows, columns]
 _COST = ("k_step", "thread_tile", "copies", "registers", "min_blocks", "split_k", "split_tail", "variant")
@@ -47,12 +49,12 @@ class Model:
     where: str  # file:line of the section
 
     def tile_of(self, env: Mapping[str, Any]) -> tuple[int, int]:
-        """(rows, columns) of C one block of the config `env` computes."""
+        """Return (rows, columns) of C one block of the config `env` computes."""
         rows, cols = (self._number(e, env, "tile") for e in self.tile)
         return rows, cols
 
     def cost_of(self, env: Mapping[str, Any]) -> dict[str, Value] | None:
-        """The declared cost inputs at `env` (only those declared); None without `cost`."""
+        """Return the declared cost inputs at `env` (only those declared); None without `cost`."""
         if self.cost is None:
             return None
         out: dict[str, Value] = {}
@@ -66,7 +68,7 @@ class Model:
         return out
 
     def texts(self) -> tuple:
-        """The section as its expressions' text (two sections are the same declaration when equal)."""
+        """Return the section as its expressions' text: equal texts, the same declaration."""
 
         def text(ex):
             return tuple(e.text for e in ex) if isinstance(ex, tuple) else ex.text
@@ -75,7 +77,7 @@ class Model:
         return text(self.tile), cost
 
     def check(self, env: Mapping[str, Any]) -> None:
-        """Every value evaluates at `env` (a config of the family) to what it stands for."""
+        """Check that each value evaluates at `env` (a config of the family) to what it means."""
         self.tile_of(env)
         self.cost_of(env)
 
@@ -93,8 +95,13 @@ class Model:
 
 
 def parse(data: Mapping, where: str, decl: Declaration) -> Model:
-    """The `model:` section of `data`, the YAML `where`, its names checked against the family's
-    parameters and derived values; anything amiss is one UserError naming the file and line."""
+    """Parse the `model:` section of `data`, the YAML `where`, against the family's declaration.
+
+    Its names are checked against the family's parameters and derived values.
+
+    Raises:
+        UserError: Anything amiss, in one line naming the file and line.
+    """
     raw, at = data["model"], yamlio.where(where, data, "model")
     if not isinstance(raw, dict):
         raise UserError(f"{at}: the model section must be a mapping (keys: {', '.join(_TOP)})")

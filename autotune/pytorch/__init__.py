@@ -1,12 +1,9 @@
 """autotune in PyTorch models: the custom operator, a drop-in Linear and a recorder of GEMM shapes.
 
-Needs torch (`import autotune` alone does not import it).
-
-    from autotune.pytorch import Linear, swap_linear, mm, record_shapes
-
-`mm(a, b, trans_a, trans_b, alpha, precision)` is the call to use: the custom operator
-`torch.ops.autotune.matmul` (also `autotune.pytorch.matmul`) under torch.compile, fake tensors
-and dispatch modes, the same kernels at less host cost in eager mode.
+Needs torch (`import autotune` alone does not import it). `mm(a, b, trans_a, trans_b, alpha,
+precision)` is the call to use: the custom operator `torch.ops.autotune.matmul` (also
+`autotune.pytorch.matmul`) under torch.compile, fake tensors and dispatch modes, the same kernels
+at less host cost in eager mode. `Linear`, `swap_linear` and `record_shapes` build on it.
 """
 
 from .fast import mm

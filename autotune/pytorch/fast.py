@@ -1,11 +1,9 @@
 """`mm`: the operator's product in eager mode without torch.library's Python layers.
 
-A custom_op call goes through the dispatcher into Python, and with autograd through a generated
-autograd.Function that rebuilds the schema's defaults: over 15 us without gradients and over
-60 us with them on a CPU, before the kernel runs. Eager calls on plain tensors take a shorter
-road to the same kernels and gradient formulas (impl.py). What that road cannot promise to see
-as the operator would goes through the operator: torch.compile and export tracing, tensor
-subclasses (fake tensors, DTensor), dispatch modes and functorch transforms (vmap, grad).
+Eager calls on plain tensors take a shorter road to the same kernels and gradient formulas
+(impl.py). What that road cannot promise to see as the operator would goes through the operator:
+torch.compile and export tracing, tensor subclasses (fake tensors, DTensor), dispatch modes and
+functorch transforms (vmap, grad).
 """
 
 from __future__ import annotations
@@ -16,6 +14,9 @@ from torch import Tensor
 from . import impl
 from .op import matmul
 
+# Why a second road: a custom_op call goes through the dispatcher into Python, and with autograd
+# through a generated autograd.Function that rebuilds the schema's defaults: over 15 us without
+# gradients and over 60 us with them on a CPU, before the kernel runs.
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _KERNELS = {"cuda": impl.cuda_product, "cpu": impl.cpu_product}
 _is_compiling = torch.compiler.is_compiling
@@ -33,9 +34,9 @@ def mm(
 ) -> Tensor:
     """Return alpha op(a) op(b) as autotune::matmul does, at less host cost in eager mode.
 
-    Args and Returns: as for autotune.pytorch.matmul (the operator), which this is under
-    torch.compile and wherever the fast road does not apply (see the module's docstring);
-    alpha None is 1.
+    Args and Returns are as for autotune.pytorch.matmul (the operator), which this is under
+    torch.compile and wherever the fast road does not apply (see the module's docstring); alpha
+    None is 1.
     """
     # None, not 1.0, as the default: dynamo turns a float default it reads under dynamic shapes
     # into a graph input read with .item() (a CPU scalar, which keeps CUDA graphs away).
@@ -59,7 +60,8 @@ class _Product(torch.autograd.Function):
     """The operator's autograd (op.py) on the eager road.
 
     The same saved tensors and formulas, each gradient a call of `mm` (so that with create_graph
-    a second derivative is recorded too)."""
+    a second derivative is recorded too).
+    """
 
     @staticmethod
     def forward(ctx, a, b, trans_a, trans_b, alpha, precision):

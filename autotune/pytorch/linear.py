@@ -1,11 +1,7 @@
 """`Linear`, a drop-in `nn.Linear` whose product is `autotune::matmul`, and `swap_linear`.
 
-`Linear` is an `nn.Linear` (same parameters, initialisation, state_dict keys and repr) whose
-forward is x @ W^T (+ bias) through the tuned kernel (`autotune.pytorch.mm`: the operator under
-torch.compile, its short eager road otherwise): the weight is read in place as the "nt"
-operand (stored out x in, the layout a linear layer's kernels are tuned for), leading batch axes
-are folded into M by a view, and the backward pass is the operator's own (dX = dY W is "nn",
-dW = dY^T X is "tn"; no operand copied).
+`Linear`'s forward runs x @ W^T (+ bias) through the tuned kernel (`autotune.pytorch.mm`: the
+operator under torch.compile, its short eager road otherwise), leading batch axes folded into M.
 """
 
 from __future__ import annotations
@@ -23,6 +19,9 @@ _DEVICES = ("cuda", "cpu")
 class Linear(nn.Linear):
     """y = x @ W^T + b through autotune's tuned SGEMM; a drop-in for `nn.Linear`.
 
+    Its parameters, initialisation, state_dict keys and repr are nn.Linear's; the backward pass
+    is the operator's own (dX = dY W is "nn", dW = dY^T X is "tn"; no operand copied).
+
     Inside an autocast region it is nn.Linear (torch's reduced-precision product, as asked);
     float16 or bfloat16 inputs outside one are a TypeError, never cast.
 
@@ -39,6 +38,8 @@ class Linear(nn.Linear):
         self.precision = precision
 
     def forward(self, x: Tensor) -> Tensor:
+        """Return x @ W^T (+ bias), the weight read in place as the "nt" operand."""
+        # The weight is stored out x in, the layout a linear layer's kernels are tuned for.
         if torch.is_autocast_enabled(x.device.type):
             # Autocast asks for torch's reduced-precision product, which autotune's strict-FP32
             # kernels are not: the layer is nn.Linear inside such a region, by design.
@@ -95,6 +96,7 @@ def swap_linear(model: nn.Module, precision: str = "highest") -> Swapped:
     Args:
         model: the module to change (itself too, when it is an nn.Linear).
         precision: the tier the swapped layers run at.
+
     Returns:
         The names swapped (a list, as model.named_modules() names them; "" for model itself),
         with `.skipped`: each nn.Linear (or subclass) not swapped -> why.

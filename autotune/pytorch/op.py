@@ -1,14 +1,9 @@
 """`autotune::matmul` and `autotune::matmul_out`: the tuned SGEMM as PyTorch custom operators.
 
-`matmul` returns alpha op(a) op(b) (op: the transpose of the last two axes where a flag says)
-as a new contiguous tensor; `matmul_out` writes alpha op(a) op(b) + beta out into `out`, a
-mutation its schema declares. Operands: two matrices, or two batches of one count. Float32 CUDA
-tensors run autotune.matmul's tuned kernel; CPU tensors (float32, float64) torch's own product,
-so that a model still runs, moves and is checked on the CPU; anything else (float16 or bfloat16
-on CUDA, other devices, mixed operands) is a TypeError: autotune never casts quietly. The fake
-implementation reads no data: the real one's shape and strides, so torch.compile traces it with
-dynamic shapes. Each gradient is a call of the same operator with other trans flags (impl.py).
-In eager mode `autotune.pytorch.mm` (fast.py) runs the same kernels at less host cost.
+Operands are two matrices, or two batches of one count. Float32 CUDA tensors run
+autotune.matmul's tuned kernel; CPU tensors (float32, float64) torch's own product, so that a
+model still runs, moves and is checked on the CPU. In eager mode `autotune.pytorch.mm` (fast.py)
+runs the same kernels at less host cost.
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ def matmul(
     alpha: float = 1.0,
     precision: str = "highest",
 ) -> Tensor:
-    """alpha * op(a) @ op(b) as a new contiguous tensor (op: transpose when the flag is set).
+    """Return alpha * op(a) @ op(b) as a new contiguous tensor (op: transpose when the flag is set).
 
     Args:
         a, b: 2-D matrices or 3-D batches of one count, float32 on CUDA (float32 or float64 on the CPU).
@@ -36,8 +31,12 @@ def matmul(
         alpha: scale of the product.
         precision: the tier, as torch.set_float32_matmul_precision names it ("highest", "high",
             "medium"); on the CPU torch's product serves every tier.
+
     Returns:
         A new tensor of shape (M, N) or (batch, M, N), contiguous.
+
+    Raises:
+        TypeError: float16 or bfloat16 on CUDA, another device, or mixed operands: never cast.
     """
     # The kernel of every device but CUDA (registered below): the CPU's torch product; other
     # devices are refused by its check.
@@ -47,6 +46,8 @@ def matmul(
 matmul.register_kernel("cuda")(impl.cuda_product)
 
 
+# The fake implementation reads no data: the real one's shape and strides, so torch.compile
+# traces it with dynamic shapes.
 @matmul.register_fake
 def _matmul_fake(a, b, trans_a=False, trans_b=False, alpha=1.0, precision="highest"):
     impl.check_kinds(a, b)
@@ -62,6 +63,7 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.flags = (trans_a, trans_b, alpha, precision)
 
 
+# Each gradient is a call of the same operator with other trans flags (impl.gradients).
 def _backward(ctx, dc: Tensor):
     b, a = ctx.saved_tensors
     needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
@@ -83,13 +85,15 @@ def matmul_out(
     beta: float = 0.0,
     precision: str = "highest",
 ) -> None:
-    """out = alpha * op(a) @ op(b) + beta * out, in place (out is not read when beta is 0).
+    """Write out = alpha * op(a) @ op(b) + beta * out in place (out is not read when beta is 0).
+
+    No autograd: this is the in-place form for inference and preallocated buffers; train through
+    `matmul`.
 
     Args:
-        a, b: as for `matmul`.
+        a, b, trans_a, trans_b, alpha, precision: as for `matmul`.
         out: (M, N) or (batch, M, N), the dtype and device of a; must not overlap a or b.
         beta: scale of out's old values.
-    No autograd: this is the in-place form for inference and preallocated buffers; train through `matmul`.
     """
     impl.cpu_product_out(a, b, out, trans_a, trans_b, alpha, beta, precision)
 

@@ -5,10 +5,7 @@
     # then: autotune search --shapes-file shapes.txt
 
 The file holds one problem a line as results files are named (`4096x1024x1024_nt`, `_b<batch>`,
-`_beta<beta>`, `_<tier>`), its number of calls after a `#`, in the order first called. Every
-float32 product of mm, autotune::matmul and autotune::matmul_out run inside the block is
-recorded, on CUDA or the CPU, where the kernel runs: eager calls and a compiled model's first
-runs, not the replays of a captured CUDA graph.
+`_beta<beta>`, `_<tier>`), its number of calls after a `#`, in the order first called.
 """
 
 from __future__ import annotations
@@ -54,9 +51,14 @@ class ShapeLog:
 def record_shapes(path: str | Path | None = None) -> Iterator[ShapeLog]:
     """Record each float32 GEMM autotune's operators run inside the block.
 
+    Every float32 product of mm, autotune::matmul and autotune::matmul_out is recorded, on CUDA or
+    the CPU, where the kernel runs: eager calls and a compiled model's first runs, not the replays
+    of a captured CUDA graph.
+
     Args:
         path: where to write the shapes file when the block ends (also when it raises, so a
             run cut short keeps what it saw); None writes nothing (read the ShapeLog).
+
     Returns:
         A context manager giving the ShapeLog it fills.
     """
