@@ -1,4 +1,4 @@
-"""The wheel carries the templates and configs: installed outside the checkout, it lists the
+"""The wheel carries the templates, configs and shipped results: installed outside the checkout, it lists the
 families and compiles them like the checkout does."""
 
 import json
@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # What the build reads; copied so the build never sees a stale build/ folder of the checkout
 # (setuptools copies into build/lib without removing what is gone from the source).
-BUILD_INPUTS = ("pyproject.toml", "README.md", "autotune", "templates", "configs")
+BUILD_INPUTS = ("pyproject.toml", "README.md", "autotune", "templates", "configs", "results")
 
 
 def _run(cmd, cwd, env=None, timeout=300):
@@ -31,7 +31,7 @@ def wheel(tmp_path_factory) -> Path:
     for name in BUILD_INPUTS:
         path = ROOT / name
         if path.is_dir():
-            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.db*"))
         else:
             shutil.copy2(path, src / name)
     dist = tmp_path_factory.mktemp("dist")
@@ -46,8 +46,9 @@ def test_wheel_holds_every_template_config_and_profile(wheel):
         ("templates", "*.j2", "autotune/templates"),
         ("configs", "*.yaml", "autotune/configs"),
         ("autotune/profiles", "*.yaml", "autotune/profiles"),
+        ("results", "*/*.json", "autotune/results"),
     ):
-        expected = {f"{inside}/{p.name}" for p in (ROOT / folder).glob(pattern)}
+        expected = {f"{inside}/{p.relative_to(ROOT / folder)}" for p in (ROOT / folder).glob(pattern)}
         assert expected and expected <= names, expected - names
     assert "autotune/py.typed" in names
     # Nothing but the package at the top level (no results/, no stray folders in site-packages).
@@ -143,4 +144,21 @@ def test_installed_wheel_searches_and_exports_into_the_results_folder_it_is_give
     assert "tiled_TILE16" in text and "__global__" in text
     # Nothing was written into the installed package or beside it.
     site = next(installed.glob("lib/python*/site-packages"))
-    assert not (site / "results").exists() and not (site / "autotune" / "results").exists()
+    assert not (site / "results").exists()
+    shipped = {p.relative_to(ROOT / "results") for p in (ROOT / "results").glob("*/*.json")}
+    inside = site / "autotune" / "results"
+    assert {p.relative_to(inside) for p in inside.rglob("*.*")} == shipped
+
+
+def test_installed_wheel_reads_its_shipped_results_beside_the_users(installed, tmp_path):
+    # matmul's table for a GPU the wheel ships results of: those records, with no ./results here,
+    # and with a ./results of another GPU beside them.
+    code = (
+        "from autotune.dispatch.table import table_for; "
+        "print(sorted(p.name for p, _ in table_for(None, 'nvidia-h200').records))"
+    )
+    want = sorted(p.stem for p in (ROOT / "results" / "nvidia-h200").glob("*.json"))
+    py, env = str(installed / "bin" / "python"), _env(tmp_path)
+    assert want and _run([py, "-c", code], cwd=tmp_path, env=env).strip() == str(want)
+    (tmp_path / "results" / "some-other-gpu").mkdir(parents=True)
+    assert _run([py, "-c", code], cwd=tmp_path, env=env).strip() == str(want)

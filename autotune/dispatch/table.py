@@ -23,18 +23,21 @@ from . import model
 from .kernel import Kernel
 
 _INSTALLED = ROOT == Path(__file__).resolve().parent.parent  # a wheel: templates inside the package
-_CHECKOUT_RESULTS = str(ROOT / "results")
+# The results that ship: the checkout's results/, or their copy inside an installed wheel.
+_SHIPPED = str(ROOT / "results")
 
 
 def results_dir() -> Path:
-    """Return $AUTOTUNE_RESULTS, else ./results when it exists, else the checkout's results/.
+    """Return the results folder a search writes to and `load` reads by default.
 
-    An installed wheel has no results of its own: there it is ./results, whether or not it exists.
+    $AUTOTUNE_RESULTS, else ./results when it exists, else the checkout's results/; for an
+    installed wheel ./results, whether or not it exists (the wheel's own results are read beside
+    it by `matmul`, never written).
     """
     env = os.environ.get("AUTOTUNE_RESULTS")
     if env:
         return Path(env)
-    return Path("results" if _INSTALLED or os.path.isdir("results") else _CHECKOUT_RESULTS)
+    return Path("results" if _INSTALLED or os.path.isdir("results") else _SHIPPED)
 
 
 def _reads(family: str, problem: Problem) -> bool:
@@ -198,20 +201,41 @@ _TABLES: dict[tuple[str, str], _Table] = {}  # (results folder, GPU slug) -> its
 
 
 def table_for(results: str | Path | None, slug: str) -> _Table:
-    """Return the table of `slug` in `results` (default: results_dir()), found with one stat.
+    """Return the table of `slug` in `results`, found with a stat or two.
 
-    One stat serves the usual cases: a folder named, $AUTOTUNE_RESULTS, a wheel, or ./results
-    holding this GPU.
+    By default ($AUTOTUNE_RESULTS unset) the records of ./results with the shipped ones (the
+    wheel's or the checkout's) beside them, for shapes ./results has no record of.
     """
     if results:
         return _table(os.fspath(results), slug)
     env = os.environ.get("AUTOTUNE_RESULTS")
     if env:
         return _table(env, slug)
-    table = _table("results", slug)
-    if _INSTALLED or table.state is not None or os.path.isdir("results"):
-        return table
-    return _table(_CHECKOUT_RESULTS, slug)
+    return _beside(_table("results", slug), _table(_SHIPPED, slug))
+
+
+# slug -> (the user's table, the shipped one, the two as one): remade when either is read again.
+_BESIDE: dict[str, tuple[_Table, _Table, _Table]] = {}
+
+
+def _beside(own: _Table, shipped: _Table) -> _Table:
+    """Return the user's records with the shipped ones of shapes the user has no record of."""
+    # A shape the user tuned is theirs whole; the shipped tables fill in the rest, so a first
+    # search of one shape does not hide what shipped for every other. Run in the checkout,
+    # ./results is the shipped folder itself (the same device and inode).
+    if shipped.state is None or shipped.state == own.state:
+        return own
+    if own.state is None:
+        return shipped
+    slug = os.path.basename(own.folder)
+    kept = _BESIDE.get(slug)
+    if kept is not None and kept[0] is own and kept[1] is shipped:
+        return kept[2]
+    shapes = {problem for problem, _ in own.records}
+    records = own.records + [(problem, fams) for problem, fams in shipped.records if problem not in shapes]
+    table = _Table(own.folder, own.state, records, own.clean and shipped.clean)
+    _BESIDE[slug] = (own, shipped, table)
+    return table
 
 
 def _table(root: str, slug: str) -> _Table:

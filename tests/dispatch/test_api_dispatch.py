@@ -130,6 +130,34 @@ def test_results_folders_are_kept_apart(tmp_path, reads, monkeypatch):
     assert _nearest(tmp_path / "none", Problem(64, 64, 64)) is None
 
 
+def test_the_shipped_tables_are_read_beside_the_users_own(tmp_path, reads, monkeypatch):
+    # The shipped folder (a wheel's, or the checkout's) serves each shape ./results has no record
+    # of; a shape the user tuned is the user's; run where ./results is the shipped folder, it is
+    # read once.
+    shipped = _results(tmp_path, "shipped")
+    monkeypatch.setattr(dispatch_table, "_SHIPPED", str(shipped))
+    monkeypatch.delenv("AUTOTUNE_RESULTS", raising=False)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert _nearest(None, Problem(64, 64, 64)) == T4096  # no ./results: the shipped table
+    _put(work / "results", Problem(64, 64, 64), gflops=100.0)
+    _age(work / "results")
+    assert _nearest(None, Problem(64, 64, 64)) == Problem(64, 64, 64)  # the user's own shape
+    assert _nearest(None, Problem(4096, 4096, 4096)) == T4096  # still there beside it
+    _put(work / "results", T4096, gflops=123.0)  # the user's record of a shipped shape wins
+    later = LONG_AGO_NS + 10**10  # old enough to be trusted, and not the state already seen
+    os.utime(work / "results" / SLUG, ns=(later, later))
+    table = dispatch_table.table_for(None, SLUG)
+    (fams,) = [f for shape, f in table.records if shape == T4096]
+    assert {e["gflops"] for e in fams.values()} == {123.0}
+    assert table is dispatch_table.table_for(None, SLUG)  # unchanged folders: the same table
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").symlink_to(shipped)  # ./results is the shipped folder itself
+    here, there = dispatch_table.table_for(None, SLUG), dispatch_table.table_for(str(shipped), SLUG)
+    assert here.state == there.state and len(here.records) == len(there.records) == 2  # not twice
+
+
 def test_a_repeated_shape_is_a_lookup(tmp_path, reads, loads, monkeypatch):
     root = _results(tmp_path)
     asked = []
