@@ -38,14 +38,14 @@ FIT_SHAPES = [
     "4096x5x4096", "8192x24x4096", "4096x100x4096", "8192x500x2048", "192x192x24576",
     "1024x1024x32768", "3000x3000x48", "4096x4096x512", "3000x1500x6000", "1500x3000x6000",
     "20x20x20", "600x700x800",
-    # Added with the check set (run 125): odd sizes, and row or column counts that no tile divides,
+    # Added with the check set: odd sizes, and row or column counts that no tile divides,
     # the regimes where the first 20 gave the model no choice to get wrong.
     "999", "1777", "385", "2500x1000x777", "8192x56x4096", "56x8192x4096", "4096x24x8192",
     "3000x40x3000", "40x3000x3000", "5000x200x3000", "200x5000x3000", "4096x500x1024", "800x8000x2000",
     "8000x800x2000", "1200x1200x12000", "333x333x33333", "2500x2500x100", "10x6000x6000",
     "6000x10x6000", "3500x2500x1500",
 ]  # fmt: skip
-# A third set, added after the model had been judged on "score" (issue 17, run 123): shapes none
+# A third set, added after the model had been judged on "score": shapes none
 # of the model's design looked at, over the same regimes plus odd sizes and column or row counts
 # that no tile divides, to report a change of the model on.
 CHECK_SHAPES = [

@@ -1,4 +1,4 @@
-"""Cold searches (no seeds) against the best known config, as issue 18's goal states them.
+"""Cold searches (no seeds) against the best known config, the way a cold-search goal is stated.
 
     python benchmarks/cold_search.py --shapes 4096,2048 --seeds 0,1,2,3,4 --family warptile \
         --stored results/nvidia-h100-80gb-hbm3 --reference references.json --out cold/

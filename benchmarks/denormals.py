@@ -1,5 +1,5 @@
 """What each precision tier's kernel makes of FP32 denormal (subnormal) inputs, against cuBLAS
-FP32 and TF32 on the same data: printed, for the notes (issue 19 asks that it be written down).
+FP32 and TF32 on the same data: printed, for the notes.
 
     python benchmarks/denormals.py
 """

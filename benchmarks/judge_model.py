@@ -5,7 +5,7 @@ and the best measured candidate (the bound on any choice).
     # the measured files are in git, not the tree (each 0.35-0.7 MB):
     git show f0bcb97:benchmarks/logs/run70-h100/candidates.json > run70.json
     python benchmarks/judge_model.py run70.json
-    python benchmarks/judge_model.py run124.json run123.json  # sets pooled (runs 124, 123 alike)
+    python benchmarks/judge_model.py a.json b.json   # two runs' sets, pooled
     python benchmarks/judge_model.py FILE --set SHARING=0.75 --set LAUNCH_US=2   # other constants
     python benchmarks/judge_model.py FILE --grid          # the search its constants were chosen by
 

@@ -155,7 +155,7 @@ def main() -> None:
         "--cases",
         choices=["segments", "walks"],
         default="segments",
-        help="segments: run 169's lengths of a row's runs; walks: the two sides' kernels as copy patterns",
+        help="segments: the measured lengths of a row's runs; walks: the two sides' kernels as copy patterns",
     )
     ap.add_argument("--out", help="also write the rows as JSON here")
     args = ap.parse_args()

@@ -7,7 +7,7 @@
     python benchmarks/sweep.py --set small --family all --skip-tuned --copy-to $OUT/results  # resume
     python benchmarks/sweep.py --set layouts         # A @ B.T, A.T @ B, A.T @ B.T (shape_nt, ...)
     python benchmarks/sweep.py --set batches         # strided batches in one launch (shape_b64, ...)
-    python benchmarks/sweep.py --precision high --family all   # a precision tier (issue 19)
+    python benchmarks/sweep.py --precision high --family all   # a precision tier
 
 Each shape is an ordinary `autotune search` (same studies, same results files), so the
 winners land in results/<gpu>/ and `autotune export` / `check` work on them. cuBLAS is timed

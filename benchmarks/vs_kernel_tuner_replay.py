@@ -1,6 +1,6 @@
 """autotune vs Kernel Tuner by replay: the fraction of the optimum each reaches, over many seeds.
 
-    # run 21's measurements are in git, not the tree (0.1 MB each):
+    # the recorded measurements are in git, not the tree (0.1 MB each):
     git show f0bcb97:benchmarks/logs/run21-h200/landscape_4096.json > landscape_4096.json
     git show f0bcb97:benchmarks/logs/run21-h200/kt_cache_4096.json > kt_cache_4096.json
     python benchmarks/vs_kernel_tuner_replay.py --landscape landscape_4096.json \

@@ -1,4 +1,4 @@
-"""On the GPU: the tensor-core precision tiers (issue 19) meet their accuracy contracts at awkward
+"""On the GPU: the tensor-core precision tiers meet their accuracy contracts at awkward
 shapes and layouts, the contract rejects a kernel of a looser tier, and infinities and NaNs
 reach C as they do in FP32."""
 
