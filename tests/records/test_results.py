@@ -1,18 +1,14 @@
 import json
 
 import pytest
-from helpers import GPU, RESULTS, record_entry
+from helpers import GPU, RESULTS
+from helpers import record_entry as _entry
 
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
 from autotune.records.results import best_entry, load_record, record_path
 from autotune.records.store import make_entry, update_record
 
 P = Problem(1000, 1000, 1000)
-
-
-def _entry(family, params, gflops, h100, problem=P):
-    """A verified entry of `problem` at `gflops`, as a search writes it."""
-    return record_entry(family, params, gflops, h100, problem)
 
 
 def test_round_trip_and_keep_the_faster(tmp_path, h100):
