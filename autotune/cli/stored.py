@@ -46,6 +46,14 @@ def _export_parser(sub) -> None:
     e.add_argument(
         "-o", "--output", type=Path, default=Path("tuned_sgemm.h"), help="header path (default tuned_sgemm.h)"
     )
+    e.add_argument(
+        "--prefix",
+        metavar="NAME",
+        default="autotune",
+        help="what the header's names start with: NAME_sgemm(...), its kernels and namespaces; its macros "
+        "and include guard upper-cased (NAME_BM); headers of different prefixes can be included in one "
+        "program (default autotune: autotune_sgemm, AUTOTUNE_BM)",
+    )
     e.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
 
 
@@ -107,16 +115,17 @@ def _list_parser(sub) -> None:
 
 def cmd_export(args) -> int:
     """Run `autotune export`: write the best stored config for a shape as a header."""
-    from ..records.export import export
+    from ..records.export import check_prefix, export
     from ..records.results import resolve_gpu
 
+    check_prefix(args.prefix)
     problem = parse_problem(args)
     layouts = _layout_list(args.layouts) if args.layouts else None
     if layouts and args.layout != "nn":
         raise UserError("give --layout or --layouts, not both")
     slug = resolve_gpu(args.results, args.gpu)
     check_output_file(args.output)
-    path, entry = export(args.results, slug, problem, args.output, args.family, layouts)
+    path, entry = export(args.results, slug, problem, args.output, args.family, layouts, args.prefix)
     if layouts and len(layouts) > 1:
         print(f"wrote {path}: layouts {' '.join(layouts)} of {problem.with_layout('nn').name} on {slug}")
         return 0
