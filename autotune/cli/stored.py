@@ -148,8 +148,11 @@ def _layout_list(text: str) -> list[str]:
 def cmd_check(args) -> int:
     """Run `autotune check` (on the GPU, or --static without one); return the exit status."""
     from ..records.check import check_gpu, check_static, format_rows
-    from ..records.results import resolve_gpu
+    from ..records.results import gpu_dirs, live_gpu_slug, resolve_gpu
 
+    if not args.static and args.gpu is None and len(gpu_dirs(args.results)) > 1 and live_gpu_slug() is None:
+        # Re-timing needs a GPU, whichever folder: say that, not which folder to pick.
+        raise UserError("no usable GPU to re-time on; 'autotune check --static --gpu NAME' works without one")
     slug = resolve_gpu(args.results, args.gpu)
     if args.static:
         rows = check_static(args.results, slug, progress=every_few_seconds("check --static", "configs"))

@@ -174,20 +174,9 @@ def header_for_entries(
     named = multi or prefix != DEFAULT_PREFIX  # the sections in namespaces of their own
     sections, notes, undefs, first = [], [], [], None
     for record, entry in picks:
-        cfg = entry_config(entry)
-        resolved = Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
-        layout = Problem(**record["problem"]).layout
-        kernel = f"{prefix}_tuned_sgemm_kernel" + (f"_{layout}" if multi else "")
-        context = launcher_context(resolved, kernel)
-        source = _EXTERN_KERNEL.sub("static ", render(resolved, kernel_name=kernel).strip())
-        section = template(resolved.family.path.parent, "_export_section.h.j2")
-        text = render_template(
-            section, KERNEL_SOURCE=source, TRANS=resolved.plan.layout, P=prefix, PU=prefix.upper(), **context
-        )
-        sections.append((f"{prefix}_{layout}" if named else "", text.strip()))
-        # The source's macros that do not carry the kernel's name (and so the prefix).
-        own = [] if prefix == DEFAULT_PREFIX else _DEFINE.findall(source)
-        undefs.append(sorted({name for name in own if kernel not in name}))
+        resolved, layout, context, text, undef = _section(entry, record, prefix, multi)
+        sections.append((f"{prefix}_{layout}" if named else "", text))
+        undefs.append(undef)
         notes.append(c_text(f"{layout}: {resolved.name}, {entry['gflops']:.0f} GFLOP/s, {entry['ratio']:.2f}x cuBLAS"))
         first = first or (record, entry, resolved, context)
     record, entry, resolved, context = first
@@ -223,6 +212,24 @@ def header_for_entries(
         PARAMS=sorted(resolved.config.params),
         **context,
     )
+
+
+def _section(entry: dict, record: dict, prefix: str, multi: bool) -> tuple[Resolved, str, dict, str, list[str]]:
+    """Return one entry's part of a header: (its config, its layout, its launcher's context, the
+    text of its kernel, plan and launchers, the kernel source's macros a prefixed header undefines)."""
+    cfg = entry_config(entry)
+    resolved = Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
+    layout = Problem(**record["problem"]).layout
+    kernel = f"{prefix}_tuned_sgemm_kernel" + (f"_{layout}" if multi else "")
+    context = launcher_context(resolved, kernel)
+    source = _EXTERN_KERNEL.sub("static ", render(resolved, kernel_name=kernel).strip())
+    section = template(resolved.family.path.parent, "_export_section.h.j2")
+    text = render_template(
+        section, KERNEL_SOURCE=source, TRANS=resolved.plan.layout, P=prefix, PU=prefix.upper(), **context
+    )
+    # The source's macros that do not carry the kernel's name (and so the prefix).
+    own = [] if prefix == DEFAULT_PREFIX else _DEFINE.findall(source)
+    return resolved, layout, context, text.strip(), sorted({name for name in own if kernel not in name})
 
 
 def _count(value: object) -> str:
