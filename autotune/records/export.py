@@ -137,9 +137,7 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def header_for_entry(
-    record: dict, entry: dict, file_name: str = "tuned_sgemm.h", prefix: str = DEFAULT_PREFIX
-) -> str:
+def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h", prefix: str = DEFAULT_PREFIX) -> str:
     """Return the header text for one results entry."""
     return header_for_entries([(record, entry)], file_name, prefix)
 
@@ -215,8 +213,12 @@ def header_for_entries(
 
 
 def _section(entry: dict, record: dict, prefix: str, multi: bool) -> tuple[Resolved, str, dict, str, list[str]]:
-    """Return one entry's part of a header: (its config, its layout, its launcher's context, the
-    text of its kernel, plan and launchers, the kernel source's macros a prefixed header undefines)."""
+    """Return one entry's part of a header, and what the header needs to know of it.
+
+    Returns:
+        (its config, its layout, its launcher's context, the text of its kernel, plan and
+        launchers, the kernel source's macros that a prefixed header undefines after it)
+    """
     cfg = entry_config(entry)
     resolved = Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
     layout = Problem(**record["problem"]).layout
