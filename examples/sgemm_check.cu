@@ -1,6 +1,6 @@
 // A standalone program that uses an exported autotune header and checks it against cuBLAS.
 //
-//   autotune export --size 4096 --layout nt -o tuned_sgemm.h
+//   autotune export --size 4096 --layout nt --gpu nvidia-h100-80gb-hbm3 -o tuned_sgemm.h
 //   nvcc -arch=sm_90 -O2 -I. examples/sgemm_check.cu -lcublas -o sgemm_check
 //   ./sgemm_check            # default shapes, or: ./sgemm_check M N K [M N K ...]
 //

@@ -46,6 +46,14 @@ def _export_parser(sub) -> None:
     e.add_argument(
         "-o", "--output", type=Path, default=Path("tuned_sgemm.h"), help="header path (default tuned_sgemm.h)"
     )
+    e.add_argument(
+        "--prefix",
+        metavar="NAME",
+        default="autotune",
+        help="what the header's names start with: NAME_sgemm(...), its kernels and namespaces; its macros "
+        "and include guard upper-cased (NAME_BM); headers of different prefixes can be included in one "
+        "program (default autotune: autotune_sgemm, AUTOTUNE_BM)",
+    )
     e.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
 
 
@@ -107,16 +115,17 @@ def _list_parser(sub) -> None:
 
 def cmd_export(args) -> int:
     """Run `autotune export`: write the best stored config for a shape as a header."""
-    from ..records.export import export
+    from ..records.export import check_prefix, export
     from ..records.results import resolve_gpu
 
+    check_prefix(args.prefix)
     problem = parse_problem(args)
     layouts = _layout_list(args.layouts) if args.layouts else None
     if layouts and args.layout != "nn":
         raise UserError("give --layout or --layouts, not both")
     slug = resolve_gpu(args.results, args.gpu)
     check_output_file(args.output)
-    path, entry = export(args.results, slug, problem, args.output, args.family, layouts)
+    path, entry = export(args.results, slug, problem, args.output, args.family, layouts, args.prefix)
     if layouts and len(layouts) > 1:
         print(f"wrote {path}: layouts {' '.join(layouts)} of {problem.with_layout('nn').name} on {slug}")
         return 0
@@ -139,8 +148,11 @@ def _layout_list(text: str) -> list[str]:
 def cmd_check(args) -> int:
     """Run `autotune check` (on the GPU, or --static without one); return the exit status."""
     from ..records.check import check_gpu, check_static, format_rows
-    from ..records.results import resolve_gpu
+    from ..records.results import gpu_dirs, live_gpu_slug, resolve_gpu
 
+    if not args.static and args.gpu is None and len(gpu_dirs(args.results)) > 1 and live_gpu_slug() is None:
+        # Re-timing needs a GPU, whichever folder: say that, not which folder to pick.
+        raise UserError("no usable GPU to re-time on; 'autotune check --static --gpu NAME' works without one")
     slug = resolve_gpu(args.results, args.gpu)
     if args.static:
         rows = check_static(args.results, slug, progress=every_few_seconds("check --static", "configs"))

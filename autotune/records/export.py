@@ -8,6 +8,7 @@ a shape (pure arithmetic, printable without a GPU), `autotune_sgemm` runs them.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from pathlib import Path
 
 from ..core.tiers import tier
@@ -19,7 +20,16 @@ from ..kernels.render import render, render_template, template
 from .results import best_entry, entry_config, record_path
 from .store import atomic_write_text
 
-EXPORT_KERNEL = "autotune_tuned_sgemm_kernel"
+DEFAULT_PREFIX = "autotune"
+# A prefix: lowercase (macros take it upper-cased, so two that differ only by case would collide),
+# single underscores (a double one is reserved to the compiler), not the kernel sources' own at_.
+_PREFIX = re.compile(r"(?!at_)(?!at$)[a-z](?:_?[a-z0-9])*")
+_PREFIX_MAX = 32
+# The kernels' linkage: NVRTC's sources declare them extern "C" (the tuner looks them up by name);
+# defined in a header that several .cu files of a program include, each would define the same
+# symbol, so the header makes them static, one copy per file that launches them.
+_EXTERN_KERNEL = re.compile(r'\bextern\s+"C"\s+(?=__global__)')
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.MULTILINE)
 
 # Kernel arguments (launch.py's names) as the launcher's C expressions.
 _C_ARGS = {
@@ -116,9 +126,20 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
     )
 
 
-def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h") -> str:
+def check_prefix(prefix: str) -> str:
+    """Return `prefix` if it can name a header's symbols; else raise UserError saying what can."""
+    if len(prefix) > _PREFIX_MAX or not _PREFIX.fullmatch(prefix):
+        raise UserError(
+            f"--prefix {c_text(prefix, 40)!r}: a C name of lowercase letters, digits and single underscores, "
+            f"starting with a letter, at most {_PREFIX_MAX} characters, neither 'at' nor 'at_...' "
+            "(the kernels' own names)"
+        )
+    return prefix
+
+
+def header_for_entry(record: dict, entry: dict, file_name: str = "tuned_sgemm.h", prefix: str = DEFAULT_PREFIX) -> str:
     """Return the header text for one results entry."""
-    return header_for_entries([(record, entry)], file_name)
+    return header_for_entries([(record, entry)], file_name, prefix)
 
 
 def _arch_flags(arch: str) -> str:
@@ -131,25 +152,29 @@ def _arch_flags(arch: str) -> str:
     return f"-arch={arch}"
 
 
-def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_sgemm.h") -> str:
+def header_for_entries(
+    picks: list[tuple[dict, dict]], file_name: str = "tuned_sgemm.h", prefix: str = DEFAULT_PREFIX
+) -> str:
     """Return the header text for results entries of one shape: one, or one per layout.
 
     With one entry, the header of that layout, its entry points global; with one per layout,
-    each kernel and its launchers in namespace autotune_<layout>, and entry points in cuBLAS's
+    each kernel and its launchers in namespace <prefix>_<layout>, and entry points in cuBLAS's
     convention dispatching on the transposes.
+
+    Args:
+        prefix: What every name the header defines starts with (its macros and include guard
+            upper-cased). Another than the default also puts a one-layout header's kernel in its
+            namespace and #undefs the kernel source's own macros, so that headers of different
+            prefixes can be included in one program.
     """
+    check_prefix(prefix)
     multi = len(picks) > 1
-    sections, notes, first = [], [], None
+    named = multi or prefix != DEFAULT_PREFIX  # the sections in namespaces of their own
+    sections, notes, undefs, first = [], [], [], None
     for record, entry in picks:
-        cfg = entry_config(entry)
-        resolved = Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
-        layout = Problem(**record["problem"]).layout
-        kernel_name = EXPORT_KERNEL + (f"_{layout}" if multi else "")
-        context = launcher_context(resolved, kernel_name)
-        source = render(resolved, kernel_name=kernel_name).strip()
-        section = template(resolved.family.path.parent, "_export_section.h.j2")
-        text = render_template(section, KERNEL_SOURCE=source, TRANS=resolved.plan.layout, **context)
-        sections.append((f"autotune_{layout}" if multi else "", text.strip()))
+        resolved, layout, context, text, undef = _section(entry, record, prefix, multi)
+        sections.append((f"{prefix}_{layout}" if named else "", text))
+        undefs.append(undef)
         notes.append(c_text(f"{layout}: {resolved.name}, {entry['gflops']:.0f} GFLOP/s, {entry['ratio']:.2f}x cuBLAS"))
         first = first or (record, entry, resolved, context)
     record, entry, resolved, context = first
@@ -159,7 +184,10 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
     return render_template(
         template(resolved.family.path.parent, "_export.h.j2"),
         MULTI=multi,
+        P=prefix,
+        PU=prefix.upper(),
         SECTIONS=sections,
+        UNDEFS=undefs,
         SECTION_NOTES=notes,
         LAYOUTS=[c_text(Problem(**r["problem"]).layout) for r, _ in picks],
         FILE_NAME=c_text(file_name),
@@ -184,6 +212,28 @@ def header_for_entries(picks: list[tuple[dict, dict]], file_name: str = "tuned_s
     )
 
 
+def _section(entry: dict, record: dict, prefix: str, multi: bool) -> tuple[Resolved, str, dict, str, list[str]]:
+    """Return one entry's part of a header, and what the header needs to know of it.
+
+    Returns:
+        (its config, its layout, its launcher's context, the text of its kernel, plan and
+        launchers, the kernel source's macros that a prefixed header undefines after it)
+    """
+    cfg = entry_config(entry)
+    resolved = Family.load(cfg.family).resolve(cfg, f"stored config {cfg.name}")
+    layout = Problem(**record["problem"]).layout
+    kernel = f"{prefix}_tuned_sgemm_kernel" + (f"_{layout}" if multi else "")
+    context = launcher_context(resolved, kernel)
+    source = _EXTERN_KERNEL.sub("static ", render(resolved, kernel_name=kernel).strip())
+    section = template(resolved.family.path.parent, "_export_section.h.j2")
+    text = render_template(
+        section, KERNEL_SOURCE=source, TRANS=resolved.plan.layout, P=prefix, PU=prefix.upper(), **context
+    )
+    # The source's macros that do not carry the kernel's name (and so the prefix).
+    own = [] if prefix == DEFAULT_PREFIX else _DEFINE.findall(source)
+    return resolved, layout, context, text.strip(), sorted({name for name in own if kernel not in name})
+
+
 def _count(value: object) -> str:
     """Return a record's count (registers, bytes) as the header's comment says it, or "unknown"."""
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else "unknown"
@@ -196,6 +246,7 @@ def export(
     out: Path | str,
     family: str | None = None,
     layouts: list[str] | None = None,
+    prefix: str = DEFAULT_PREFIX,
 ) -> tuple[Path, dict]:
     """Write the C header of the best stored result for `problem` to `out`.
 
@@ -203,13 +254,16 @@ def export(
         family: Only this family's entries, if given.
         layouts: One kernel per layout, each stored for the problem's shape in that layout
             (default: the problem's own layout).
+        prefix: What the header's names start with (header_for_entries).
 
     Returns:
         (the header's path, the first layout's entry); the header is written whole or not at all.
 
     Raises:
-        UserError: No such record, or one that is damaged or whose config its family refuses.
+        UserError: No such record, or one that is damaged or whose config its family refuses, or
+            a prefix that cannot name C symbols.
     """
+    check_prefix(prefix)
     picks = []
     for lay in layouts or [problem.layout]:
         record, entry = best_entry(root, gpu_slug, problem.with_layout(lay), family)  # read and checked
@@ -220,6 +274,6 @@ def export(
             raise UserError(f"{record_path(root, gpu_slug, problem.with_layout(lay))}: {exc}") from None
         picks.append((record, entry))
     out = Path(out)
-    text = header_for_entries(picks, out.name)  # all of it before anything is written
+    text = header_for_entries(picks, out.name, prefix)  # all of it before anything is written
     atomic_write_text(out, text)
     return out, picks[0][1]

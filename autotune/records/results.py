@@ -147,7 +147,11 @@ def iter_records(root: Path | str, gpu_slug: str) -> Iterator[tuple[Path, dict]]
 
 
 def resolve_gpu(root: Path | str, gpu: str | None) -> str:
-    """Return the GPU folder to use: `gpu`'s (name or slug), else the only one, else this GPU's."""
+    """Return the GPU folder to use: `gpu`'s (name or slug), else the only one, else this GPU's.
+
+    Raises:
+        UserError: No such folder, none at all, or several and none of them this GPU's (or no GPU).
+    """
     from ..kernels.limits import gpu_slug
 
     dirs = gpu_dirs(root)
@@ -163,7 +167,9 @@ def resolve_gpu(root: Path | str, gpu: str | None) -> str:
     live = live_gpu_slug()
     if live in dirs:
         return live  # several GPUs' results: this machine's
-    raise UserError(f"results for several GPUs under {root} ({', '.join(dirs)}): pick one with --gpu")
+    # Without a GPU, or on one of none of them, no folder is the obvious one: the user names it.
+    here = "and no GPU here to choose by" if live is None else f"none of this GPU's ({live})"
+    raise UserError(f"results for several GPUs under {root} ({', '.join(dirs)}), {here}: pick one with --gpu")
 
 
 def live_gpu_slug() -> str | None:

@@ -133,6 +133,7 @@ OPTIONS: dict[str, dict] = {
         "--family": _pool(["tiled"], FAMILIES),
         "--layouts": _pool(["nn,nt", "all", "nn"], ["nn,,nt", "xx", "", ","] + TEXT),
         "-o": _pool(["out.h", "d/out.h", "ld/out.h", "f.txt"], PATHS),
+        "--prefix": _pool(["autotune", "big", "nt2_x"], ["Big", "at", "at_x", "a__b", "a_", "9a"] + TEXT),
     },
     "check": {
         "--gpu": _pool([SLUG], GPUS),

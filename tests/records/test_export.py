@@ -1,11 +1,13 @@
+import re
 import subprocess
 
 import pytest
-from helpers import GPU, have_nvcc
+from helpers import GPU, have_nvcc, one_clear_line, run_cli
 from helpers import record_entry as _entry
 
 from autotune.core.types import Problem, UserError
 from autotune.kernels.family import Family
+from autotune.kernels.space import Space
 from autotune.records.export import _arch_flags, export, header_for_entry
 from autotune.records.store import update_record
 
@@ -224,3 +226,130 @@ def test_export_of_an_untuned_shape_lists_the_tuned_ones(tmp_path, h100):
     update_record(tmp_path, GPU, Problem(1000, 1000, 1000), {"tiled": _entry("tiled", {"TILE": 32}, 1.0, h100)})
     with pytest.raises(UserError, match="tuned shapes: 1000x1000x1000"):
         export(tmp_path, GPU["slug"], Problem(64, 64, 64), tmp_path / "x.h")
+
+
+# --prefix: headers that live in one program.
+WARPTILE_DP = {**WARPTILE, "SPLITK": 1}  # over 48 KB of dynamic shared memory: the opt-in
+
+
+def _store(folder, h100, family, params, problem):
+    update_record(folder, GPU, problem, {family: _entry(family, params, 1000.0, h100, problem)})
+
+
+def _prefixed(default: str, prefix: str) -> str:
+    """The default header's text with its names as --prefix names them (the kernel sources' guards,
+    which take the kernel's name, keep their AUTOTUNE_)."""
+    text = re.sub(r"AUTOTUNE_(?!COMMON_|SPLIT_SUM_)", prefix.upper() + "_", default)
+    return text.replace("autotune_", prefix + "_")
+
+
+def test_a_prefix_renames_every_name_the_header_defines_and_changes_nothing_else(tmp_path, h100):
+    """With --prefix big, the header is the default one with autotune_ / AUTOTUNE_ names as big_ /
+    BIG_, its section in namespace big_nn with the entry points brought out by `using`, and the
+    kernel source's own AT_ macros undefined after it: every macro left defined carries the prefix."""
+    P = Problem(1000, 1000, 1000)
+    _store(tmp_path, h100, "warptile", WARPTILE_DP, P)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    default = export(tmp_path, GPU["slug"], P, tmp_path / "a" / "tuned.h")[0].read_text()
+    text = export(tmp_path, GPU["slug"], P, tmp_path / "b" / "tuned.h", prefix="big")[0].read_text()
+    assert "#ifndef AUTOTUNE_TUNED_SGEMM_H" in default and "namespace" not in default
+    # The namespace's opening, and after its end the undefined macros and the using-declarations
+    inner = re.sub(r"// ---- big_nn: .*\nnamespace big_nn \{\n", "", text)
+    after = r"(?:// (?:The kernel source's|define its|This build's).*|#undef AT_\w+|using big_nn::.*)"
+    inner = re.sub(r"\}  // namespace big_nn\n(?:" + after + r"?\n)*", "", inner)
+    assert inner.split() == _prefixed(default, "big").split()
+    assert "#ifndef BIG_TUNED_SGEMM_H" in text and "#define BIG_BM 128\n" in text
+    assert "using big_nn::big_sgemm_row_major;" in text
+    assert all("big_" in name for name in re.findall(r"\b(?:autotune|AUTOTUNE)_\w+", text))
+    undefined = re.findall(r"^#undef (\w+)", text[text.index("}  // namespace big_nn") :], re.MULTILINE)
+    defined = set(re.findall(r"^#define (\w+)", text, re.MULTILINE)) - set(undefined)
+    assert defined and all(n.startswith("BIG_") or "big_" in n for n in defined), sorted(defined)
+
+
+def test_the_shared_memory_opt_in_is_kept_per_device_and_atomic(tmp_path, h100):
+    """The launcher opts in to over 48 KB of shared memory once per device (the attribute is the
+    device's), keyed by cudaGetDevice and kept in an atomic, not one process-wide bool."""
+    P = Problem(1000, 1000, 1000)
+    _store(tmp_path, h100, "warptile", WARPTILE_DP, P)
+    text = export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h")[0].read_text()
+    launch = text[text.index("autotune_sgemm_launch(") :]
+    assert "static bool" not in text
+    assert "static std::atomic<unsigned long long> smem_attr_set" in launch
+    order = [launch.index(s) for s in ("cudaGetDevice(&dev)", "smem_attr_set.load", "cudaFuncSetAttribute")]
+    assert order == sorted(order)
+    assert "smem_attr_set.fetch_or(bit" in launch
+
+
+@pytest.mark.parametrize("prefix", ["Big", "9lives", "a__b", "a_", "_a", "at", "at_x", "", "a-b", "x" * 33])
+def test_a_prefix_that_cannot_name_c_symbols_is_refused(tmp_path, h100, prefix):
+    P = Problem(1000, 1000, 1000)
+    _store(tmp_path, h100, "tiled", {"TILE": 16}, P)
+    with pytest.raises(UserError, match="--prefix"):
+        export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h", prefix=prefix)
+    assert not (tmp_path / "tuned.h").exists()
+
+
+def test_the_command_line_refuses_a_bad_prefix_in_one_line(tmp_path, h100):
+    _store(tmp_path, h100, "tiled", {"TILE": 16}, Problem(64, 64, 64))
+    out = str(tmp_path / "x.h")
+    r = run_cli("export", "--size", "64", "--results", str(tmp_path), "--prefix", "My-GEMM", "-o", out)
+    assert "--prefix 'My-GEMM'" in one_clear_line(r)
+    assert not (tmp_path / "x.h").exists()
+
+
+TWO_PREFIXES_MAIN = """#include "big.h"
+#include "small.h"
+#include "tuned.h"
+#include "big.h"  // a second time: its guard keeps it out
+cudaError_t other_file(float* A, float* B, float* C);
+int main() {
+    float *A = nullptr, *B = nullptr, *C = nullptr;  // refused before any CUDA call: no GPU needed
+    int bad = 0;
+    bad += big_sgemm('N', 'N', 4, 4, 4, 1.0f, A, 4, B, 4, 0.0f, C, 4) != cudaErrorInvalidValue;
+    bad += big_sgemm_row_major(4, 4, 4, 1.0f, A, 4, B, 4, 0.0f, C, 4) != cudaErrorInvalidValue;
+    bad += small_sgemm('T', 'N', 4, 4, 4, 1.0f, A, 4, B, 4, 0.0f, C, 4) != cudaErrorInvalidValue;
+    bad += small_nt::small_sgemm_row_major(4, 4, 4, 1.0f, A, 4, B, 4, 0.0f, C, 4) != cudaErrorInvalidValue;
+    bad += autotune_sgemm(4, 4, 4, 1.0f, A, B, 0.0f, C) != cudaErrorInvalidValue;
+    bad += other_file(A, B, C) != cudaErrorInvalidValue;
+    bad += BIG_BM != 128 || AUTOTUNE_TILE != 16 || SMALL_HAS_NT != 1;
+    return bad;
+}
+"""
+OTHER_FILE = """#include "big.h"
+#include "tuned.h"
+cudaError_t other_file(float* A, float* B, float* C)
+{
+    return big_sgemm_row_major(4, 4, 4, 1.0f, A, 4, B, 4, 0.0f, C, 4);
+}
+"""
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+def test_headers_of_different_prefixes_and_one_header_in_two_files_build_into_one_program(tmp_path, h100):
+    """Three headers in one translation unit (prefix big: warptile, its shared-memory opt-in;
+    small: two layouts; the default prefix), and big.h and the default one in a second .cu file:
+    compiled with every host warning on (-Xcompiler -Wall,-Wextra) and none, linked, and run
+    (each call is refused before it reaches the GPU)."""
+    P = Problem(1000, 1000, 1000)
+    _store(tmp_path / "r", h100, "warptile", WARPTILE_DP, P)
+    _store(tmp_path / "r", h100, "tiled", {"TILE": 16}, Problem(64, 64, 64))
+    for lay in ("nn", "nt"):
+        problem = Problem(96, 80, 64, lay)
+        params = Family.load("vectorized").built_for(Space.load("vectorized").fallback, problem).as_dict()
+        _store(tmp_path / "r", h100, "vectorized", params, problem)
+    slug = GPU["slug"]
+    export(tmp_path / "r", slug, P, tmp_path / "big.h", prefix="big")
+    export(tmp_path / "r", slug, Problem(96, 80, 64), tmp_path / "small.h", layouts=["nn", "nt"], prefix="small")
+    export(tmp_path / "r", slug, Problem(64, 64, 64), tmp_path / "tuned.h")
+    (tmp_path / "main.cu").write_text(TWO_PREFIXES_MAIN)
+    (tmp_path / "other.cu").write_text(OTHER_FILE)
+    flags = ["-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings"]
+    exe = tmp_path / "main"
+    b = subprocess.run(
+        ["nvcc", "-arch=sm_90", *flags, "-o", str(exe), str(tmp_path / "main.cu"), str(tmp_path / "other.cu")],
+        capture_output=True,
+        text=True,
+    )
+    assert b.returncode == 0 and "warning" not in b.stderr.lower(), b.stderr
+    r = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
