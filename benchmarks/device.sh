@@ -20,6 +20,11 @@
 #   pytorch          autotune.pytorch on the device: its GPU tests, benchmarks/pytorch_layer.py (host
 #                    time per call and a linear layer, torch beside it), examples/pytorch_mlp.py
 #                                                                       -> logs/pytorch_{tests,layer,mlp}.txt
+#   linear-tune [SEC] benchmarks/pytorch_linear.py --record: the GEMMs of the example's layers and of a
+#                    seeded draw of 10 linear layers, then `autotune search --shapes-file` of them,
+#                    SEC per shape (10); each record to $OUT/results/<gpu>/ -> logs/linear_{shapes,tune}.txt
+#   linear           benchmarks/pytorch_linear.py: those layers' forward + backward, autotune's Linear
+#                    against nn.Linear, eager and compiled               -> logs/linear.{txt,json}
 #   dispatch         benchmarks/dispatch.py: host time per call of matmul, the loaded kernel,
 #                    cupy.matmul, torch                                  -> logs/dispatch.{txt,json}
 #   sweep [TRIALS]   benchmarks/sweep.py, warptile, TRIALS per shape (40) -> logs/sweep.{txt,json}
@@ -63,7 +68,8 @@ for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed
     fuzz) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz needs a count" >&2; usage; }
       j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     fuzz-before) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz-before needs a count" >&2; usage; } ;;
-    sweep|skinny|small|layouts|batches) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
+    sweep|skinny|small|layouts|batches|linear-tune) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
+    linear) ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
     *) echo "unknown task '${!i}'" >&2; usage ;;
   esac
@@ -151,6 +157,20 @@ sys.exit(main(sys.argv[1:]))' fuzz --problems "$count" --coverage 0 --shrink 2 -
       timeout 240 python3 examples/pytorch_mlp.py > "$L/pytorch_mlp.txt" 2>&1
       echo "exit $?" >> "$L/pytorch_mlp.txt"
       echo "pytorch: tests $(tail -2 "$L/pytorch_tests.txt" | tr '\n' ' '); layer $(python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(d['host_us'], d['layer_ms'])" "$L/pytorch_layer.json" 2>&1 | tail -1); mlp $(tail -2 "$L/pytorch_mlp.txt" | tr '\n' ' ')" ;;
+    linear-tune)
+      sec=10
+      if [[ ${1:-} =~ ^[0-9]+$ ]]; then sec=$1; shift; fi
+      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
+      timeout 120 python3 benchmarks/pytorch_linear.py --record "$L/linear_shapes.txt" > "$L/linear_record.txt" 2>&1
+      timeout "$(left)" python3 -m autotune.cli search --shapes-file "$L/linear_shapes.txt" --timeout "$sec" --yes \
+        --family warptile fewrows fewcols tiny --priors nvidia-h100-80gb-hbm3 > "$L/linear_tune.txt" 2>&1
+      echo "exit $?" >> "$L/linear_tune.txt"
+      mkdir -p "$OUT/results/$slug" && cp results/"$slug"/*.json "$OUT/results/$slug/"
+      echo "linear-tune ($sec s a shape): $(tail -1 "$L/linear_record.txt"); $(grep -c 'cuBLAS' "$L/linear_tune.txt") result lines, $(tail -1 "$L/linear_tune.txt")" ;;
+    linear)
+      timeout "$(left)" python3 benchmarks/pytorch_linear.py --out "$L/linear.json" > "$L/linear.txt" 2>&1
+      echo "exit $?" >> "$L/linear.txt"
+      echo "linear: $(grep -E 'geomean|exit' "$L/linear.txt" | tr '\n' ' ')" ;;
     dispatch)
       timeout 300 python3 benchmarks/dispatch.py --out "$L/dispatch.json" > "$L/dispatch.txt" 2>&1
       echo "exit $?" >> "$L/dispatch.txt"

@@ -211,6 +211,12 @@ def _shape(shape: Any) -> Problem:
 _problem = functools.lru_cache(maxsize=1024, typed=True)(Problem)
 
 
+# Under torch.compile a call on torch tensors is traced, not run: the package's root sets this to
+# the pytorch layer's route (the custom operators, which a graph can hold), so that this layer
+# names none above it.
+traced: Any = None
+
+
 def matmul(
     A,
     B,
@@ -238,8 +244,8 @@ def matmul(
             those of `--precision medium` (at most 1.5x TF32 cuBLAS's).
 
     Returns:
-        `out`, or a new array of A's kind (torch, Numba, else CuPy), queued on torch's current
-        stream when an operand is a torch tensor, else on CuPy's.
+        `out`, or a new array of A's kind (torch, Numba, else CuPy), on torch's current stream
+        for torch tensors (under torch.compile, the custom operator autotune::matmul), else CuPy's.
 
     Raises:
         TypeError: a host array (NumPy, a CPU tensor) or a dtype other than float32.
@@ -250,10 +256,12 @@ def matmul(
     Example:
         C = autotune.matmul(X, W.T)  # the "nt" layout: W is read in place, transposed
     """
+    if (types := shortcut.torch_types()) and type(A) in types and traced is not None and shortcut.compiling():
+        return traced(A, B, out, alpha, beta, trans_a, trans_b, precision)
     arrays = gpu_arrays()
     try:
         table = key = None
-        if out is None and type(A) in (types := shortcut.torch_types()) and type(B) in types:
+        if out is None and type(A) in types and type(B) in types:
             table, key, cut = _shortcut_for(arrays, A, B, trans_a, trans_b, precision)
             if cut is not None and beta == 0:
                 return cut(A, B, alpha)
@@ -262,8 +270,7 @@ def matmul(
         ops = arrays.prepare(A, B, out, beta, trans_a, trans_b)
         kernel = _choose(ops.device, _problem(ops.M, ops.N, ops.K, ops.layout, ops.batch, beta, precision))
         result = kernel._launch(ops, alpha, beta)
-        if key is not None and shortcut.fits(A, B, ops):
-            # The next call like this one skips the placement and the choice.
+        if key is not None and shortcut.fits(A, B, ops):  # the next such call skips placement and choice
             shortcut.remember(table, key, shortcut.Shortcut(kernel, ops))
         return result
     except RuntimeError as exc:  # free when nothing is raised: a call costs no check of the device

@@ -20,6 +20,11 @@ def torch_types() -> tuple[type, ...]:
     return (torch.Tensor, torch.nn.Parameter)
 
 
+def compiling() -> bool:
+    """Whether torch.compile is tracing the call (torch imported: a torch tensor was passed)."""
+    return sys.modules["torch"].compiler.is_compiling()
+
+
 def key(A, B, trans_a: bool, trans_b: bool, precision: str, dev: int) -> tuple:
     """Return what decides the full road's answer for a new output, A and B being torch tensors."""
     # The pointers' alignment is in it (a misaligned operand may be copied, or read another way);

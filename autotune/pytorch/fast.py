@@ -56,6 +56,43 @@ def mm(
     return kernel(a, b, trans_a, trans_b, alpha, precision)
 
 
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None, precision: str = "highest") -> Tensor | None:
+    """Return x @ weight^T + bias on the eager road as one autograd node, or None off that road.
+
+    None where `mm` would take the operator (see the module's docstring): the caller then
+    composes the layer from `mm` and an add, which torch.compile fuses.
+
+    Args:
+        x: the layer's input as a matrix (rows x in_features).
+        weight, bias: the layer's, weight stored out_features x in_features.
+        precision: the tier.
+    """
+    kernel = _KERNELS.get(x.device.type)
+    if (
+        kernel is None
+        or type(x) not in _PLAIN
+        or type(weight) not in _PLAIN
+        or (bias is not None and type(bias) not in _PLAIN)
+        or _is_compiling()
+        or _dispatch_modes()
+        or _functorch_level() is not None
+    ):
+        return None
+    if torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    ):
+        return _Linear.apply(x, weight, bias, precision)
+    return _linear_forward(kernel, x, weight, bias, precision)
+
+
+def _linear_forward(kernel, x: Tensor, weight: Tensor, bias: Tensor | None, precision: str) -> Tensor:
+    y = kernel(x, weight, False, True, 1.0, precision)
+    if bias is not None:
+        impl.check_kinds(x, bias)  # what torch's own add would refuse, said as the product says it
+        y.add_(bias)  # in place on the product's own new tensor: no second tensor, no autograd node
+    return y
+
+
 class _Product(torch.autograd.Function):
     """The operator's autograd (op.py) on the eager road.
 
@@ -76,3 +113,27 @@ class _Product(torch.autograd.Function):
         needs = (ctx.needs_input_grad[0], ctx.needs_input_grad[1])
         da, db = impl.gradients(mm, a, b, dc, ctx.flags, needs)
         return da, db, None, None, None, None
+
+
+class _Linear(torch.autograd.Function):
+    """A linear layer as one autograd node: dX = dY W ("nn"), dW = dY^T X ("tn"), db = sum dY.
+
+    One node, not a product's and an add's: autograd's bookkeeping is a large part of a small
+    layer's host time.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, precision):
+        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        ctx.save_for_backward(weight if need_x else None, x if need_w else None)
+        ctx.precision = precision
+        return _linear_forward(_KERNELS[x.device.type], x, weight, bias, precision)
+
+    @staticmethod
+    def backward(ctx, dy):
+        weight, x = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        dx = mm(dy, weight, False, False, 1.0, ctx.precision) if need_x else None
+        dw = mm(dy, x, True, False, 1.0, ctx.precision) if need_w else None
+        db = dy.sum(0) if need_b else None
+        return dx, dw, db, None

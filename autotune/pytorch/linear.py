@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .fast import mm
+from .fast import linear, mm
 
 # Devices whose layers swap_linear takes: CUDA runs the tuned kernels, the CPU torch's product
 # (a model swapped on the CPU and moved to the GPU afterwards is served there).
@@ -47,9 +47,14 @@ class Linear(nn.Linear):
         lead = x.shape[:-1]
         # reshape is a view for any x whose leading axes fold into one stride (every contiguous
         # x): the product reads it in place as an M x in matrix.
-        y = mm(x.reshape(-1, x.shape[-1]), self.weight, False, True, 1.0, self.precision)
-        if self.bias is not None:
-            y = y + self.bias  # one fused add under torch.compile; its own kernel in eager mode
+        x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+        y = linear(x2, self.weight, self.bias, self.precision)
+        if y is None:  # the operator's road (torch.compile and the like): a product, then an add
+            y = mm(x2, self.weight, False, True, 1.0, self.precision)
+            if self.bias is not None:
+                y = y + self.bias  # one fused add under torch.compile
+        if x.dim() == 2:
+            return y
         return y.view(*lead, self.out_features)
 
     def extra_repr(self) -> str:

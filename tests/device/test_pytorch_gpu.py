@@ -185,3 +185,21 @@ def test_the_example_under_compile_matches_torchs_loss_curve():
     assert got[-1] < 0.5 * got[0]
     for a, b in zip(want, got, strict=True):
         assert abs(a - b) <= 1e-3 * abs(a)
+
+
+@pytest.mark.parametrize("lead_a,lead_b", [((), ()), ((3,), (3,)), ((2, 3), ()), ((), (4,))])
+def test_autotune_matmul_itself_under_compile_fullgraph(lead_a, lead_b):
+    import autotune
+
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.rand(*lead_a, 33, 20, device="cuda", generator=g) - 0.5
+    b = torch.rand(*lead_b, 17, 20, device="cuda", generator=g) - 0.5
+    f = torch.compile(lambda a, b: autotune.matmul(a, b, alpha=0.5, trans_b=True), fullgraph=True, dynamic=True)
+    got = f(a, b)
+    want = 0.5 * (a @ b.transpose(-2, -1))
+    assert got.shape == want.shape and _rel(got, want) < FP32_REL
+    c = torch.rand_like(want)
+    h = torch.compile(lambda a, b, c: autotune.matmul(a, b, c, 1.0, 2.0, trans_b=True), fullgraph=True)
+    want = a @ b.transpose(-2, -1) + 2.0 * c
+    out = h(a, b, c)
+    assert out.data_ptr() == c.data_ptr() and _rel(c, want) < FP32_REL

@@ -254,6 +254,64 @@ def test_linear_equals_nn_linear_forward_and_backward():
     torch.testing.assert_close(ours.bias.grad, ref.bias.grad)
 
 
+@pytest.mark.parametrize("lead", [(), (7,), (2, 3)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("wants", ["x", "w", "b", "xwb"])
+def test_linear_gradients_of_any_input_set_match_nn_linear(lead, bias, wants):
+    torch.manual_seed(1)
+    ref = nn.Linear(6, 4, bias=bias)
+    ours = Linear(6, 4, bias=bias)
+    ours.load_state_dict(ref.state_dict())
+    for layer in (ref, ours):
+        layer.weight.requires_grad_("w" in wants)
+        if bias:
+            layer.bias.requires_grad_("b" in wants)
+    x = torch.randn(*lead, 6)
+    xs = [x.clone().requires_grad_("x" in wants) for _ in range(2)]
+    y, y_ref = ours(xs[0]), ref(xs[1])
+    torch.testing.assert_close(y, y_ref)
+    assert y.shape == y_ref.shape
+    if not y_ref.requires_grad:  # only a bias-less layer asked for its bias's gradient
+        assert not y.requires_grad
+        return
+    g = torch.randn_like(y)
+    y.backward(g)
+    y_ref.backward(g)
+    for mine, theirs in [(xs[0], xs[1]), (ours.weight, ref.weight)] + ([(ours.bias, ref.bias)] if bias else []):
+        assert (mine.grad is None) == (theirs.grad is None)
+        if theirs.grad is not None:
+            torch.testing.assert_close(mine.grad, theirs.grad)
+
+
+def test_linear_in_eager_mode_is_one_autograd_node_with_gradients_of_every_order():
+    layer = Linear(5, 3).double()
+    x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    y = layer(x)
+    # One node, straight onto the three leaves: no separate add, view or transpose nodes.
+    assert type(y.grad_fn).__name__ == "_LinearBackward"
+    leaves = {type(f).__name__ for f, _ in y.grad_fn.next_functions}
+    assert leaves == {"AccumulateGrad"}
+    params = (x, layer.weight, layer.bias)
+    fn = lambda x, w, b: fast.linear(x, w, b)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, params)
+    assert torch.autograd.gradgradcheck(fn, params)
+
+
+def test_linear_without_grad_records_nothing_and_under_a_dispatch_mode_takes_the_operator():
+    layer = Linear(6, 4)
+    x = torch.randn(3, 6)
+    want = nn.functional.linear(x, layer.weight, layer.bias)
+    with torch.no_grad():
+        y = layer(x)
+    assert not y.requires_grad and y.grad_fn is None
+    torch.testing.assert_close(y, want)
+    # A mode sees every operator run: the layer is then the operator and an add, as torch.compile traces it.
+    with _Ops() as ops:
+        y = layer(x)
+    torch.testing.assert_close(y, want)
+    assert "autotune.matmul" in ops.names and "aten.add" in ops.names, ops.names
+
+
 def test_linear_reads_its_input_through_a_view_and_its_weight_as_nt():
     layer = Linear(4, 3, bias=False)
     x = torch.randn(2, 5, 4)
@@ -380,3 +438,42 @@ def test_torch_export_keeps_the_operator_with_a_dynamic_batch():
     assert "torch.ops.autotune.matmul.default" in program.graph_module.code
     x = torch.randn(9, 6)
     torch.testing.assert_close(program.module()(x), nn.functional.linear(x, layer.weight, layer.bias))
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [((5, 4), (4, 3)), ((2, 5, 4), (2, 4, 3)), ((2, 3, 5, 4), (4, 3)), ((5, 4), (6, 4, 3)), ((1, 5, 4), (3, 4, 3))],
+)
+def test_autotune_matmul_itself_compiles_fullgraph_as_the_operator(monkeypatch, shapes):
+    import autotune
+    from autotune.pytorch import traced
+
+    # CPU tensors stand for CUDA ones here: the route's only device rule is patched to take them.
+    monkeypatch.setattr(traced, "DEVICES", ("cuda", "cpu"))
+    torch._dynamo.reset()
+    a, b = torch.randn(*shapes[0]), torch.randn(*shapes[1])
+    f = torch.compile(lambda a, b: autotune.matmul(a, b, alpha=0.5), fullgraph=True, backend="eager")
+    torch.testing.assert_close(f(a, b), 0.5 * (a @ b))
+    with _Ops() as ops:
+        traced.traced_matmul(a, b, None, 0.5)
+    assert "autotune.matmul" in ops.names
+
+
+def test_autotune_matmul_compiled_writes_out_in_place_and_refuses_what_eager_refuses(monkeypatch):
+    import autotune
+    from autotune.pytorch import traced
+
+    torch._dynamo.reset()
+    a, b, c = torch.randn(5, 4), torch.randn(3, 4), torch.randn(5, 3)
+    f = torch.compile(lambda a, b, c: autotune.matmul(a, b, c, 2.0, 0.5, trans_b=True), fullgraph=True, backend="eager")
+    with pytest.raises(Exception, match="CUDA device"):  # as in eager mode: a CPU tensor is no GPU array
+        f(a, b, c)
+    monkeypatch.setattr(traced, "DEVICES", ("cuda", "cpu"))
+    torch._dynamo.reset()
+    want = 2.0 * a @ b.T + 0.5 * c
+    out = f(a, b, c)
+    assert out.data_ptr() == c.data_ptr()
+    torch.testing.assert_close(c, want)
+    g = torch.compile(lambda a, b: autotune.matmul(a, b, beta=1.0), fullgraph=True, backend="eager")
+    with pytest.raises(Exception, match="beta != 0 needs an `out`"):
+        g(a, b.T)
