@@ -177,22 +177,19 @@ def ask_dry_run(counts: dict[str, int], sample: int | None, jobs: int) -> None:
 def _without_gaps(spaces: list[Space], gaps_of, named: bool) -> list[Space]:
     """Return the spaces whose family `gaps_of` finds no gap in.
 
-    A gap in a family the user named is an error (its first reason).
+    When the user named the families, none left is an error (the first reason): several named
+    for several shapes each serve the shapes they can (a shapes file mixes layouts).
     """
-    out = []
-    for sp in spaces:
-        if gaps := gaps_of(sp.family):
-            if named:
-                raise UserError(gaps[0])
-        else:
-            out.append(sp)
+    out = [sp for sp in spaces if not gaps_of(sp.family)]
+    if named and not out and spaces:
+        raise UserError(gaps_of(spaces[0].family)[0])
     return out
 
 
 def readable(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
     """Return the families that can run the problem (read its layout, run its batch).
 
-    One the user named that cannot is an error.
+    When the user named them, none that can is an error.
     """
     return _without_gaps(spaces, lambda fam: fam.gaps(problem), named)
 
@@ -200,7 +197,7 @@ def readable(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
 def runs_on(spaces: list[Space], limits, named: bool) -> list[Space]:
     """Return the families this device can run (wgmma_tf32 needs an sm_90 GPU).
 
-    One the user named that it cannot is an error.
+    When the user named them, none that it can is an error.
     """
     return _without_gaps(spaces, lambda fam: fam.device_gaps(limits), named)
 
@@ -208,8 +205,8 @@ def runs_on(spaces: list[Space], limits, named: bool) -> list[Space]:
 def meant_for(spaces: list[Space], problem: Problem, named: bool) -> list[Space]:
     """Return the families a search runs for this shape.
 
-    Those that read its layout and whose declared `suits` it meets, or all of them when the user
-    named them (a named family that cannot read the layout is an error).
+    Those that read its layout and whose declared `suits` it meets, or all those that read it when
+    the user named them (none of the named reading it is an error).
     """
     spaces = readable(spaces, problem, named)
     return spaces if named else [sp for sp in spaces if not sp.family.unsuited(problem)]

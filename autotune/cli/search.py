@@ -65,7 +65,7 @@ def cmd_search(args) -> int:
 def suited(spaces: list[Space], problem: Problem, named: bool, limits) -> list[Space]:
     """Return the families meant for this shape (their declared `suits`) that this GPU runs.
 
-    All of them when the user named them; a named family it cannot run is an error.
+    All those that read it when the user named them; none of the named that it runs is an error.
     """
     keep = runs_on(meant_for(spaces, problem, named), limits, named)
     for sp in spaces:

@@ -65,6 +65,15 @@ def test_a_search_over_all_families_leaves_out_those_that_cannot_read_the_layout
     assert names == ["fewcols", "warptile"]
     with pytest.raises(UserError, match="fewrows does not read B"):
         meant_for(spaces[:1], Problem(1, 4096, 4096, "nt"), named=True)
+    # Named for a shapes file of mixed layouts: each shape gets those of them that read it, all of them
+    # (suited or not) where they all do.
+    named = [sp.family.name for sp in meant_for(spaces, Problem(1, 4096, 4096, "nt"), named=True)]
+    assert named == ["fewcols", "warptile"]
+    assert [sp.family.name for sp in meant_for(spaces, Problem(1, 4096, 4096), named=True)] == [
+        "fewrows",
+        "fewcols",
+        "warptile",
+    ]
 
 
 @pytest.mark.parametrize("family", families())
