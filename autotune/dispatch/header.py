@@ -4,8 +4,8 @@ It holds the kernels the choice can fall on (each config once, built for the lay
 it serves) and the choice itself as data: the tuned shapes' own configs (exact match) and, for
 every other shape, dispatch/model.py's candidates -- their measurements, occupancy and launch
 plans -- evaluated in C at run time by the same arithmetic. Which kernels it holds: every config a
-call can be given, found by running the model over a grid of shapes (a pool of a few configs is
-held whole), so the header grows with the configs, not with the shapes.
+call can be given, found by running the model over a grid of shapes, so the header grows with
+the configs, not with the shapes.
 
 It lives in dispatch/ because the choice is dispatch's (table.py, model.py); records/export.py,
 below, renders each held config's kernel and launchers as the one-config header does.
@@ -34,7 +34,6 @@ from .table import _reads, built_for, table_for
 # from one row to past the sizes a GPU's memory holds in one matrix.
 GRID = (1, 3, 8, 24, 64, 160, 400, 1000, 2500, 6000, 16000)
 GRID_BATCH = 8  # the batch of the grid's batched shapes
-WHOLE_POOL = 12  # a pool of at most this many configs is held whole, without the grid
 TIER = "highest"  # the header serves strict FP32 (matmul's default precision)
 
 
@@ -107,9 +106,6 @@ def chosen(cands: list[tuple[str, model.Candidate]], problem: Problem, roof: mod
 
 def _winners(cands, layout: str, batched: bool, roof: model.Roof) -> set[str]:
     """Return the names of the configs the model chooses somewhere on GRID."""
-    names = {c.what.name for _, c in cands}
-    if len(names) <= WHOLE_POOL:
-        return names
     won = set()
     for m, n, k in itertools.product(GRID, GRID, GRID):
         cfg = chosen(cands, Problem(m, n, k, layout, GRID_BATCH if batched else 1, precision=TIER), roof)
