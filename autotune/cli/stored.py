@@ -185,7 +185,10 @@ def _export_dispatch(args) -> int:
     slug = resolve_gpu(_export_root(args), args.gpu)
     check_output_file(args.output)
     path, d = export_dispatch(args.results, slug, args.output, args.prefix, shapes)
-    print(f"wrote {path}: {len(d.configs)} kernels, the choice of {len(d.exact) // 2} tuned shapes and the model, for {slug}")
+    print(
+        f"wrote {path}: {len(d.configs)} kernels, the choice of {len(d.exact) // 2} tuned shapes "
+        f"and the model, for {slug}"
+    )
     return 0
 
 

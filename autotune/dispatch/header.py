@@ -56,7 +56,9 @@ class Dispatch:
     configs: list[Config] = field(default_factory=list)  # held, in kernel order
     pools: dict[tuple[str, bool], list[_Cand]] = field(default_factory=dict)  # (layout, batched) -> candidates
     fallback: dict[tuple[str, bool], int] = field(default_factory=dict)  # pool -> kernel when none suits
-    exact: list[tuple[int, int, int, str, int, bool, int]] = field(default_factory=list)  # M N K layout batch beta!=0 -> kernel
+    exact: list[tuple[int, int, int, str, int, bool, int]] = field(
+        default_factory=list
+    )  # M N K layout batch beta!=0 -> kernel
     suits: list[str] = field(default_factory=list)  # a family's `suits` as C over M, N, K
     roof: model.Roof = model.Roof(0.0, 0.0)
 
@@ -138,7 +140,9 @@ def build(table, arch: str, limits: DeviceLimits | None = None) -> Dispatch:
         for f, c in (fc for fc in cands if fc[1].what.name in won):
             if f not in suits:
                 suits[f] = len(d.suits)
-                d.suits.append(" && ".join(f"({ex.to_c({})})" for ex, _ in cached_family(f).declaration.suits) or "true")
+                d.suits.append(
+                    " && ".join(f"({ex.to_c({})})" for ex, _ in cached_family(f).declaration.suits) or "true"
+                )
             per_sm = max(c.slots // c.sms, 1)
             at_s = model.busiest_sm(c.measured, c.problem, per_sm, c.sms)
             body_s = max(c.time_ms - at_s.launches * launch_ms, 0.1 * c.time_ms)
@@ -165,7 +169,8 @@ def _kernel_part(cfg: Config, i: int, prefix: str) -> dict:
     plan = render_template(template(folder, "_export_plan.h.j2"), **common).strip()
     section = render_template(template(folder, "_export_section.h.j2"), KERNEL_SOURCE=source, WITH_PLAN=False, **common)
     steps = [
-        {"i": j, "sgemm": s.kernel in ("", "_tail"), "beta_only": s.beta_only} for j, s in enumerate(resolved.plan.steps)
+        {"i": j, "sgemm": s.kernel in ("", "_tail"), "beta_only": s.beta_only}
+        for j, s in enumerate(resolved.plan.steps)
     ]
     if resolved.plan.tile is None:
         raise UserError(f"{cfg.name}: its family declares no tile (model: tile), which the dispatcher reads")

@@ -83,7 +83,9 @@ def test_the_headers_choice_is_matmuls(tmp_path):
 def test_a_header_holds_only_what_it_can_choose(tmp_path):
     # Two tuned shapes: their own kernels, and the model's winners for each layout and batching;
     # no kernel twice (one source each).
-    _, d = export_dispatch(ROOT / "results", SLUG, tmp_path / "two.h", shapes=[Problem(1000, 1000, 1000), Problem(4096, 4096, 4096)])
+    _, d = export_dispatch(
+        ROOT / "results", SLUG, tmp_path / "two.h", shapes=[Problem(1000, 1000, 1000), Problem(4096, 4096, 4096)]
+    )
     names = [c.name for c in d.configs]
     assert len(names) == len(set(names))
     assert len(d.exact) == 4  # two shapes, beta 0 and not
@@ -110,9 +112,13 @@ def test_bad_shapes_and_options_are_one_line(tmp_path):
 def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
     header = tmp_path / "tuned.h"
     export_dispatch(ROOT / "results", "nvidia-h200", header, prefix="disp", shapes=[Problem(1000, 1000, 1000)])
-    (tmp_path / "a.cu").write_text('#include "tuned.h"\nint use_a() { return disp_sgemm(1, 1, 1, 1.0f, 0, 0, 0.0f, 0) == cudaErrorInvalidValue; }\n')
+    (tmp_path / "a.cu").write_text(
+        '#include "tuned.h"\n'
+        "int use_a() { return disp_sgemm(1, 1, 1, 1.0f, 0, 0, 0.0f, 0) == cudaErrorInvalidValue; }\n"
+    )
     (tmp_path / "b.cu").write_text(
-        '#include "tuned.h"\nint use_a();\nint main() { return use_a() && disp_choose(0, 1, 33, 1, 4000, 1, 0) >= 0 ? 0 : 1; }\n'
+        '#include "tuned.h"\nint use_a();\n'
+        "int main() { return use_a() && disp_choose(0, 1, 33, 1, 4000, 1, 0) >= 0 ? 0 : 1; }\n"
     )
     flags = ["-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings", "-rdc=false"]
     b = subprocess.run(
