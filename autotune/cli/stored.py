@@ -164,7 +164,7 @@ def _dispatching(args) -> bool:
 
 
 def _export_root(args) -> Path:
-    """Return the folder export reads: --results, else ./results, else the results shipped with autotune."""
+    """Return the folder export reads: --results, else ./results, else the shipped results."""
     from ..dispatch.table import _SHIPPED
 
     if args.results is not None:
