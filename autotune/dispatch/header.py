@@ -100,7 +100,7 @@ def pool_candidates(table, layout: str, batched: bool, limits: DeviceLimits) -> 
 
 
 def chosen(cands: list[tuple[str, model.Candidate]], problem: Problem, roof: model.Roof) -> Config | None:
-    """Return the config the model chooses among `cands` at `problem` (their families' suits read)."""
+    """Return the config the model chooses among `cands` at `problem` (suits checked)."""
     fit = [c for f, c in cands if not cached_family(f).unsuited(problem)]
     best = model.fastest(fit, problem, roof)
     return None if best is None else best[0].what
