@@ -54,7 +54,22 @@ def _export_parser(sub) -> None:
         "and include guard upper-cased (NAME_BM); headers of different prefixes can be included in one "
         "program (default autotune: autotune_sgemm, AUTOTUNE_BM)",
     )
-    e.add_argument("--results", type=Path, default=Path("results"), help="results folder (default ./results)")
+    e.add_argument(
+        "--dispatch",
+        action="store_true",
+        help="one header for the GPU's whole folder (the default when no shape is given): its kernels and a "
+        "dispatcher choosing per call as autotune.matmul does (a tuned shape's own kernel, else the stored "
+        "config the model predicts fastest); --size, --sizes, --shapes-file or --table keep those shapes' records",
+    )
+    e.add_argument("--sizes", metavar="LIST", help="with --dispatch: only these shapes' records (comma list)")
+    e.add_argument("--shapes-file", type=Path, metavar="FILE", help="with --dispatch: only the shapes listed")
+    e.add_argument("--table", action="store_true", help="with --dispatch: only the records of search --table's shapes")
+    e.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="results folder (default ./results, and the results shipped with autotune beside it)",
+    )
 
 
 def _check_parser(sub) -> None:
@@ -119,19 +134,60 @@ def cmd_export(args) -> int:
     from ..records.results import resolve_gpu
 
     check_prefix(args.prefix)
+    if _dispatching(args):
+        return _export_dispatch(args)
     problem = parse_problem(args)
     layouts = _layout_list(args.layouts) if args.layouts else None
     if layouts and args.layout != "nn":
         raise UserError("give --layout or --layouts, not both")
-    slug = resolve_gpu(args.results, args.gpu)
+    root = _export_root(args)
+    slug = resolve_gpu(root, args.gpu)
     check_output_file(args.output)
-    path, entry = export(args.results, slug, problem, args.output, args.family, layouts, args.prefix)
+    path, entry = export(root, slug, problem, args.output, args.family, layouts, args.prefix)
     if layouts and len(layouts) > 1:
         print(f"wrote {path}: layouts {' '.join(layouts)} of {problem.with_layout('nn').name} on {slug}")
         return 0
     print(
         f"wrote {path}: {entry['config']['name']} ({entry['gflops']:.0f} GFLOP/s, "
         f"{entry['ratio']:.2f}x cuBLAS on {slug})"
+    )
+    return 0
+
+
+def _dispatching(args) -> bool:
+    """Whether export writes the dispatching header: --dispatch, or no shape given at all."""
+    many = args.sizes is not None or args.shapes_file is not None or args.table
+    one = args.size is not None or any(v is not None for v in (args.m, args.n, args.k))
+    if many and not args.dispatch:
+        raise UserError("--sizes, --shapes-file and --table choose the records of a --dispatch header")
+    return args.dispatch or not one
+
+
+def _export_root(args) -> Path:
+    """Return the folder export reads: --results, else ./results, else the shipped results."""
+    from ..dispatch.table import _SHIPPED
+
+    if args.results is not None:
+        return args.results
+    return Path("results") if Path("results").is_dir() else Path(_SHIPPED)
+
+
+def _export_dispatch(args) -> int:
+    """Write the dispatching header of a GPU's records (export --dispatch)."""
+    from ..dispatch.header import export_dispatch
+    from ..records.results import resolve_gpu
+    from .inputs import parse_problems
+
+    if args.family or args.layouts:
+        raise UserError("--family and --layouts choose one shape's kernels; a --dispatch header holds every layout")
+    picked = args.sizes is not None or args.shapes_file is not None or args.table or args.size is not None
+    shapes = parse_problems(args) if picked or args.m is not None else None
+    slug = resolve_gpu(_export_root(args), args.gpu)
+    check_output_file(args.output)
+    path, d = export_dispatch(args.results, slug, args.output, args.prefix, shapes)
+    print(
+        f"wrote {path}: {len(d.configs)} kernels, the choice of {len(d.exact) // 2} tuned shapes "
+        f"and the model, for {slug}"
     )
     return 0
 

@@ -1,0 +1,260 @@
+"""A C/C++ header that chooses a kernel per call as `autotune.matmul` does, from a results folder.
+
+It holds the kernels the choice can fall on (each config once, built for the layouts and batching
+it serves) and the choice itself as data: the tuned shapes' own configs (exact match) and, for
+every other shape, dispatch/model.py's candidates -- their measurements, occupancy and launch
+plans -- evaluated in C at run time by the same arithmetic. Which kernels it holds: every config a
+call can be given, found by running the model over a grid of shapes, so the header grows with
+the configs, not with the shapes.
+
+It lives in dispatch/ because the choice is dispatch's (table.py, model.py); records/export.py,
+below, renders each held config's kernel and launchers as the one-config header does.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..core.types import LAYOUTS, Config, Problem, UserError
+from ..core.version import __version__
+from ..kernels.family import TEMPLATE_DIR, cached_family
+from ..kernels.limits import DeviceLimits, profile_for_arch
+from ..kernels.render import render, render_template, template
+from ..records.export import _DEFINE, _EXTERN_KERNEL, _arch_flags, c_text, check_prefix, launcher_context
+from ..records.results import entry_config
+from ..records.store import atomic_write_text
+from . import model
+from .api import fallback_config
+from .table import _reads, built_for, table_for
+
+# The shapes the model is run at to find the configs it can choose (M, N and K each): log-spaced
+# from one row to past the sizes a GPU's memory holds in one matrix.
+GRID = (1, 3, 8, 24, 64, 160, 400, 1000, 2500, 6000, 16000)
+GRID_BATCH = 8  # the batch of the grid's batched shapes
+TIER = "highest"  # the header serves strict FP32 (matmul's default precision)
+
+
+@dataclass
+class _Cand:
+    """A model.Candidate as the header keeps it: what predict_ms reads, the run's part folded in."""
+
+    kernel: int  # index of the held config that would run
+    suits: int  # index of its family's `suits` test
+    per_sm: int
+    sms: int
+    at_s: model.Launch  # the measured launch
+    body_s: float  # the measured time less its launches (ms)
+
+
+@dataclass
+class Dispatch:
+    """Everything a dispatching header says: held configs, candidates per pool, exact picks."""
+
+    configs: list[Config] = field(default_factory=list)  # held, in kernel order
+    pools: dict[tuple[str, bool], list[_Cand]] = field(default_factory=dict)  # (layout, batched) -> candidates
+    fallback: dict[tuple[str, bool], int] = field(default_factory=dict)  # pool -> kernel when none suits
+    exact: list[tuple[int, int, int, str, int, bool, int]] = field(
+        default_factory=list
+    )  # M N K layout batch beta!=0 -> kernel
+    suits: list[str] = field(default_factory=list)  # a family's `suits` as C over M, N, K
+    roof: model.Roof = model.Roof(0.0, 0.0)
+
+    sources: dict[str, int] = field(default_factory=dict)  # a held kernel's source -> its index
+
+    def kernel(self, cfg: Config) -> int:
+        """Return the index of the held kernel whose source is `cfg`'s, adding it if none is."""
+        # Two configs of one source (a parameter the template does not read) are one kernel.
+        source = render(cached_family(cfg.family).resolve(cfg), kernel_name="at_k")
+        if source not in self.sources:
+            self.sources[source] = len(self.configs)
+            self.configs.append(cfg)
+        return self.sources[source]
+
+
+def pool_candidates(table, layout: str, batched: bool, limits: DeviceLimits) -> list[tuple[str, model.Candidate]]:
+    """Return (family, candidate) of every stored entry the model weighs for calls of this pool.
+
+    As table._Table.choose gathers them, in its order, before `suits` (which depends on the shape).
+    """
+    probe = Problem(64, 64, 64, layout, 2 if batched else 1, precision=TIER)
+    out = []
+    for shape, fams in table._pool(probe):
+        for f, entry in fams.items():
+            if not _reads(f, probe):
+                continue
+            try:
+                cfg = built_for(entry_config(entry), layout, probe.batch, TIER, limits)
+                if cfg is None:
+                    continue
+                measured = table._plan(entry_config(entry))
+                slots = model.slots(measured, entry["registers"], entry["smem_bytes"], entry["limits"])
+                sms = entry["limits"]["sm_count"]
+                cand = model.Candidate(shape, measured, table._plan(cfg), entry["time_ms"], slots, sms, cfg)
+            except (UserError, KeyError, TypeError, ValueError):
+                continue  # as table.py: an entry from an older format, or a family no longer shipped
+            out.append((f, cand))
+    return out
+
+
+def chosen(cands: list[tuple[str, model.Candidate]], problem: Problem, roof: model.Roof) -> Config | None:
+    """Return the config the model chooses among `cands` at `problem` (suits checked)."""
+    fit = [c for f, c in cands if not cached_family(f).unsuited(problem)]
+    best = model.fastest(fit, problem, roof)
+    return None if best is None else best[0].what
+
+
+def _winners(cands, layout: str, batched: bool, roof: model.Roof) -> set[str]:
+    """Return the names of the configs the model chooses somewhere on GRID."""
+    won = set()
+    for m, n, k in itertools.product(GRID, GRID, GRID):
+        cfg = chosen(cands, Problem(m, n, k, layout, GRID_BATCH if batched else 1, precision=TIER), roof)
+        if cfg is not None:
+            won.add(cfg.name)
+    return won
+
+
+def build(table, arch: str, limits: DeviceLimits | None = None) -> Dispatch:
+    """Return what a dispatching header holds for `table` (a results table) on a GPU of `arch`."""
+    limits = limits or profile_for_arch(arch)
+    d = Dispatch(roof=table.roof)
+    seen: set[Problem] = set()
+    for shape, _ in table.records:  # the tuned shapes' own picks, for calls with beta 0 and not
+        base = shape.with_precision(TIER).with_beta(0.0)
+        if base in seen:
+            continue
+        seen.add(base)
+        for nz in (False, True):
+            found = table.choose(base.with_beta(1.0 if nz else 0.0), None, limits)
+            if found is not None and found[3] is None:
+                layout = 2 * base.trans[0] + base.trans[1]
+                d.exact.append((base.M, base.N, base.K, layout, base.batch, int(nz), d.kernel(found[2])))
+    suits: dict[str, int] = {}
+    launch_ms = model.LAUNCH_US * 1e-3
+    for layout, batched in itertools.product(LAYOUTS, (False, True)):
+        cands = pool_candidates(table, layout, batched, limits)
+        won = _winners(cands, layout, batched, d.roof)
+        pool = d.pools[(layout, batched)] = []
+        for f, c in (fc for fc in cands if fc[1].what.name in won):
+            if f not in suits:
+                suits[f] = len(d.suits)
+                d.suits.append(
+                    " && ".join(f"({ex.to_c({})})" for ex, _ in cached_family(f).declaration.suits) or "true"
+                )
+            per_sm = max(c.slots // c.sms, 1)
+            at_s = model.busiest_sm(c.measured, c.problem, per_sm, c.sms)
+            body_s = max(c.time_ms - at_s.launches * launch_ms, 0.1 * c.time_ms)
+            pool.append(_Cand(d.kernel(c.what), suits[f], per_sm, c.sms, at_s, body_s))
+        if all(cached_family(f).declaration.suits for f, c in cands if c.what.name in won):
+            fb = built_for(fallback_config(arch), layout, 2 if batched else 1, TIER)
+            d.fallback[(layout, batched)] = d.kernel(fb)  # where no candidate suits the shape, as matmul
+    return d
+
+
+def _number(x: float) -> str:
+    """Return a double as a C literal that reads back as the same double."""
+    return "HUGE_VAL" if x == float("inf") else repr(float(x))
+
+
+def _kernel_part(cfg: Config, i: int, prefix: str) -> dict:
+    """Return one held config's plan, section, undefs and what the model reads of it."""
+    resolved = cached_family(cfg.family).resolve(cfg)
+    kernel = f"{prefix}_sgemm_kernel_{i}"
+    context = launcher_context(resolved, kernel)
+    source = _EXTERN_KERNEL.sub("static ", render(resolved, kernel_name=kernel).strip())
+    folder = resolved.family.path.parent
+    common = dict(P=prefix, PU=prefix.upper(), TRANS=resolved.plan.layout, **context)
+    plan = render_template(template(folder, "_export_plan.h.j2"), **common).strip()
+    section = render_template(template(folder, "_export_section.h.j2"), KERNEL_SOURCE=source, WITH_PLAN=False, **common)
+    steps = [
+        {"i": j, "sgemm": s.kernel in ("", "_tail"), "beta_only": s.beta_only}
+        for j, s in enumerate(resolved.plan.steps)
+    ]
+    if resolved.plan.tile is None:
+        raise UserError(f"{cfg.name}: its family declares no tile (model: tile), which the dispatcher reads")
+    return dict(
+        name=c_text(cfg.name, 1024),
+        plan=plan,
+        section=section.strip(),
+        undefs=sorted({n for n in _DEFINE.findall(source) if kernel not in n}),
+        steps=steps,
+        batched=resolved.plan.batched,
+        tile=resolved.plan.tile,
+    )
+
+
+def header_text(d: Dispatch, gpu: str, arch: str, file_name: str = "tuned_sgemm.h", prefix: str = "autotune") -> str:
+    """Return the dispatching header's text for `d`."""
+    check_prefix(prefix)
+    cands, pools = [], []
+    for layout, batched in itertools.product(LAYOUTS, (False, True)):
+        first = len(cands)
+        for c in d.pools.get((layout, batched), []):
+            a = c.at_s
+            row = (c.kernel, c.suits, c.per_sm, c.sms, a.launches, a.blocks, a.load, a.depth, c.body_s)
+            cands.append([str(v) if isinstance(v, int) else _number(v) for v in row])
+        pools.append((first, len(cands), d.fallback.get((layout, batched), -1)))
+    kernels = [_kernel_part(cfg, i, prefix) for i, cfg in enumerate(d.configs)]
+    fam = cached_family(d.configs[0].family) if d.configs else None
+    return render_template(
+        template(fam.path.parent if fam else TEMPLATE_DIR, "_export_dispatch.h.j2"),
+        P=prefix,
+        PU=prefix.upper(),
+        FILE_NAME=c_text(file_name),
+        VERSION=c_text(__version__),
+        DATE=c_text(_dt.date.today().isoformat()),
+        TIER="strict FP32",
+        GPU=c_text(gpu),
+        ARCH_FLAGS=c_text(_arch_flags(fam.compile_arch(arch) if fam else arch)),
+        SHAPES=len({e[:5] for e in d.exact}) if d.exact else 0,
+        KERNELS=kernels,
+        EXACT=[list(e) for e in d.exact],
+        CANDS=cands,
+        POOLS=pools,
+        SUITS=d.suits,
+        LAYOUTS=LAYOUTS,
+        SHARE_EXP=_number(1 - model.SHARING),
+        LAUNCH_MS=_number(model.LAUNCH_US * 1e-3),
+        DISTANCE=_number(model.DISTANCE_WEIGHT),
+        ROOF_BYTES=_number(d.roof.bytes_per_ms),
+        ROOF_FLOPS=_number(d.roof.flops_per_ms),
+    )
+
+
+def export_dispatch(
+    results: Path | str | None,
+    slug: str,
+    out: Path | str,
+    prefix: str = "autotune",
+    shapes: list[Problem] | None = None,
+) -> tuple[Path, Dispatch]:
+    """Write the dispatching header of one GPU's records to `out` (whole or not at all).
+
+    Args:
+        results: The results folder; None: ./results with the shipped results beside it, as
+            `autotune.matmul` reads them.
+        shapes: Only the records of these shapes (each in its layout and batch), if given.
+
+    Raises:
+        UserError: No records (of those shapes), a damaged record, or a bad prefix.
+    """
+    check_prefix(prefix)
+    table = table_for(results, slug)
+    if shapes is not None:
+        keys = {(p.M, p.N, p.K, p.layout, p.batch) for p in shapes}
+        records = [(s, f) for s, f in table.records if (s.M, s.N, s.K, s.layout, s.batch) in keys]
+        missing = keys - {(s.M, s.N, s.K, s.layout, s.batch) for s, _ in records}
+        if missing:
+            m = Problem(*sorted(missing)[0])
+            raise UserError(f"no record of {m.name} for {slug} (autotune list --gpu {slug} shows those there are)")
+        table = type(table)(table.folder, table.state, records, table.clean)
+    if not any(s.precision == TIER for s, _ in table.records):
+        raise UserError(f"no strict-FP32 records for {slug}: nothing to dispatch to (run autotune search first)")
+    gpu = next(iter(next(iter(table.records))[1].values()))["limits"]  # as the records measured it
+    arch = gpu.get("arch", "sm_90")
+    d = build(table, arch)
+    out = Path(out)
+    atomic_write_text(out, header_text(d, gpu.get("name", slug), arch, out.name, prefix))
+    return out, d

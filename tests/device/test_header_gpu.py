@@ -1,0 +1,41 @@
+"""On the GPU: examples/sgemm_dispatch.cu with the dispatching header of the checkout's records for
+this GPU, every result checked against cublasSgemm, each shape's time beside cuBLAS's."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import have_nvcc
+
+from autotune.dispatch.header import export_dispatch
+from autotune.records.results import live_gpu_slug
+
+pytestmark = pytest.mark.gpu
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+def test_the_dispatch_example_matches_cublas_at_a_seeded_draw(tmp_path):
+    slug = live_gpu_slug()
+    if slug is None or not (ROOT / "results" / slug).is_dir():
+        pytest.skip(f"no shipped results for this GPU ({slug})")
+    export_dispatch(ROOT / "results", slug, tmp_path / "tuned_sgemm.h")
+    exe = tmp_path / "sgemm_dispatch"
+    build = subprocess.run(
+        [
+            "nvcc",
+            "-O2",
+            "-arch=sm_90",
+            f"-I{tmp_path}",
+            str(ROOT / "examples" / "sgemm_dispatch.cu"),
+            "-lcublas",
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe), "57", "24"], capture_output=True, text=True, timeout=600)
+    print(run.stdout)  # the figures, for the log (-s)
+    assert run.returncode == 0 and "all ok" in run.stdout, run.stdout + run.stderr

@@ -1,0 +1,130 @@
+"""The dispatching header: its choice in C is autotune.matmul's, it builds and links, bad input is one line."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from autotune.core.types import LAYOUTS, Problem, UserError
+from autotune.dispatch.api import fallback_config
+from autotune.dispatch.header import TIER, export_dispatch
+from autotune.dispatch.table import built_for, table_for
+from autotune.kernels.limits import profile_for_arch
+from tests.helpers import have_nvcc
+
+ROOT = Path(__file__).resolve().parents[2]
+SLUG = "nvidia-h100-80gb-hbm3"
+
+
+def _draw(seed: int, count: int) -> list[Problem]:
+    """Shapes nobody tuned, of every regime, layout and batching (a few tuned ones among them)."""
+    rng = random.Random(seed)
+    dims = lambda lo, hi: int(round(2 ** rng.uniform(lo, hi)))  # noqa: E731
+    out = [Problem(1000, 1000, 1000), Problem(4096, 4096, 16), Problem(128, 128, 128, batch=512)]
+    for _ in range(count):
+        m, n, k = dims(0, 13), dims(0, 13), dims(0, 14)
+        batch = rng.choice([1, 1, 1, 3, 64])
+        out.append(Problem(m, n, k, rng.choice(LAYOUTS), batch, rng.choice([0.0, 0.0, 1.0]), TIER))
+    return out
+
+
+def _python_choice(table, p: Problem) -> str:
+    """The config autotune.matmul runs at `p` on an sm_90 GPU of these records (the profile's limits)."""
+    found = table.choose(p, None, profile_for_arch("sm_90"))
+    cfg = found[2] if found is not None else built_for(fallback_config("sm_90"), p.layout, p.batch, TIER)
+    return cfg.name
+
+
+def _host_choices(header: Path, tmp_path: Path, problems: list[Problem]) -> list[str]:
+    """The header's own choices (its model-only part, built by the host compiler) at `problems`."""
+    main = tmp_path / "choose.cpp"
+    main.write_text(
+        "#define AUTOTUNE_MODEL_ONLY\n"
+        f'#include "{header}"\n'
+        "#include <stdio.h>\n"
+        "int main() {\n"
+        "    long long m, n, k, b; int ta, tb, nz;\n"
+        '    while (scanf("%d %d %lld %lld %lld %lld %d", &ta, &tb, &m, &n, &k, &b, &nz) == 7)\n'
+        '        printf("%s\\n", autotune_kernel_config(autotune_choose(ta, tb, m, n, k, b, nz)));\n'
+        "}\n"
+    )
+    exe = tmp_path / "choose"
+    build = subprocess.run(
+        ["g++", "-O2", "-Wall", "-Wextra", "-Werror", "-x", "c++", str(main), "-o", str(exe)],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    lines = "".join(f"{p.trans[0]} {p.trans[1]} {p.M} {p.N} {p.K} {p.batch} {int(p.beta != 0)}\n" for p in problems)
+    run = subprocess.run([str(exe)], input=lines, capture_output=True, text=True, check=True)
+    return run.stdout.split()
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_headers_choice_is_matmuls(tmp_path):
+    # Every record of the checkout's H100 folder: the tuned shapes' own kernels and the model's
+    # predictions at shapes nobody tuned, all four layouts, batches, beta 0 and not.
+    header = tmp_path / "dispatch.h"
+    _, d = export_dispatch(ROOT / "results", SLUG, header)
+    table = table_for(ROOT / "results", SLUG)
+    problems = _draw(57, 60)
+    got = _host_choices(header, tmp_path, problems)
+    held = {c.name for c in d.configs}
+    want = [_python_choice(table, p) for p in problems]
+    missed = [(p.name, w, g) for p, w, g in zip(problems, want, got, strict=True) if w != g]
+    assert not missed, missed
+    assert set(got) <= held
+
+
+def test_a_header_holds_only_what_it_can_choose(tmp_path):
+    # Two tuned shapes: their own kernels, and the model's winners for each layout and batching;
+    # no kernel twice (one source each).
+    _, d = export_dispatch(
+        ROOT / "results", SLUG, tmp_path / "two.h", shapes=[Problem(1000, 1000, 1000), Problem(4096, 4096, 4096)]
+    )
+    names = [c.name for c in d.configs]
+    assert len(names) == len(set(names))
+    assert len(d.exact) == 4  # two shapes, beta 0 and not
+    text = (tmp_path / "two.h").read_text()
+    assert text.count("__global__ void autotune_sgemm_kernel_") >= len(names)
+
+
+def test_bad_shapes_and_options_are_one_line(tmp_path):
+    with pytest.raises(UserError, match="no record of 999x999x999"):
+        export_dispatch(ROOT / "results", SLUG, tmp_path / "x.h", shapes=[Problem(999, 999, 999)])
+    with pytest.raises(UserError, match="--prefix"):
+        export_dispatch(ROOT / "results", SLUG, tmp_path / "x.h", prefix="Bad")
+    r = subprocess.run(
+        ["python", "-m", "autotune", "export", "--gpu", SLUG, "--sizes", "1000", "-o", str(tmp_path / "x.h")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--dispatch" in r.stderr, r.stderr
+    assert not (tmp_path / "x.h").exists()
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="no nvcc")
+def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
+    header = tmp_path / "tuned.h"
+    export_dispatch(ROOT / "results", "nvidia-h200", header, prefix="disp", shapes=[Problem(1000, 1000, 1000)])
+    (tmp_path / "a.cu").write_text(
+        '#include "tuned.h"\n'
+        "int use_a() { return disp_sgemm(1, 1, 1, 1.0f, 0, 0, 0.0f, 0) == cudaErrorInvalidValue; }\n"
+    )
+    (tmp_path / "b.cu").write_text(
+        '#include "tuned.h"\nint use_a();\n'
+        "int main() { return use_a() && disp_choose(0, 1, 33, 1, 4000, 1, 0) >= 0 ? 0 : 1; }\n"
+    )
+    flags = ["-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings", "-rdc=false"]
+    b = subprocess.run(
+        ["nvcc", *flags, "-o", str(tmp_path / "prog"), str(tmp_path / "a.cu"), str(tmp_path / "b.cu")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert b.returncode == 0 and "warning" not in b.stderr.lower(), b.stderr
