@@ -80,7 +80,8 @@ def measure(shape: tuple[int, int, int]) -> dict:
     """One layer's times, eager and compiled, torch's and autotune's, over ROUNDS rounds."""
     ref, ours, x = _layers(*shape)
     g = torch.rand(shape[0], shape[2], device="cuda")
-    forms = {"eager": (ref, ours), "compiled": (torch.compile(ref, fullgraph=True), torch.compile(ours, fullgraph=True))}
+    compiled = (torch.compile(ref, fullgraph=True), torch.compile(ours, fullgraph=True))
+    forms = {"eager": (ref, ours), "compiled": compiled}
     row = {"shape": list(shape), "rel_err": check(ref, ours, x)}
     for form, (r, o) in forms.items():
         speedups, t_ref, t_ours = [], [], []
