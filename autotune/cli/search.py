@@ -264,15 +264,16 @@ def summary(results, base: dict, elapsed: float) -> str:
             lines.append(f"{r.family}: {status} (e.g. {example})")
         if r.best is not None:
             lines += throttled(r.family, r.best.extra, r.cublas or {})
-    lines.append(f"cuBLAS {base['gflops']:.0f} GFLOP/s at the start{_clock(base)}; search took {elapsed:.0f} s")
+    clock = f" ({_clock(base)})" if _clock(base) else ""
+    lines.append(f"cuBLAS {base['gflops']:.0f} GFLOP/s at the start{clock}; search took {elapsed:.0f} s")
     return "\n".join(lines)
 
 
 def _clock(timing: dict) -> str:
-    """Return ' at 1755 MHz, 690 W' for a timing whose clock was read, else ''."""
-    parts = [f"{timing['sm_clock_mhz']} MHz" if "sm_clock_mhz" in timing else "",
-             f"{timing['power_w']:.0f} W" if "power_w" in timing else ""]  # fmt: skip
-    return (" at " + ", ".join(p for p in parts if p)) if any(parts) else ""
+    """Return '1755 MHz, 690 W' (what is known of it) for a timing whose clock was read, else ''."""
+    parts = [f"{timing['sm_clock_mhz']} MHz" if "sm_clock_mhz" in timing else None,
+             f"{timing['power_w']:.0f} W" if "power_w" in timing else None]  # fmt: skip
+    return ", ".join(p for p in parts if p)
 
 
 def throttled(family: str, best: dict, cublas: dict) -> list[str]:
@@ -281,7 +282,9 @@ def throttled(family: str, best: dict, cublas: dict) -> list[str]:
     Their figures are recorded as measured, and the record's entry marks them (its `throttle`).
     """
     return [
-        f"{family}: {whose} ran throttled ({', '.join(t['throttle'])}){_clock(t)}; the record marks it"
+        f"{family}: {whose} ran throttled ({', '.join(t['throttle'])})"
+        + (f" at {_clock(t)}" if _clock(t) else "")
+        + "; the record marks it"
         for whose, t in (("the re-time", best), ("cuBLAS", cublas))
         if t.get("throttle")
     ]

@@ -42,7 +42,8 @@ def _figures(plt, n: int, least_in: float = 0.0):
         count = min(n - start, ROWS * COLUMNS)
         cols = max(1, math.ceil(count / ROWS))
         per = math.ceil(count / cols) if count else 1
-        fig, axes = plt.subplots(1, cols, figsize=(max(6.4, cols * _COLUMN_IN), max(least_in, per * _ROW_IN + _MARGIN_IN)), squeeze=False)
+        size = (max(6.4, cols * _COLUMN_IN), max(least_in, per * _ROW_IN + _MARGIN_IN))
+        fig, axes = plt.subplots(1, cols, figsize=size, squeeze=False)
         panels = [(ax, start + j * per, min(per, count - j * per)) for j, ax in enumerate(axes[0])]
         yield fig, panels
 
