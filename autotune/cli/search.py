@@ -277,7 +277,7 @@ def _clock(timing: dict) -> str:
 
 
 def throttled(family: str, best: dict, cublas: dict) -> list[str]:
-    """Return a line for each of the family's re-time and its cuBLAS that ran with its clock held down.
+    """Return a line for each of the family's re-time and its cuBLAS that ran throttled.
 
     Their figures are recorded as measured, and the record's entry marks them (its `throttle`).
     """

@@ -95,7 +95,7 @@ class Device:
         return mw.value / 1e3 if self._call("nvmlDeviceGetPowerUsage", ctypes.byref(mw)) else None
 
     def reasons(self) -> int | None:
-        """Return the bit mask of what holds the clocks where they are now (nvmlClocksEventReasons)."""
+        """Return the bit mask of what holds the clocks now (nvmlClocksEventReasons)."""
         bits = ctypes.c_ulonglong()
         for name in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
             if self._call(name, ctypes.byref(bits)):  # the second is the name drivers before 535 know
@@ -138,7 +138,7 @@ class Sampler:
             self.reasons = (self.reasons or 0) | bits
 
     def watch(self, started: Callable[[], bool], finished: Callable[[], bool], expected_s: float) -> dict:
-        """Sample from when `started()` until `finished()`, about 16 times over `expected_s`; summarise.
+        """Sample from `started()` until `finished()`, about 16 times over `expected_s`; summarise.
 
         The caller has queued the timed launches: `started` and `finished` ask (without blocking)
         whether the first and last timing events have passed. The host polls every half

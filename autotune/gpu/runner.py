@@ -287,7 +287,7 @@ class Runner:
         return out
 
     def time(self, spec, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
-        """Return the median and spread of per-launch CUDA-event times (ms) of `spec`, and the clock.
+        """Return the median and spread of per-launch CUDA-event times (ms) of `spec`; its clock.
 
         `spec` is a compiled kernel, or cuBLAS: "matmul" (cupy.matmul on the operands' views;
         beta = 0 only), "gemm" (cupy.cublas.gemm, for a batch cublasSgemmStridedBatched, with the

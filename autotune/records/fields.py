@@ -142,7 +142,7 @@ def obj(where: str, value: Any, optional: bool = True) -> dict:
 
 
 def check_measured(fam: str, entry: dict) -> None:
-    """Check a measurement's figures and cuBLAS's beside them (clocks too); status, message, digests.
+    """Check a measurement's figures and cuBLAS's beside them, clocks too; status, message, digests.
 
     They are the numbers later code computes with (a string or NaN there would fail far from here),
     each within what a measurement can be, the time's median between its extremes.

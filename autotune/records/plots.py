@@ -1,4 +1,4 @@
-"""The report's per-tier figures: each shape's best kernel and each family against the tier's baseline.
+"""The report's per-tier figures: each shape's best and each family against the tier's baseline.
 
 Shapes are rows of a horizontal chart, so a name is read level and a figure grows down, not
 across: at most ROWS rows a column and COLUMNS columns a figure (about 1,500 x 1,000 pixels at
@@ -53,7 +53,7 @@ def _names(stem: str, figures: int) -> list[str]:
 
 
 def shapes_figures(plt, out: Path, stem: str, title: str, rows: list[dict]) -> list[str]:
-    """Draw each shape's best kernel and baseline TFLOP/s as bars, the ratio beside; return the files.
+    """Draw each shape's best and baseline TFLOP/s as bars, the ratio beside; return the files.
 
     Args:
         rows: Per shape, in order: "label", "tflops", "base_tflops", "ratio", "throttled".
@@ -82,7 +82,7 @@ def shapes_figures(plt, out: Path, stem: str, title: str, rows: list[dict]) -> l
 
 
 def families_figures(plt, out: Path, stem: str, title: str, rows: list[dict]) -> list[str]:
-    """Draw each family's best at each shape as a point: its ratio to the baseline; return the files.
+    """Draw each family's best at each shape as a point (x baseline); return the files.
 
     Args:
         rows: Per shape, in order: "label" and "ratios" (family -> ratio to the baseline).

@@ -115,7 +115,7 @@ _BASELINES = {"matmul": "cuBLAS FP32 (SGEMM)", "gemm": "cuBLAS FP32 (SGEMM)", "g
 
 
 def baseline(entry: dict, tier_name: str) -> str:
-    """Return the name of the baseline an entry was timed against: its cuBLAS path's, else its tier's bar."""
+    """Return the baseline an entry was timed against: its cuBLAS path's, else its tier's bar."""
     path = entry["cublas"].get("path")
     if path in _BASELINES:
         return _BASELINES[path]
@@ -185,7 +185,7 @@ def _pair(entry: dict, cublas: dict, key: str, fmt: str) -> str:
 
 
 def _families_section(plt, out: Path, name: str, against: str, labels: list[str], records: list[dict]) -> list[str]:
-    """Plot each family's best against the tier's baseline, at the tier's shapes with more than one."""
+    """Plot each family's best against the tier's baseline, at shapes with more than one family."""
     rows = [
         {"label": lab, "ratios": {f: e["ratio"] for f, e in r["families"].items()}}
         for lab, r in zip(labels, records, strict=True)
