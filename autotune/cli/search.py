@@ -262,5 +262,29 @@ def summary(results, base: dict, elapsed: float) -> str:
     for r in results:
         for status, example in r.failures.items():
             lines.append(f"{r.family}: {status} (e.g. {example})")
-    lines.append(f"cuBLAS {base['gflops']:.0f} GFLOP/s at the start; search took {elapsed:.0f} s")
+        if r.best is not None:
+            lines += throttled(r.family, r.best.extra, r.cublas or {})
+    clock = f" ({_clock(base)})" if _clock(base) else ""
+    lines.append(f"cuBLAS {base['gflops']:.0f} GFLOP/s at the start{clock}; search took {elapsed:.0f} s")
     return "\n".join(lines)
+
+
+def _clock(timing: dict) -> str:
+    """Return '1755 MHz, 690 W' (what is known of it) for a timing whose clock was read, else ''."""
+    parts = [f"{timing['sm_clock_mhz']} MHz" if "sm_clock_mhz" in timing else None,
+             f"{timing['power_w']:.0f} W" if "power_w" in timing else None]  # fmt: skip
+    return ", ".join(p for p in parts if p)
+
+
+def throttled(family: str, best: dict, cublas: dict) -> list[str]:
+    """Return a line for each of the family's re-time and its cuBLAS that ran throttled.
+
+    Their figures are recorded as measured, and the record's entry marks them (its `throttle`).
+    """
+    return [
+        f"{family}: {whose} ran throttled ({', '.join(t['throttle'])})"
+        + (f" at {_clock(t)}" if _clock(t) else "")
+        + "; the record marks it"
+        for whose, t in (("the re-time", best), ("cuBLAS", cublas))
+        if t.get("throttle")
+    ]

@@ -20,6 +20,7 @@ from cupy_backends.cuda.libs import nvrtc
 
 from ..core.tiers import DEFAULT, TIERS, tier
 from ..core.types import Problem
+from . import nvml
 from .launcher import LoadedKernel
 from .precision import contract_errors, contract_input, math_mode, tf32_rounded
 
@@ -97,6 +98,10 @@ class Runner:
         spin = cp.RawModule(code=_SPIN)
         self._spin = spin.get_function("autotune_spin")
         self._modules = {}
+        try:  # NVML finds the device by its PCI bus id; None: timings without a clock
+            self._nvml = nvml.open_device(cp.cuda.Device(device_id).pci_bus_id)
+        except _CUDA_ERRORS:
+            self._nvml = None
 
     # ---- problem setup -------------------------------------------------------------------
     def setup(
@@ -282,7 +287,7 @@ class Runner:
         return out
 
     def time(self, spec, target_s: float = 0.25, min_reps: int = 5, max_reps: int = 200) -> dict:
-        """Return the median and spread of per-launch CUDA-event times (ms) of `spec`.
+        """Return the median and spread of per-launch CUDA-event times (ms) of `spec`; its clock.
 
         `spec` is a compiled kernel, or cuBLAS: "matmul" (cupy.matmul on the operands' views;
         beta = 0 only), "gemm" (cupy.cublas.gemm, for a batch cublasSgemmStridedBatched, with the
@@ -325,11 +330,14 @@ class Runner:
             for r in range(reps):
                 launch(*sets[r % len(sets)], 1.0, beta)
                 events[r + 1].record()
+            # Read while the launches run, between the first and the last event (not the spin).
+            watch = nvml.Sampler(self._nvml).watch
+            clock = watch(lambda: events[0].done, lambda: events[-1].done, est_ms * reps / 1e3)
             events[-1].synchronize()
             times = [cp.cuda.get_elapsed_time(events[r], events[r + 1]) for r in range(reps)]
         except _CUDA_ERRORS as exc:
             raise FatalGPUError(str(exc)) from None
-        return _percentiles(times)
+        return {**_percentiles(times), **clock}
 
     def _gemm_launcher(self):
         """Return cuBLAS gemm's launch on the problem's operands, transposes named (no copy)."""

@@ -175,7 +175,8 @@ def check_gpu(
     """Re-verify and re-time every stored config on this GPU.
 
     A config slower than recorded by more than `tolerance` (a fraction), or incorrect, fails.
-    `progress(done, total)` is called after each record (a shape's configs).
+    A row says where the re-time, or cuBLAS's, ran at another SM clock than recorded, or
+    throttled (clock_notes). `progress(done, total)` is called after each record (a shape's configs).
     """
     if evaluator.limits.slug != gpu_slug:
         raise UserError(
@@ -202,10 +203,36 @@ def check_gpu(
                     f"{m.gflops / cublas['gflops']:.2f}x cuBLAS now "
                     f"({entry['ratio']:.2f}x recorded)"
                 )
+                row.detail += "".join(f"; {note}" for note in clock_notes(m.extra, entry, cublas))
             rows.append(row)
         if progress is not None:
             progress(done, len(records))
     return rows
+
+
+# Clocks closer than this (a fraction) are the same clock: an H100's steps are 15 MHz, and one
+# timing's median sample moves by a step or two from run to run.
+CLOCK_SLACK = 0.02
+
+
+def clock_notes(now: dict, entry: dict, cublas_now: dict) -> list[str]:
+    """Return what a re-check says of the clocks: another clock than recorded, or throttling now.
+
+    Args:
+        now: The re-time's clock fields (gpu.nvml.FIELDS; none where NVML was not read).
+        entry: The record's entry, its own clock and its cuBLAS's where recorded.
+        cublas_now: cuBLAS's timing now, with its clock fields.
+    """
+    notes = []
+    for whose, timing, recorded in (("", now, entry), ("cuBLAS ", cublas_now, entry.get("cublas") or {})):
+        mhz, was = timing.get("sm_clock_mhz"), recorded.get("sm_clock_mhz")
+        if mhz is not None and was is not None and abs(mhz - was) > CLOCK_SLACK * was:
+            notes.append(f"{whose}re-timed at {mhz} MHz, recorded at {was} MHz")
+        elif mhz is not None and was is None and not whose:
+            notes.append(f"re-timed at {mhz} MHz (no clock recorded)")
+        if timing.get("throttle"):
+            notes.append(f"{whose}throttled now ({', '.join(timing['throttle'])})")
+    return notes
 
 
 def _with(row: CheckRow, status: str, detail: str) -> CheckRow:

@@ -1,9 +1,10 @@
 """Each field of a record's entry checked by its type, range and format.
 
-The fields are the measured figures and cuBLAS's, each bounded to what a measurement can be; the
-device limits; the search that found the entry; the versions; the date; a tensor-core tier's
-contract. What is wrong is Corrupt, quoting at most a short, escaped excerpt of a value
-(`shown`). validate.py checks the record's structure and that its figures agree.
+The fields are the measured figures and cuBLAS's, each bounded to what a measurement can be, and
+the clock each ran at where it was read; the device limits; the search that found the entry; the
+versions; the date; a tensor-core tier's contract. What is wrong is Corrupt, quoting at most a
+short, escaped excerpt of a value (`shown`). validate.py checks the record's structure and that
+its figures agree.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ MAX_GPU_NAME = 256  # cudaDeviceProp.name is a char[256]
 MAX_TEXT = 16384  # characters in any string of a record (a command line with many shapes fits)
 _MAX_VERSION = 64
 _MAX_CONTRACT = 16  # kinds of input a contract lists (3 today)
+# A timing's clock (gpu.nvml.FIELDS): an SM clock in MHz (GPUs run near 2000), a board's power
+# in W (an H100 SXM draws up to 700), and the reasons the clock was held down (5 are named).
+SM_CLOCK_MAX_MHZ = 20000
+POWER_MAX_W = 100000
+_MAX_THROTTLES = 16
 _CONTRACT_MAX = 2.0  # its relative errors: at most 1, and a limit 1.5 times cuBLAS's
 
 # Names as decl.py declares them, bounded; each matched whole (fullmatch: "$" would let a
@@ -136,7 +142,7 @@ def obj(where: str, value: Any, optional: bool = True) -> dict:
 
 
 def check_measured(fam: str, entry: dict) -> None:
-    """Check a measurement's figures and cuBLAS's beside them; the status, message and digests.
+    """Check a measurement's figures and cuBLAS's beside them, clocks too; status, message, digests.
 
     They are the numbers later code computes with (a string or NaN there would fail far from here),
     each within what a measurement can be, the time's median between its extremes.
@@ -164,6 +170,24 @@ def check_measured(fam: str, entry: dict) -> None:
     for key, what in (("source", "the source"), ("code", "the machine code")):
         matching(f"{at}{key}", entry.get(key), _DIGEST, f"a hash of {what}")
     _check_cublas_paths(at, cublas)
+    check_clock(at, entry)
+    check_clock(f"{at}cublas.", cublas)
+
+
+def check_clock(at: str, timing: dict) -> None:
+    """Check a timing's clock where it has one: SM clock, power and throttle reasons (all optional).
+
+    Records from before the clock was read have none, and are as valid.
+    """
+    integer(f"{at}sm_clock_mhz", timing.get("sm_clock_mhz"), 1, SM_CLOCK_MAX_MHZ)
+    not_negative(f"{at}power_w", timing.get("power_w"), POWER_MAX_W)
+    throttle = timing.get("throttle")
+    if throttle is None:
+        return
+    if not isinstance(throttle, list) or len(throttle) > _MAX_THROTTLES:
+        raise Corrupt(f"{at}throttle is {shown(throttle)}, not a list of at most {_MAX_THROTTLES} reasons")
+    for i, reason in enumerate(throttle):
+        matching(f"{at}throttle[{i}]", reason, NAME, "the name of a reason the clock was held down", optional=False)
 
 
 def check_spread(fam: str, entry: dict) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import collections
-import io
+import math
 import os
 from pathlib import Path
 
+from ..core.tiers import TIERS
 from ..core.types import Problem, UserError
+from . import plots
 from .results import iter_records
-from .store import atomic_write_bytes, atomic_write_text
+from .store import atomic_write_text
 from .validate import fastest
 
 
@@ -46,7 +48,11 @@ def _studies(root: Path, slug: str) -> dict[tuple[str, str], list]:
 
 
 def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None, importance_top: int = 3) -> Path:
-    """Write the plots and report.md; return the Markdown path."""
+    """Write the plots and report.md; return the Markdown path.
+
+    One section a precision tier, each against its own baseline (the cuBLAS its records were timed
+    against), with the SM clock and power where the records keep them; then the studies' plots.
+    """
     plt = _plt()
     root = Path(root)
     records = sorted(
@@ -68,20 +74,24 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
     md = [
         f"# autotune report: {gpu_name}",
         "",
-        "Strict FP32 SGEMM; cuBLAS (`cupy.matmul`) timed in the same process and run as each result.",
+        "Each precision tier against its own baseline: the cuBLAS its records were timed against, in "
+        "the same process, on the same operands. The SM clock and board power are those NVML read "
+        "while each was timed (the median of the samples), where the record keeps them.",
         "",
     ]
-    md += _shapes_section(plt, out, gpu_name, shapes, best)
-    md += _families_section(plt, out, shapes, records)
+    for name, recs in _by_tier(records):
+        md += _tier_section(plt, out, gpu_name, name, recs)
     md += _trials_section(plt, out, shapes, records, studies)
     md += _progress_section(plt, out, shapes, records, studies)
     md += _importance_section(plt, out, shapes, best, studies, importance_top)
-    md += [
-        "## Explore the studies",
-        "",
-        f"`optuna-dashboard sqlite:///{(root / slug / 'optuna.db').as_posix()}` opens every study of this GPU.",
-        "",
-    ]
+    if studies:
+        md += [
+            "## Explore the studies",
+            "",
+            "With the `dashboard` extra (`pip install -e '.[dashboard]'`), "
+            f"`optuna-dashboard sqlite:///{(root / slug / 'optuna.db').as_posix()}` opens every study of this GPU.",
+            "",
+        ]
     path = out / "report.md"
     atomic_write_text(path, "\n".join(md))
     return path
@@ -92,82 +102,106 @@ def _best(record: dict) -> dict:
     return record["families"][fastest(record["families"])]
 
 
-def _save(plt, fig, path: Path) -> None:
-    """Save a figure as a PNG, drawn in memory and written by a rename (atomic_write_bytes).
-
-    A report stopped midway leaves the plots of the last one whole, and a link at `path` is replaced.
-    """
-    fig.tight_layout()
-    png = io.BytesIO()
-    try:
-        fig.savefig(png, format="png", dpi=110)
-    finally:
-        plt.close(fig)
-    atomic_write_bytes(path, png.getvalue())
+def _by_tier(records: list[dict]) -> list[tuple[str, list[dict]]]:
+    """Return (tier, its records) for each tier with records, strictest first."""
+    groups = collections.defaultdict(list)
+    for rec in records:
+        groups[Problem(**rec["problem"]).precision].append(rec)
+    return [(name, groups[name]) for name in TIERS if name in groups]
 
 
-def _shapes_section(plt, out: Path, gpu_name: str, shapes: list[str], best: list[dict]) -> list[str]:
-    """Plot and tabulate the best config of each shape against cuBLAS."""
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(shapes)), 4.2))
-    x = range(len(shapes))
-    ax.bar([i - 0.2 for i in x], [b["gflops"] / 1e3 for b in best], 0.4, label="autotune (best family)")
-    ax.bar([i + 0.2 for i in x], [b["cublas"]["gflops"] / 1e3 for b in best], 0.4, label="cuBLAS", color="gray")
-    for i, b in enumerate(best):
-        ax.text(i - 0.2, b["gflops"] / 1e3, f"{b['ratio']:.2f}x", ha="center", va="bottom", fontsize=8)
-    ax.set_xticks(list(x), shapes, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"Best tuned kernel vs cuBLAS per shape ({gpu_name})")
-    ax.legend(loc="lower right")
-    _save(plt, fig, out / "shapes.png")
+# What a record's cuBLAS path measured: the baseline a tier's ratios are against.
+_BASELINES = {"matmul": "cuBLAS FP32 (SGEMM)", "gemm": "cuBLAS FP32 (SGEMM)", "gemm_tf32": "cuBLAS TF32"}
+
+
+def baseline(entry: dict, tier_name: str) -> str:
+    """Return the baseline an entry was timed against: its cuBLAS path's, else its tier's bar."""
+    path = entry["cublas"].get("path")
+    if path in _BASELINES:
+        return _BASELINES[path]
+    return _BASELINES["gemm_tf32" if TIERS[tier_name].bar == "TF32" else "gemm"]
+
+
+def _tier_section(plt, out: Path, gpu_name: str, name: str, records: list[dict]) -> list[str]:
+    """Plot and tabulate one tier's best config per shape against the tier's baseline."""
+    t = TIERS[name]
+    best = [_best(r) for r in records]
+    bases = sorted({baseline(b, name) for b in best})
+    against = " and ".join(bases)
+    what = t.help if t.strict else t.c_name.split(" (")[0]
+    labels = [_label(Problem(**r["problem"])) for r in records]
+    ratios = [b["ratio"] for b in best]
+    low = min(range(len(ratios)), key=ratios.__getitem__)
     md = [
-        "## GFLOP/s vs shape",
+        f"## {name}: {what}, against {against}",
         "",
-        "![shapes](shapes.png)",
+        f"{len(best)} shapes: geomean {_geomean(ratios):.2f}x {against}, lowest {ratios[low]:.2f}x at "
+        f"{labels[low]}, {sum(r < 1 for r in ratios)} below 1.0x. A * marks a timing NVML saw throttled "
+        "(power or heat held the clock down).",
         "",
-        "| shape | family | TFLOP/s | cuBLAS TFLOP/s | ratio | error | config |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for shape, b in zip(shapes, best, strict=True):
+    rows = [
+        {"label": lab, "tflops": b["gflops"] / 1e3, "base_tflops": b["cublas"]["gflops"] / 1e3, "ratio": b["ratio"],
+         "throttled": bool(b.get("throttle") or b["cublas"].get("throttle"))}
+        for lab, b in zip(labels, best, strict=True)
+    ]  # fmt: skip
+    title = f"{name}: best kernel vs {against}\n{gpu_name}"
+    for png in plots.shapes_figures(plt, out, f"shapes_{name}", title, rows):
+        md += [f"![{name} shapes]({png})", ""]
+    md += [
+        "| shape | family | TFLOP/s | baseline TFLOP/s | ratio | SM MHz (kernel / baseline) | W (kernel / baseline) "
+        "| error | config |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for lab, b in zip(labels, best, strict=True):
+        c = b["cublas"]
         md.append(
-            f"| {shape} | {b['config']['family']} | {b['gflops'] / 1e3:.1f} | "
-            f"{b['cublas']['gflops'] / 1e3:.1f} | {b['ratio']:.2f}x | {b['error']:.1e} | "
-            f"`{b['config']['name']}` |"
+            f"| {lab} | {b['config']['family']} | {b['gflops'] / 1e3:.1f} | {c['gflops'] / 1e3:.1f} | "
+            f"{b['ratio']:.2f}x | {_pair(b, c, 'sm_clock_mhz', '{}')} | {_pair(b, c, 'power_w', '{:.0f}')} | "
+            f"{b['error']:.1e} | `{b['config']['name']}` |"
         )
-    return md + [""]
+    return md + [""] + _families_section(plt, out, name, against, labels, records)
 
 
-def _families_section(plt, out: Path, shapes: list[str], records: list[dict]) -> list[str]:
-    """Plot the best config of each family, for shapes searched with more than one."""
-    multi = [(s, r) for s, r in zip(shapes, records, strict=True) if len(r["families"]) > 1]
-    if not multi:
+def _label(problem: Problem) -> str:
+    """Return a shape's name without its tier (its section names it)."""
+    tag = f"_{problem.precision}"
+    return problem.name[: -len(tag)] if problem.name.endswith(tag) else problem.name
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _pair(entry: dict, cublas: dict, key: str, fmt: str) -> str:
+    """Return 'kernel / baseline' of a clock field, '-' where not recorded, '*' where throttled."""
+
+    def one(timing: dict) -> str:
+        if timing.get(key) is None:
+            return "-"
+        return fmt.format(timing[key]) + ("*" if timing.get("throttle") else "")
+
+    return f"{one(entry)} / {one(cublas)}"
+
+
+def _families_section(plt, out: Path, name: str, against: str, labels: list[str], records: list[dict]) -> list[str]:
+    """Plot each family's best against the tier's baseline, at shapes with more than one family."""
+    rows = [
+        {"label": lab, "ratios": {f: e["ratio"] for f, e in r["families"].items()}}
+        for lab, r in zip(labels, records, strict=True)
+        if len(r["families"]) > 1
+    ]
+    if not rows:
         return []
-    fams = sorted({f for _s, r in multi for f in r["families"]})
-    fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(multi)), 4.2))
-    w = 0.8 / (len(fams) + 1)
-    for j, f in enumerate(fams):
-        ax.bar(
-            [i + j * w for i in range(len(multi))],
-            [r["families"][f]["gflops"] / 1e3 if f in r["families"] else 0 for _s, r in multi],
-            w,
-            label=f,
-        )
-    ax.bar(
-        [i + len(fams) * w for i in range(len(multi))],
-        [_best(r)["cublas"]["gflops"] / 1e3 for _s, r in multi],
-        w,
-        label="cuBLAS",
-        color="gray",
-    )
-    ax.set_xticks([i + 0.4 - w / 2 for i in range(len(multi))], [s for s, _r in multi])
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title("Best config of each family")
-    ax.legend(fontsize=8)
-    _save(plt, fig, out / "families.png")
-    return ["## Best per family", "", "![families](families.png)", ""]
+    title = f"{name}: each family's best config\nx {against}"
+    md = [f"### {name}: best per family", ""]
+    for png in plots.families_figures(plt, out, f"families_{name}", title, rows):
+        md += [f"![{name} families]({png})", ""]
+    return md
 
 
 def _trials_section(plt, out: Path, shapes: list[str], records: list[dict], studies: dict) -> list[str]:
-    """Plot GFLOP/s of every verified trial with the cuBLAS line, per shape with a study."""
+    """Plot GFLOP/s of every verified trial with the baseline's line, per shape with a study."""
     md = ["## GFLOP/s per trial", ""]
     by_shape = collections.defaultdict(dict)
     for (shape, fam), sts in studies.items():
@@ -180,12 +214,13 @@ def _trials_section(plt, out: Path, shapes: list[str], records: list[dict], stud
             done = [t for t in trials if t.user_attrs.get("evaluated") and t.state.name == "COMPLETE"]
             done.sort(key=lambda t: t.datetime_complete or t.datetime_start)
             ax.plot(range(1, len(done) + 1), [t.value / 1e3 for t in done], "o", ms=3, label=f"{fam} ({len(done)})")
-        ax.axhline(_best(rec)["cublas"]["gflops"] / 1e3, color="black", ls="--", lw=1, label="cuBLAS")
+        base = baseline(_best(rec), Problem(**rec["problem"]).precision)
+        ax.axhline(_best(rec)["cublas"]["gflops"] / 1e3, color="black", ls="--", lw=1, label=base)
         ax.set_xlabel("measured config (in order)")
         ax.set_ylabel("TFLOP/s")
         ax.set_title(f"{shape}: every verified trial")
         ax.legend(fontsize=7, ncol=2)
-        _save(plt, fig, out / f"trials_{shape}.png")
+        plots.save(plt, fig, out / f"trials_{shape}.png")
         md += [f"![trials {shape}](trials_{shape}.png)", ""]
     return md
 
@@ -223,7 +258,7 @@ def _progress_section(plt, out: Path, shapes: list[str], records: list[dict], st
         "and re-timing included). A study is one family's space at one shape with one sampler; a resumed "
         "search or another sampler seed adds its trials to it.",
         "",
-        "| shape | study | trials | wall s | best TFLOP/s | x cuBLAS | within 2% of its best at |",
+        "| shape | study | trials | wall s | best TFLOP/s | x baseline | within 2% of its best at |",
         "|---|---|---|---|---|---|---|",
     ]
     by_shape = collections.defaultdict(list)
@@ -238,6 +273,7 @@ def _progress_section(plt, out: Path, shapes: list[str], records: list[dict], st
         if not lines:
             continue
         cublas = _best(rec)["cublas"]["gflops"]
+        base = baseline(_best(rec), Problem(**rec["problem"]).precision)
         fig, (by_trial, by_time) = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
         for label, n, secs, best, total in lines:
             by_trial.step(n, [b / 1e3 for b in best], where="post", label=label)
@@ -248,13 +284,13 @@ def _progress_section(plt, out: Path, shapes: list[str], records: list[dict], st
                 f"{best[-1] / cublas:.2f}x | trial {n[near]}, {secs[near]:.1f} s |"
             )
         for ax in (by_trial, by_time):
-            ax.axhline(cublas / 1e3, color="black", ls="--", lw=1, label="cuBLAS")
+            ax.axhline(cublas / 1e3, color="black", ls="--", lw=1, label=base)
         by_trial.set_xlabel("trial")
         by_time.set_xlabel("seconds since the study's first trial")
         by_trial.set_ylabel("best TFLOP/s so far")
         by_trial.set_title(f"{shape}: best so far")
         by_time.legend(fontsize=7)
-        _save(plt, fig, out / f"progress_{shape}.png")
+        plots.save(plt, fig, out / f"progress_{shape}.png")
         figures += [f"![progress {shape}](progress_{shape}.png)", ""]
     return md + [""] + figures if figures else []
 
@@ -296,7 +332,7 @@ def _importance_section(plt, out: Path, shapes: list[str], best: list[dict], stu
         ax.set_xlabel("importance")
         ax.set_title(f"{fam} at {shape} ({n} trials)")
         name = f"importance_{fam}_{shape}.png"
-        _save(plt, fig, out / name)
+        plots.save(plt, fig, out / name)
         md += [f"![importance {fam} {shape}]({name})", ""]
         shown += 1
     return md

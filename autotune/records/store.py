@@ -19,6 +19,7 @@ from typing import Any
 from ..core import redact
 from ..core.files import open_regular
 from ..core.types import Measurement, Problem, Status, UserError, one_line
+from ..gpu.nvml import FIELDS, clock_fields
 from .fields import MAX_TEXT
 from .results import load_record, record_path
 from .validate import SCHEMA, check_record, fastest
@@ -99,10 +100,12 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
         entry["source"] = extra["source"]
     if extra.get("code"):  # the hash of the machine code measured (gpu.machine_code.code_digest)
         entry["code"] = extra["code"]
+    entry.update(clock_fields(extra))  # the SM clock, power and throttling while it was timed
     # The command line and the storage URL as given may hold a database password.
     search = {**search, "storage": redact.url(search["storage"])} if "storage" in search else search
+    kept = ("time_ms", "time_iqr_ms", "gflops", "error", "path", "paths", *FIELDS)  # FIELDS: its clock
     entry.update(
-        cublas={k: cublas[k] for k in ("time_ms", "time_iqr_ms", "gflops", "error", "path", "paths") if k in cublas},
+        cublas={k: cublas[k] for k in kept if k in cublas},
         ratio=m.gflops / cublas["gflops"],
         search=search,
         versions=versions,

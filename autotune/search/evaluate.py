@@ -18,6 +18,7 @@ from typing import Protocol
 
 from ..core.tiers import DEFAULT, meets
 from ..core.types import Config, Measurement, Problem, Status
+from ..gpu.nvml import clock_fields
 from ..gpu.worker import Worker, WorkerLost
 from ..kernels.constraints import resource_violations
 from ..kernels.family import Family
@@ -33,10 +34,16 @@ class Evaluator(Protocol):
     versions: dict
 
     def baseline(self, problem: Problem) -> dict:
-        """Return cuBLAS on this problem, timed like the candidates: time stats, gflops, error."""
+        """Return cuBLAS on this problem, timed like the candidates: time stats, gflops, error.
+
+        Where the GPU's clock was read, also its SM clock, power and throttling (gpu.nvml.FIELDS).
+        """
 
     def evaluate(self, configs: Sequence[Config], problem: Problem, retime: bool = False) -> list[Measurement]:
-        """Measure each config (verify first); never raises for a bad candidate."""
+        """Measure each config (verify first); never raises for a bad candidate.
+
+        A timed one's extra holds its clock (gpu.nvml.FIELDS) where the GPU's was read.
+        """
 
     def prefetch(self, configs: Sequence[Config], problem: Problem) -> None:
         """Hint that these will be evaluated next (a GPU evaluator compiles them meanwhile)."""
@@ -254,6 +261,7 @@ class GPUEvaluator:
             if verify_only:
                 results.append(Measurement(prep.config, problem, Status.OK, error=r["error"], extra=extra, **res))
                 continue
+            extra.update(clock_fields(r))  # the SM clock, power and throttling while it was timed
             results.append(
                 Measurement(
                     prep.config,

@@ -178,9 +178,11 @@ def test_report_writes_plots_and_markdown(tmp_path):
     r = run("report", "--results", str(results), "-o", str(out))
     assert r.returncode == 0, r.stderr
     md = (out / "report.md").read_text()
-    assert "| 512x512x512 | coarse1d |" in md and "optuna-dashboard sqlite:///" in md
+    assert "## highest: FP32 on the CUDA cores, against cuBLAS FP32 (SGEMM)" in md
+    assert "| 512x512x512 | coarse1d |" in md and "`optuna-dashboard sqlite:///" in md
     pngs = {p.name for p in out.glob("*.png")}
-    assert {"shapes.png", "families.png", "trials_512x512x512.png", "importance_coarse1d_512x512x512.png"} <= pngs
+    want = {"shapes_highest.png", "families_highest.png", "trials_512x512x512.png"}
+    assert want | {"importance_coarse1d_512x512x512.png"} <= pngs
     # Best so far against trials and wall time: a figure for the shape, a row for each study, each
     # with its 12 trials and its best (the replay's table) against the replayed cuBLAS.
     assert "progress_512x512x512.png" in pngs

@@ -182,12 +182,12 @@ def test_report_replaces_links_in_its_folder_and_leaves_their_targets(tmp_path, 
     victim_md.write_text("keep me")
     victim_png.write_bytes(b"keep me too")
     (out / "report.md").symlink_to(victim_md)
-    (out / "shapes.png").symlink_to(victim_png)
+    (out / "shapes_highest.png").symlink_to(victim_png)
     r = _cli("report", "--results", str(searched), "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert victim_md.read_text() == "keep me" and victim_png.read_bytes() == b"keep me too"
     assert not (out / "report.md").is_symlink() and "# autotune report" in (out / "report.md").read_text()
-    assert (out / "shapes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "shapes_highest.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_report_stopped_midway_leaves_whole_files(tmp_path, searched, monkeypatch):
