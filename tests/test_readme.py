@@ -88,7 +88,10 @@ def test_the_commands_shown_that_need_no_gpu_work_as_written_without_one(tmp_pat
         for command in runs:
             args = parser.parse_args(shlex.split(command)[1:])
             if args.command == "export" and (args.gpu is None or gpu_slug(args.gpu) == folder.name):
-                keep["exports"].add(parse_problem(args).name + ".json")
+                if args.size or args.m:
+                    keep["exports"].add(parse_problem(args).name + ".json")
+                else:  # the dispatching header of the folder: a few of its records keep the test short
+                    keep["exports"] |= {p.name for p in sorted(folder.glob("*.json"), key=_record_cost)[:4]}
         for where, names in keep.items():
             (tmp_path / where / "results" / folder.name).mkdir(parents=True)
             for name in names & {p.name for p in folder.iterdir()}:
