@@ -9,8 +9,8 @@ would (record the GEMMs, search them), then time forward + backward:
 
 The draw: rows (batch x tokens) log-uniform in 128..16384, in and out features log-uniform in
 64..8192, three in four of them rounded to a multiple of 64 as models' widths mostly are.
-A layer's time is the median of ITERS forward + backward steps (CUDA events); ROUNDS rounds
-alternate torch and autotune, and the speedup's spread is over the rounds.
+A layer's time is pytorch_layer.py's step_ms: the median of ITERS forward + backward steps (CUDA
+events); ROUNDS rounds alternate torch and autotune, and the speedup's spread is over the rounds.
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
+from pytorch_layer import step_ms  # the same timer as the host-time benchmark
 from torch import nn
 
 from autotune.pytorch import Linear, record_shapes
 
-ITERS, ROUNDS = 30, 3
+ROUNDS = 3
 EXAMPLE = [(512, 64, 256), (512, 256, 256), (512, 256, 10)]  # examples/pytorch_mlp.py's layers
 
 
@@ -54,21 +55,6 @@ def _layers(rows: int, fin: int, fout: int):
     return ref, ours, x
 
 
-def step_ms(layer, x, g) -> float:
-    """Median ms of one forward + backward of `layer` on x (CUDA events)."""
-    for _ in range(3):
-        layer(x).backward(g)
-    times = []
-    for _ in range(ITERS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        layer(x).backward(g)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def check(ref, ours, x) -> float:
     """Relative error of the forward against torch's FP32 (the answer, not only the time)."""
     with torch.no_grad():
@@ -80,14 +66,13 @@ def measure(shape: tuple[int, int, int]) -> dict:
     """One layer's times, eager and compiled, torch's and autotune's, over ROUNDS rounds."""
     torch._dynamo.reset()  # each shape compiles afresh: no recompile limit reached over the draw
     ref, ours, x = _layers(*shape)
-    g = torch.rand(shape[0], shape[2], device="cuda")
     compiled = (torch.compile(ref, fullgraph=True), torch.compile(ours, fullgraph=True))
     forms = {"eager": (ref, ours), "compiled": compiled}
     row = {"shape": list(shape), "rel_err": check(ref, ours, x)}
     for form, (r, o) in forms.items():
         speedups, t_ref, t_ours = [], [], []
         for _ in range(ROUNDS):
-            a, b = step_ms(r, x, g), step_ms(o, x, g)
+            a, b = step_ms(r, x), step_ms(o, x)
             t_ref.append(a)
             t_ours.append(b)
             speedups.append(a / b)
