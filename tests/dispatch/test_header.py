@@ -108,6 +108,7 @@ def test_bad_shapes_and_options_are_one_line(tmp_path):
     assert not (tmp_path / "x.h").exists()
 
 
+@pytest.mark.slow  # nvcc builds a dispatching header twice: most of a minute on two cores
 @pytest.mark.skipif(not have_nvcc(), reason="no nvcc")
 def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
     header = tmp_path / "tuned.h"
