@@ -48,7 +48,11 @@ class Residues:
 
 
 def _module(source: str, kernel: str, arch: str) -> cp.cuda.function.Module:
-    """Return `source` compiled for `arch` and loaded (`kernel` names the entry NVRTC reports on)."""
+    """Return `source` compiled for `arch` and loaded.
+
+    Args:
+        kernel: the entry whose resources NVRTC reports.
+    """
     mod = cp.cuda.function.Module()
     mod.load(compile_source(source, arch, kernel).cubin)
     return mod
@@ -118,12 +122,12 @@ class OzakiGemm:
     def reconstruct(
         self, p: cp.ndarray, e: cp.ndarray, f: cp.ndarray, c: cp.ndarray, alpha=1.0, beta=0.0
     ) -> cp.ndarray:
-        """Write alpha 2^-(e_i + f_j) CRT(p)_ij + beta C_ij into float32 `c` (M x N, rows contiguous).
+        """Write alpha 2^-(e_i + f_j) CRT(p)_ij + beta C_ij into float32 `c` (M x N).
 
         Args:
             p: int32 n x M x N residues, rows contiguous (as `products` returns).
             e, f: int32 exponents of op(A)'s rows and op(B)'s columns.
-            c: read where beta is not 0, written.
+            c: rows contiguous; read where beta is not 0, written.
         """
         _, m, nn = p.shape
         if c.dtype != cp.float32 or c.shape != (m, nn) or c.strides[1] != 4 or c.strides[0] % 4:

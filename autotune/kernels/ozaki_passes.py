@@ -39,12 +39,12 @@ def residue_pitch(k: int) -> int:
 
 
 def scale_source(n: int, name: str = SCALE_KERNEL) -> str:
-    """Return the CUDA source of the scaling pass for `n` moduli: kernels `<name>_exp` and `<name>_res`."""
+    """Return the CUDA source of the scaling pass for `n` moduli: `<name>_exp` and `<name>_res`."""
     return render_template(template(TEMPLATE_DIR, SCALE_TEMPLATE), NAME=name, MODULI=list(moduli(n)), H=norm_bits(n))
 
 
 def exp_grid(v: int, kmajor: bool) -> tuple[int, int, int]:
-    """Return the exponent kernel's grid for `v` vectors: 8 a block when contiguous along K, else 32."""
+    """Return the exponent kernel's grid for `v` vectors: 8 a block if K-contiguous, else 32."""
     per = 8 if kmajor else 32
     return (-(-v // per), 1, 1)
 
@@ -90,7 +90,7 @@ def crt_constants(n: int) -> CrtConstants:
 
 
 def garner(parts: list[int], n: int) -> int:
-    """Return x in [0, P) from its residues as the reconstruction kernel computes it (a model of it)."""
+    """Return x in [0, P) from its residues, as the reconstruction kernel computes it."""
     c, ms = crt_constants(n), moduli(n)
     v: list[int] = []
     for i, r in enumerate(parts):
