@@ -1,0 +1,161 @@
+"""Ozaki scheme II on the device: FP32 GEMM as scaling, one INT8 GEMM a modulus, and the CRT.
+
+The three stages of kernels/ozaki.py's `gemm` as CUDA kernels (kernels/ozaki_passes.py's scaling
+and reconstruction, kernels/ozaki_int8.py's GEMM), driven through CuPy; not a family and not
+dispatched yet. Every stage is exact, so C equals ozaki.gemm's bit for bit (the one rounding is
+the last), given the same exponents: the norms are summed in another order than NumPy's, which
+can move an exponent only where a norm lies within about 2^-50 of a power-of-two boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cupy as cp
+import numpy as np
+
+from ..kernels.ozaki import moduli, norm_bits
+from ..kernels.ozaki_int8 import KERNEL as INT8_KERNEL
+from ..kernels.ozaki_int8 import Int8Tile
+from ..kernels.ozaki_int8 import source as int8_source
+from ..kernels.ozaki_passes import (
+    CRT_BLOCK,
+    CRT_KERNEL,
+    EXP_BLOCK,
+    SCALE_KERNEL,
+    crt_grid,
+    crt_source,
+    exp_grid,
+    res_grid,
+    residue_pitch,
+    scale_source,
+)
+from .compile import compile_source
+
+
+@dataclass(frozen=True)
+class Residues:
+    """One operand scaled: its exponents (int32, V) and residues (int8, n x V x pitch, K-major)."""
+
+    e: cp.ndarray
+    r: cp.ndarray
+    k: int
+
+    @property
+    def pitch(self) -> int:
+        """Return the bytes between a plane's rows."""
+        return int(self.r.shape[2])
+
+
+def _module(source: str, kernel: str, arch: str) -> cp.cuda.function.Module:
+    """Return `source` compiled for `arch` and loaded.
+
+    Args:
+        kernel: the entry whose resources NVRTC reports.
+    """
+    mod = cp.cuda.function.Module()
+    mod.load(compile_source(source, arch, kernel).cubin)
+    return mod
+
+
+def _vectors(x: cp.ndarray, axis: int) -> tuple[int, int, int, int]:
+    """Return (V, K, sv, sk): the vectors of 2-D float32 `x` along `axis`, strides in elements."""
+    if x.dtype != cp.float32 or x.ndim != 2:
+        raise ValueError(f"a 2-D float32 operand, not {x.dtype} with {x.ndim} dimensions")
+    if any(s % 4 or s < 0 for s in x.strides):
+        raise ValueError(f"strides {x.strides} are not whole non-negative floats")
+    sv, sk = x.strides[axis] // 4, x.strides[1 - axis] // 4
+    return int(x.shape[axis]), int(x.shape[1 - axis]), sv, sk
+
+
+class OzakiGemm:
+    """Ozaki scheme II with `n` moduli on the current device: the stages, and C from A and B.
+
+    Args:
+        n: the number of moduli (INT8 GEMMs).
+        tile: the INT8 GEMM's tile.
+        arch: the target, e.g. "sm_90"; the current device's by default.
+    """
+
+    def __init__(self, n: int, tile: Int8Tile | None = None, arch: str | None = None):
+        self.n, self.tile, self.moduli = n, tile or Int8Tile(), moduli(n)
+        arch = arch or f"sm_{cp.cuda.Device().compute_capability}"
+        scale = _module(scale_source(n), f"{SCALE_KERNEL}_res", arch)
+        self._exp, self._res = scale.get_function(f"{SCALE_KERNEL}_exp"), scale.get_function(f"{SCALE_KERNEL}_res")
+        self._int8 = _module(int8_source(self.tile), INT8_KERNEL, arch).get_function(INT8_KERNEL)
+        self._crt = _module(crt_source(n), CRT_KERNEL, arch).get_function(CRT_KERNEL)
+
+    def scale(self, x: cp.ndarray, axis: int) -> Residues:
+        """Return the residues of `x`'s vectors along `axis` (0: its rows, 1: its columns).
+
+        op(A) (M x K) is scaled along axis 0, or A^T stored K x M along 1; op(B) (K x N) along 1.
+        """
+        v, k, sv, sk = _vectors(x, axis)
+        if 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
+            raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
+        pitch = residue_pitch(k)
+        e = cp.empty(v, cp.int32)
+        r = cp.empty((self.n, v, pitch), cp.int8)
+        if v == 0:
+            return Residues(e, r, k)
+        args = (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk))
+        self._exp(exp_grid(v, sk == 1), EXP_BLOCK, (*args, e))
+        if pitch:  # K = 0 leaves no residues, and C = beta C
+            self._res(res_grid(v, k), (256, 1, 1), (*args, e, r, np.int32(pitch), np.int64(v * pitch)))
+        return Residues(e, r, k)
+
+    def products(self, ra: Residues, rb: Residues) -> cp.ndarray:
+        """Return the INT8 GEMMs' (A'B') mod m_l, int32 n x M x N with entries in [0, m_l)."""
+        (_, m, _), nn = ra.r.shape, rb.r.shape[1]
+        p = cp.empty((self.n, m, nn), cp.int32)
+        if m == 0 or nn == 0:
+            return p
+        for q, mod in enumerate(self.moduli):
+            args = (np.int32(m), np.int32(nn), np.int32(ra.k), ra.r[q], np.int32(ra.pitch), rb.r[q])
+            self._int8(
+                self.tile.grid(m, nn),
+                (self.tile.threads, 1, 1),
+                (*args, np.int32(rb.pitch), p[q], np.int32(nn), np.int32(mod)),
+            )
+        return p
+
+    def reconstruct(
+        self, p: cp.ndarray, e: cp.ndarray, f: cp.ndarray, c: cp.ndarray, alpha=1.0, beta=0.0
+    ) -> cp.ndarray:
+        """Write alpha 2^-(e_i + f_j) CRT(p)_ij + beta C_ij into float32 `c` (M x N).
+
+        Args:
+            p: int32 n x M x N residues, rows contiguous (as `products` returns).
+            e, f: int32 exponents of op(A)'s rows and op(B)'s columns.
+            c: rows contiguous; read where beta is not 0, written.
+        """
+        _, m, nn = p.shape
+        if c.dtype != cp.float32 or c.shape != (m, nn) or c.strides[1] != 4 or c.strides[0] % 4:
+            raise ValueError(f"C must be float32 {m} x {nn} with contiguous rows")
+        if m and nn:
+            args = (np.int32(m), np.int32(nn), p, np.int64(p.strides[0] // 4), np.int32(p.strides[1] // 4), e, f)
+            block = (CRT_BLOCK[0] * CRT_BLOCK[1], 1, 1)
+            self._crt(
+                crt_grid(m, nn), block, (*args, np.float64(alpha), np.float64(beta), c, np.int32(c.strides[0] // 4))
+            )
+        return c
+
+    def __call__(
+        self, a: cp.ndarray, b: cp.ndarray, alpha=1.0, beta=0.0, c=None, trans_a=False, trans_b=False
+    ) -> cp.ndarray:
+        """Return alpha op(A) op(B) + beta C in float32 (C updated in place when given).
+
+        Args:
+            a: A, float32, M x K (K x M with `trans_a`), any pitch.
+            b: B, float32, K x N (N x K with `trans_b`).
+            c: float32 M x N with contiguous rows; a new one when None (then beta must be 0).
+        """
+        ra = self.scale(a, 1 if trans_a else 0)
+        rb = self.scale(b, 0 if trans_b else 1)
+        if ra.k != rb.k:
+            raise ValueError(f"op(A) has K = {ra.k}, op(B) {rb.k}")
+        if c is None:
+            if beta != 0:
+                raise ValueError("beta != 0 needs C")
+            c = cp.empty((ra.r.shape[1], rb.r.shape[1]), cp.float32)
+        return self.reconstruct(self.products(ra, rb), ra.e, rb.e, c, alpha, beta)

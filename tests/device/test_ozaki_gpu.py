@@ -1,0 +1,102 @@
+"""Ozaki scheme II on the device end to end (gpu/ozaki.py: scaling, one INT8 GEMM a modulus, the
+CRT): bit for bit kernels/ozaki.py's NumPy result at every layout, pitch, alpha and beta, and past
+K_CHUNK of K; against the float64 product, the curve's errors beside cuBLAS SGEMM's."""
+
+import numpy as np
+import pytest
+
+from autotune.kernels import ozaki
+from autotune.kernels.ozaki_choice import KINDS, errors, operands
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def engines():
+    from autotune.gpu.ozaki import OzakiGemm
+
+    return {n: OzakiGemm(n) for n in (6, 8)}
+
+
+def _device(x, transposed, pad):
+    """Return op(X) stored on the device (transposed: X^T's rows), rows `pad` floats longer."""
+    import cupy as cp
+
+    s = np.ascontiguousarray(x.T if transposed else x)
+    big = cp.full((s.shape[0], s.shape[1] + pad), np.nan, cp.float32)
+    big[:, : s.shape[1]] = cp.asarray(s)
+    return big[:, : s.shape[1]]
+
+
+def _run(engine, a, b, layout="nn", pad=0, alpha=1.0, beta=0.0, c=None):
+    import cupy as cp
+
+    ta, tb = layout[0] == "t", layout[1] == "t"
+    dc = None if c is None else cp.asarray(c)
+    out = engine(_device(a, ta, pad), _device(b, tb, pad), alpha, beta, dc, trans_a=ta, trans_b=tb)
+    return cp.asnumpy(out)
+
+
+def _same(x, y):
+    return np.array_equal(np.asarray(x, np.float32).view(np.uint32), np.asarray(y, np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize(
+    ("shape", "pad"), [((1, 1, 1), 0), ((70, 300, 50), 3), ((128, 1024, 96), 0), ((33, 2001, 130), 16)]
+)
+@pytest.mark.parametrize("n", [6, 8])
+def test_the_pipeline_equals_ozakis_numpy_bit_for_bit(engines, layout, shape, pad, n):
+    m, k, nn = shape
+    a, b = operands("wide", m, k, nn, np.random.default_rng(k + n))
+    assert _same(_run(engines[n], a, b, layout, pad), ozaki.gemm(a, b, n))
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS])
+@pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (0.5, 1.0), (-2.0, 0.25)])
+def test_every_kind_alpha_and_beta(engines, kind, alpha, beta):
+    m, k, nn = 64, 256, 48
+    rng = np.random.default_rng(7)
+    a, b = operands(kind, m, k, nn, rng)
+    c = rng.standard_normal((m, nn)).astype(np.float32)
+    got = _run(engines[8], a, b, "tn", 4, alpha, beta, c if beta else None)
+    assert _same(got, ozaki.gemm(a, b, 8, alpha, beta, c))
+
+
+def test_k_past_a_chunk(engines):
+    """More K than one INT32 accumulation holds: the INT8 GEMM reduces mod m as the reference does."""
+    m, k, nn = 6, ozaki.K_CHUNK + 300, 5
+    a, b = operands("uniform", m, k, nn, np.random.default_rng(3))
+    assert _same(_run(engines[8], a, b, "nt"), ozaki.gemm(a, b, 8))
+
+
+def test_errors_against_float64_beside_cublas_sgemm(engines):
+    """The curve's figures: 8 moduli no worse than cuBLAS SGEMM (within a factor of 2) except for
+    coupled exponents, which need more; printed per kind with 6 moduli's."""
+    import cupy as cp
+
+    m, k, nn = 256, 2048, 256
+    rng = np.random.default_rng(11)
+    for kind in KINDS:
+        a, b = operands(kind, m, k, nn, rng)
+        sgemm = errors(cp.asnumpy(cp.asarray(a) @ cp.asarray(b)), a, b)
+        got = {n: errors(_run(engines[n], a, b), a, b) for n in (6, 8)}
+        print(
+            f"{kind}: SGEMM max {sgemm[0]:.2e} med {sgemm[1]:.2e}; "
+            + "; ".join(f"{n} moduli max {e[0]:.2e} med {e[1]:.2e}" for n, e in got.items())
+        )
+        if kind != "coupled":
+            assert got[8][0] <= 2 * sgemm[0] and got[8][1] <= 2 * sgemm[1], kind
+        assert got[8][0] <= got[6][0] * 1.01 + 1e-12
+
+
+def test_bad_operands_are_refused(engines):
+    import cupy as cp
+
+    e = engines[8]
+    with pytest.raises(ValueError, match="K = 3"):
+        e(cp.ones((4, 3), cp.float32), cp.ones((5, 2), cp.float32))
+    with pytest.raises(ValueError, match="float32"):
+        e(cp.ones((4, 3), cp.float64), cp.ones((3, 2), cp.float32))
+    with pytest.raises(ValueError, match="needs C"):
+        e(cp.ones((4, 3), cp.float32), cp.ones((3, 2), cp.float32), beta=1.0)

@@ -1,0 +1,99 @@
+"""The Ozaki scaling and reconstruction kernels on the device, each against kernels/ozaki.py exactly:
+exponents and every modulus's residues at several shapes, layouts, pitches and input kinds; C from
+the same integer products, and the one rounding of a CRT integer to double at its ties."""
+
+import numpy as np
+import pytest
+
+from autotune.kernels import ozaki
+from autotune.kernels.ozaki_choice import operands
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(1, 1, 1), (37, 100, 45), (130, 1000, 70), (33, 4099, 20)]  # M, K, N
+
+
+@pytest.fixture(scope="module")
+def engines():
+    from autotune.gpu.ozaki import OzakiGemm
+
+    return {n: OzakiGemm(n) for n in (4, 8, 20)}
+
+
+def _stored(x, pad):
+    """Return float32 `x` on the device in rows `pad` floats longer (NaN past them)."""
+    import cupy as cp
+
+    big = cp.full((x.shape[0], x.shape[1] + pad), np.nan, cp.float32)
+    big[:, : x.shape[1]] = cp.asarray(np.ascontiguousarray(x))
+    return big[:, : x.shape[1]]
+
+
+def _check_residues(got, want_int, want_e, n, k):
+    """The device's exponents and planes equal NumPy's; the padding past K is zeros."""
+    import cupy as cp
+
+    assert np.array_equal(cp.asnumpy(got.e), want_e)
+    r = cp.asnumpy(got.r)
+    assert r.shape[2] % 16 == 0 and not r[:, :, k:].any()
+    for q, m in enumerate(ozaki.moduli(n)):
+        assert np.array_equal(r[q, :, :k], ozaki.residues(want_int, m)), f"modulus {m}"
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kind", ["uniform", "wide", "denormal", "rowscaled"])
+@pytest.mark.parametrize("n", [4, 8, 20])
+def test_scaling_writes_ozakis_residues(engines, shape, kind, n):
+    m, k, nn = shape
+    a, b = operands(kind, m, k, nn, np.random.default_rng(m + k + n))
+    a[0, :] = 0  # a zero row keeps exponent 0 and zero residues
+    if 2.0 ** ozaki.norm_bits(n) <= k**0.5 / 2:
+        pytest.skip("too few moduli for this K")
+    want = ozaki.scale(a, b, n)
+    for transposed, pad in ((False, 0), (True, 0), (False, 5), (True, 3)):
+        # op(A)'s rows: the stored rows of M x K A, the stored columns of K x M A. op(B)'s
+        # columns: the stored columns of K x N B, the stored rows of N x K B.
+        ra = engines[n].scale(_stored(a.T if transposed else a, pad), 1 if transposed else 0)
+        _check_residues(ra, want.a, want.e, n, k)
+        rb = engines[n].scale(_stored(b.T if transposed else b, pad), 0 if transposed else 1)
+        _check_residues(rb, want.b.T, want.f, n, k)
+
+
+def _reconstruct(engine, parts, e, f, alpha, beta, c):
+    import cupy as cp
+
+    p = cp.asarray(np.stack(parts).astype(np.int32))
+    out = cp.asarray(c)
+    engine.reconstruct(p, cp.asarray(e, cp.int32), cp.asarray(f, cp.int32), out, alpha, beta)
+    return cp.asnumpy(out)
+
+
+@pytest.mark.parametrize("n", [4, 8, 20])
+@pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (-0.75, 0.0), (1.5, -2.0)])
+def test_reconstruction_from_the_same_products_equals_ozakis(engines, n, alpha, beta):
+    m, k, nn = 50, 300, 40
+    rng = np.random.default_rng(n)
+    a, b = operands("wide", m, k, nn, rng)
+    c = rng.standard_normal((m, nn)).astype(np.float32)
+    s = ozaki.scale(a, b, n)
+    parts = [ozaki.int8_gemm(ozaki.residues(s.a, q), ozaki.residues(s.b, q), q) for q in ozaki.moduli(n)]
+    got = _reconstruct(engines[n], parts, s.e, s.f, alpha, beta, c)
+    want = ozaki.gemm(a, b, n, alpha, beta, c)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("n", [8, 20])
+def test_a_crt_integer_is_rounded_once_to_double_ties_to_even(engines, n):
+    """beta C cancels the top of x: what is left shows the double's last bits (256 an ulp at 2^60)."""
+    top = 60 if n == 8 else 150
+    half_ulp = 2 ** (top - 53)
+    deltas = [0, 1, half_ulp - 1, half_ulp, half_ulp + 1, 3 * half_ulp, 3 * half_ulp + 1, 5 * half_ulp]
+    xs = [s * (2**top + d) for d in deltas for s in (1, -1)] + [0, 1, -1, 12345]
+    shift = top - 60  # unscaled by 2^-shift so that 2^top lands on 2^60, inside float32
+    c = np.array([[-np.sign(x) * 2.0**60 if abs(x) > 2**59 else 0.0 for x in xs]], np.float32)
+    parts = [np.array([[x % q for x in xs]], np.int64) for q in ozaki.moduli(n)]
+    got = _reconstruct(engines[n], parts, [shift], np.zeros(len(xs)), 1.0, 1.0, c)
+    want = np.array([[np.ldexp(float(x), -shift) for x in xs]]) + c.astype(np.float64)
+    assert np.array_equal(got, want.astype(np.float32))
+    # Ties at 2^60 + 2^7 (to 2^60) and 2^60 + 3 2^7 (to 2^60 + 2^9); just past one, up.
+    assert list(got[0, 6:12]) == [0.0, 0.0, 256.0, -256.0, 512.0, -512.0]

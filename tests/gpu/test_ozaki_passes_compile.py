@@ -1,0 +1,71 @@
+"""The Ozaki scaling and reconstruction kernels (kernels/ozaki_passes.py) without a GPU: they render
+and compile for sm_90 without spills at every number of moduli, and Garner's constants, as the
+reconstruction kernel uses them, rebuild the same integers as ozaki.crt."""
+
+import numpy as np
+import pytest
+
+from autotune.gpu.compile import compile_source
+from autotune.kernels import ozaki
+from autotune.kernels.ozaki_passes import (
+    CRT_KERNEL,
+    SCALE_KERNEL,
+    crt_constants,
+    crt_source,
+    garner,
+    res_grid,
+    residue_pitch,
+    scale_source,
+)
+
+
+@pytest.mark.parametrize("n", [1, 8, 20])
+def test_the_passes_compile_for_sm90_without_spills(n):
+    for src, kernel in (
+        (scale_source(n), f"{SCALE_KERNEL}_exp"),
+        (scale_source(n), f"{SCALE_KERNEL}_res"),
+        (crt_source(n), CRT_KERNEL),
+    ):
+        r = compile_source(src, "sm_90", kernel).resources
+        print(f"{n} moduli, {kernel}: {r.registers} registers, {r.smem_static_bytes} B shared")
+        assert r.spill_bytes == 0 and r.stack_bytes == 0 and r.registers <= 255
+
+
+def test_the_sources_carry_each_modulus_as_a_constant():
+    scale, crt = scale_source(8), crt_source(8)
+    for m in ozaki.moduli(8):
+        assert f"at_sres(x[0], {m})" in scale and f"% {m};" in crt
+    assert "at_sres(x[0], 229)" not in scale_source(8) and "at_sres(x[0], 229)" in scale_source(9)
+    assert f"#define AT_NORM_BITS {ozaki.norm_bits(8)}" in scale
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 9, 16, 20])
+def test_garner_rebuilds_the_crt_integers(n):
+    rng = np.random.default_rng(n)
+    p = 1
+    for m in ozaki.moduli(n):
+        p *= m
+    xs = [0, 1, p // 2, p // 2 + 1, p - 1] + [int(v) for v in rng.integers(0, 2**62, 40)]
+    xs = [x % p for x in xs]
+    parts = [np.array([x % m for x in xs], np.int64) for m in ozaki.moduli(n)]
+    want = ozaki.crt(parts, n)  # symmetric: x - P above P / 2
+    for i, x in enumerate(xs):
+        got = garner([int(q[i]) for q in parts], n)
+        assert got == x
+        assert (got - p if got > p // 2 else got) == want[i]
+
+
+def test_the_limbs_hold_p_and_its_half():
+    for n in (1, 8, 9, 20):
+        c = crt_constants(n)
+        p = 1
+        for m in ozaki.moduli(n):
+            p *= m
+        assert p < 2 ** (32 * c.limbs) and sum(x << (32 * q) for q, x in enumerate(c.whole)) == p
+        assert sum(x << (32 * q) for q, x in enumerate(c.half)) == p // 2
+    assert crt_constants(8).limbs == 2 and crt_constants(20).limbs == 5
+
+
+def test_residue_rows_are_padded_to_16_bytes():
+    assert [residue_pitch(k) for k in (0, 1, 16, 17, 100)] == [0, 16, 16, 32, 112]
+    assert res_grid(33, 100) == (2, 2, 1)
