@@ -40,7 +40,13 @@ def test_a_kernel_and_cublas_are_timed_with_their_clock(gpu_evaluator, with_nvml
     entry = make_entry(m, base, search={"sampler": "tpe"}, versions={}, command="c", limits=limits)
     assert entry["sm_clock_mhz"] == m.extra["sm_clock_mhz"] and entry["cublas"]["power_w"] == base["power_w"]
     gpu = {"name": gpu_evaluator.limits.name, "slug": gpu_evaluator.limits.slug, "arch": limits["arch"]}
-    record = {"schema": 1, "gpu": gpu, "problem": problem.as_dict(), "best": "warptile", "families": {"warptile": entry}}
+    record = {
+        "schema": 1,
+        "gpu": gpu,
+        "problem": problem.as_dict(),
+        "best": "warptile",
+        "families": {"warptile": entry},
+    }
     check_record(record, Path(gpu["slug"]) / f"{problem.name}.json")
 
 

@@ -19,7 +19,7 @@ from autotune.kernels.ozaki_passes import (
 )
 
 
-@pytest.mark.parametrize("n", [1, 8, 20])
+@pytest.mark.parametrize("n", [1, 8, pytest.param(20, marks=pytest.mark.slow)])  # 20 moduli: the longest compile
 def test_the_passes_compile_for_sm90_without_spills(n):
     for src, kernel in (
         (scale_source(n), f"{SCALE_KERNEL}_exp"),
