@@ -41,15 +41,8 @@ def mm(
     # None, not 1.0, as the default: dynamo turns a float default it reads under dynamic shapes
     # into a graph input read with .item() (a CPU scalar, which keeps CUDA graphs away).
     alpha = 1.0 if alpha is None else alpha
-    kernel = _KERNELS.get(a.device.type)
-    if (
-        kernel is None
-        or type(a) not in _PLAIN
-        or type(b) not in _PLAIN
-        or _is_compiling()
-        or _dispatch_modes()
-        or _functorch_level() is not None
-    ):
+    kernel = _eager_kernel(a, b)
+    if kernel is None:
         return matmul(a, b, trans_a, trans_b, alpha, precision)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return _Product.apply(a, b, trans_a, trans_b, alpha, precision)
@@ -67,22 +60,31 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, precision: str = "hig
         weight, bias: the layer's, weight stored out_features x in_features.
         precision: the tier.
     """
-    kernel = _KERNELS.get(x.device.type)
-    if (
-        kernel is None
-        or type(x) not in _PLAIN
-        or type(weight) not in _PLAIN
-        or (bias is not None and type(bias) not in _PLAIN)
-        or _is_compiling()
-        or _dispatch_modes()
-        or _functorch_level() is not None
-    ):
+    kernel = _eager_kernel(x, weight, bias)
+    if kernel is None:
         return None
     if torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     ):
         return _Linear.apply(x, weight, bias, precision)
     return _linear_forward(kernel, x, weight, bias, precision)
+
+
+def _eager_kernel(x: Tensor, *others: Tensor | None):
+    """Return the eager road's kernel for x's device, or None where the operator must serve.
+
+    The road takes plain tensors (None is no tensor: a layer without bias) outside torch.compile,
+    dispatch modes and functorch transforms (see the module's docstring).
+    """
+    kernel = _KERNELS.get(x.device.type)
+    if kernel is None or type(x) not in _PLAIN or _is_compiling() or _dispatch_modes():
+        return None
+    if _functorch_level() is not None:
+        return None
+    for t in others:  # a loop, not any(): no generator made on every call of the hot path
+        if t is not None and type(t) not in _PLAIN:
+            return None
+    return kernel
 
 
 def _linear_forward(kernel, x: Tensor, weight: Tensor, bias: Tensor | None, precision: str) -> Tensor:
