@@ -3,6 +3,7 @@ stored results alone (autotune/dispatch/model.py), and what the nearest tuned sh
 
     python benchmarks/untuned.py                        # results_dir()'s records, the 20 shapes below
     python benchmarks/untuned.py --results DIR --out untuned.json
+    python benchmarks/untuned.py --draw 30 --seed 57     # a seeded draw: six regimes, four layouts
 
 For each shape: the model's choice and the nearest-shape choice (both built for the layout and
 compiled, verified against float64), and cupy.matmul (cuBLAS), each timed by CUDA events around
@@ -20,6 +21,7 @@ import argparse
 import json
 import math
 import os
+import random
 import shlex
 import statistics
 import sys
@@ -80,14 +82,39 @@ def graph_ms(fn, reps: int) -> float:
     return statistics.median(times)
 
 
+def draw(seed: int, count: int) -> list[str]:
+    """`count` shapes over six regimes in turn (square, few rows, few columns, short K, deep K,
+    odd), log-uniform sizes, the four layouts in turn: examples/sgemm_dispatch.cu's draw."""
+    rng = random.Random(seed)
+
+    def dim(lo: float, hi: float) -> int:
+        return round(2 ** rng.uniform(lo, hi))
+
+    ranges = [((8, 12.5),) * 3, ((0, 5), (11, 13.5), (10, 13)), ((11, 13.5), (0, 5), (10, 13)),
+              ((10, 13), (10, 13), (2, 7)), ((6, 9), (6, 9), (12, 15)), ((7, 12), (5, 12), (5, 12))]  # fmt: skip
+    shapes = []
+    for i in range(count):
+        m, n, k = (dim(*r) for r in ranges[i % 6])
+        if i % 6 == 0:
+            n = k = m
+        layout = "nt"[(i // 2) % 2] + "nt"[((i // 3) % 2) ^ (i % 2)]
+        shapes.append(f"{m}x{n}x{k}" + ("" if layout == "nn" else f"_{layout}"))
+    return shapes
+
+
 def measure(problem: Problem, table, slug: str, arch: str) -> dict:
     M, N, K = problem.M, problem.N, problem.K
+    ta, tb = problem.trans
     rng = cp.random.default_rng(0)
-    a, b = rng.random((M, K), dtype=cp.float32) - 0.5, rng.random((K, N), dtype=cp.float32) - 0.5
+    # Operands stored as the layout says; the calls below see op(A) and op(B) as views.
+    a = rng.random((K, M) if ta else (M, K), dtype=cp.float32) - 0.5
+    b = rng.random((N, K) if tb else (K, N), dtype=cp.float32) - 0.5
+    a, b = (a.T if ta else a), (b.T if tb else b)
     out = cp.empty((M, N), dtype=cp.float32)
-    chosen = api._choose(cp.cuda.Device().id, Problem(M, N, K))
+    chosen = api._choose(cp.cuda.Device().id, Problem(M, N, K, problem.layout))
     near = table.nearest(problem, None)
-    nearest = api._kernel(dispatch_table.built_for(entry_config(near[1])), cp.cuda.Device().id, arch, "nearest")
+    built = dispatch_table.built_for(entry_config(near[1]), problem.layout)
+    nearest = api._kernel(built, cp.cuda.Device().id, arch, "nearest")
     calls = {
         "model": lambda: chosen(a, b, out),
         "nearest": lambda: nearest(a, b, out),
@@ -132,6 +159,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=Path, default=None, help="results folder (default: results_dir())")
     ap.add_argument("--shapes", help="comma list instead of the 20 built in")
+    ap.add_argument("--draw", type=int, metavar="N", help="N shapes of a seeded draw instead (all layouts)")
+    ap.add_argument("--seed", type=int, default=57, help="the draw's seed (default 57)")
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
     args = ap.parse_args()
     results = args.results or dispatch_table.results_dir()
@@ -140,7 +169,8 @@ def main() -> int:
     table = dispatch_table.table_for(results, slug)
     tuned = {shape for shape, _ in table.records}
     rows = []
-    for text in args.shapes.split(",") if args.shapes else SHAPES:
+    shapes = draw(args.seed, args.draw) if args.draw else args.shapes.split(",") if args.shapes else SHAPES
+    for text in shapes:
         problem = Problem.parse(text)
         if problem in tuned:
             print(f"{problem.name}: tuned, skipped")
