@@ -33,7 +33,9 @@ from .table import _reads, built_for, table_for
 # The shapes the model is run at to find the configs it can choose (M, N and K each): log-spaced
 # from one row to past the sizes a GPU's memory holds in one matrix.
 GRID = (1, 3, 8, 24, 64, 160, 400, 1000, 2500, 6000, 16000)
-GRID_BATCH = 8  # the batch of the grid's batched shapes
+# The batches of the grid's batched shapes: the kernel a batched call is given changes with the
+# batch as with M, N and K (64 small matrices want another tile than 8 of them).
+GRID_BATCHES = (2, 8, 64, 512)
 TIER = "highest"  # the header serves strict FP32 (matmul's default precision)
 
 
@@ -47,6 +49,7 @@ class _Cand:
     sms: int
     at_s: model.Launch  # the measured launch
     body_s: float  # the measured time less its launches (ms)
+    foreign: float  # the factor on its predictions for this pool (model.foreign)
 
 
 @dataclass
@@ -109,8 +112,8 @@ def chosen(cands: list[tuple[str, model.Candidate]], problem: Problem, roof: mod
 def _winners(cands, layout: str, batched: bool, roof: model.Roof) -> set[str]:
     """Return the names of the configs the model chooses somewhere on GRID."""
     won = set()
-    for m, n, k in itertools.product(GRID, GRID, GRID):
-        cfg = chosen(cands, Problem(m, n, k, layout, GRID_BATCH if batched else 1, precision=TIER), roof)
+    for m, n, k, batch in itertools.product(GRID, GRID, GRID, GRID_BATCHES if batched else (1,)):
+        cfg = chosen(cands, Problem(m, n, k, layout, batch, precision=TIER), roof)
         if cfg is not None:
             won.add(cfg.name)
     return won
@@ -146,7 +149,8 @@ def build(table, arch: str, limits: DeviceLimits | None = None) -> Dispatch:
             per_sm = max(c.slots // c.sms, 1)
             at_s = model.busiest_sm(c.measured, c.problem, per_sm, c.sms)
             body_s = max(c.time_ms - at_s.launches * launch_ms, 0.1 * c.time_ms)
-            pool.append(_Cand(d.kernel(c.what), suits[f], per_sm, c.sms, at_s, body_s))
+            foreign = model.foreign(c.problem, Problem(1, 1, 1, layout, 2 if batched else 1))
+            pool.append(_Cand(d.kernel(c.what), suits[f], per_sm, c.sms, at_s, body_s, foreign))
         if all(cached_family(f).declaration.suits for f, c in cands if c.what.name in won):
             fb = built_for(fallback_config(arch), layout, 2 if batched else 1, TIER)
             d.fallback[(layout, batched)] = d.kernel(fb)  # where no candidate suits the shape, as matmul
@@ -193,7 +197,7 @@ def header_text(d: Dispatch, gpu: str, arch: str, file_name: str = "tuned_sgemm.
         first = len(cands)
         for c in d.pools.get((layout, batched), []):
             a = c.at_s
-            row = (c.kernel, c.suits, c.per_sm, c.sms, a.launches, a.blocks, a.load, a.depth, c.body_s)
+            row = (c.kernel, c.suits, c.per_sm, c.sms, a.launches, a.blocks, a.load, a.depth, c.body_s, c.foreign)
             cands.append([str(v) if isinstance(v, int) else _number(v) for v in row])
         pools.append((first, len(cands), d.fallback.get((layout, batched), -1)))
     kernels = [_kernel_part(cfg, i, prefix) for i, cfg in enumerate(d.configs)]

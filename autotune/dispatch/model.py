@@ -10,12 +10,13 @@ source.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..core.types import Problem, UserError
-from ..kernels.launch import LaunchPlan
+from ..kernels.launch import Geometry, LaunchPlan
 from ..kernels.limits import resident_per_sm
 
 # Why every candidate, not the nearest tuned shape's winner: that winner can be far from the best
@@ -39,6 +40,12 @@ LAUNCH_US = 4.0
 DISTANCE_WEIGHT = 0.2
 # n blocks resident together on an SM take n ** (1 - SHARING) times one alone (`sm_load`).
 SHARING = 0.5
+# A measurement of another layout, or of the other batching, adds this share to the predicted time
+# for each of the two that differs (`foreign`): the config built for the call's layout is not the
+# code that was timed, so between two close predictions the one timed as it would run wins. Each
+# layout's own best at the H100's big shapes lies within 3% of nn's (4096^3, 8192 x 8192 x 1024),
+# the nt batch 512^3 x 64 15% behind nn's: a tenth is between the two.
+FOREIGN_WEIGHT = 0.1
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,14 @@ class Launch:
     depth: float  # the depth of K one block sums, on average
 
 
+@functools.lru_cache(maxsize=4096)
+def _geometry(plan: LaunchPlan, M: int, N: int, K: int, slots: int) -> Geometry:
+    """Return plan.geometry at (M, N, K): remembered, as it does not change with the batch or beta."""
+    # Most of a prediction's time; candidates of one config measured at several shapes share it,
+    # and the header's grid asks for each shape at several batches.
+    return plan.geometry(M, N, K, slots)
+
+
 def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Launch:
     """Return the plan's launch at `problem`, `per_sm` of its blocks resident on each of `sms` SMs.
 
@@ -124,7 +139,7 @@ def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Lau
     if plan.tile is None:
         raise UserError("a kernel whose family declares no tile (model: tile, in its YAML) cannot be predicted")
     tm, tn = plan.tile
-    geo = plan.geometry(M, N, K, per_sm * sms)
+    geo = _geometry(plan, M, N, K, per_sm * sms)
     # The SGEMM kernels of the sequence (a split launch's main kernel and tail; helpers aside),
     # their blocks sharing the padded work evenly.
     grids = [grid for step, grid in geo.launches if step.kernel in ("", "_tail")]
@@ -134,6 +149,16 @@ def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Lau
     launches = sum(1 for step, _ in geo.launches if not step.beta_only or problem.beta != 0)
     load = sum(sm_load(b, per_sm, sms) for b in sizes) * per_block
     return Launch(load, launches, sum(sizes), per_block / (2.0 * tm * tn))
+
+
+def foreign(measured: Problem, problem: Problem) -> float:
+    """Return the factor on a prediction at `problem` from a measurement at `measured`.
+
+    1 + FOREIGN_WEIGHT for each of the layout and the batching (batched or not) that differs: so
+    it is one factor for every call of one (layout, batched) pool, as the dispatching header bakes it.
+    """
+    differ = (measured.layout != problem.layout) + ((measured.batch > 1) != (problem.batch > 1))
+    return 1.0 + FOREIGN_WEIGHT * differ
 
 
 def apart(a: Launch, b: Launch) -> float:
@@ -164,14 +189,24 @@ class Candidate:
     def predict_ms(self, problem: Problem, roof: Roof) -> float:
         """Predict the time (ms) of the config that would run at `problem`, under `roof`."""
         # The measured time, less its launches, scales by the busiest SM's load; the roof bounds it
-        # below; each launch adds LAUNCH_US; distance from the measured launch adds DISTANCE_WEIGHT.
+        # below; each launch adds LAUNCH_US; distance from the measured launch adds DISTANCE_WEIGHT,
+        # a measurement of another layout or batching FOREIGN_WEIGHT (the header's C repeats this
+        # arithmetic in this order, so that its choice is this one to the last bit).
         per_sm = max(self.slots // self.sms, 1)
-        at_s = busiest_sm(self.measured, self.problem, per_sm, self.sms)
+        at_s = self._at_s
         at_p = busiest_sm(self.plan, problem, per_sm, self.sms)
         launch_ms = LAUNCH_US * 1e-3
         body_s = max(self.time_ms - at_s.launches * launch_ms, 0.1 * self.time_ms)
         body = max(body_s * at_p.load / at_s.load, problem.bytes / roof.bytes_per_ms, problem.flops / roof.flops_per_ms)
-        return (body + at_p.launches * launch_ms) * (1 + DISTANCE_WEIGHT * apart(at_s, at_p))
+        near = (body + at_p.launches * launch_ms) * (1 + DISTANCE_WEIGHT * apart(at_s, at_p))
+        return near * foreign(self.problem, problem)
+
+    @functools.cached_property
+    def _at_s(self) -> Launch:
+        """The measured launch (`busiest_sm` at the measured problem), worked out once."""
+        # A new shape's choice predicts every candidate of the pool, and the header's build every
+        # candidate at each shape of its grid: the measured side never changes.
+        return busiest_sm(self.measured, self.problem, max(self.slots // self.sms, 1), self.sms)
 
 
 def distance(a: Problem, b: Problem) -> float:

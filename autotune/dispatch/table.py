@@ -85,6 +85,11 @@ def nearest_entry(
 # seen would leave the mtime as it was. Until then the table is read again at each call.
 _RACY_NS = 2_000_000_000
 _CHOICES_MAX = 4096  # shapes remembered per table; the oldest goes first
+# A layout and batching with records at fewer tuned shapes than this has every other record beside
+# them in its pool (`_Table._pool`): so few cannot reach the corners of (M, N, K), each of a few or
+# of thousands (2^3), where a call may fall. With the records of two big shapes alone, a call of
+# four rows was served by their 128 x 256 tiles at 0.11-0.48x cuBLAS.
+FEW_SHAPES = 8
 
 
 class _Table:
@@ -97,17 +102,36 @@ class _Table:
         self.shortcuts: dict[tuple, object] = {}  # shortcut.key -> shortcut.Shortcut (torch calls)
 
     def _pool(self, problem: Problem) -> list[tuple[Problem, dict]]:
+        """Return the records whose entries the model weighs for the problem's layout and batching.
+
+        Those of its layout and batching first; where they hold fewer than FEW_SHAPES shapes, every
+        other record after them (its configs built for this layout and batching, their predictions
+        surcharged by model.foreign). A function of (layout, batched) alone: the header bakes it.
+        """
+        batched = problem.batch > 1
+        alike, other = [], []
+        for shape, fams in self.records:
+            same = shape.layout == problem.layout and (shape.batch > 1) == batched
+            (alike if same else other).append((shape, fams))
+        if len({(s.M, s.N, s.K, s.batch) for s, _ in alike}) >= FEW_SHAPES:
+            return alike
+        return alike + other
+
+    def _nearest_pool(self, problem: Problem) -> list[tuple[Problem, dict]]:
         """Return the records of the problem's layout and batching, else of its layout, else all."""
-        # Configs tuned for another layout or batching are built for this one.
         batched = problem.batch > 1
         same = [(shape, fams) for shape, fams in self.records if shape.layout == problem.layout]
         alike = [(shape, fams) for shape, fams in same if (shape.batch > 1) == batched]
         return alike or same or self.records
 
     def nearest(self, problem: Problem, family: str | None) -> tuple[Problem, dict] | None:
-        """Return the nearest tuned shape's best entry (of `family`) that can run the problem."""
+        """Return the nearest tuned shape's best entry (of `family`) that can run the problem.
+
+        Of its layout and batching where there is one, however far: the winner of a record as it
+        was timed, which the model's choice is compared with.
+        """
         best = None
-        for shape, fams in self._pool(problem):
+        for shape, fams in self._nearest_pool(problem):
             pick = fastest(fams, lambda f: family in (None, f) and _reads(f, problem))
             entry = fams[pick] if pick is not None else None
             if entry and (best is None or model.distance(problem, shape) < model.distance(problem, best[0])):
