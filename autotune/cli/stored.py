@@ -6,6 +6,7 @@ results.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from ..core.types import LAYOUTS, Problem, UserError
@@ -62,6 +63,16 @@ def _export_parser(sub) -> None:
         "config the model predicts fastest); --size, --sizes, --shapes-file or --table keep those shapes' records",
     )
     e.add_argument("--sizes", metavar="LIST", help="with --dispatch: only these shapes' records (comma list)")
+    e.add_argument(
+        "--kernels",
+        metavar="N",
+        type=_kernel_count,
+        default=None,
+        help="with --dispatch: hold at most N kernels (more only where the tuned shapes' own need them): "
+        "those whose predicted times come nearest to the best of every config the model could choose "
+        "(default 128: nvcc builds it in about four minutes); 'all': every one (the choice then "
+        "matmul's at every shape of the model's grid)",
+    )
     e.add_argument("--shapes-file", type=Path, metavar="FILE", help="with --dispatch: only the shapes listed")
     e.add_argument("--table", action="store_true", help="with --dispatch: only the records of search --table's shapes")
     e.add_argument(
@@ -160,6 +171,8 @@ def _dispatching(args) -> bool:
     one = args.size is not None or any(v is not None for v in (args.m, args.n, args.k))
     if many and not args.dispatch:
         raise UserError("--sizes, --shapes-file and --table choose the records of a --dispatch header")
+    if args.kernels is not None and one and not args.dispatch:
+        raise UserError("--kernels sizes a --dispatch header; a one-shape header holds its shape's kernel")
     return args.dispatch or not one
 
 
@@ -172,9 +185,18 @@ def _export_root(args) -> Path:
     return Path("results") if Path("results").is_dir() else Path(_SHIPPED)
 
 
+def _kernel_count(text: str) -> int | str:
+    """--kernels: a count from 1, or 'all'."""
+    if text.strip().lower() == "all":
+        return "all"
+    if not text.strip().isdigit() or not 1 <= int(text) <= 100_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count from 1 (or 'all')")
+    return int(text)
+
+
 def _export_dispatch(args) -> int:
     """Write the dispatching header of a GPU's records (export --dispatch)."""
-    from ..dispatch.header import export_dispatch
+    from ..dispatch.header import KERNELS, export_dispatch
     from ..records.results import resolve_gpu
     from .inputs import parse_problems
 
@@ -184,7 +206,8 @@ def _export_dispatch(args) -> int:
     shapes = parse_problems(args) if picked or args.m is not None else None
     slug = resolve_gpu(_export_root(args), args.gpu)
     check_output_file(args.output)
-    path, d = export_dispatch(args.results, slug, args.output, args.prefix, shapes)
+    kernels = KERNELS if args.kernels is None else None if args.kernels == "all" else args.kernels
+    path, d = export_dispatch(args.results, slug, args.output, args.prefix, shapes, kernels)
     print(
         f"wrote {path}: {len(d.configs)} kernels, the choice of {len(d.exact) // 2} tuned shapes "
         f"and the model, for {slug}"

@@ -3,9 +3,10 @@
 It holds the kernels the choice can fall on (each config once, built for the layouts and batching
 it serves) and the choice itself as data: the tuned shapes' own configs (exact match) and, for
 every other shape, dispatch/model.py's candidates -- their measurements, occupancy and launch
-plans -- evaluated in C at run time by the same arithmetic. Which kernels it holds: every config a
-call can be given, found by running the model over a grid of shapes, so the header grows with
-the configs, not with the shapes.
+plans -- evaluated in C at run time by the same arithmetic. Which kernels it holds: the configs a
+call can be given, found by running the model over a grid of shapes -- all of them, or (by
+default) the fewest that come nearest to all of them -- so the header grows with the configs,
+not with the shapes.
 
 It lives in dispatch/ because the choice is dispatch's (table.py, model.py); records/export.py,
 below, renders each held config's kernel and launchers as the one-config header does.
@@ -14,9 +15,13 @@ below, renders each held config's kernel and launchers as the one-config header 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from ..core.types import LAYOUTS, Config, Problem, UserError
 from ..core.version import __version__
@@ -37,6 +42,10 @@ GRID = (1, 3, 8, 24, 64, 160, 400, 1000, 2500, 6000, 16000)
 # batch as with M, N and K (64 small matrices want another tile than 8 of them).
 GRID_BATCHES = (2, 8, 64, 512)
 TIER = "highest"  # the header serves strict FP32 (matmul's default precision)
+# How many kernels a header holds by default: nvcc takes about 2 s a kernel, so about four
+# minutes to build. On the H100 folder's records the model predicts the held best at shapes
+# nobody tuned 7% slower than the best of all with 96 kernels, 2.5% with 160 (all: 461).
+KERNELS = 128
 
 
 @dataclass
@@ -66,11 +75,18 @@ class Dispatch:
     roof: model.Roof = model.Roof(0.0, 0.0)
 
     sources: dict[str, int] = field(default_factory=dict)  # a held kernel's source -> its index
+    held: dict[tuple[str, bool], list[str]] = field(default_factory=dict)  # pool -> its candidates' names
+
+    @staticmethod
+    @functools.lru_cache(maxsize=4096)
+    def source(cfg: Config) -> str:
+        """Return the kernel source of `cfg` (what makes two held configs one kernel)."""
+        # Two configs of one source (a parameter the template does not read) are one kernel.
+        return render(cached_family(cfg.family).resolve(cfg), kernel_name="at_k")
 
     def kernel(self, cfg: Config) -> int:
         """Return the index of the held kernel whose source is `cfg`'s, adding it if none is."""
-        # Two configs of one source (a parameter the template does not read) are one kernel.
-        source = render(cached_family(cfg.family).resolve(cfg), kernel_name="at_k")
+        source = self.source(cfg)
         if source not in self.sources:
             self.sources[source] = len(self.configs)
             self.configs.append(cfg)
@@ -109,18 +125,74 @@ def chosen(cands: list[tuple[str, model.Candidate]], problem: Problem, roof: mod
     return None if best is None else best[0].what
 
 
-def _winners(cands, layout: str, batched: bool, roof: model.Roof) -> set[str]:
-    """Return the names of the configs the model chooses somewhere on GRID."""
-    won = set()
-    for m, n, k, batch in itertools.product(GRID, GRID, GRID, GRID_BATCHES if batched else (1,)):
-        cfg = chosen(cands, Problem(m, n, k, layout, batch, precision=TIER), roof)
-        if cfg is not None:
-            won.add(cfg.name)
-    return won
+def _predictions(cands, layout: str, batched: bool, roof: model.Roof) -> np.ndarray:
+    """Return each candidate's predicted ms at each shape of GRID (rows), inf where it does not suit."""
+    shapes = [
+        Problem(m, n, k, layout, batch, precision=TIER)
+        for m, n, k, batch in itertools.product(GRID, GRID, GRID, GRID_BATCHES if batched else (1,))
+    ]
+    t = np.full((len(shapes), len(cands)), np.inf)
+    families = {f for f, _ in cands}
+    for i, p in enumerate(shapes):
+        fits = {f: not cached_family(f).unsuited(p) for f in families}
+        for j, (f, c) in enumerate(cands):
+            if fits[f]:
+                t[i, j] = c.predict_ms(p, roof)
+    return t[np.isfinite(t).any(axis=1)]
 
 
-def build(table, arch: str, limits: DeviceLimits | None = None) -> Dispatch:
-    """Return what a dispatching header holds for `table` (a results table) on a GPU of `arch`."""
+def _cover(pools: dict, source_of, held: set, kernels: int | None) -> dict:
+    """Return, per pool, the indexes of the candidates the header holds.
+
+    With `kernels` None, every candidate the model chooses somewhere on GRID (the header then
+    chooses as matmul does at every grid shape). Else greedily the candidate, of any pool, whose
+    kernel cuts that pool's loss the most per kernel added -- the loss being the mean over the grid
+    of log(predicted ms of the best held / of the best of all), a shape no held one suits counted
+    as 16x slower -- until `kernels` kernels are held or every pool has its best everywhere.
+    Kernels already held (`held`: the tuned shapes' own, as sources) come free.
+    """
+    if kernels is None:
+        return {key: sorted(set(np.argmin(t, axis=1).tolist())) for key, (_, t) in pools.items()}
+    cap = np.log(16.0)
+    best = {key: t.min(axis=1) for key, (_, t) in pools.items()}
+    cur = {key: np.full(len(b), np.inf) for key, b in best.items()}
+    kept: dict = {key: [] for key in pools}
+    held = set(held)
+
+    def loss(key, times) -> float:
+        return float(np.minimum(np.log(times / best[key]), cap).mean()) if len(times) else 0.0
+
+    while True:
+        pick, pick_gain = None, 0.0
+        for key, (cands, t) in pools.items():
+            base = loss(key, cur[key])
+            for j in range(len(cands)):
+                if j in kept[key]:
+                    continue
+                gain = base - loss(key, np.minimum(cur[key], t[:, j]))
+                if gain <= 1e-9:
+                    continue
+                free = source_of(cands[j][1].what) in held
+                if not free and len(held) >= kernels:
+                    continue
+                gain = math.inf if free else gain
+                if gain > pick_gain:
+                    pick, pick_gain = (key, j), gain
+        if pick is None:
+            return {key: sorted(js) for key, js in kept.items()}
+        key, j = pick
+        kept[key].append(j)
+        cur[key] = np.minimum(cur[key], pools[key][1][:, j])
+        held.add(source_of(pools[key][0][j][1].what))
+
+
+def build(table, arch: str, limits: DeviceLimits | None = None, kernels: int | None = KERNELS) -> Dispatch:
+    """Return what a dispatching header holds for `table` (a results table) on a GPU of `arch`.
+
+    Args:
+        kernels: At most this many kernels (the tuned shapes' own and each pool's fallback are
+            held whatever it says); None: every config the model chooses somewhere on the grid.
+    """
     limits = limits or profile_for_arch(arch)
     d = Dispatch(roof=table.roof)
     seen: set[Problem] = set()
@@ -134,13 +206,18 @@ def build(table, arch: str, limits: DeviceLimits | None = None) -> Dispatch:
             if found is not None and found[3] is None:
                 layout = 2 * base.trans[0] + base.trans[1]
                 d.exact.append((base.M, base.N, base.K, layout, base.batch, int(nz), d.kernel(found[2])))
-    suits: dict[str, int] = {}
-    launch_ms = model.LAUNCH_US * 1e-3
+    pools = {}
     for layout, batched in itertools.product(LAYOUTS, (False, True)):
         cands = pool_candidates(table, layout, batched, limits)
-        won = _winners(cands, layout, batched, d.roof)
+        pools[(layout, batched)] = (cands, _predictions(cands, layout, batched, d.roof))
+    keep = _cover(pools, d.source, set(d.sources), kernels)
+    suits: dict[str, int] = {}
+    launch_ms = model.LAUNCH_US * 1e-3
+    for (layout, batched), (cands, _) in pools.items():
         pool = d.pools[(layout, batched)] = []
-        for f, c in (fc for fc in cands if fc[1].what.name in won):
+        kept = [cands[j] for j in keep[(layout, batched)]]
+        d.held[(layout, batched)] = [c.what.name for _, c in kept]
+        for f, c in kept:
             if f not in suits:
                 suits[f] = len(d.suits)
                 d.suits.append(
@@ -151,7 +228,7 @@ def build(table, arch: str, limits: DeviceLimits | None = None) -> Dispatch:
             body_s = max(c.time_ms - at_s.launches * launch_ms, 0.1 * c.time_ms)
             foreign = model.foreign(c.problem, Problem(1, 1, 1, layout, 2 if batched else 1))
             pool.append(_Cand(d.kernel(c.what), suits[f], per_sm, c.sms, at_s, body_s, foreign))
-        if all(cached_family(f).declaration.suits for f, c in cands if c.what.name in won):
+        if all(cached_family(f).declaration.suits for f, _ in kept):
             fb = built_for(fallback_config(arch), layout, 2 if batched else 1, TIER)
             d.fallback[(layout, batched)] = d.kernel(fb)  # where no candidate suits the shape, as matmul
     return d
@@ -233,6 +310,7 @@ def export_dispatch(
     out: Path | str,
     prefix: str = "autotune",
     shapes: list[Problem] | None = None,
+    kernels: int | None = KERNELS,
 ) -> tuple[Path, Dispatch]:
     """Write the dispatching header of one GPU's records to `out` (whole or not at all).
 
@@ -240,6 +318,9 @@ def export_dispatch(
         results: The results folder; None: ./results with the shipped results beside it, as
             `autotune.matmul` reads them.
         shapes: Only the records of these shapes (each in its layout and batch), if given.
+        kernels: At most this many kernels, more only where the tuned shapes' own and the
+            fallbacks need them (None: every config the model chooses on its grid; the header
+            then chooses as `autotune.matmul` does at every shape of the grid).
 
     Raises:
         UserError: No records (of those shapes), a damaged record, or a bad prefix.
@@ -258,7 +339,7 @@ def export_dispatch(
         raise UserError(f"no strict-FP32 records for {slug}: nothing to dispatch to (run autotune search first)")
     gpu = next(iter(next(iter(table.records))[1].values()))["limits"]  # as the records measured it
     arch = gpu.get("arch", "sm_90")
-    d = build(table, arch)
+    d = build(table, arch, kernels=kernels)
     out = Path(out)
     atomic_write_text(out, header_text(d, gpu.get("name", slug), arch, out.name, prefix))
     return out, d

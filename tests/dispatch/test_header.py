@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import shutil
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -11,8 +12,10 @@ import pytest
 
 from autotune.core.types import LAYOUTS, Problem, UserError
 from autotune.dispatch.api import fallback_config
-from autotune.dispatch.header import TIER, export_dispatch
+from autotune.dispatch.header import GRID, KERNELS, TIER, chosen, export_dispatch, pool_candidates
+from autotune.dispatch.model import fastest
 from autotune.dispatch.table import built_for, table_for
+from autotune.kernels.family import cached_family
 from autotune.kernels.limits import profile_for_arch
 from tests.helpers import have_nvcc
 
@@ -64,20 +67,81 @@ def _host_choices(header: Path, tmp_path: Path, problems: list[Problem]) -> list
     return run.stdout.split()
 
 
-@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-def test_the_headers_choice_is_matmuls(tmp_path):
-    # Every record of the checkout's H100 folder: the tuned shapes' own kernels and the model's
-    # predictions at shapes nobody tuned, all four layouts, batches, beta 0 and not.
-    header = tmp_path / "dispatch.h"
+def _held_choice(table, d, p: Problem) -> str:
+    """The config the header runs at `p`: the tuned shape's own, else the model's pick among the
+    candidates it holds for the layout and batching, else the fallback (matmul's rule, held set)."""
+    limits = profile_for_arch("sm_90")
+    found = table.choose(p, None, limits)
+    if found is not None and found[3] is None:
+        return found[2].name
+    held = set(d.held[(p.layout, p.batch > 1)])
+    pool = [(f, c) for f, c in pool_candidates(table, p.layout, p.batch > 1, limits) if c.what.name in held]
+    cfg = chosen(pool, p, table.roof)
+    return (cfg or built_for(fallback_config("sm_90"), p.layout, p.batch, TIER)).name
+
+
+@pytest.fixture(scope="module")
+def h100_header(tmp_path_factory):
+    """The H100 folder's dispatching header at the default size (built once: about a minute)."""
+    header = tmp_path_factory.mktemp("h100") / "dispatch.h"
     _, d = export_dispatch(ROOT / "results", SLUG, header)
+    return header, d
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_headers_choice_is_its_model_to_the_last_bit(h100_header, tmp_path):
+    # Every record of the checkout's H100 folder: the tuned shapes' own kernels and the model's
+    # predictions among the held kernels at shapes nobody tuned, all four layouts, batches, beta 0
+    # and not: the C arithmetic picks what the Python model picks.
+    header, d = h100_header
     table = table_for(ROOT / "results", SLUG)
     problems = _draw(57, 60)
     got = _host_choices(header, tmp_path, problems)
-    held = {c.name for c in d.configs}
+    want = [_held_choice(table, d, p) for p in problems]
+    missed = [(p.name, w, g) for p, w, g in zip(problems, want, got, strict=True) if w != g]
+    assert not missed, missed
+    assert set(got) <= {c.name for c in d.configs}
+    assert len(d.configs) <= KERNELS + len(LAYOUTS) * 2  # the budget, the fallbacks beyond it
+
+
+def test_a_sized_header_comes_near_every_choice(h100_header):
+    # At shapes nobody tuned the held kernels' predicted best is near the best of all that
+    # matmul chooses among (the budget spent where it buys the most).
+    _, d = h100_header
+    table = table_for(ROOT / "results", SLUG)
+    limits = profile_for_arch("sm_90")
+    ratios = []
+    for p in _draw(58, 80):
+        if table.choose(p, None, limits)[3] is None:
+            continue  # a tuned shape: its own kernel
+        pool = pool_candidates(table, p.layout, p.batch > 1, limits)
+        fit = [c for f, c in pool if not cached_family(f).unsuited(p)]
+        held = set(d.held[(p.layout, p.batch > 1)])
+        all_best = fastest(fit, p, table.roof)[1]
+        held_best = fastest([c for c in fit if c.what.name in held], p, table.roof)[1]
+        ratios.append(held_best / all_best)
+    assert len(ratios) > 60
+    assert statistics.geometric_mean(ratios) < 1.10, sorted(ratios)[-5:]
+
+
+@pytest.mark.slow  # the whole grid's model choices (about a minute on two cores)
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_a_whole_header_chooses_as_matmul_on_its_grid(tmp_path):
+    # --kernels all: every config the model chooses on its grid is held, so at the grid's shapes
+    # (off them a held kernel may stand in for one never chosen on the grid) the choice is matmul's.
+    header = tmp_path / "all.h"
+    _, d = export_dispatch(ROOT / "results", SLUG, header, kernels=None)
+    table = table_for(ROOT / "results", SLUG)
+    rng = random.Random(5)
+    problems = [
+        Problem(rng.choice(GRID), rng.choice(GRID), rng.choice(GRID), rng.choice(LAYOUTS), b, 0.0, TIER)
+        for b in (1, 1, 1, 8, 64)
+        for _ in range(12)
+    ]
+    got = _host_choices(header, tmp_path, problems)
     want = [_python_choice(table, p) for p in problems]
     missed = [(p.name, w, g) for p, w, g in zip(problems, want, got, strict=True) if w != g]
     assert not missed, missed
-    assert set(got) <= held
 
 
 def test_a_header_holds_only_what_it_can_choose(tmp_path):
