@@ -119,7 +119,7 @@ def _check_record(data: Any, path: Path) -> None:
         raise Corrupt("not a JSON object")
     schema = data["schema"]
     if type(schema) is not int or schema != SCHEMA:  # not `true`, which Python takes for 1
-        raise UserError(f"{path}: results schema {shown(schema)}, this autotune reads {SCHEMA} and {PACKED}")
+        raise UserError(f"{path}: results schema {shown(schema)}, this autotune reads {SCHEMA}")
     problem = _problem(data["problem"], "problem")
     named = SHAPE_FILE.match(path.name)
     if named and path.stem != problem.name:

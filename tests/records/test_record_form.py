@@ -123,7 +123,7 @@ def _both(data):
         (lambda d: d.update(families={}, best=None), "'shared' holds fields but there are no families"),
         (lambda d: d["families"].update(tiled=[]), "entry 'tiled' is not an object"),
         (lambda d: d["families"]["tiled"].update(problem={"M": 1, "N": 1, "K": 1}), "tiled was measured at 1x1x1"),
-        (lambda d: d.update(schema=3), "results schema 3, this autotune reads 1 and 2"),
+        (lambda d: d.update(schema=3), "results schema 3, this autotune reads 1"),
     ],
 )
 def test_a_bad_new_form_record_is_one_clear_error(tmp_path, h100, change, fragment):
