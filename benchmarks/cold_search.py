@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autotune.core.types import Config, Problem
+from autotune.records.results import load_record
 from autotune.search.evaluate import GPUEvaluator
 
 
@@ -52,7 +53,7 @@ def search(problem: Problem, seed: int, families: list[str], trials: int | None,
     if proc.returncode or not files:
         row["error"] = (proc.stderr or proc.stdout)[-2000:]
         return row
-    record = json.loads(files[0].read_text())
+    record = load_record(files[0])  # each entry whole, whichever form the file is in
     row["best_family"] = record["best"]
     row["families"] = {
         f: {"config": e["config"]["params"], "gflops": e["gflops"], "ratio": e.get("ratio")}
@@ -67,7 +68,7 @@ def references(problem: Problem, path: Path | None, stored: Path | None) -> list
     out = []
     record = stored / f"{problem.name}.json" if stored else None
     if record is not None and record.is_file():
-        best = json.loads(record.read_text())
+        best = load_record(record)
         fam = best["best"]
         out.append(Config.make(fam, best["families"][fam]["config"]["params"]))
     if path is not None:

@@ -77,7 +77,7 @@ def record(folder: Path, change: Callable[[dict], None] | None = None) -> dict:
     """results/<h100>/64x64x64.json with a verified tiled entry, then `change`d by hand."""
     from autotune.core.types import Config, Measurement, Problem, Status
     from autotune.kernels.limits import load_profile
-    from autotune.records.results import record_path
+    from autotune.records.results import load_record, record_path
     from autotune.records.store import make_entry, update_record
 
     p = Problem(64, 64, 64)
@@ -108,7 +108,7 @@ def record(folder: Path, change: Callable[[dict], None] | None = None) -> dict:
     update_record(folder / "results", gpu, p, {"tiled": entry})
     if change:
         path = record_path(folder / "results", SLUG, p)
-        data = json.loads(path.read_text())
+        data = load_record(path)  # each entry whole (schema 1), a form a reader takes too
         change(data)
         path.write_text(json.dumps(data))
     return {}

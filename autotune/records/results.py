@@ -1,9 +1,9 @@
 """Read results/<gpu-slug>/<shape>.json records, untrusted, and answer questions about a folder.
 
 One file per GPU and shape holds the best verified config of each family searched, each entry
-self-contained (params, timings, cuBLAS's, errors, resources, the GPU's limits, versions, date,
-command line). `load_record` is the one way in for every reader; validate.py says what a record
-must be, store.py writes and merges them.
+read self-contained (params, timings, cuBLAS's, errors, resources, the GPU's limits, versions,
+date, command line; a file stores the fields its entries share once). `load_record` is the one
+way in for every reader; validate.py says what a record must be, store.py writes and merges them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from ..core.files import NotRegular, open_regular
 from ..core.types import Config, Problem, UserError, one_line
-from .validate import SHAPE_FILE, SLUG_NAME, Corrupt, check_record, fastest
+from .validate import SHAPE_FILE, SLUG_NAME, Corrupt, fastest, trusted
 
 
 def record_path(root: Path | str, gpu_slug: str, problem: Problem) -> Path:
@@ -64,9 +64,10 @@ def load_record(path: Path) -> dict:
 
     A results folder is input from outside (committed, shared, passed around), and what a record
     says reaches generated code, log lines and the dispatch model: the file is read as
-    `_read_record_text` reads it, then validate.check_record checks every field and that the
-    record agrees with itself. Every reader, autotune.matmul included, raises the UserError: a
-    damaged folder is not skipped silently.
+    `_read_record_text` reads it, then `parse_record` makes it the record every reader gets (from
+    either form of file, validate.trusted) and checks every field and that the record agrees with
+    itself. Every reader, autotune.matmul included, raises the UserError: a damaged folder is not
+    skipped silently.
 
     Returns:
         The record, its `families` in the order stored but with `best` first (so that `fastest`,
@@ -85,19 +86,27 @@ def load_record(path: Path) -> dict:
 
 
 def _load_record(path: Path) -> dict:
-    text = _read_record_text(path)
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise UserError(f"{path}: corrupted results file (nested too deep)") from None
-    except ValueError as exc:
-        raise UserError(f"{path}: corrupted results file (not JSON: {exc})") from None
-    check_record(data, path)
+    data = parse_record(_read_record_text(path), path)
     best = data["best"]
     if best is not None:
         fams = data["families"]
         data["families"] = {best: fams[best], **{f: e for f, e in fams.items() if f != best}}
     return data
+
+
+def parse_record(text: str, path: Path, fault: str = "corrupted results file") -> dict:
+    """Return the record a file's text holds, checked; its families in the order stored.
+
+    Raises:
+        UserError: One, naming `path`, then `fault` and what is wrong.
+    """
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise UserError(f"{path}: {fault} (nested too deep)") from None
+    except ValueError as exc:
+        raise UserError(f"{path}: {fault} (not JSON: {exc})") from None
+    return trusted(data, path, fault)
 
 
 def _listing(folder: Path, what: str) -> list[str]:

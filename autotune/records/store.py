@@ -2,13 +2,16 @@
 
 A file is written whole or not at all (`atomic_write_text`); entries (`make_entry`) are merged
 into the shape's record under a folder lock (`update_record`, `save_search`); a record is checked
-as a reader will see it before it is written.
+as a reader will see it before it is written. A record is written in schema 2 (`record_text`):
+what every entry holds alike (limits, versions, often the command line and date) once, and one
+line an entry, so that a results folder stays small and a diff names the entries that changed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import json
 import os
 import uuid
@@ -21,8 +24,8 @@ from ..core.files import open_regular
 from ..core.types import Measurement, Problem, Status, UserError, one_line
 from ..gpu.nvml import FIELDS, clock_fields
 from .fields import MAX_TEXT
-from .results import load_record, record_path
-from .validate import SCHEMA, check_record, fastest
+from .results import load_record, parse_record, record_path
+from .validate import PACKED, SCHEMA, fastest
 
 try:
     import fcntl
@@ -164,10 +167,55 @@ def update_record(
                 changed.append(fam)
         data["gpu"] = gpu
         data["best"] = fastest(data["families"])
-        # Checked as a reader will see it: the tool never writes a record it would refuse.
-        check_record(json.loads(json.dumps(data)), path, "not written, the record would not be valid")
-        atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+        text = record_text(data)
+        # Read back as a reader will: the tool never writes a record it would refuse, nor one
+        # that reads back as other than the record merged.
+        if parse_record(text, path, "not written, the record would not be valid") != json.loads(json.dumps(data)):
+            raise UserError(f"{path}: not written, the record would not read back as it is")
+        atomic_write_text(path, text)
     return path, changed
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values are the same JSON (1 is not 1.0 nor true, as Python's == has them)."""
+    return json.dumps(a) == json.dumps(b)
+
+
+def packed(data: dict) -> dict:
+    """Return a record (schema 1, each entry whole) in the form it is written: schema 2.
+
+    A field that every entry holds alike goes once under "shared" (with two entries or more: one
+    entry shares with none), and an entry's problem is left out where it is the record's;
+    validate.trusted reads it back to `data`.
+    """
+    own = {
+        fam: {k: v for k, v in entry.items() if not (k == "problem" and _same(v, data["problem"]))}
+        for fam, entry in data["families"].items()
+    }
+    shared = {}
+    if len(own) > 1:
+        first, *rest = own.values()
+        shared = {k: v for k, v in first.items() if all(k in e and _same(e[k], v) for e in rest)}
+    own = {fam: {k: v for k, v in entry.items() if k not in shared} for fam, entry in own.items()}
+    out = {}
+    for key, value in data.items():
+        if key == "families" and shared:
+            out["shared"] = shared
+        out[key] = PACKED if key == "schema" else own if key == "families" else value
+    return out
+
+
+def record_text(data: dict) -> str:
+    """Return a record's file text: packed, a line each field of the record and each entry."""
+    line = functools.partial(json.dumps, separators=(",", ":"))
+    fields = []
+    for key, value in packed(data).items():
+        if key == "families" and value:
+            entries = ",\n".join(f"    {line(fam)}: {line(entry)}" for fam, entry in value.items())
+            fields.append(f'  "families": {{\n{entries}\n  }}')
+        else:
+            fields.append(f"  {line(key)}: {line(value)}")
+    return "{\n" + ",\n".join(fields) + "\n}\n"
 
 
 def save_search(

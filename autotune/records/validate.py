@@ -3,14 +3,17 @@
 A trusted record has its structure, every field checked by type, range and format (fields.py),
 printable bounded text and bounded nesting throughout, and agrees with itself (figures derived
 from each other, the GPU's name and its folder). records/results.py reads every record through
-here.
+here (`trusted`), a file of either form: schema 1, each entry whole, or schema 2 (what
+store.record_text writes), the fields every entry shares stored once; both read to the same record.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,8 @@ from ..kernels.limits import gpu_slug
 from . import fields
 from .fields import ARCH, MAX_GPU_NAME, NAME, Corrupt, shown
 
-SCHEMA = 1
+SCHEMA = 1  # the record every reader gets, each entry whole
+PACKED = 2  # a file's form since: the fields every entry shares under "shared", once
 SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)(_(?:nt|tn|tt))?(_b\d+)?(_beta[-+.e0-9]+)?(_(?:high|medium))?\.json$")
 
 _MAX_DEPTH = 16  # records nest 6 deep
@@ -33,14 +37,75 @@ _CHOICE = NAME
 SLUG_NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # limits.gpu_slug's folder names
 
 
+# An entry's fields in the order store.make_entry writes them: a shared field is put back in its place.
+_ENTRY_ORDER = {
+    key: i
+    for i, key in enumerate(
+        (
+            *("config", "problem", "status", "message", "time_ms", "time_min_ms", "time_max_ms", "time_iqr_ms"),
+            *("repeats", "gflops", "error", "registers", "spill_bytes", "smem_bytes", "source", "code", "contract"),
+            *("sm_clock_mhz", "power_w", "throttle", "cublas", "ratio", "search", "versions", "limits", "date"),
+            "command",
+        )
+    )
+}
+
+
+def trusted(data: Any, path: Path, fault: str = "corrupted results file") -> dict:
+    """Return a file's parsed JSON as the record every reader gets, checked as `check_record` checks.
+
+    A schema 2 file's shared fields are put back into each entry (a copy in each), and an entry
+    without a problem gets the record's: the record is then the one its schema 1 file holds.
+
+    Raises:
+        UserError: One, naming `path`, then `fault` and what is wrong.
+    """
+    with _refusing(path, fault):
+        data = _unpacked(data)
+    check_record(data, path, fault)
+    return data
+
+
+def _unpacked(data: Any) -> Any:
+    """Return a schema 2 record as schema 1 holds it; any other value as it is."""
+    if not isinstance(data, dict) or type(data.get("schema")) is not int or data["schema"] != PACKED:
+        return data
+    shared = data.get("shared", {})
+    if not isinstance(shared, dict):
+        raise Corrupt("'shared' is not an object")
+    families = data["families"]
+    if not isinstance(families, dict):
+        raise Corrupt("'families' is not an object")
+    if shared and not families:
+        raise Corrupt("'shared' holds fields but there are no families to share them")
+    whole = {}
+    for fam, own in families.items():
+        if not isinstance(own, dict):
+            raise Corrupt(f"entry {shown(fam)} is not an object")
+        both = sorted(k for k in own if k in shared)
+        if both:
+            raise Corrupt(f"entry {fam}: {shown(both[0])} is both its own and shared")
+        entry = copy.deepcopy({"problem": data["problem"], **shared}) | own
+        whole[fam] = {k: entry[k] for k in sorted(entry, key=lambda k: _ENTRY_ORDER.get(k, len(_ENTRY_ORDER)))}
+    # The keys in the order a schema 1 file holds them: shared's is gone, families' in its place.
+    return {k: SCHEMA if k == "schema" else whole if k == "families" else v for k, v in data.items() if k != "shared"}
+
+
 def check_record(data: Any, path: Path, fault: str = "corrupted results file") -> None:
     """Check that `data` is a record this tool can trust.
 
     Raises:
         UserError: One, naming `path`, then `fault` and what is wrong.
     """
-    try:
+    with _refusing(path, fault):
         _check_record(data, path)
+
+
+@contextlib.contextmanager
+def _refusing(path: Path, fault: str) -> Iterator[None]:
+    """Turn what is wrong with a record into one UserError naming `path`, then `fault`."""
+    try:
+        yield
     except (UserError, Corrupt) as exc:
         if str(path) in str(exc):
             raise UserError(one_line(str(exc))) from None
