@@ -4,9 +4,9 @@
     python benchmarks/pool_choices.py --gpu nvidia-h200 --batches 30 --seed 1
 
 Before: the records of the call's layout and batching, else of its layout, else all, each
-prediction as measured. Now (dispatch/table.py `_Table._pool`): where the layout and batching have
-records at fewer than FEW_SHAPES shapes, every other record beside them, a prediction from another
-layout or batching surcharged by model.foreign. For each shape: the config chosen, and the model's
+prediction as measured. Now (dispatch/table.py `_Table._pool`): the records of the call's layout and
+batching, then every other record, a prediction from another layout or batching surcharged by
+model.foreign. For each shape: the config chosen, and the model's
 predicted time of it (us), before and now. Nothing is timed: what a choice runs at needs the device
 (examples/sgemm_dispatch.cu with each side's header, benchmarks/untuned.py).
 

@@ -85,11 +85,6 @@ def nearest_entry(
 # seen would leave the mtime as it was. Until then the table is read again at each call.
 _RACY_NS = 2_000_000_000
 _CHOICES_MAX = 4096  # shapes remembered per table; the oldest goes first
-# A layout and batching with records at fewer tuned shapes than this has every other record beside
-# them in its pool (`_Table._pool`): so few cannot reach the corners of (M, N, K), each of a few or
-# of thousands (2^3), where a call may fall. With the records of two big shapes alone, a call of
-# four rows was served by their 128 x 256 tiles at 0.11-0.48x cuBLAS.
-FEW_SHAPES = 8
 
 
 class _Table:
@@ -104,17 +99,21 @@ class _Table:
     def _pool(self, problem: Problem) -> list[tuple[Problem, dict]]:
         """Return the records whose entries the model weighs for the problem's layout and batching.
 
-        Those of its layout and batching first; where they hold fewer than FEW_SHAPES shapes, every
-        other record after them (its configs built for this layout and batching, their predictions
-        surcharged by model.foreign). A function of (layout, batched) alone: the header bakes it.
+        Those of its layout and batching first, then every other record (its configs built for this
+        layout and batching, their predictions surcharged by model.foreign). A function of
+        (layout, batched) alone: the header bakes it.
         """
+        # Every record, not only the layout's own: a layout's records rarely reach every corner of
+        # (M, N, K), each of a few or of thousands, where a call may fall. With the records of two
+        # big nt shapes alone a call of four rows got their 128 x 256 tiles (0.11-0.48x cuBLAS); on
+        # the H200, whose nt and tn records are a linear layer's ten shapes, borrowing only below
+        # eight shapes gave 0.50x cuBLAS over a seeded draw of all four layouts, borrowing always
+        # 0.60x, with the nn layout's choices at 1.02x and 1.03x.
         batched = problem.batch > 1
         alike, other = [], []
         for shape, fams in self.records:
             same = shape.layout == problem.layout and (shape.batch > 1) == batched
             (alike if same else other).append((shape, fams))
-        if len({(s.M, s.N, s.K, s.batch) for s, _ in alike}) >= FEW_SHAPES:
-            return alike
         return alike + other
 
     def _nearest_pool(self, problem: Problem) -> list[tuple[Problem, dict]]:

@@ -1,4 +1,4 @@
-"""The model's candidate pool: a layout or batching with records at few shapes borrows the others'."""
+"""The model's candidate pool: every layout and batching weighs the others' records too, surcharged."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from autotune.core.types import Problem
 from autotune.dispatch import model
-from autotune.dispatch.table import FEW_SHAPES, table_for
+from autotune.dispatch.table import table_for
 from autotune.kernels.limits import profile_for_arch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,13 +18,14 @@ def test_a_layout_tuned_at_two_big_shapes_weighs_the_other_layouts_records():
     table = table_for(ROOT / "results", SLUG)
     nt = table._pool(Problem(3509, 4, 3322, "nt"))
     own = [s for s, _ in nt if s.layout == "nt" and s.batch == 1]
-    assert len({(s.M, s.N, s.K) for s in own}) < FEW_SHAPES
+    assert len({(s.M, s.N, s.K) for s in own}) == 2
     assert nt[: len(own)] == [(s, f) for s, f in nt if s.layout == "nt" and s.batch == 1]  # its own first
     assert {"nn", "tn", "tt"} <= {s.layout for s, _ in nt} and any(s.batch > 1 for s, _ in nt)
     assert any(s.layout == "nn" and min(s.M, s.N) <= 64 for s, _ in nt)  # shapes of few rows or columns
-    # nn has enough of its own: its pool is as before, only its own layout and batching.
+    # nn, with some fifty shapes of its own, weighs the others too, after its own.
     nn = table._pool(Problem(3509, 4, 3322))
-    assert {(s.layout, s.batch > 1) for s, _ in nn} == {("nn", False)}
+    own_nn = [(s, f) for s, f in nn if s.layout == "nn" and s.batch == 1]
+    assert nn[: len(own_nn)] == own_nn and len(own_nn) > 40 and len(nn) == len(table.records)
     # A batch of the nn layout (three batched records) borrows too.
     assert any(s.batch == 1 for s, _ in table._pool(Problem(384, 384, 64, batch=96)))
 
