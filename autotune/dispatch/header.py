@@ -3,10 +3,9 @@
 It holds the kernels the choice can fall on (each config once, built for the layouts and batching
 it serves) and the choice itself as data: the tuned shapes' own configs (exact match) and, for
 every other shape, dispatch/model.py's candidates -- their measurements, occupancy and launch
-plans -- evaluated in C at run time by the same arithmetic. Which kernels it holds: the configs a
-call can be given, found by running the model over a grid of shapes -- all of them, or (by
-default) the fewest that come nearest to all of them -- so the header grows with the configs,
-not with the shapes.
+plans -- evaluated in C at run time by the same arithmetic. It holds the configs the model picks
+on a grid of shapes -- all, or (by default) those within a budget that come nearest to all --
+so the header grows with the configs, not with the shapes.
 
 It lives in dispatch/ because the choice is dispatch's (table.py, model.py); records/export.py,
 below, renders each held config's kernel and launchers as the one-config header does.
@@ -126,7 +125,7 @@ def chosen(cands: list[tuple[str, model.Candidate]], problem: Problem, roof: mod
 
 
 def _predictions(cands, layout: str, batched: bool, roof: model.Roof) -> np.ndarray:
-    """Return each candidate's predicted ms at each shape of GRID (rows), inf where it does not suit."""
+    """Return each candidate's predicted ms (column) at each GRID shape (row); inf if unsuited."""
     shapes = [
         Problem(m, n, k, layout, batch, precision=TIER)
         for m, n, k, batch in itertools.product(GRID, GRID, GRID, GRID_BATCHES if batched else (1,))

@@ -118,7 +118,7 @@ class Launch:
 
 @functools.lru_cache(maxsize=4096)
 def _geometry(plan: LaunchPlan, M: int, N: int, K: int, slots: int) -> Geometry:
-    """Return plan.geometry at (M, N, K): remembered, as it does not change with the batch or beta."""
+    """Return plan.geometry at (M, N, K), remembered: it changes with neither batch nor beta."""
     # Most of a prediction's time; candidates of one config measured at several shapes share it,
     # and the header's grid asks for each shape at several batches.
     return plan.geometry(M, N, K, slots)

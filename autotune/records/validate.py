@@ -52,7 +52,7 @@ _ENTRY_ORDER = {
 
 
 def trusted(data: Any, path: Path, fault: str = "corrupted results file") -> dict:
-    """Return a file's parsed JSON as the record every reader gets, checked as `check_record` checks.
+    """Return a file's parsed JSON as every reader gets the record, checked as check_record does.
 
     A schema 2 file's shared fields are put back into each entry (a copy in each), and an entry
     without a problem gets the record's: the record is then the one its schema 1 file holds.

@@ -138,6 +138,7 @@ OPTIONS: dict[str, dict] = {
         "--sizes": _pool(["64,128", "8x8x8,64", "64_nt"], SHAPES + TEXT),
         "--shapes-file": _pool(["shapes.txt"], PATHS),
         "--table": None,
+        "--kernels": _pool(["4", "all", "128"], ["0", "-1", "x", "1.5", "ALL", ""] + TEXT),
     },
     "check": {
         "--gpu": _pool([SLUG], GPUS),
