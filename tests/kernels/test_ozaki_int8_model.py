@@ -70,8 +70,9 @@ def mma_m16n8k32(d, a, b0, b1):
 # The template's lines the replay below copies (whitespace aside).
 KERNEL_LINES = (
     "#define AT_SWZ(q) (((q) & ~7) | (((q) ^ ((q) >> 3)) & 7))",
-    "const int r = p / AT_CH, c = p % AT_CH;",
-    "const int gr = r0 + r, gk = k0 + 16 * c;",
+    "const int c = threadIdx.x % AT_CH, r_first = threadIdx.x / AT_CH, gk = k0 + 16 * c;",
+    "const int r = r_first + i * ({{ THREADS }} / AT_CH), gr = r0 + r;",
+    "const signed char* src = src0 + (size_t)i * ({{ THREADS }} / AT_CH) * ld;",
     "signed char* dst = s + 16 * AT_SWZ(p);",
     "const int bytes = gr < rows ? (left < 0 ? 0 : left < 16 ? left : 16) : 0;",
     "const int wm = (warp / {{ WARPS_N }}) * {{ WM }}, wn = (warp % {{ WARPS_N }}) * {{ WN }};",
@@ -127,8 +128,11 @@ class Block:
         for tid in range(t.threads):
             for i in range(pieces // t.threads):
                 p = tid + i * t.threads
-                r, c = p // ch, p % ch
-                gr, gk = r0 + r, k0 + 16 * c
+                c, r_first = tid % ch, tid // ch
+                gk = k0 + 16 * c
+                r = r_first + i * (t.threads // ch)
+                gr = r0 + r
+                assert (r, c) == divmod(p, ch)  # as the template's comment says
                 dst = s * self.stage_bytes + base + 16 * swz(p)
                 left = x.shape[1] - gk
                 nbytes = (0 if left < 0 else min(left, 16)) if gr < x.shape[0] else 0
@@ -166,79 +170,87 @@ class Block:
             self.retired += 1
 
 
-def replay(tile, a, b, m, k_chunk=K_CHUNK, early=False):
-    """Return the kernel's C for int8 A (M x K) and B (N x K) modulo m, one block at a time."""
-    (M, K), N = a.shape, b.shape[0]
-    t = tile
+def _compute(tile, blk, acc, stage):
+    """One stage's k-steps, warp by warp: ldmatrix from the swizzled tiles, then the mma tiles."""
+    t, ch = tile, tile.bk // 16
     wm_, wn_ = t.bm // t.warps_m, t.bn // t.warps_n
-    mi, ni, stages = wm_ // 16, wn_ // 8, t.stages
+    mi, ni = wm_ // 16, wn_ // 8
+    for warp in range(t.warps_m * t.warps_n):
+        wm, wn = (warp // t.warps_n) * wm_, (warp % t.warps_n) * wn_
+        a_row, a_half = wm + LANES % 16, LANES // 16
+        b_row, b_half = wn + LANES % 8 + 8 * (LANES // 16), (LANES // 8) % 2
+        for ks in range(t.bk // 32):
+            frag_a = []
+            for i in range(mi):
+                addr = stage + 16 * swz((a_row + 16 * i) * ch + 2 * ks + a_half)
+                assert bank_groups_distinct(addr)
+                frag_a.append(ldmatrix_x4(blk.smem, addr))
+            frag_b = [None] * ni
+            for j in range(0, ni, 2):
+                addr = stage + t.bm * t.bk + 16 * swz((b_row + 8 * j) * ch + 2 * ks + b_half)
+                assert bank_groups_distinct(addr)
+                r = ldmatrix_x4(blk.smem, addr)
+                frag_b[j], frag_b[j + 1] = (r[:, 0], r[:, 1]), (r[:, 2], r[:, 3])
+            for i in range(mi):
+                for j in range(ni):
+                    mma_m16n8k32(acc[warp, i, j], frag_a[i], *frag_b[j])
+
+
+def _store(tile, acc, m, bm, bn, c, writes):
+    """The epilogue: each lane's accumulators reduced into [0, m) and written inside C."""
+    t, (M, N) = tile, c.shape
+    wm_, wn_ = t.bm // t.warps_m, t.bn // t.warps_n
+    for warp, lane, i, h, j, e in np.ndindex(t.warps_m * t.warps_n, 32, wm_ // 16, 2, wn_ // 8, 2):
+        wm, wn = (warp // t.warps_n) * wm_, (warp % t.warps_n) * wn_
+        g, tt = divmod(lane, 4)
+        row, col = bm + wm + i * 16 + g + 8 * h, bn + wn + j * 8 + 2 * tt
+        v = int(acc[warp, i, j, lane, 2 * h + e])
+        if m > 0:
+            v = int(np.fmod(v, m))
+            v += m if v < 0 else 0
+        if row < M and col + e < N:
+            c[row, col + e] = v
+            writes[row, col + e] += 1
+
+
+def replay(tile, a, b, m, k_chunk=K_CHUNK, early=False):
+    """Return the kernel's C for int8 A (M x K) and B (N x K) modulo m, one block at a time.
+
+    Args:
+        k_chunk: the depth between reductions (the kernel's K_CHUNK unless a test shrinks it).
+        early: the copies land as soon as issued, else as late as wait_group allows.
+    """
+    (M, K), N = a.shape, b.shape[0]
+    t, stages = tile, tile.stages
+    mi, ni = t.bm // t.warps_m // 16, t.bn // t.warps_n // 8
     c = np.full((M, N), -7, np.int64)
     writes = np.zeros((M, N), np.int64)
     gx, gy, _ = t.grid(M, N)
     kt_all = -(-K // t.bk)
-    for by in range(gy):
-        for bx in range(gx):
-            bm, bn = by * t.bm, bx * t.bn
-            blk = Block(t, a, b, bm, bn, early)
-            for s in range(stages - 1):
-                if s < kt_all:
-                    blk.issue(s)
-                blk.commit(s < kt_all)
-            acc = np.zeros((t.warps_m * t.warps_n, mi, ni, 32, 4), np.int64)
-            for kt in range(kt_all):
-                blk.wait(stages - 2)
-                # __syncthreads: every warp is done with tile kt - 1
-                nk = kt + stages - 1
-                if nk < kt_all:
-                    blk.issue(nk)
-                blk.commit(nk < kt_all)
-                if m > 0 and kt > 0 and kt % (k_chunk // t.bk) == 0:
-                    acc = np.fmod(acc, m)  # C's % truncates toward zero, as fmod does
-                stage = (kt % stages) * blk.stage_bytes
-                assert blk.holds.get(kt % stages) == kt, f"tile {kt} read before it landed"
-                for warp in range(t.warps_m * t.warps_n):
-                    wm, wn = (warp // t.warps_n) * wm_, (warp % t.warps_n) * wn_
-                    a_row, a_half = wm + LANES % 16, LANES // 16
-                    b_row, b_half = wn + LANES % 8 + 8 * (LANES // 16), (LANES // 8) % 2
-                    ch = t.bk // 16
-                    for ks in range(t.bk // 32):
-                        frag_a = []
-                        for i in range(mi):
-                            addr = stage + 16 * swz((a_row + 16 * i) * ch + 2 * ks + a_half)
-                            assert bank_groups_distinct(addr)
-                            frag_a.append(ldmatrix_x4(blk.smem, addr))
-                        frag_b = [None] * ni
-                        for j in range(0, ni, 2):
-                            addr = stage + t.bm * t.bk + 16 * swz((b_row + 8 * j) * ch + 2 * ks + b_half)
-                            assert bank_groups_distinct(addr)
-                            r = ldmatrix_x4(blk.smem, addr)
-                            frag_b[j], frag_b[j + 1] = (r[:, 0], r[:, 1]), (r[:, 2], r[:, 3])
-                        for i in range(mi):
-                            for j in range(ni):
-                                mma_m16n8k32(acc[warp, i, j], frag_a[i], *frag_b[j])
-                        # INT32's bound, scaled to k_chunk: under m before a chunk, then at most
-                        # k_chunk products of 128^2 (K_CHUNK's: 2^30 + m < 2^31).
-                        assert np.abs(acc).max(initial=0) < max(m, 1) + k_chunk * 128 * 128 <= 2**31
-            blk.wait(0)
-            for warp in range(t.warps_m * t.warps_n):
-                wm, wn = (warp // t.warps_n) * wm_, (warp % t.warps_n) * wn_
-                for lane in range(32):
-                    g, tt = divmod(lane, 4)
-                    for i in range(mi):
-                        for h in range(2):
-                            row = bm + wm + i * 16 + g + 8 * h
-                            if row >= M:
-                                continue
-                            for j in range(ni):
-                                col = bn + wn + j * 8 + 2 * tt
-                                for e in range(2):
-                                    v = int(acc[warp, i, j, lane, 2 * h + e])
-                                    if m > 0:
-                                        v = int(np.fmod(v, m))
-                                        v += m if v < 0 else 0
-                                    if col + e < N:
-                                        c[row, col + e] = v
-                                        writes[row, col + e] += 1
+    for by, bx in np.ndindex(gy, gx):
+        bm, bn = by * t.bm, bx * t.bn
+        blk = Block(t, a, b, bm, bn, early)
+        for s in range(stages - 1):
+            if s < kt_all:
+                blk.issue(s)
+            blk.commit(s < kt_all)
+        acc = np.zeros((t.warps_m * t.warps_n, mi, ni, 32, 4), np.int64)
+        for kt in range(kt_all):
+            blk.wait(stages - 2)
+            # __syncthreads: every warp is done with tile kt - 1
+            nk = kt + stages - 1
+            if nk < kt_all:
+                blk.issue(nk)
+            blk.commit(nk < kt_all)
+            if m > 0 and kt > 0 and kt % (k_chunk // t.bk) == 0:
+                acc = np.fmod(acc, m)  # C's % truncates toward zero, as fmod does
+            assert blk.holds.get(kt % stages) == kt, f"tile {kt} read before it landed"
+            _compute(t, blk, acc, (kt % stages) * blk.stage_bytes)
+            # INT32's bound, scaled to k_chunk: under m before a chunk, then at most k_chunk
+            # products of 128^2 (K_CHUNK's: 2^30 + m < 2^31).
+            assert np.abs(acc).max(initial=0) < max(m, 1) + k_chunk * 128 * 128 <= 2**31
+        blk.wait(0)
+        _store(t, acc, m, bm, bn, c, writes)
     assert (writes == 1).all(), "every element of C written once"
     return c
 
