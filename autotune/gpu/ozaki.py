@@ -1,10 +1,12 @@
 """Ozaki scheme II on the device: FP32 GEMM as scaling, one INT8 GEMM a modulus, and the CRT.
 
 The three stages of kernels/ozaki.py's `gemm` as CUDA kernels (kernels/ozaki_passes.py's scaling
-and reconstruction, kernels/ozaki_int8.py's GEMM), driven through CuPy; not a family and not
-dispatched yet. Every stage is exact, so C equals ozaki.gemm's bit for bit (the one rounding is
-the last), given the same exponents: the norms are summed in another order than NumPy's, which
-can move an exponent only where a norm lies within about 2^-50 of a power-of-two boundary.
+and reconstruction, kernels/ozaki_int8.py's GEMMs), driven through CuPy; not a family and not
+dispatched yet. The GEMMs run on the pipelined kernel, every modulus in one launch ("fast"), or on
+the reference kernel, one launch a modulus ("reference"). Every stage is exact, so C equals
+ozaki.gemm's bit for bit (the one rounding is the last), given the same exponents: the norms are
+summed in another order than NumPy's, which can move an exponent only where a norm lies within
+about 2^-50 of a power-of-two boundary.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import cupy as cp
 import numpy as np
 
 from ..kernels.ozaki import moduli, norm_bits
+from ..kernels.ozaki_int8 import FAST_KERNEL, FastTile, Int8Tile, fast_source
 from ..kernels.ozaki_int8 import KERNEL as INT8_KERNEL
-from ..kernels.ozaki_int8 import Int8Tile
 from ..kernels.ozaki_int8 import source as int8_source
 from ..kernels.ozaki_passes import (
     CRT_BLOCK,
@@ -31,6 +33,9 @@ from ..kernels.ozaki_passes import (
     scale_source,
 )
 from .compile import compile_source
+
+# The INT8 GEMM kernels by name: their tile classes.
+KERNELS = {"fast": FastTile, "reference": Int8Tile}
 
 
 @dataclass(frozen=True)
@@ -73,16 +78,30 @@ class OzakiGemm:
 
     Args:
         n: the number of moduli (INT8 GEMMs).
-        tile: the INT8 GEMM's tile.
+        tile: the INT8 GEMM's tile, of the kernel's class (KERNELS); its default when None.
         arch: the target, e.g. "sm_90"; the current device's by default.
+        kernel: "fast" (every modulus in one pipelined launch) or "reference" (a launch each).
     """
 
-    def __init__(self, n: int, tile: Int8Tile | None = None, arch: str | None = None):
-        self.n, self.tile, self.moduli = n, tile or Int8Tile(), moduli(n)
+    def __init__(self, n: int, tile: FastTile | Int8Tile | None = None, arch: str | None = None, kernel: str = "fast"):
+        if kernel not in KERNELS:
+            raise ValueError(f"INT8 kernel {kernel!r}: one of {', '.join(KERNELS)}")
+        tile = tile or KERNELS[kernel]()
+        if not isinstance(tile, KERNELS[kernel]):
+            raise ValueError(f"the {kernel} kernel takes a {KERNELS[kernel].__name__}, not {tile}")
+        self.n, self.tile, self.kernel, self.moduli = n, tile, kernel, moduli(n)
         arch = arch or f"sm_{cp.cuda.Device().compute_capability}"
         scale = _module(scale_source(n), f"{SCALE_KERNEL}_res", arch)
         self._exp, self._res = scale.get_function(f"{SCALE_KERNEL}_exp"), scale.get_function(f"{SCALE_KERNEL}_res")
-        self._int8 = _module(int8_source(self.tile), INT8_KERNEL, arch).get_function(INT8_KERNEL)
+        if isinstance(tile, FastTile):
+            self._int8 = _module(fast_source(tile), FAST_KERNEL, arch).get_function(FAST_KERNEL)
+            if tile.smem_bytes > 48 * 1024:  # above the default, a kernel must opt in
+                cp.cuda.driver.funcSetAttribute(
+                    self._int8.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.smem_bytes
+                )
+            self._mods = cp.asarray(self.moduli, cp.int32)
+        else:
+            self._int8 = _module(int8_source(tile), INT8_KERNEL, arch).get_function(INT8_KERNEL)
         self._crt = _module(crt_source(n), CRT_KERNEL, arch).get_function(CRT_KERNEL)
 
     def scale(self, x: cp.ndarray, axis: int) -> Residues:
@@ -109,6 +128,12 @@ class OzakiGemm:
         (_, m, _), nn = ra.r.shape, rb.r.shape[1]
         p = cp.empty((self.n, m, nn), cp.int32)
         if m == 0 or nn == 0:
+            return p
+        if isinstance(self.tile, FastTile):
+            t = self.tile
+            args = (np.int32(m), np.int32(nn), np.int32(ra.k), ra.r, np.int32(ra.pitch), np.int64(ra.r.strides[0]))
+            args += (rb.r, np.int32(rb.pitch), np.int64(rb.r.strides[0]), p, np.int32(nn), np.int64(m * nn))
+            self._int8(t.grid(m, nn, self.n), (t.threads, 1, 1), (*args, self._mods), shared_mem=t.smem_bytes)
             return p
         for q, mod in enumerate(self.moduli):
             args = (np.int32(m), np.int32(nn), np.int32(ra.k), ra.r[q], np.int32(ra.pitch), rb.r[q])

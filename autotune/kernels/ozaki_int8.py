@@ -1,7 +1,10 @@
-"""The INT8 tensor-core GEMM of one Ozaki modulus: its tile, checked, and its CUDA source rendered.
+"""The INT8 tensor-core GEMMs of the Ozaki moduli: their tiles, checked, and their CUDA source.
 
-templates/_ozaki_int8.cu.j2, not yet a family (no declaration, no search): C = (A B^T) mod m of
-int8 residues with mma.sync m16n8k32 s8 -> s32, A M x K and B N x K, both K-major.
+Not yet families (no declaration, no search): C = (A B^T) mod m of int8 residues with mma.sync
+m16n8k32 s8 -> s32, A M x K and B N x K, both K-major. templates/_ozaki_int8.cu.j2 (`Int8Tile`,
+`source`) is the reference: one modulus a launch, synchronous loads. templates/_ozaki_int8_fast.cu.j2
+(`FastTile`, `fast_source`) runs every modulus in one launch (blockIdx.z) through a cp.async
+pipeline of STAGES tiles and ldmatrix from swizzled shared memory.
 """
 
 from __future__ import annotations
@@ -14,6 +17,10 @@ from .render import render_template, template
 
 TEMPLATE = "_ozaki_int8.cu.j2"
 KERNEL = "autotune_ozaki_int8"
+FAST_TEMPLATE = "_ozaki_int8_fast.cu.j2"
+FAST_KERNEL = "autotune_ozaki_int8_fast"
+# The shared memory one block of sm_90 may opt in to (227 KiB).
+MAX_SMEM = 227 * 1024
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,74 @@ def source(tile: Int8Tile = Int8Tile(), kernel_name: str = KERNEL) -> str:
         MI=tile.bm // tile.warps_m // 16,
         NI=tile.bn // tile.warps_n // 8,
         LDS=tile.bk + tile.pad,
+        THREADS=tile.threads,
+        K_CHUNK=K_CHUNK,
+    )
+
+
+@dataclass(frozen=True)
+class FastTile:
+    """A block tile of the pipelined INT8 kernel: BM x BN of C, BK of K a stage, STAGES stages.
+
+    Args:
+        warps_m, warps_n: the warps along M and N; a warp's tile is whole 16 x 16 pieces of C
+            (one ldmatrix x4 feeds two 8-column mma tiles).
+        stages: tiles of A and B in shared memory at once, STAGES - 1 of them in flight.
+    """
+
+    bm: int = 128
+    bn: int = 256
+    bk: int = 128
+    warps_m: int = 2
+    warps_n: int = 4
+    stages: int = 3
+
+    def __post_init__(self) -> None:
+        wm, wn = self.bm // self.warps_m, self.bn // self.warps_n
+        chunks = self.bk // 16
+        why = [
+            (self.bm % self.warps_m == 0 and self.bn % self.warps_n == 0, "warp tiles cover the block tile"),
+            (wm % 16 == 0 and wn % 16 == 0, "a warp tile is whole 16 x 16 pieces"),
+            (self.bk in (32, 64, 128), "BK is 32, 64 or 128 bytes (the swizzle's rows)"),
+            (2 <= self.stages <= 6, "2 to 6 stages"),
+            ((self.bm * chunks) % self.threads == 0 and (self.bn * chunks) % self.threads == 0, "chunks split evenly"),
+            ((wm // 16) * (wn // 8) * 4 <= 128, "accumulators leave registers for the fragments"),
+            (self.smem_bytes <= MAX_SMEM, "shared memory is at most 227 KiB"),
+        ]
+        bad = [w for ok, w in why if not ok]
+        if bad:
+            raise ValueError(f"INT8 tile {self}: {'; '.join(bad)}")
+
+    @property
+    def threads(self) -> int:
+        """Return the threads of a block."""
+        return 32 * self.warps_m * self.warps_n
+
+    @property
+    def smem_bytes(self) -> int:
+        """Return the dynamic shared memory of a block: STAGES tiles of A and of B."""
+        return self.stages * (self.bm + self.bn) * self.bk
+
+    def grid(self, m: int, n: int, planes: int = 1) -> tuple[int, int, int]:
+        """Return the launch grid: columns of blocks along x, rows along y, one modulus a z."""
+        return (-(-n // self.bn), -(-m // self.bm), planes)
+
+
+def fast_source(tile: FastTile = FastTile(), kernel_name: str = FAST_KERNEL) -> str:
+    """Return the CUDA source of the pipelined INT8 kernel for `tile`."""
+    return render_template(
+        template(TEMPLATE_DIR, FAST_TEMPLATE),
+        KERNEL_NAME=kernel_name,
+        BM=tile.bm,
+        BN=tile.bn,
+        BK=tile.bk,
+        WARPS_M=tile.warps_m,
+        WARPS_N=tile.warps_n,
+        WM=tile.bm // tile.warps_m,
+        WN=tile.bn // tile.warps_n,
+        MI=tile.bm // tile.warps_m // 16,
+        NI=tile.bn // tile.warps_n // 8,
+        STAGES=tile.stages,
         THREADS=tile.threads,
         K_CHUNK=K_CHUNK,
     )

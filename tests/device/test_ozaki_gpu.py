@@ -1,5 +1,5 @@
-"""Ozaki scheme II on the device end to end (gpu/ozaki.py: scaling, one INT8 GEMM a modulus, the
-CRT): bit for bit kernels/ozaki.py's NumPy result at every layout, pitch, alpha and beta, and past
+"""Ozaki scheme II on the device end to end (gpu/ozaki.py: scaling, the INT8 GEMMs on either kernel,
+the CRT): bit for bit kernels/ozaki.py's NumPy result at every layout, pitch, alpha and beta, and past
 K_CHUNK of K; against the float64 product, the curve's errors beside cuBLAS SGEMM's."""
 
 import numpy as np
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 def engines():
     from autotune.gpu.ozaki import OzakiGemm
 
-    return {n: OzakiGemm(n) for n in (6, 8)}
+    return {n: OzakiGemm(n) for n in (6, 8)} | {("reference", n): OzakiGemm(n, kernel="reference") for n in (6, 8)}
 
 
 def _device(x, transposed, pad):
@@ -46,10 +46,13 @@ def _same(x, y):
     ("shape", "pad"), [((1, 1, 1), 0), ((70, 300, 50), 3), ((128, 1024, 96), 0), ((33, 2001, 130), 16)]
 )
 @pytest.mark.parametrize("n", [6, 8])
-def test_the_pipeline_equals_ozakis_numpy_bit_for_bit(engines, layout, shape, pad, n):
+@pytest.mark.parametrize("kernel", ["fast", "reference"])
+def test_the_pipeline_equals_ozakis_numpy_bit_for_bit(engines, layout, shape, pad, n, kernel):
     m, k, nn = shape
     a, b = operands("wide", m, k, nn, np.random.default_rng(k + n))
-    assert _same(_run(engines[n], a, b, layout, pad), ozaki.gemm(a, b, n))
+    engine = engines[n] if kernel == "fast" else engines["reference", n]
+    assert engine.kernel == kernel
+    assert _same(_run(engine, a, b, layout, pad), ozaki.gemm(a, b, n))
 
 
 @pytest.mark.parametrize("kind", [k for k in KINDS])
@@ -63,11 +66,24 @@ def test_every_kind_alpha_and_beta(engines, kind, alpha, beta):
     assert _same(got, ozaki.gemm(a, b, 8, alpha, beta, c))
 
 
-def test_k_past_a_chunk(engines):
+@pytest.mark.parametrize("key", [8, ("reference", 8)], ids=["fast", "reference"])
+def test_k_past_a_chunk(engines, key):
     """More K than one INT32 accumulation holds: the INT8 GEMM reduces mod m as the reference does."""
     m, k, nn = 6, ozaki.K_CHUNK + 300, 5
     a, b = operands("uniform", m, k, nn, np.random.default_rng(3))
-    assert _same(_run(engines[8], a, b, "nt"), ozaki.gemm(a, b, 8))
+    assert _same(_run(engines[key], a, b, "nt"), ozaki.gemm(a, b, 8))
+
+
+def test_a_tile_of_the_other_kernel_is_refused():
+    from autotune.gpu.ozaki import OzakiGemm
+    from autotune.kernels.ozaki_int8 import FastTile, Int8Tile
+
+    with pytest.raises(ValueError, match="takes a FastTile"):
+        OzakiGemm(8, Int8Tile())
+    with pytest.raises(ValueError, match="takes a Int8Tile"):
+        OzakiGemm(8, FastTile(), kernel="reference")
+    with pytest.raises(ValueError, match="one of fast, reference"):
+        OzakiGemm(8, kernel="wgmma")
 
 
 def test_errors_against_float64_beside_cublas_sgemm(engines):

@@ -1,63 +1,114 @@
-"""The INT8 kernel of one Ozaki modulus on the device: (A B^T) mod m of int8 residues, exactly as
-NumPy's int64 product, at awkward shapes, pitches and moduli, and past K_CHUNK of K."""
+"""The INT8 kernels of the Ozaki moduli on the device, the reference (one modulus a launch) and the
+pipelined one (every modulus in one launch): (A B^T) mod m of int8 residues, exactly as NumPy's
+int64 product, at awkward shapes, pitches and moduli, and past K_CHUNK of K."""
 
 import numpy as np
 import pytest
 
 from autotune.gpu.compile import compile_source
 from autotune.kernels.ozaki import K_CHUNK, residues
-from autotune.kernels.ozaki_int8 import KERNEL, Int8Tile, source
+from autotune.kernels.ozaki_int8 import FAST_KERNEL, KERNEL, FastTile, Int8Tile, fast_source, source
 
 pytestmark = pytest.mark.gpu
 
-TILES = (Int8Tile(), Int8Tile(64, 64, 32, 2, 2), Int8Tile(128, 256, 64, 2, 4))
+TILES = (
+    Int8Tile(),
+    Int8Tile(64, 64, 32, 2, 2),
+    Int8Tile(128, 256, 64, 2, 4),
+    FastTile(),
+    FastTile(128, 128, 64, 2, 2, 4),
+    FastTile(64, 64, 32, 2, 2, 3),
+)
 
 
-def _run(tile, a, b, m, pad=0):
-    """Return the kernel's C for int8 A (M x K) and B (N x K), rows stored `pad` bytes apart more."""
+def _tile_id(t):
+    return f"{type(t).__name__}-{t.bm}x{t.bn}x{t.bk}" + (f"s{t.stages}" if isinstance(t, FastTile) else "")
+
+
+def _function(tile):
     import cupy as cp
 
+    fast = isinstance(tile, FastTile)
+    name = FAST_KERNEL if fast else KERNEL
     mod = cp.cuda.function.Module()
-    mod.load(compile_source(source(tile), "sm_90", KERNEL).cubin)
-    fn = mod.get_function(KERNEL)
-    (M, K), N = a.shape, b.shape[0]
-    ga = cp.zeros((M, K + pad), cp.int8)
-    gb = cp.zeros((N, K + pad), cp.int8)
-    ga[:, :K], gb[:, :K] = cp.asarray(a), cp.asarray(b)
-    c = cp.full((M, N), -7, cp.int32)
-    args = (np.int32(M), np.int32(N), np.int32(K), ga, np.int32(K + pad), gb, np.int32(K + pad), c, np.int32(N))
-    fn(tile.grid(M, N), (tile.threads, 1, 1), (*args, np.int32(m)))
+    mod.load(compile_source(fast_source(tile) if fast else source(tile), "sm_90", name).cubin)
+    fn = mod.get_function(name)
+    if fast and tile.smem_bytes > 48 * 1024:
+        cp.cuda.driver.funcSetAttribute(
+            fn.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.smem_bytes
+        )
+    return fn
+
+
+def _run(tile, a, b, ms, pad=0):
+    """Return the kernel's C planes for int8 planes A (q x M x K), B (q x N x K), modulo ms[q].
+
+    Rows are stored `pad` bytes apart more than K; the reference kernel runs once a plane.
+    """
+    import cupy as cp
+
+    fn = _function(tile)
+    (Q, M, K), N = a.shape, b.shape[1]
+    ga = cp.zeros((Q, M, K + pad), cp.int8)
+    gb = cp.zeros((Q, N, K + pad), cp.int8)
+    ga[:, :, :K], gb[:, :, :K] = cp.asarray(a), cp.asarray(b)
+    c = cp.full((Q, M, N), -7, cp.int32)
+    ld = np.int32(K + pad)
+    if isinstance(tile, FastTile):
+        args = (np.int32(M), np.int32(N), np.int32(K), ga, ld, np.int64(ga.strides[0]), gb, ld, np.int64(gb.strides[0]))
+        args += (c, np.int32(N), np.int64(M * N), cp.asarray(ms, cp.int32))
+        fn(tile.grid(M, N, Q), (tile.threads, 1, 1), args, shared_mem=tile.smem_bytes)
+    else:
+        for q, m in enumerate(ms):
+            args = (np.int32(M), np.int32(N), np.int32(K), ga[q], ld, gb[q], ld, c[q], np.int32(N), np.int32(m))
+            fn(tile.grid(M, N), (tile.threads, 1, 1), args)
     return cp.asnumpy(c)
 
 
-def _want(a, b, m):
-    full = a.astype(np.int64) @ b.astype(np.int64).T
-    return np.mod(full, m) if m else full
+def _want(a, b, ms):
+    full = np.einsum("qmk,qnk->qmn", a.astype(np.int64), b.astype(np.int64))
+    return np.stack([np.mod(f, m) if m else f for f, m in zip(full, ms, strict=True)])
 
 
-@pytest.mark.parametrize("tile", TILES, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}")
+def _operands(shape, ms, seed):
+    """Return planes of int8 A and B, each plane modulo its m's residues (raw int8 for m = 0)."""
+    M, N, K = shape
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-300, 300, (len(ms), M, K)).astype(np.float64)
+    b = rng.integers(-300, 300, (len(ms), N, K)).astype(np.float64)
+    pa = [residues(x, m) if m else np.clip(x, -128, 127).astype(np.int8) for x, m in zip(a, ms, strict=True)]
+    pb = [residues(x, m) if m else np.clip(x, -128, 127).astype(np.int8) for x, m in zip(b, ms, strict=True)]
+    return np.stack(pa), np.stack(pb)
+
+
+@pytest.mark.parametrize("tile", TILES, ids=_tile_id)
 @pytest.mark.parametrize(
     ("shape", "pad"),
-    [((1, 1, 1), 0), ((37, 45, 100), 3), ((128, 128, 64), 0), ((200, 130, 1000), 16), ((257, 129, 4096), 0)],
+    # pad 3: pitches off 16 bytes (byte loads); 12: aligned pitches with K's last chunk partial.
+    [((1, 1, 1), 0), ((37, 45, 100), 3), ((37, 45, 100), 12), ((128, 128, 64), 0), ((200, 130, 1000), 16)]
+    + [((257, 129, 4096), 0), ((130, 260, 272), 0), ((300, 520, 1040), 0)],
 )
 @pytest.mark.parametrize("m", [0, 256, 251])
 def test_one_modulus_is_exact(tile, shape, pad, m):
-    M, N, K = shape
-    rng = np.random.default_rng(M * N + K)
-    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
-    b = rng.integers(-128, 128, (N, K)).astype(np.int8)
-    if m:  # residues as the scaling pass writes them
-        a, b = residues(a.astype(np.float64), m), residues(b.astype(np.float64), m)
-    assert np.array_equal(_run(tile, a, b, m, pad), _want(a, b, m))
+    a, b = _operands(shape, [m], shape[0] * shape[1] + shape[2])
+    assert np.array_equal(_run(tile, a, b, [m], pad), _want(a, b, [m]))
+
+
+@pytest.mark.parametrize("tile", TILES, ids=_tile_id)
+def test_every_modulus_in_its_plane(tile):
+    """Eight planes, each its own residues and modulus: no plane reads or writes another's."""
+    ms = [256, 255, 253, 251, 247, 241, 239, 233]
+    a, b = _operands((70, 300, 130), ms, 9)
+    assert np.array_equal(_run(tile, a, b, ms), _want(a, b, ms))
 
 
 def test_k_past_a_chunk_is_reduced_before_int32_overflows():
     """2 K_CHUNK + 96 products of (-128)(-128): 2^31 and more in one INT32 sum without the reduction."""
     M, N, K = 20, 12, 2 * K_CHUNK + 96
-    a = np.full((M, K), -128, np.int8)
-    b = np.full((N, K), -128, np.int8)
-    b[3, ::5] = 127
+    a = np.full((1, M, K), -128, np.int8)
+    b = np.full((1, N, K), -128, np.int8)
+    b[0, 3, ::5] = 127
     assert K * 128 * 128 > 2**31
-    for tile in TILES[:2]:
-        assert np.array_equal(_run(tile, a, b, 256), _want(a, b, 256))
-        assert np.array_equal(_run(tile, a, b, 253), _want(a, b, 253))
+    for tile in (TILES[0], TILES[1], TILES[3], TILES[5]):
+        for m in (256, 253):
+            assert np.array_equal(_run(tile, a, b, [m]), _want(a, b, [m])), (tile, m)

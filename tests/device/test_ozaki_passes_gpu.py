@@ -59,6 +59,26 @@ def test_scaling_writes_ozakis_residues(engines, shape, kind, n):
         _check_residues(rb, want.b.T, want.f, n, k)
 
 
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel", ["fast", "reference"])
+def test_products_of_the_scaled_planes_equal_ozakis(engines, shape, kernel):
+    """The INT8 GEMMs on the planes the scaling wrote (stacked, pitch padded): NumPy's int8_gemm each."""
+    import cupy as cp
+
+    from autotune.gpu.ozaki import OzakiGemm
+
+    m, k, nn = shape
+    n = 8
+    a, b = operands("wide", m, k, nn, np.random.default_rng(m + k))
+    engine = engines[n] if kernel == "fast" else OzakiGemm(n, kernel="reference")
+    ra, rb = engine.scale(_stored(a, 0), 0), engine.scale(_stored(b, 3), 1)
+    got = cp.asnumpy(engine.products(ra, rb))
+    s = ozaki.scale(a, b, n)
+    for q, mod in enumerate(ozaki.moduli(n)):
+        want = ozaki.int8_gemm(ozaki.residues(s.a, mod), ozaki.residues(s.b, mod), mod)
+        assert np.array_equal(got[q], want), f"modulus {mod}"
+
+
 def _reconstruct(engine, parts, e, f, alpha, beta, c):
     import cupy as cp
 

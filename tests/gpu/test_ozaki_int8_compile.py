@@ -1,14 +1,21 @@
-"""The INT8 kernel of one Ozaki modulus (templates/_ozaki_int8.cu.j2) compiles for sm_90 without a
-GPU: its registers, spills and shared memory, and tensor-core INT8 instructions in its SASS."""
+"""The INT8 kernels of the Ozaki moduli compile for sm_90 without a GPU: the reference
+(templates/_ozaki_int8.cu.j2) and the pipelined one (_ozaki_int8_fast.cu.j2), their registers,
+spills and shared memory, and tensor-core INT8 instructions (and cp.async, ldmatrix) in their SASS."""
 
 import pytest
 
 from autotune.gpu.compile import compile_source
 from autotune.kernels.family import known_families
-from autotune.kernels.ozaki_int8 import KERNEL, Int8Tile, source
+from autotune.kernels.ozaki_int8 import FAST_KERNEL, KERNEL, MAX_SMEM, FastTile, Int8Tile, fast_source, source
 from autotune.kernels.sass import analyze_cubin, find_cuobjdump
 
 TILES = (Int8Tile(), Int8Tile(64, 64, 32, 2, 2), Int8Tile(128, 256, 64, 2, 4))
+FAST_TILES = (
+    FastTile(),
+    FastTile(128, 128, 64, 2, 2, 4),
+    FastTile(128, 128, 128, 2, 4, 4),
+    FastTile(64, 64, 32, 2, 2, 3),
+)
 
 
 @pytest.mark.parametrize("tile", TILES, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}")
@@ -30,6 +37,47 @@ def test_the_int8_kernel_runs_on_the_int8_tensor_cores():
     mi, ni = tile.bm // tile.warps_m // 16, tile.bn // tile.warps_n // 8
     assert imma == {"IMMA.16832.S8.S8": mi * ni * tile.bk // 32}, imma
     assert stats.summary()["local_memory"] == 0
+
+
+@pytest.mark.parametrize("tile", FAST_TILES, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}")
+def test_the_fast_kernel_compiles_for_sm90_without_spills(tile):
+    c = compile_source(fast_source(tile), "sm_90", FAST_KERNEL)
+    r = c.resources
+    print(f"{tile}: {r.registers} registers, {r.spill_bytes} spill bytes, {tile.smem_bytes} B dynamic shared")
+    assert r.spill_bytes == 0 and r.stack_bytes == 0
+    assert r.smem_static_bytes == 0 and tile.smem_bytes <= MAX_SMEM  # all of it dynamic, opted in
+    assert r.registers <= 255 and r.registers * tile.threads <= 65536
+
+
+@pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+def test_the_fast_kernel_pipelines_into_the_int8_tensor_cores():
+    tile = FastTile()
+    stats = analyze_cubin(compile_source(fast_source(tile), "sm_90", FAST_KERNEL).cubin, FAST_KERNEL)
+    ops = stats.total
+    mi, ni, steps = tile.bm // tile.warps_m // 16, tile.bn // tile.warps_n // 8, tile.bk // 32
+    # A stage unrolled: one m16n8k32 per mma tile a k-step, one ldmatrix x4 per A tile and per
+    # two B tiles a k-step.
+    assert {op: n for op, n in ops.items() if op.startswith("IMMA")} == {"IMMA.16832.S8.S8": mi * ni * steps}
+    assert {op: n for op, n in ops.items() if op.startswith("LDSM")} == {"LDSM.16.M88.4": (mi + ni // 2) * steps}
+    # The copies of the STAGES - 1 prologue tiles and of one tile a loop are cp.async (16 bytes,
+    # zero-filled at the edges).
+    per_tile = (tile.bm + tile.bn) * tile.bk // 16 // tile.threads
+    assert ops.get("LDGSTS.E.BYPASS.128.ZFILL") == per_tile * tile.stages
+    assert stats.summary()["local_memory"] == 0
+
+
+def test_a_fast_tile_that_cannot_work_is_refused():
+    for bad, why in (
+        (dict(bm=48, warps_m=2), "16 x 16"),
+        (dict(bk=96), "32, 64 or 128"),
+        (dict(stages=1), "2 to 6 stages"),
+        (dict(bm=32, bn=64, bk=32, warps_m=2, warps_n=2), "split evenly"),
+        (dict(bm=256, bn=256, warps_m=2, warps_n=2, stages=2), "registers"),
+        (dict(stages=5), "227 KiB"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            FastTile(**bad)
+    assert FastTile().grid(300, 520, 8) == (3, 3, 8)
 
 
 def test_a_tile_that_cannot_work_is_refused_and_the_kernel_is_no_family():
