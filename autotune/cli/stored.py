@@ -55,6 +55,17 @@ def _export_parser(sub) -> None:
         "and include guard upper-cased (NAME_BM); headers of different prefixes can be included in one "
         "program (default autotune: autotune_sgemm, AUTOTUNE_BM)",
     )
+    _dispatch_options(e)
+    e.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="results folder (default ./results, and the results shipped with autotune beside it)",
+    )
+
+
+def _dispatch_options(e) -> None:
+    """Add export's options of the dispatching header (--dispatch and what it reads)."""
     e.add_argument(
         "--dispatch",
         action="store_true",
@@ -84,12 +95,6 @@ def _export_parser(sub) -> None:
     )
     e.add_argument("--shapes-file", type=Path, metavar="FILE", help="with --dispatch: only the shapes listed")
     e.add_argument("--table", action="store_true", help="with --dispatch: only the records of search --table's shapes")
-    e.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        help="results folder (default ./results, and the results shipped with autotune beside it)",
-    )
 
 
 def _check_parser(sub) -> None:

@@ -60,13 +60,11 @@ def library_files(d: Dispatch, gpu: str, arch: str, folder: str, prefix: str, pe
     }
     for name, group in zip(names, groups, strict=True):
         files[f"src/{name}"] = ("_export_lib_kernels.cu.j2", {"FILE_NAME": name, "FILE_KERNELS": group})
-    return {
-        path: render_template(template(where, name), **context, **extra) for path, (name, extra) in files.items()
-    }
+    return {path: render_template(template(where, name), **context, **extra) for path, (name, extra) in files.items()}
 
 
 def check_library_folder(out: Path, prefix: str) -> None:
-    """Refuse `out` unless export can make it: new in a folder that exists, empty, or a library of `prefix`.
+    """Refuse `out` unless it is new in a folder that exists, empty, or a library of `prefix`.
 
     Raises:
         UserError: It is a link, a file, a folder of something else, or its parent is missing.
