@@ -3,6 +3,10 @@
 //   autotune export --gpu nvidia-h100-80gb-hbm3 -o tuned_sgemm.h     # every record: one header
 //   nvcc -O2 -arch=sm_90 -I. examples/sgemm_dispatch.cu -lcublas -o sgemm_dispatch
 //   ./sgemm_dispatch [seed] [shapes]                                  # default 57 24
+// Or linked against the same kernels as a static library (built once, its files in parallel):
+//   autotune export --gpu nvidia-h100-80gb-hbm3 --library tuned_lib && echo '#include "autotune_sgemm.h"' > tuned_sgemm.h
+//   cmake -S tuned_lib -B tuned_lib/build && cmake --build tuned_lib/build -j
+//   nvcc -O2 -arch=sm_90 -I. -Ituned_lib/include examples/sgemm_dispatch.cu tuned_lib/build/libautotune_sgemm.a -lcublas -o sgemm_dispatch
 //
 // Each shape (square, skinny, a few rows or columns, short and deep K; column-major with padded
 // leading dimensions; all four transposes) runs through autotune_sgemm and cublasSgemm on the same

@@ -55,6 +55,17 @@ def _export_parser(sub) -> None:
         "and include guard upper-cased (NAME_BM); headers of different prefixes can be included in one "
         "program (default autotune: autotune_sgemm, AUTOTUNE_BM)",
     )
+    _dispatch_options(e)
+    e.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="results folder (default ./results, and the results shipped with autotune beside it)",
+    )
+
+
+def _dispatch_options(e) -> None:
+    """Add export's options of the dispatching header (--dispatch and what it reads)."""
     e.add_argument(
         "--dispatch",
         action="store_true",
@@ -73,14 +84,17 @@ def _export_parser(sub) -> None:
         "(default 128: nvcc builds it in about four minutes); 'all': every one (the choice then "
         "matmul's at every shape of the model's grid)",
     )
+    e.add_argument(
+        "--library",
+        type=Path,
+        metavar="DIR",
+        help="with --dispatch: write the header's kernels and dispatcher as the folder DIR instead of -o, a "
+        "static library and CMake package (find_package(PREFIX_sgemm), or add_subdirectory(DIR)): "
+        "include/PREFIX_sgemm.h declares the same entry points, src/ holds a few kernels a file so that a "
+        "parallel build compiles them at once",
+    )
     e.add_argument("--shapes-file", type=Path, metavar="FILE", help="with --dispatch: only the shapes listed")
     e.add_argument("--table", action="store_true", help="with --dispatch: only the records of search --table's shapes")
-    e.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        help="results folder (default ./results, and the results shipped with autotune beside it)",
-    )
 
 
 def _check_parser(sub) -> None:
@@ -173,6 +187,8 @@ def _dispatching(args) -> bool:
         raise UserError("--sizes, --shapes-file and --table choose the records of a --dispatch header")
     if args.kernels is not None and one and not args.dispatch:
         raise UserError("--kernels sizes a --dispatch header; a one-shape header holds its shape's kernel")
+    if args.library is not None and one and not args.dispatch:
+        raise UserError("--library writes a --dispatch header's library; a one-shape header is one file (-o)")
     return args.dispatch or not one
 
 
@@ -205,12 +221,17 @@ def _export_dispatch(args) -> int:
     picked = args.sizes is not None or args.shapes_file is not None or args.table or args.size is not None
     shapes = parse_problems(args) if picked or args.m is not None else None
     slug = resolve_gpu(_export_root(args), args.gpu)
-    check_output_file(args.output)
     kernels = KERNELS if args.kernels is None else None if args.kernels == "all" else args.kernels
-    path, d = export_dispatch(args.results, slug, args.output, args.prefix, shapes, kernels)
+    if args.library is not None:
+        from ..dispatch.library import export_library
+
+        path, d = export_library(args.results, slug, args.library, args.prefix, shapes, kernels)
+    else:
+        check_output_file(args.output)
+        path, d = export_dispatch(args.results, slug, args.output, args.prefix, shapes, kernels)
     print(
         f"wrote {path}: {len(d.configs)} kernels, the choice of {len(d.exact) // 2} tuned shapes "
-        f"and the model, for {slug}"
+        f"and the model, for {slug}" + (f" (a static library: cmake -S {path} -B build)" if args.library else "")
     )
     return 0
 

@@ -265,8 +265,11 @@ def _kernel_part(cfg: Config, i: int, prefix: str) -> dict:
     )
 
 
-def header_text(d: Dispatch, gpu: str, arch: str, file_name: str = "tuned_sgemm.h", prefix: str = "autotune") -> str:
-    """Return the dispatching header's text for `d`."""
+def header_context(d: Dispatch, gpu: str, arch: str, prefix: str = "autotune") -> dict:
+    """Return what the dispatching templates read of `d`: its kernels, the choice's data, names.
+
+    A header and a library (dispatch/library.py) render the same context, so their C is one.
+    """
     check_prefix(prefix)
     cands, pools = [], []
     for layout, batched in itertools.product(LAYOUTS, (False, True)):
@@ -278,11 +281,9 @@ def header_text(d: Dispatch, gpu: str, arch: str, file_name: str = "tuned_sgemm.
         pools.append((first, len(cands), d.fallback.get((layout, batched), -1)))
     kernels = [_kernel_part(cfg, i, prefix) for i, cfg in enumerate(d.configs)]
     fam = cached_family(d.configs[0].family) if d.configs else None
-    return render_template(
-        template(fam.path.parent if fam else TEMPLATE_DIR, "_export_dispatch.h.j2"),
+    return dict(
         P=prefix,
         PU=prefix.upper(),
-        FILE_NAME=c_text(file_name),
         VERSION=c_text(__version__),
         DATE=c_text(_dt.date.today().isoformat()),
         TIER="strict FP32",
@@ -301,6 +302,42 @@ def header_text(d: Dispatch, gpu: str, arch: str, file_name: str = "tuned_sgemm.
         ROOF_BYTES=_number(d.roof.bytes_per_ms),
         ROOF_FLOPS=_number(d.roof.flops_per_ms),
     )
+
+
+def template_folder(d: Dispatch) -> Path:
+    """Return the folder whose export templates render `d` (its first kernel's family's)."""
+    return cached_family(d.configs[0].family).path.parent if d.configs else TEMPLATE_DIR
+
+
+def header_text(d: Dispatch, gpu: str, arch: str, file_name: str = "tuned_sgemm.h", prefix: str = "autotune") -> str:
+    """Return the dispatching header's text for `d`."""
+    context = header_context(d, gpu, arch, prefix)
+    return render_template(
+        template(template_folder(d), "_export_dispatch.h.j2"), FILE_NAME=c_text(file_name), **context
+    )
+
+
+def select(
+    results: Path | str | None, slug: str, shapes: list[Problem] | None = None, kernels: int | None = KERNELS
+) -> tuple[Dispatch, str, str]:
+    """Return what a dispatching header of one GPU's records holds, the GPU's name and its arch.
+
+    Args, Raises: as export_dispatch.
+    """
+    table = table_for(results, slug)
+    if shapes is not None:
+        keys = {(p.M, p.N, p.K, p.layout, p.batch) for p in shapes}
+        records = [(s, f) for s, f in table.records if (s.M, s.N, s.K, s.layout, s.batch) in keys]
+        missing = keys - {(s.M, s.N, s.K, s.layout, s.batch) for s, _ in records}
+        if missing:
+            m = Problem(*sorted(missing)[0])
+            raise UserError(f"no record of {m.name} for {slug} (autotune list --gpu {slug} shows those there are)")
+        table = type(table)(table.folder, table.state, records, table.clean)
+    if not any(s.precision == TIER for s, _ in table.records):
+        raise UserError(f"no strict-FP32 records for {slug}: nothing to dispatch to (run autotune search first)")
+    gpu = next(iter(next(iter(table.records))[1].values()))["limits"]  # as the records measured it
+    arch = gpu.get("arch", "sm_90")
+    return build(table, arch, kernels=kernels), gpu.get("name", slug), arch
 
 
 def export_dispatch(
@@ -325,20 +362,7 @@ def export_dispatch(
         UserError: No records (of those shapes), a damaged record, or a bad prefix.
     """
     check_prefix(prefix)
-    table = table_for(results, slug)
-    if shapes is not None:
-        keys = {(p.M, p.N, p.K, p.layout, p.batch) for p in shapes}
-        records = [(s, f) for s, f in table.records if (s.M, s.N, s.K, s.layout, s.batch) in keys]
-        missing = keys - {(s.M, s.N, s.K, s.layout, s.batch) for s, _ in records}
-        if missing:
-            m = Problem(*sorted(missing)[0])
-            raise UserError(f"no record of {m.name} for {slug} (autotune list --gpu {slug} shows those there are)")
-        table = type(table)(table.folder, table.state, records, table.clean)
-    if not any(s.precision == TIER for s, _ in table.records):
-        raise UserError(f"no strict-FP32 records for {slug}: nothing to dispatch to (run autotune search first)")
-    gpu = next(iter(next(iter(table.records))[1].values()))["limits"]  # as the records measured it
-    arch = gpu.get("arch", "sm_90")
-    d = build(table, arch, kernels=kernels)
+    d, gpu, arch = select(results, slug, shapes, kernels)
     out = Path(out)
-    atomic_write_text(out, header_text(d, gpu.get("name", slug), arch, out.name, prefix))
+    atomic_write_text(out, header_text(d, gpu, arch, out.name, prefix))
     return out, d

@@ -139,6 +139,7 @@ OPTIONS: dict[str, dict] = {
         "--shapes-file": _pool(["shapes.txt"], PATHS),
         "--table": None,
         "--kernels": _pool(["4", "all", "128"], ["0", "-1", "x", "1.5", "ALL", ""] + TEXT),
+        "--library": _pool(["lib", "d/lib", "d"], PATHS),
     },
     "check": {
         "--gpu": _pool([SLUG], GPUS),
@@ -429,7 +430,8 @@ def _written(ex: Example, folder: Path, code: int) -> list[Path]:
             # the database and its companions: SQLite's journals, the writers' lock (search/sqlite.py)
             out += [folder / f"{db}{end}" for end in ("", "-journal", "-wal", "-shm", ".lock")]
     elif cmd == "export":
-        out.append(folder / _last(argv, "-o", default="tuned_sgemm.h"))
+        library = _last(argv, "--library")
+        out.append(folder / (library if library is not None else _last(argv, "-o", default="tuned_sgemm.h")))
     elif cmd == "report":
         output = _last(argv, "-o")
         out.append(folder / output if output is not None else folder / results)
