@@ -95,7 +95,9 @@ def test_the_forms_that_warned_pass_nvccs_front_end_without_warnings(tmp_path):
     assert not _build(_warned_forms(), tmp_path, compile_only=True)
 
 
-@pytest.mark.slow  # every stored kernel built by nvcc: several minutes on two cores
+@pytest.mark.slow  # over 200 kernels through nvcc's front end: about 5 minutes of CPU
 @pytest.mark.skipif(not have_nvcc(), reason="no nvcc")
-def test_every_stored_kernel_builds_without_warnings(tmp_path):
-    assert not _build(_stored() + _warned_forms(), tmp_path, compile_only=False)
+def test_every_stored_kernel_passes_nvccs_front_end_without_warnings(tmp_path):
+    # The front end only: the whole build (ptxas too) takes five times as long, and said nothing
+    # more of any stored kernel when it was run.
+    assert not _build(_stored() + _warned_forms(), tmp_path, compile_only=True)
