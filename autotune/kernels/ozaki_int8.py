@@ -23,8 +23,43 @@ FAST_KERNEL = "autotune_ozaki_int8_fast"
 MAX_SMEM = 227 * 1024
 
 
+class _Blocked:
+    """What both INT8 tiles share: BM x BN of C on WARPS_M x WARPS_N warps, BK of K a stage."""
+
+    bm: int
+    bn: int
+    bk: int
+    warps_m: int
+    warps_n: int
+
+    @property
+    def threads(self) -> int:
+        """Return the threads of a block."""
+        return 32 * self.warps_m * self.warps_n
+
+    def grid(self, m: int, n: int, planes: int = 1) -> tuple[int, int, int]:
+        """Return the launch grid: columns of blocks along x, rows along y, one modulus a z."""
+        return (-(-n // self.bn), -(-m // self.bm), planes)
+
+    def values(self) -> dict:
+        """Return the template values the tile fixes (both templates read these)."""
+        return dict(
+            BM=self.bm,
+            BN=self.bn,
+            BK=self.bk,
+            WARPS_M=self.warps_m,
+            WARPS_N=self.warps_n,
+            WM=self.bm // self.warps_m,
+            WN=self.bn // self.warps_n,
+            MI=self.bm // self.warps_m // 16,
+            NI=self.bn // self.warps_n // 8,
+            THREADS=self.threads,
+            K_CHUNK=K_CHUNK,
+        )
+
+
 @dataclass(frozen=True)
-class Int8Tile:
+class Int8Tile(_Blocked):
     """A block tile of the INT8 kernel: BM x BN of C, BK of K a stage, WARPS_M x WARPS_N warps.
 
     Args:
@@ -53,42 +88,20 @@ class Int8Tile:
             raise ValueError(f"INT8 tile {self}: {'; '.join(bad)}")
 
     @property
-    def threads(self) -> int:
-        """Return the threads of a block."""
-        return 32 * self.warps_m * self.warps_n
-
-    @property
     def smem_bytes(self) -> int:
         """Return the shared memory of a block: one stage of A's and B's tiles."""
         return (self.bm + self.bn) * (self.bk + self.pad)
-
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        """Return the launch grid for an M x N C: columns of blocks along x, rows along y."""
-        return (-(-n // self.bn), -(-m // self.bm), 1)
 
 
 def source(tile: Int8Tile = Int8Tile(), kernel_name: str = KERNEL) -> str:
     """Return the CUDA source of the INT8 kernel for `tile`."""
     return render_template(
-        template(TEMPLATE_DIR, TEMPLATE),
-        KERNEL_NAME=kernel_name,
-        BM=tile.bm,
-        BN=tile.bn,
-        BK=tile.bk,
-        WARPS_M=tile.warps_m,
-        WARPS_N=tile.warps_n,
-        WM=tile.bm // tile.warps_m,
-        WN=tile.bn // tile.warps_n,
-        MI=tile.bm // tile.warps_m // 16,
-        NI=tile.bn // tile.warps_n // 8,
-        LDS=tile.bk + tile.pad,
-        THREADS=tile.threads,
-        K_CHUNK=K_CHUNK,
+        template(TEMPLATE_DIR, TEMPLATE), KERNEL_NAME=kernel_name, LDS=tile.bk + tile.pad, **tile.values()
     )
 
 
 @dataclass(frozen=True)
-class FastTile:
+class FastTile(_Blocked):
     """A block tile of the pipelined INT8 kernel: BM x BN of C, BK of K a stage, STAGES stages.
 
     Args:
@@ -121,35 +134,13 @@ class FastTile:
             raise ValueError(f"INT8 tile {self}: {'; '.join(bad)}")
 
     @property
-    def threads(self) -> int:
-        """Return the threads of a block."""
-        return 32 * self.warps_m * self.warps_n
-
-    @property
     def smem_bytes(self) -> int:
         """Return the dynamic shared memory of a block: STAGES tiles of A and of B."""
         return self.stages * (self.bm + self.bn) * self.bk
-
-    def grid(self, m: int, n: int, planes: int = 1) -> tuple[int, int, int]:
-        """Return the launch grid: columns of blocks along x, rows along y, one modulus a z."""
-        return (-(-n // self.bn), -(-m // self.bm), planes)
 
 
 def fast_source(tile: FastTile = FastTile(), kernel_name: str = FAST_KERNEL) -> str:
     """Return the CUDA source of the pipelined INT8 kernel for `tile`."""
     return render_template(
-        template(TEMPLATE_DIR, FAST_TEMPLATE),
-        KERNEL_NAME=kernel_name,
-        BM=tile.bm,
-        BN=tile.bn,
-        BK=tile.bk,
-        WARPS_M=tile.warps_m,
-        WARPS_N=tile.warps_n,
-        WM=tile.bm // tile.warps_m,
-        WN=tile.bn // tile.warps_n,
-        MI=tile.bm // tile.warps_m // 16,
-        NI=tile.bn // tile.warps_n // 8,
-        STAGES=tile.stages,
-        THREADS=tile.threads,
-        K_CHUNK=K_CHUNK,
+        template(TEMPLATE_DIR, FAST_TEMPLATE), KERNEL_NAME=kernel_name, STAGES=tile.stages, **tile.values()
     )
