@@ -10,10 +10,11 @@ from autotune.kernels.ozaki_int8 import FAST_KERNEL, KERNEL, MAX_SMEM, FastTile,
 from autotune.kernels.sass import analyze_cubin, find_cuobjdump
 
 TILES = (Int8Tile(), Int8Tile(64, 64, 32, 2, 2), Int8Tile(128, 256, 64, 2, 4))
+# The default tile in every run; the others (about 10 s of NVRTC each) with the slow tests.
 FAST_TILES = (
     FastTile(),
-    FastTile(128, 128, 64, 2, 2, 4),
-    FastTile(128, 128, 128, 2, 4, 4),
+    pytest.param(FastTile(128, 128, 64, 2, 2, 4), marks=pytest.mark.slow),
+    pytest.param(FastTile(128, 128, 128, 2, 4, 4), marks=pytest.mark.slow),
     FastTile(64, 64, 32, 2, 2, 3),
 )
 

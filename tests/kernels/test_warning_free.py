@@ -89,6 +89,7 @@ def test_the_stored_configs_hold_forms_that_warned():
     assert families.count("fewcols") >= 6 and families.count("wgmma_tf32") >= 2, families
 
 
+@pytest.mark.slow  # nvcc's front end over 18 kernels: about 25 s of CPU
 @pytest.mark.skipif(not have_nvcc(), reason="no nvcc")
 def test_the_forms_that_warned_pass_nvccs_front_end_without_warnings(tmp_path):
     # The front end (-cuda) is where these warnings come from: seconds, not a whole build.
