@@ -317,6 +317,21 @@ def header_text(d: Dispatch, gpu: str, arch: str, file_name: str = "tuned_sgemm.
     )
 
 
+def narrowed(table, shapes: list[Problem], slug: str):
+    """Return `table` with only the records of `shapes` (each in its layout and batch).
+
+    Raises:
+        UserError: A shape has no record.
+    """
+    keys = {(p.M, p.N, p.K, p.layout, p.batch) for p in shapes}
+    records = [(s, f) for s, f in table.records if (s.M, s.N, s.K, s.layout, s.batch) in keys]
+    missing = keys - {(s.M, s.N, s.K, s.layout, s.batch) for s, _ in records}
+    if missing:
+        m = Problem(*sorted(missing)[0])
+        raise UserError(f"no record of {m.name} for {slug} (autotune list --gpu {slug} shows those there are)")
+    return type(table)(table.folder, table.state, records, table.clean)
+
+
 def select(
     results: Path | str | None, slug: str, shapes: list[Problem] | None = None, kernels: int | None = KERNELS
 ) -> tuple[Dispatch, str, str]:
@@ -326,13 +341,7 @@ def select(
     """
     table = table_for(results, slug)
     if shapes is not None:
-        keys = {(p.M, p.N, p.K, p.layout, p.batch) for p in shapes}
-        records = [(s, f) for s, f in table.records if (s.M, s.N, s.K, s.layout, s.batch) in keys]
-        missing = keys - {(s.M, s.N, s.K, s.layout, s.batch) for s, _ in records}
-        if missing:
-            m = Problem(*sorted(missing)[0])
-            raise UserError(f"no record of {m.name} for {slug} (autotune list --gpu {slug} shows those there are)")
-        table = type(table)(table.folder, table.state, records, table.clean)
+        table = narrowed(table, shapes, slug)
     if not any(s.precision == TIER for s, _ in table.records):
         raise UserError(f"no strict-FP32 records for {slug}: nothing to dispatch to (run autotune search first)")
     gpu = next(iter(next(iter(table.records))[1].values()))["limits"]  # as the records measured it

@@ -12,7 +12,7 @@ import pytest
 
 from autotune.core.types import LAYOUTS, Problem, UserError
 from autotune.dispatch.api import fallback_config
-from autotune.dispatch.header import GRID, TIER, chosen, export_dispatch, pool_candidates
+from autotune.dispatch.header import GRID, TIER, chosen, export_dispatch, narrowed, pool_candidates
 from autotune.dispatch.model import fastest
 from autotune.dispatch.table import built_for, table_for
 from autotune.kernels.family import cached_family
@@ -93,10 +93,7 @@ def h100_header(tmp_path_factory):
     (the whole folder's takes a minute and more: the slow test below), and their table."""
     header = tmp_path_factory.mktemp("h100") / "dispatch.h"
     _, d = export_dispatch(ROOT / "results", SLUG, header, shapes=PICKED, kernels=48)
-    table = table_for(ROOT / "results", SLUG)
-    keys = {(p.M, p.N, p.K, p.layout, p.batch) for p in PICKED}
-    records = [(s, f) for s, f in table.records if (s.M, s.N, s.K, s.layout, s.batch) in keys]
-    return header, d, type(table)(table.folder, table.state, records, table.clean)
+    return header, d, narrowed(table_for(ROOT / "results", SLUG), PICKED, SLUG)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
