@@ -144,21 +144,37 @@ def test_a_retry_of_a_measured_trial_is_recorded_from_its_measurement(tmp_path, 
     assert all(t.value == 123456.0 for t in runs) and table[victim.name] != 123456.0  # never replayed
 
 
-def test_a_trial_asked_but_never_named_is_failed(tmp_path, monkeypatch):
+def test_a_trial_asked_but_never_beating_is_failed_and_a_queued_one_re_queued(tmp_path, monkeypatch):
     """Killed between asking a trial and its first heartbeat, a worker leaves a RUNNING trial
-    that Optuna never calls stale (found by the kill -9 test): the next run fails it."""
+    that Optuna never calls stale (found by the kill -9 tests): the next run fails it, and
+    re-queues it where it was a queued config, which would otherwise never be measured."""
     from autotune.search import heartbeats, storage, strategies, studies
 
     made = storage.make_storage(f"sqlite:///{tmp_path}/s.db")
     study = studies.open_study(made, "s", strategies.get("tpe").sampler(0))
     orphan = study.ask()  # no config, no parameters, no heartbeat
-    named = study.ask()
-    named.set_user_attr("config", "x")  # a live worker's trial: the heartbeats decide for it
+    study.enqueue_trial({"x": 3}, user_attrs={"config": "x3", "planned": True})
+    queued = study.ask()  # popped from the queue, named, no heartbeat
+    live = study.ask()
+    live.set_user_attr("config", "y")
+    made.record_heartbeat(live._trial_id)  # a live worker's trial: the heartbeats decide for it
+    states = lambda: {t.number: t.state.name for t in study.get_trials()}  # noqa: E731
     heartbeats.recover_stale(study, wait=False)
-    assert {t.number: t.state.name for t in study.get_trials()} == {orphan.number: "RUNNING", named.number: "RUNNING"}
-    monkeypatch.setattr(heartbeats, "GRACE_S", 0)  # now the orphan is older than the grace period
+    assert states() == {orphan.number: "RUNNING", queued.number: "RUNNING", live.number: "RUNNING"}
+    monkeypatch.setattr(heartbeats, "GRACE_S", 0)  # now the orphans are older than the grace period
+    monkeypatch.setattr(made, "grace_period", 3600)  # and the live one still beating
     heartbeats.recover_stale(study, wait=False)
-    assert {t.number: t.state.name for t in study.get_trials()} == {orphan.number: "FAIL", named.number: "RUNNING"}
+    after = states()
+    assert {n: after[n] for n in (orphan.number, queued.number, live.number)} == {
+        orphan.number: "FAIL",
+        queued.number: "FAIL",
+        live.number: "RUNNING",
+    }
+    (again,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert again.system_attrs["fixed_params"] == {"x": 3} and again.user_attrs["config"] == "x3"
+    assert again.system_attrs["failed_trial"] == queued.number
+    retried = study.ask()
+    assert retried.number == again.number and retried.suggest_int("x", 0, 9) == 3
 
 
 def _run_workers(results, replay_path, workers, storage=None, *more):
