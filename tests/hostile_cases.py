@@ -360,6 +360,23 @@ CASES: list[Case] = [
         note="nothing written",
     ),
     Case(
+        "operands no GPU holds, on the replay path (once made the study, then refused the record)",
+        ("search", "--m", "8", "--n", "128", "--k", "2147483647", *_REPLAY),
+        "autotune: error: 8x128x2147483647's operands take 1.17e+12 bytes, more than any GPU holds",
+        ("8x128x2147483647's operands take 1.17e+12 bytes, more than any GPU holds",),
+        setup=replay_table,
+        after=_absent("results"),
+        silent=True,
+        note="nothing written",
+    ),
+    Case(
+        "a batch of operands no GPU holds in --sizes",
+        ("search", "--sizes", "64,8192x8192x8192_b10000", "--dry-run"),
+        "autotune: error: --sizes: 8192x8192x8192_b10000's operands take 8.05e+12 bytes, more than any GPU holds",
+        ("--sizes: 8192x8192x8192_b10000's operands take 8.05e+12 bytes",),
+        silent=True,
+    ),
+    Case(
         "incomplete shape",
         ("search", "--m", "10", "--n", "10"),
         "autotune: error: give --size S, or all of --m, --n and --k",

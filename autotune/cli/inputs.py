@@ -57,7 +57,7 @@ def parse_problems(args) -> list[Problem]:
     if len(many) > 1 or args.size is not None or any(v is not None for v in (args.m, args.n, args.k)):
         raise UserError("give one of --size, --m/--n/--k, --sizes, --shapes-file or --table")
     if table:
-        return [Problem.parse(t, args.layout, args.batch, args.beta, args.precision) for t in TABLE_SHAPES]
+        return [_holdable(Problem.parse(t, args.layout, args.batch, args.beta, args.precision)) for t in TABLE_SHAPES]
     if args.sizes is not None:
         texts, where = [t for t in args.sizes.split(",") if t.strip()], "--sizes"
     else:
@@ -69,7 +69,7 @@ def parse_problems(args) -> list[Problem]:
     out = []
     for t in texts:
         try:
-            out.append(Problem.parse(t.strip(), args.layout, args.batch, args.beta, args.precision))
+            out.append(_holdable(Problem.parse(t.strip(), args.layout, args.batch, args.beta, args.precision)))
         except UserError as exc:
             raise UserError(f"{where}: {exc}") from None
     return list(dict.fromkeys(out))
@@ -86,10 +86,20 @@ def parse_problem(args) -> Problem:
     if args.size is not None:
         if any(v is not None for v in mnk):
             raise UserError("give either --size or --m/--n/--k, not both")
-        return Problem(args.size, args.size, args.size, args.layout, args.batch, args.beta, args.precision)
+        return _holdable(Problem(args.size, args.size, args.size, args.layout, args.batch, args.beta, args.precision))
     if any(v is None for v in mnk):
         raise UserError("give --size S, or all of --m, --n and --k")
-    return Problem(*mnk, args.layout, args.batch, args.beta, args.precision)
+    return _holdable(Problem(*mnk, args.layout, args.batch, args.beta, args.precision))
+
+
+def _holdable(problem: Problem) -> Problem:
+    """Return `problem`, or a UserError where no record could hold it (before a search begins)."""
+    from ..records.validate import oversized
+
+    too_large = oversized(problem)
+    if too_large:
+        raise UserError(too_large)
+    return problem
 
 
 # ---------------------------------------------------------------------------------------------

@@ -177,9 +177,17 @@ def _problem(value: Any, where: str) -> Problem:
     problem = Problem(**value)
     if not fp32_holds(problem.beta):  # what no search measures: the kernels take beta as a C float
         raise Corrupt(f"{where}: beta {shown(problem.beta)} is not a number FP32 holds ({FP32_RANGE})")
-    if problem.bytes > _MAX_OPERAND_BYTES:
-        raise Corrupt(f"{where}: {problem.name}'s operands take {problem.bytes:.3g} bytes, more than any GPU holds")
+    too_large = oversized(problem)
+    if too_large:
+        raise Corrupt(f"{where}: {too_large}")
     return problem
+
+
+def oversized(problem: Problem) -> str | None:
+    """Say why no GPU holds `problem`'s operands (so no record can hold it), or return None."""
+    if problem.bytes > _MAX_OPERAND_BYTES:
+        return f"{problem.name}'s operands take {problem.bytes:.3g} bytes, more than any GPU holds"
+    return None
 
 
 def _check_gpu(gpu: Any, folder: str | None) -> dict:
