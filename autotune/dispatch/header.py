@@ -265,6 +265,17 @@ def _kernel_part(cfg: Config, i: int, prefix: str) -> dict:
     )
 
 
+def build_target(d: Dispatch, arch: str) -> str:
+    """Return the one target every held kernel compiles for on a device of `arch` (sm_90, or sm_90a).
+
+    A family that needs an architecture-specific target (wgmma: sm_90a) makes the whole build use
+    it, since one nvcc target builds every kernel of the header (or library).
+    """
+    targets = {cached_family(cfg.family).compile_arch(arch) for cfg in d.configs} or {arch}
+    special = sorted(t for t in targets if t.endswith("a"))
+    return special[0] if special else arch
+
+
 def header_context(d: Dispatch, gpu: str, arch: str, prefix: str = "autotune") -> dict:
     """Return what the dispatching templates read of `d`: its kernels, the choice's data, names.
 
@@ -280,7 +291,6 @@ def header_context(d: Dispatch, gpu: str, arch: str, prefix: str = "autotune") -
             cands.append([str(v) if isinstance(v, int) else _number(v) for v in row])
         pools.append((first, len(cands), d.fallback.get((layout, batched), -1)))
     kernels = [_kernel_part(cfg, i, prefix) for i, cfg in enumerate(d.configs)]
-    fam = cached_family(d.configs[0].family) if d.configs else None
     return dict(
         P=prefix,
         PU=prefix.upper(),
@@ -288,7 +298,7 @@ def header_context(d: Dispatch, gpu: str, arch: str, prefix: str = "autotune") -
         DATE=c_text(_dt.date.today().isoformat()),
         TIER="strict FP32",
         GPU=c_text(gpu),
-        ARCH_FLAGS=c_text(_arch_flags(fam.compile_arch(arch) if fam else arch)),
+        ARCH_FLAGS=c_text(_arch_flags(build_target(d, arch))),
         SHAPES=len({e[:5] for e in d.exact}) if d.exact else 0,
         KERNELS=kernels,
         EXACT=[list(e) for e in d.exact],

@@ -148,3 +148,51 @@ def test_a_small_library_builds_warning_free_and_links_by_find_package_and_add_s
         _cmake("-S", str(app), "-B", str(app / "build"), *flags, cwd=tmp_path)
         _cmake("--build", str(app / "build"), "-j2", cwd=tmp_path)
         assert (app / "build" / "app").is_file()
+
+
+def test_one_kernel_that_needs_sm_90a_makes_the_whole_build_target_it():
+    # One nvcc target builds every kernel of a header or library: whichever kernel comes first,
+    # a wgmma kernel (sm_90a) among plain ones makes the header's build line and CMake's both say it.
+    from autotune.dispatch.header import Dispatch, build_target, header_context
+    from autotune.dispatch.library import cuda_architecture
+    from autotune.kernels.space import Space
+
+    plain, special = Space.load("warptile").seeds[0], Space.load("wgmma_tf32").seeds[0]
+    for configs, target in (([plain], "sm_90"), ([plain, special], "sm_90a"), ([special, plain], "sm_90a")):
+        d = Dispatch(configs=configs)
+        assert build_target(d, "sm_90") == target
+        assert cuda_architecture(d, "sm_90") == target.removeprefix("sm_")
+        flags = header_context(d, "NVIDIA H100", "sm_90", "autotune")["ARCH_FLAGS"]
+        assert ("sm_90a" in flags) == target.endswith("a"), flags
+    assert build_target(Dispatch(), "sm_90") == "sm_90"
+
+
+def test_a_second_export_keeps_what_the_user_made_in_the_folder(tmp_path, monkeypatch):
+    # The build line the library's own files show (cmake -S . -B build) makes a build folder in
+    # it: exporting again replaces export's files (the old kernel files too) and keeps the rest.
+    out, _ = export_library(ROOT / "results", SLUG, tmp_path / "lib", shapes=SHAPES, per_file=1)
+    (out / "build" / "CMakeFiles").mkdir(parents=True)
+    (out / "build" / "CMakeCache.txt").write_text("cache")
+    (out / "notes.md").write_text("mine")
+    many = sorted(p.name for p in (out / "src").iterdir())
+    export_library(ROOT / "results", SLUG, out, shapes=SHAPES[:1], kernels=1)
+    assert (out / "build" / "CMakeCache.txt").read_text() == "cache" and (out / "build" / "CMakeFiles").is_dir()
+    assert (out / "notes.md").read_text() == "mine"
+    few = sorted(p.name for p in (out / "src").iterdir())
+    assert len(few) < len(many)  # no kernel file of the earlier export left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib"]
+    # A rename that fails puts the earlier library back, the user's entries in it.
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    real = Path.rename
+
+    def failing(self, target):
+        if Path(target) == out and ".tmp" in self.name:
+            raise OSError(13, "Permission denied")
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "rename", failing)
+    with pytest.raises(UserError, match="cannot write .Permission denied"):
+        export_library(ROOT / "results", SLUG, out, shapes=SHAPES)
+    monkeypatch.undo()
+    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lib"]
