@@ -132,11 +132,19 @@ def _predictions(cands, layout: str, batched: bool, roof: model.Roof) -> np.ndar
     ]
     t = np.full((len(shapes), len(cands)), np.inf)
     families = {f for f, _ in cands}
+    # Measurements of one config share its launch at a shape: worked out once per shape and plan,
+    # not per candidate (most of the export's time was the same busiest_sm again).
+    keys: dict = {}
+    shared = [keys.setdefault(c.launch_key, len(keys)) for _, c in cands]
     for i, p in enumerate(shapes):
         fits = {f: not cached_family(f).unsuited(p) for f in families}
+        launches: dict[int, model.Launch] = {}
         for j, (f, c) in enumerate(cands):
             if fits[f]:
-                t[i, j] = c.predict_ms(p, roof)
+                at_p = launches.get(shared[j])
+                if at_p is None:
+                    at_p = launches[shared[j]] = c.launch_at(p)
+                t[i, j] = c.predict_ms(p, roof, at_p)
     return t[np.isfinite(t).any(axis=1)]
 
 

@@ -186,20 +186,34 @@ class Candidate:
     sms: int
     what: object  # handed back to the caller
 
-    def predict_ms(self, problem: Problem, roof: Roof) -> float:
-        """Predict the time (ms) of the config that would run at `problem`, under `roof`."""
+    def predict_ms(self, problem: Problem, roof: Roof, at_p: Launch | None = None) -> float:
+        """Predict the time (ms) of the config that would run at `problem`, under `roof`.
+
+        Args:
+            at_p: `launch_at(problem)`, where the caller has it (candidates of one plan share it).
+        """
         # The measured time, less its launches, scales by the busiest SM's load; the roof bounds it
         # below; each launch adds LAUNCH_US; distance from the measured launch adds DISTANCE_WEIGHT,
         # a measurement of another layout or batching FOREIGN_WEIGHT (the header's C repeats this
         # arithmetic in this order, so that its choice is this one to the last bit).
         per_sm = max(self.slots // self.sms, 1)
         at_s = self._at_s
-        at_p = busiest_sm(self.plan, problem, per_sm, self.sms)
+        if at_p is None:
+            at_p = busiest_sm(self.plan, problem, per_sm, self.sms)
         launch_ms = LAUNCH_US * 1e-3
         body_s = max(self.time_ms - at_s.launches * launch_ms, 0.1 * self.time_ms)
         body = max(body_s * at_p.load / at_s.load, problem.bytes / roof.bytes_per_ms, problem.flops / roof.flops_per_ms)
         near = (body + at_p.launches * launch_ms) * (1 + DISTANCE_WEIGHT * apart(at_s, at_p))
         return near * foreign(self.problem, problem)
+
+    @functools.cached_property
+    def launch_key(self) -> tuple:
+        """What `launch_at` depends on besides the problem: candidates equal in it share launches."""
+        return (self.plan, max(self.slots // self.sms, 1), self.sms)
+
+    def launch_at(self, problem: Problem) -> Launch:
+        """Return the launch of the config that would run at `problem` (predict_ms's `at_p`)."""
+        return busiest_sm(self.plan, problem, max(self.slots // self.sms, 1), self.sms)
 
     @functools.cached_property
     def _at_s(self) -> Launch:
