@@ -274,7 +274,7 @@ def _kernel_part(cfg: Config, i: int, prefix: str) -> dict:
 
 
 def build_target(d: Dispatch, arch: str) -> str:
-    """Return the one target every held kernel compiles for on a device of `arch` (sm_90, or sm_90a).
+    """Return the one target every held kernel builds for on a device of `arch` (sm_90 or sm_90a).
 
     A family that needs an architecture-specific target (wgmma: sm_90a) makes the whole build use
     it, since one nvcc target builds every kernel of the header (or library).

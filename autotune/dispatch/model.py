@@ -208,7 +208,7 @@ class Candidate:
 
     @functools.cached_property
     def launch_key(self) -> tuple:
-        """What `launch_at` depends on besides the problem: candidates equal in it share launches."""
+        """What `launch_at` reads besides the problem: candidates equal in it share launches."""
         return (self.plan, max(self.slots // self.sms, 1), self.sms)
 
     def launch_at(self, problem: Problem) -> Launch:

@@ -93,7 +93,7 @@ def recover_stale(study: optuna.Study, wait: bool) -> None:
 
 
 def _beating(study: optuna.Study, ids: list[int]) -> set[int]:
-    """Return those of the trial ids `ids` that have a heartbeat recorded (all, where none is kept)."""
+    """Return those of trial ids `ids` with a heartbeat recorded (all, where none is kept)."""
     backend = getattr(study._storage, "_backend", study._storage)  # under Optuna's cache
     if not ids or not isinstance(backend, RDBStorage):
         return set(ids)
