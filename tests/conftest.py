@@ -59,6 +59,15 @@ def h100():
 
 
 @pytest.fixture(autouse=True)
+def _folders_looked_at_every_call(monkeypatch):
+    # Tests change a results folder and call at once; the window that spares matmul its stats
+    # (dispatch/table.RECHECK_S) has its own test.
+    from autotune.dispatch import table
+
+    monkeypatch.setattr(table, "RECHECK_S", 0.0)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     # One NVRTC cache per test run, never the user's: pytest-xdist's workers share their run's
     # (each worker's base folder is one down from the run's), so a kernel two workers want is

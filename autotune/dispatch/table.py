@@ -84,6 +84,10 @@ def nearest_entry(
 # within the same timestamp tick (coarse on most filesystems, 2 s on FAT) as the change already
 # seen would leave the mtime as it was. Until then the table is read again at each call.
 _RACY_NS = 2_000_000_000
+# How long a table is taken as its folder's without a stat: the stats of ./results and the
+# shipped folder were most of table_for's time (10 us a call on a 2-core CI machine), and it runs
+# on every call of matmul; a record a search writes in another process is seen 0.1 s later at most.
+RECHECK_S = 0.1
 _CHOICES_MAX = 4096  # shapes remembered per table; the oldest goes first
 
 
@@ -95,6 +99,7 @@ class _Table:
         self.choices: dict[tuple, Kernel] = {}
         self.plans: dict[str, object] = {}  # config name -> its launch plan (the model's)
         self.shortcuts: dict[tuple, object] = {}  # shortcut.key -> shortcut.Shortcut (torch calls)
+        self.fresh_until = 0.0  # time.monotonic() until which the folder is not looked at again
 
     def _pool(self, problem: Problem) -> list[tuple[Problem, dict]]:
         """Return the records whose entries the model weighs for the problem's layout and batching.
@@ -262,10 +267,18 @@ def _beside(own: _Table, shipped: _Table) -> _Table:
 
 
 def _table(root: str, slug: str) -> _Table:
-    """Return the records of `slug` under `root`, read again only when that folder changed."""
+    """Return the records of `slug` under `root`, read again only when that folder changed.
+
+    The folder is looked at once in RECHECK_S at most: a record written meanwhile is read by the
+    first call after that.
+    """
     table = _TABLES.get((root, slug))
+    now = time.monotonic()
+    if table is not None and table.clean and now < table.fresh_until:
+        return table
     if table is None or not table.clean or table.state != _folder_state(table.folder):
         table = _TABLES[(root, slug)] = _read_table(root, slug)
+    table.fresh_until = now + RECHECK_S
     return table
 
 

@@ -130,6 +130,32 @@ def test_results_folders_are_kept_apart(tmp_path, reads, monkeypatch):
     assert _nearest(tmp_path / "none", Problem(64, 64, 64)) is None
 
 
+def test_a_folder_is_looked_at_once_a_window_and_a_change_is_read_after_it(tmp_path, reads, monkeypatch):
+    # matmul looks up its table on every call: within RECHECK_S no stat is made and the table
+    # read stays; the first call after the window sees a record written meanwhile.
+    root = _results(tmp_path)
+    clock = [1000.0]
+    monkeypatch.setattr(dispatch_table.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(dispatch_table, "RECHECK_S", 0.1)
+    stats = []
+    real = dispatch_table._folder_state
+    monkeypatch.setattr(dispatch_table, "_folder_state", lambda f: stats.append(f) or real(f))
+    first = dispatch_table.table_for(root, SLUG)
+    looked = len(stats)
+    for _ in range(5):
+        assert dispatch_table.table_for(root, SLUG) is first
+    assert len(stats) == looked  # no stat within the window
+    _put(root, Problem(64, 64, 64))
+    _age(root)
+    os.utime(root / SLUG, ns=(LONG_AGO_NS + 10**10, LONG_AGO_NS + 10**10))  # changed, and trusted
+    clock[0] += 0.05
+    assert dispatch_table.table_for(root, SLUG) is first and len(stats) == looked
+    clock[0] += 0.06
+    after = dispatch_table.table_for(root, SLUG)
+    assert after is not first and Problem(64, 64, 64) in {p for p, _ in after.records}
+    assert len(stats) > looked
+
+
 def test_the_shipped_tables_are_read_beside_the_users_own(tmp_path, reads, monkeypatch):
     # The shipped folder (a wheel's, or the checkout's) serves each shape ./results has no record
     # of; a shape the user tuned is the user's; run where ./results is the shipped folder, it is
