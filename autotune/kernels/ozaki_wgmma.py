@@ -55,7 +55,10 @@ class WgmmaTile:
             (self.bk in (128, 256), "BK is whole 128-byte swizzled rows: 128 or 256"),
             (K_CHUNK % self.bk == 0, "BK divides K_CHUNK"),
             (2 <= self.stages <= 8, "2 to 8 stages"),
-            (self.bn // 2 + 40 <= self.consumer_regs, "accumulators and the rest of a consumer thread fit its registers"),
+            (
+                self.bn // 2 + 40 <= self.consumer_regs,
+                "accumulators and the rest of a consumer thread fit its registers",
+            ),
             (self.smem_bytes + 1024 <= MAX_SMEM, "shared memory is at most 227 KiB"),
         ]
         bad = [w for ok, w in why if not ok]
