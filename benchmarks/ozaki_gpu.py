@@ -1,13 +1,14 @@
 """Ozaki scheme II on the device (gpu/ozaki.py): each stage's time and the whole beside cuBLAS SGEMM.
 
 Per size and number of moduli: the scaling of A and of B, the n INT8 GEMMs (and the INT8 rate they
-reach, on the pipelined kernel and on the reference one side by side), the reconstruction, and the
-whole call (on the first of --kernels), each the median of CUDA-event timings, as FP32
-TFLOP/s (2 M N K / time) and as shares of the whole; cuBLAS SGEMM (CuPy's matmul, TF32 off) in the
-same process, and the max relative error of both against a float64 product of a corner of C.
+reach on each of --kernels side by side: the pipelined, reference and wgmma kernels), the
+reconstruction, and the whole call (on the first of --kernels), each the median of CUDA-event
+timings, as FP32 TFLOP/s (2 M N K / time) and as shares of the whole; cuBLAS SGEMM (CuPy's
+matmul, TF32 off) in the same process, and the max relative error of both against a float64
+product of a corner of C.
 
     PYTHONPATH=. python benchmarks/ozaki_gpu.py [--sizes 4096 8192] [--moduli 6 7 8] [--reps 10]
-        [--kernels fast reference]
+        [--kernels fast reference wgmma]
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import statistics
 import cupy as cp
 import numpy as np
 
-from autotune.gpu.ozaki import OzakiGemm
+from autotune.gpu.ozaki import KERNELS, OzakiGemm
 
 
 def _time(fn, reps: int) -> float:
@@ -80,9 +81,7 @@ def main() -> None:
     p.add_argument("--moduli", type=int, nargs="+", default=[6, 7, 8])
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--kernels", nargs="+", default=["fast", "reference"], choices=["fast", "reference"], help="INT8 kernels"
-    )
+    p.add_argument("--kernels", nargs="+", default=["fast", "reference"], choices=list(KERNELS), help="INT8 kernels")
     args = p.parse_args()
     if os.environ.get("CUPY_TF32", "0") != "0":
         raise SystemExit("CUPY_TF32 is set: cuBLAS would not run SGEMM")

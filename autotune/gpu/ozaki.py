@@ -2,8 +2,9 @@
 
 The three stages of kernels/ozaki.py's `gemm` as CUDA kernels (kernels/ozaki_passes.py's scaling
 and reconstruction, kernels/ozaki_int8.py's GEMMs), driven through CuPy; not a family and not
-dispatched yet. The GEMMs run on the pipelined kernel, every modulus in one launch ("fast"), or on
-the reference kernel, one launch a modulus ("reference"). Every stage is exact, so C equals
+dispatched yet. The GEMMs run on the pipelined kernel, every modulus in one launch ("fast"), on
+the reference kernel, one launch a modulus ("reference"), or on Hopper's wgmma, every modulus in
+one launch ("wgmma", sm_90a only). Every stage is exact, so C equals
 ozaki.gemm's bit for bit (the one rounding is the last), given the same exponents: the norms are
 summed in another order than NumPy's, which can move an exponent only where a norm lies within
 about 2^-50 of a power-of-two boundary.
@@ -32,10 +33,11 @@ from ..kernels.ozaki_passes import (
     residue_pitch,
     scale_source,
 )
+from ..kernels.ozaki_wgmma import WGMMA_ARCH, WGMMA_KERNEL, WgmmaTile, wgmma_source
 from .compile import compile_source
 
 # The INT8 GEMM kernels by name: their tile classes.
-KERNELS = {"fast": FastTile, "reference": Int8Tile}
+KERNELS = {"fast": FastTile, "reference": Int8Tile, "wgmma": WgmmaTile}
 
 
 @dataclass(frozen=True)
@@ -80,10 +82,13 @@ class OzakiGemm:
         n: the number of moduli (INT8 GEMMs).
         tile: the INT8 GEMM's tile, of the kernel's class (KERNELS); its default when None.
         arch: the target, e.g. "sm_90"; the current device's by default.
-        kernel: "fast" (every modulus in one pipelined launch) or "reference" (a launch each).
+        kernel: "fast" (every modulus in one pipelined launch), "reference" (a launch each) or
+            "wgmma" (every modulus in one launch on Hopper's wgmma: built for sm_90a whatever `arch`).
     """
 
-    def __init__(self, n: int, tile: FastTile | Int8Tile | None = None, arch: str | None = None, kernel: str = "fast"):
+    def __init__(
+        self, n: int, tile: FastTile | Int8Tile | WgmmaTile | None = None, arch: str | None = None, kernel: str = "fast"
+    ):
         if kernel not in KERNELS:
             raise ValueError(f"INT8 kernel {kernel!r}: one of {', '.join(KERNELS)}")
         tile = tile or KERNELS[kernel]()
@@ -93,8 +98,10 @@ class OzakiGemm:
         arch = arch or f"sm_{cp.cuda.Device().compute_capability}"
         scale = _module(scale_source(n), f"{SCALE_KERNEL}_res", arch)
         self._exp, self._res = scale.get_function(f"{SCALE_KERNEL}_exp"), scale.get_function(f"{SCALE_KERNEL}_res")
-        if isinstance(tile, FastTile):
-            self._int8 = _module(fast_source(tile), FAST_KERNEL, arch).get_function(FAST_KERNEL)
+        if isinstance(tile, (FastTile, WgmmaTile)):
+            wgmma = isinstance(tile, WgmmaTile)
+            src, name = (wgmma_source(tile), WGMMA_KERNEL) if wgmma else (fast_source(tile), FAST_KERNEL)
+            self._int8 = _module(src, name, WGMMA_ARCH if wgmma else arch).get_function(name)
             if tile.smem_bytes > 48 * 1024:  # above the default, a kernel must opt in
                 cp.cuda.driver.funcSetAttribute(
                     self._int8.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.smem_bytes
@@ -129,7 +136,7 @@ class OzakiGemm:
         p = cp.empty((self.n, m, nn), cp.int32)
         if m == 0 or nn == 0:
             return p
-        if isinstance(self.tile, FastTile):
+        if isinstance(self.tile, (FastTile, WgmmaTile)):
             t = self.tile
             args = (np.int32(m), np.int32(nn), np.int32(ra.k), ra.r, np.int32(ra.pitch), np.int64(ra.r.strides[0]))
             args += (rb.r, np.int32(rb.pitch), np.int64(rb.r.strides[0]), p, np.int32(nn), np.int64(m * nn))

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.gpu
 def engines():
     from autotune.gpu.ozaki import OzakiGemm
 
-    return {n: OzakiGemm(n) for n in (6, 8)} | {("reference", n): OzakiGemm(n, kernel="reference") for n in (6, 8)}
+    others = {(k, n): OzakiGemm(n, kernel=k) for k in ("reference", "wgmma") for n in (6, 8)}
+    return {n: OzakiGemm(n) for n in (6, 8)} | others
 
 
 def _device(x, transposed, pad):
@@ -46,11 +47,11 @@ def _same(x, y):
     ("shape", "pad"), [((1, 1, 1), 0), ((70, 300, 50), 3), ((128, 1024, 96), 0), ((33, 2001, 130), 16)]
 )
 @pytest.mark.parametrize("n", [6, 8])
-@pytest.mark.parametrize("kernel", ["fast", "reference"])
+@pytest.mark.parametrize("kernel", ["fast", "reference", "wgmma"])
 def test_the_pipeline_equals_ozakis_numpy_bit_for_bit(engines, layout, shape, pad, n, kernel):
     m, k, nn = shape
     a, b = operands("wide", m, k, nn, np.random.default_rng(k + n))
-    engine = engines[n] if kernel == "fast" else engines["reference", n]
+    engine = engines[n] if kernel == "fast" else engines[kernel, n]
     assert engine.kernel == kernel
     assert _same(_run(engine, a, b, layout, pad), ozaki.gemm(a, b, n))
 
@@ -66,7 +67,7 @@ def test_every_kind_alpha_and_beta(engines, kind, alpha, beta):
     assert _same(got, ozaki.gemm(a, b, 8, alpha, beta, c))
 
 
-@pytest.mark.parametrize("key", [8, ("reference", 8)], ids=["fast", "reference"])
+@pytest.mark.parametrize("key", [8, ("reference", 8), ("wgmma", 8)], ids=["fast", "reference", "wgmma"])
 def test_k_past_a_chunk(engines, key):
     """More K than one INT32 accumulation holds: the INT8 GEMM reduces mod m as the reference does."""
     m, k, nn = 6, ozaki.K_CHUNK + 300, 5
@@ -82,8 +83,10 @@ def test_a_tile_of_the_other_kernel_is_refused():
         OzakiGemm(8, Int8Tile())
     with pytest.raises(ValueError, match="takes a Int8Tile"):
         OzakiGemm(8, FastTile(), kernel="reference")
-    with pytest.raises(ValueError, match="one of fast, reference"):
-        OzakiGemm(8, kernel="wgmma")
+    with pytest.raises(ValueError, match="takes a WgmmaTile"):
+        OzakiGemm(8, FastTile(), kernel="wgmma")
+    with pytest.raises(ValueError, match="one of fast, reference, wgmma"):
+        OzakiGemm(8, kernel="tf32")
 
 
 def test_errors_against_float64_beside_cublas_sgemm(engines):

@@ -1,6 +1,7 @@
-"""The INT8 kernels of the Ozaki moduli on the device, the reference (one modulus a launch) and the
-pipelined one (every modulus in one launch): (A B^T) mod m of int8 residues, exactly as NumPy's
-int64 product, at awkward shapes, pitches and moduli, and past K_CHUNK of K."""
+"""The INT8 kernels of the Ozaki moduli on the device, the reference (one modulus a launch), the
+pipelined one and the wgmma one (sm_90a; both every modulus in one launch): (A B^T) mod m of int8
+residues, exactly as NumPy's int64 product, at awkward shapes, pitches and moduli, and past K_CHUNK
+of K."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from autotune.gpu.compile import compile_source
 from autotune.kernels.ozaki import K_CHUNK, residues
 from autotune.kernels.ozaki_int8 import FAST_KERNEL, KERNEL, FastTile, Int8Tile, fast_source, source
+from autotune.kernels.ozaki_wgmma import WGMMA_ARCH, WGMMA_KERNEL, WgmmaTile, wgmma_source
 
 pytestmark = pytest.mark.gpu
 
@@ -18,20 +20,26 @@ TILES = (
     FastTile(),
     FastTile(128, 128, 64, 2, 2, 4),
     FastTile(64, 64, 32, 2, 2, 3),
+    WgmmaTile(),
+    WgmmaTile(64, 48, 128, 3),
+    WgmmaTile(128, 128, 256, 3),
 )
 
 
 def _tile_id(t):
-    return f"{type(t).__name__}-{t.bm}x{t.bn}x{t.bk}" + (f"s{t.stages}" if isinstance(t, FastTile) else "")
+    return f"{type(t).__name__}-{t.bm}x{t.bn}x{t.bk}" + (f"s{t.stages}" if hasattr(t, "stages") else "")
 
 
 def _function(tile):
     import cupy as cp
 
-    fast = isinstance(tile, FastTile)
-    name = FAST_KERNEL if fast else KERNEL
+    fast = isinstance(tile, (FastTile, WgmmaTile))
+    if isinstance(tile, WgmmaTile):
+        src, name, arch = wgmma_source(tile), WGMMA_KERNEL, WGMMA_ARCH
+    else:
+        src, name, arch = (fast_source(tile), FAST_KERNEL, "sm_90") if fast else (source(tile), KERNEL, "sm_90")
     mod = cp.cuda.function.Module()
-    mod.load(compile_source(fast_source(tile) if fast else source(tile), "sm_90", name).cubin)
+    mod.load(compile_source(src, arch, name).cubin)
     fn = mod.get_function(name)
     if fast and tile.smem_bytes > 48 * 1024:
         cp.cuda.driver.funcSetAttribute(
@@ -54,7 +62,7 @@ def _run(tile, a, b, ms, pad=0):
     ga[:, :, :K], gb[:, :, :K] = cp.asarray(a), cp.asarray(b)
     c = cp.full((Q, M, N), -7, cp.int32)
     ld = np.int32(K + pad)
-    if isinstance(tile, FastTile):
+    if isinstance(tile, (FastTile, WgmmaTile)):
         args = (np.int32(M), np.int32(N), np.int32(K), ga, ld, np.int64(ga.strides[0]), gb, ld, np.int64(gb.strides[0]))
         args += (c, np.int32(N), np.int64(M * N), cp.asarray(ms, cp.int32))
         fn(tile.grid(M, N, Q), (tile.threads, 1, 1), args, shared_mem=tile.smem_bytes)
@@ -109,6 +117,6 @@ def test_k_past_a_chunk_is_reduced_before_int32_overflows():
     b = np.full((1, N, K), -128, np.int8)
     b[0, 3, ::5] = 127
     assert K * 128 * 128 > 2**31
-    for tile in (TILES[0], TILES[1], TILES[3], TILES[5]):
+    for tile in (TILES[0], TILES[1], TILES[3], TILES[5], TILES[6], TILES[7]):
         for m in (256, 253):
             assert np.array_equal(_run(tile, a, b, [m]), _want(a, b, [m])), (tile, m)
