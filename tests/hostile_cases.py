@@ -812,6 +812,19 @@ CASES: list[Case] = [
         setup=_family("raise", lambda t: t.replace("__syncthreads();", "{{ 1 // 0 }}__syncthreads();", 1)),
     ),
     Case(
+        "template: raises, on the replay path (once made the study, then stopped at its first compile)",
+        ("search", "--size", "64", "--family", "raise", *_REPLAY[2:]),
+        "autotune: error: …/raise.cu.j2:…: the template raised ZeroDivisionError: integer division or modulo by zero",
+        ("raise.cu.j2:", "the template raised ZeroDivisionError"),
+        setup=lambda f: (
+            replay_table(f)
+            | _family("raise", lambda t: t.replace("__syncthreads();", "{{ 1 // 0 }}__syncthreads();", 1))(f)
+        ),
+        after=_absent("results"),
+        silent=True,
+        note="nothing written",
+    ),
+    Case(
         "template: reaches for Python (without the sandbox, it ran a shell command)",
         ("search", "--size", "64", "--family", "escape", "--dry-run"),
         "autotune: error: …/escape.cu.j2:…: outside the template sandbox: access to attribute '__init__' of "

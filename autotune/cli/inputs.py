@@ -126,7 +126,21 @@ def load_spaces(args) -> list[Space]:
     loaded = [sp if sp is not None else Space.load(f) for f, sp in spaces.items()]
     for sp in loaded:
         sp.check_size()  # before any family is searched
+        _renders(sp)
     return [sp.without_seeds() for sp in loaded] if getattr(args, "no_seeds", False) else loaded
+
+
+def _renders(sp: Space) -> None:
+    """Render one config of the space (its fallback, else its first seed), or raise its UserError.
+
+    A template that fails for every config (damaged, or outside the sandbox) is then one line before
+    a search makes its study, not at its first compile.
+    """
+    from ..kernels.render import render
+
+    cfg = sp.fallback or (sp.seeds[0] if sp.seeds else None)
+    if cfg is not None:
+        render(sp.family.resolve(cfg))
 
 
 # ---------------------------------------------------------------------------------------------
