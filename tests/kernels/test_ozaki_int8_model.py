@@ -255,9 +255,21 @@ def replay(tile, a, b, m, k_chunk=K_CHUNK, early=False):
     return c
 
 
-def _want(a, b, m):
+def int8_product(a, b, m):
+    """A B^T in int64, mod m unless m is 0: what the INT8 kernels write."""
     full = a.astype(np.int64) @ b.astype(np.int64).T
     return np.mod(full, m) if m else full
+
+
+def int8_case(shape: tuple[int, int, int], m: int):
+    """Seeded int8 operands A (M x K) and B (N x K), residues mod m unless m is 0, and (A B^T) mod m."""
+    M, N, K = shape
+    rng = np.random.default_rng(M * N + K + m)
+    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
+    b = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    if m:
+        a, b = residues(a.astype(np.float64), m), residues(b.astype(np.float64), m)
+    return a, b, int8_product(a, b, m)
 
 
 SMALL = (FastTile(64, 64, 32, 2, 2, 3), FastTile(32, 64, 64, 1, 2, 2), FastTile(64, 32, 128, 2, 1, 4))
@@ -267,15 +279,10 @@ SMALL = (FastTile(64, 64, 32, 2, 2, 3), FastTile(32, 64, 64, 1, 2, 2), FastTile(
 @pytest.mark.parametrize("shape", [(1, 1, 1), (70, 45, 100), (64, 64, 32), (33, 97, 300)])
 @pytest.mark.parametrize("m", [0, 256, 251])
 def test_the_replayed_kernel_is_exact(tile, shape, m):
-    M, N, K = shape
-    rng = np.random.default_rng(M * N + K + m)
-    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
-    b = rng.integers(-128, 128, (N, K)).astype(np.int8)
-    if m:
-        a, b = residues(a.astype(np.float64), m), residues(b.astype(np.float64), m)
+    a, b, want = int8_case(shape, m)
     # The copies landing as late as wait_group allows, and as early as issued.
-    assert np.array_equal(replay(tile, a, b, m), _want(a, b, m))
-    assert np.array_equal(replay(tile, a, b, m, early=True), _want(a, b, m))
+    assert np.array_equal(replay(tile, a, b, m), want)
+    assert np.array_equal(replay(tile, a, b, m, early=True), want)
 
 
 def test_the_default_tile_replayed_with_tails():
@@ -285,7 +292,7 @@ def test_the_default_tile_replayed_with_tails():
     rng = np.random.default_rng(5)
     a = residues(rng.integers(-300, 300, (M, K)).astype(np.float64), 253)
     b = residues(rng.integers(-300, 300, (N, K)).astype(np.float64), 253)
-    assert np.array_equal(replay(tile, a, b, 253), _want(a, b, 253))
+    assert np.array_equal(replay(tile, a, b, 253), int8_product(a, b, 253))
 
 
 def test_the_chunk_reduction_keeps_the_sum_exact():
@@ -296,7 +303,7 @@ def test_the_chunk_reduction_keeps_the_sum_exact():
     b = np.full((N, K), -128, np.int8)
     b[3, ::5] = 127
     for m in (256, 253):
-        assert np.array_equal(replay(tile, a, b, m, k_chunk=64), _want(a, b, m))
+        assert np.array_equal(replay(tile, a, b, m, k_chunk=64), int8_product(a, b, m))
 
 
 def test_a_mistake_in_the_mapping_is_caught():
@@ -308,10 +315,10 @@ def test_a_mistake_in_the_mapping_is_caught():
     real = mma_m16n8k32
     try:
         globals()["mma_m16n8k32"] = lambda d, fa, b0, b1: real(d, fa, b1, b0)
-        assert not np.array_equal(replay(tile, a, b, 0), _want(a, b, 0))
+        assert not np.array_equal(replay(tile, a, b, 0), int8_product(a, b, 0))
     finally:
         globals()["mma_m16n8k32"] = real
-    assert np.array_equal(replay(tile, a, b, 0), _want(a, b, 0))
+    assert np.array_equal(replay(tile, a, b, 0), int8_product(a, b, 0))
 
 
 def test_a_bad_swizzle_would_conflict():

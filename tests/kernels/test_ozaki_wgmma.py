@@ -23,6 +23,7 @@ from autotune.kernels.ozaki_wgmma import (
     WgmmaTile,
     wgmma_source,
 )
+from tests.kernels.test_ozaki_int8_model import int8_case, int8_product
 
 # --- the PTX ISA's definitions, independent of the kernel ---------------------------------------
 
@@ -171,11 +172,6 @@ def replay(tile, a, b, m, k_chunk=K_CHUNK):
     return c_out
 
 
-def _want(a, b, m):
-    full = a.astype(np.int64) @ b.astype(np.int64).T
-    return np.mod(full, m) if m else full
-
-
 SMALL = (WgmmaTile(64, 16, 128, 2), WgmmaTile(128, 24, 256, 3), WgmmaTile(64, 48, 128, 4))
 
 
@@ -183,13 +179,8 @@ SMALL = (WgmmaTile(64, 16, 128, 2), WgmmaTile(128, 24, 256, 3), WgmmaTile(64, 48
 @pytest.mark.parametrize("shape", [(1, 1, 1), (70, 45, 100), (64, 48, 128), (130, 50, 300)])
 @pytest.mark.parametrize("m", [0, 256, 251])
 def test_the_replayed_kernel_is_exact(tile, shape, m):
-    M, N, K = shape
-    rng = np.random.default_rng(M * N + K + m)
-    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
-    b = rng.integers(-128, 128, (N, K)).astype(np.int8)
-    if m:
-        a, b = residues(a.astype(np.float64), m), residues(b.astype(np.float64), m)
-    assert np.array_equal(replay(tile, a, b, m), _want(a, b, m))
+    a, b, want = int8_case(shape, m)
+    assert np.array_equal(replay(tile, a, b, m), want)
 
 
 def test_the_default_tile_replayed_with_tails():
@@ -198,7 +189,7 @@ def test_the_default_tile_replayed_with_tails():
     rng = np.random.default_rng(5)
     a = residues(rng.integers(-300, 300, (M, K)).astype(np.float64), 253)
     b = residues(rng.integers(-300, 300, (N, K)).astype(np.float64), 253)
-    assert np.array_equal(replay(WgmmaTile(), a, b, 253), _want(a, b, 253))
+    assert np.array_equal(replay(WgmmaTile(), a, b, 253), int8_product(a, b, 253))
 
 
 def test_the_chunk_reduction_keeps_the_sum_exact():
@@ -208,7 +199,7 @@ def test_the_chunk_reduction_keeps_the_sum_exact():
     b = np.full((N, K), -128, np.int8)
     b[3, ::5] = 127
     for m in (256, 253):
-        assert np.array_equal(replay(SMALL[0], a, b, m, k_chunk=128), _want(a, b, m))
+        assert np.array_equal(replay(SMALL[0], a, b, m, k_chunk=128), int8_product(a, b, m))
 
 
 def test_a_read_without_the_swizzle_is_caught():
@@ -226,10 +217,10 @@ def test_a_read_without_the_swizzle_is_caught():
 
     try:
         wgmma_reads = unswizzled
-        assert not np.array_equal(replay(SMALL[0], a, b, 0), _want(a, b, 0))
+        assert not np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
     finally:
         wgmma_reads = real
-    assert np.array_equal(replay(SMALL[0], a, b, 0), _want(a, b, 0))
+    assert np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
 
 
 # --- the tile's checks and NVRTC ----------------------------------------------------------------
