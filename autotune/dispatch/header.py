@@ -219,7 +219,6 @@ def build(table, arch: str, limits: DeviceLimits | None = None, kernels: int | N
         pools[(layout, batched)] = (cands, _predictions(cands, layout, batched, d.roof))
     keep = _cover(pools, d.source, set(d.sources), kernels)
     suits: dict[str, int] = {}
-    launch_ms = model.LAUNCH_US * 1e-3
     for (layout, batched), (cands, _) in pools.items():
         pool = d.pools[(layout, batched)] = []
         kept = [cands[j] for j in keep[(layout, batched)]]
@@ -230,11 +229,8 @@ def build(table, arch: str, limits: DeviceLimits | None = None, kernels: int | N
                 d.suits.append(
                     " && ".join(f"({ex.to_c({})})" for ex, _ in cached_family(f).declaration.suits) or "true"
                 )
-            per_sm = max(c.slots // c.sms, 1)
-            at_s = model.busiest_sm(c.measured, c.problem, per_sm, c.sms)
-            body_s = max(c.time_ms - at_s.launches * launch_ms, 0.1 * c.time_ms)
             foreign = model.foreign(c.problem, Problem(1, 1, 1, layout, 2 if batched else 1))
-            pool.append(_Cand(d.kernel(c.what), suits[f], per_sm, c.sms, at_s, body_s, foreign))
+            pool.append(_Cand(d.kernel(c.what), suits[f], c.per_sm, c.sms, c.measured_launch, c.body_s, foreign))
         if all(cached_family(f).declaration.suits for f, _ in kept):
             fb = built_for(fallback_config(arch), layout, 2 if batched else 1, TIER)
             d.fallback[(layout, batched)] = d.kernel(fb)  # where no candidate suits the shape, as matmul

@@ -196,31 +196,40 @@ class Candidate:
         # below; each launch adds LAUNCH_US; distance from the measured launch adds DISTANCE_WEIGHT,
         # a measurement of another layout or batching FOREIGN_WEIGHT (the header's C repeats this
         # arithmetic in this order, so that its choice is this one to the last bit).
-        per_sm = max(self.slots // self.sms, 1)
-        at_s = self._at_s
+        at_s = self.measured_launch
         if at_p is None:
-            at_p = busiest_sm(self.plan, problem, per_sm, self.sms)
+            at_p = self.launch_at(problem)
         launch_ms = LAUNCH_US * 1e-3
-        body_s = max(self.time_ms - at_s.launches * launch_ms, 0.1 * self.time_ms)
-        body = max(body_s * at_p.load / at_s.load, problem.bytes / roof.bytes_per_ms, problem.flops / roof.flops_per_ms)
+        scaled = self.body_s * at_p.load / at_s.load
+        body = max(scaled, problem.bytes / roof.bytes_per_ms, problem.flops / roof.flops_per_ms)
         near = (body + at_p.launches * launch_ms) * (1 + DISTANCE_WEIGHT * apart(at_s, at_p))
         return near * foreign(self.problem, problem)
 
     @functools.cached_property
+    def body_s(self) -> float:
+        """Return the measured time (ms) less its launches, at least a tenth of it."""
+        return max(self.time_ms - self.measured_launch.launches * (LAUNCH_US * 1e-3), 0.1 * self.time_ms)
+
+    @functools.cached_property
+    def per_sm(self) -> int:
+        """Return the blocks of the measured config resident on each SM (at least one)."""
+        return max(self.slots // self.sms, 1)
+
+    @functools.cached_property
     def launch_key(self) -> tuple:
         """What `launch_at` reads besides the problem: candidates equal in it share launches."""
-        return (self.plan, max(self.slots // self.sms, 1), self.sms)
+        return (self.plan, self.per_sm, self.sms)
 
     def launch_at(self, problem: Problem) -> Launch:
         """Return the launch of the config that would run at `problem` (predict_ms's `at_p`)."""
-        return busiest_sm(self.plan, problem, max(self.slots // self.sms, 1), self.sms)
+        return busiest_sm(self.plan, problem, self.per_sm, self.sms)
 
     @functools.cached_property
-    def _at_s(self) -> Launch:
+    def measured_launch(self) -> Launch:
         """The measured launch (`busiest_sm` at the measured problem), worked out once."""
         # A new shape's choice predicts every candidate of the pool, and the header's build every
         # candidate at each shape of its grid: the measured side never changes.
-        return busiest_sm(self.measured, self.problem, max(self.slots // self.sms, 1), self.sms)
+        return busiest_sm(self.measured, self.problem, self.per_sm, self.sms)
 
 
 def distance(a: Problem, b: Problem) -> float:
