@@ -51,11 +51,15 @@ def _python_choice(table, p: Problem) -> str:
 
 def _host_choices(header: Path, tmp_path: Path, problems: list[Problem]) -> list[str]:
     """The header's own choices (its model-only part, built by the host compiler) at `problems`."""
+    return host_choices(tmp_path, problems, f'#define AUTOTUNE_MODEL_ONLY\n#include "{header}"\n')
+
+
+def host_choices(tmp_path: Path, problems: list[Problem], include: str, *flags: str, sources=()) -> list[str]:
+    """The dispatcher's choices at `problems`, from a C main after `include`, built by g++ with
+    `flags` and `sources` (warnings are errors)."""
     main = tmp_path / "choose.cpp"
     main.write_text(
-        "#define AUTOTUNE_MODEL_ONLY\n"
-        f'#include "{header}"\n'
-        "#include <stdio.h>\n"
+        include + "#include <stdio.h>\n"
         "int main() {\n"
         "    long long m, n, k, b; int ta, tb, nz;\n"
         '    while (scanf("%d %d %lld %lld %lld %lld %d", &ta, &tb, &m, &n, &k, &b, &nz) == 7)\n'
@@ -63,11 +67,9 @@ def _host_choices(header: Path, tmp_path: Path, problems: list[Problem]) -> list
         "}\n"
     )
     exe = tmp_path / "choose"
-    build = subprocess.run(
-        ["g++", "-O2", "-Wall", "-Wextra", "-Werror", "-x", "c++", str(main), "-o", str(exe)],
-        capture_output=True,
-        text=True,
-    )
+    cmd = ["g++", "-O2", "-Wall", "-Wextra", "-Werror", *flags, "-x", "c++", *map(str, sources), str(main)]
+    cmd += ["-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
     lines = "".join(f"{p.trans[0]} {p.trans[1]} {p.M} {p.N} {p.K} {p.batch} {int(p.beta != 0)}\n" for p in problems)
     run = subprocess.run([str(exe)], input=lines, capture_output=True, text=True, check=True)

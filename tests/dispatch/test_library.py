@@ -13,7 +13,7 @@ import pytest
 from autotune.core.types import Problem, UserError
 from autotune.dispatch.header import export_dispatch
 from autotune.dispatch.library import export_library
-from tests.dispatch.test_header import _draw, _host_choices
+from tests.dispatch.test_header import _draw, _host_choices, host_choices
 from tests.helpers import have_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,23 +23,8 @@ SHAPES = [Problem(1000, 1000, 1000), Problem(4096, 4096, 4096)]
 
 def _library_choices(lib: Path, tmp_path: Path, problems: list[Problem]) -> list[str]:
     """The library's choices: its dispatch.cu built by the host compiler, model only, at `problems`."""
-    main = tmp_path / "choose_lib.cpp"
-    main.write_text(
-        '#include "autotune_sgemm.h"\n'
-        "#include <stdio.h>\n"
-        "int main() {\n"
-        "    long long m, n, k, b; int ta, tb, nz;\n"
-        '    while (scanf("%d %d %lld %lld %lld %lld %d", &ta, &tb, &m, &n, &k, &b, &nz) == 7)\n'
-        '        printf("%s\\n", autotune_kernel_config(autotune_choose(ta, tb, m, n, k, b, nz)));\n'
-        "}\n"
-    )
-    exe = tmp_path / "choose_lib"
-    flags = ["-O2", "-Wall", "-Wextra", "-Werror", "-DAUTOTUNE_MODEL_ONLY", f"-I{lib / 'include'}"]
-    cmd = ["g++", *flags, "-x", "c++", str(lib / "src" / "dispatch.cu"), str(main), "-o", str(exe)]
-    build = subprocess.run(cmd, capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    lines = "".join(f"{p.trans[0]} {p.trans[1]} {p.M} {p.N} {p.K} {p.batch} {int(p.beta != 0)}\n" for p in problems)
-    return subprocess.run([str(exe)], input=lines, capture_output=True, text=True, check=True).stdout.split()
+    flags, dispatch = ("-DAUTOTUNE_MODEL_ONLY", f"-I{lib / 'include'}"), lib / "src" / "dispatch.cu"
+    return host_choices(tmp_path, problems, '#include "autotune_sgemm.h"\n', *flags, sources=[dispatch])
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
