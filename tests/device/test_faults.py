@@ -1,6 +1,5 @@
 """On the GPU: candidates that fault or hang cost only themselves; the search goes on."""
 
-import json
 import os
 import subprocess
 import sys
@@ -8,6 +7,8 @@ from pathlib import Path
 
 import optuna
 import pytest
+
+from autotune.records.results import load_record
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ def test_broken_candidates_are_recorded_and_the_search_completes(tmp_path):
     print(r.stdout, r.stderr)
     assert r.returncode == 0, r.stderr
     (rec_path,) = tmp_path.glob("*/300x300x300.json")
-    rec = json.loads(rec_path.read_text())
+    rec = load_record(rec_path)
     assert rec["families"]["broken"]["config"]["params"]["MODE"] == 0  # only a correct one can win
     assert rec["families"]["tiled"]["status"] == "ok"  # searched after the faults, unaffected
     url = f"sqlite:///{rec_path.parent}/optuna.db"

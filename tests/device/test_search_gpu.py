@@ -1,12 +1,13 @@
 """On the GPU: a small real search end to end; its exported header built with nvcc and run at
 an awkward shape against a float64 host reference; check against its own result."""
 
-import json
 import shutil
 import subprocess
 import sys
 
 import pytest
+
+from autotune.records.results import load_record
 
 pytestmark = pytest.mark.gpu
 
@@ -72,7 +73,7 @@ def test_small_search_export_check(tmp_path):
     assert r.returncode == 0, r.stderr
     files = list((tmp_path / "results").glob("*/512x512x512.json"))
     assert len(files) == 1
-    rec = json.loads(files[0].read_text())
+    rec = load_record(files[0])
     for fam in ("vectorized", "warptile"):
         e = rec["families"][fam]
         assert e["status"] == "ok" and e["error"] < 1e-5 and e["gflops"] > 0 and e["cublas"]["gflops"] > 0
@@ -115,7 +116,7 @@ def test_a_search_with_beta_times_both_sides_with_it_and_check_does_too(tmp_path
     assert r.returncode == 0, r.stderr
     (path,) = results.glob("*/*.json")
     assert path.name == "384x256x200_beta3.json"
-    rec = json.loads(path.read_text())
+    rec = load_record(path)
     assert rec["problem"]["beta"] == 3.0
     for e in rec["families"].values():
         assert e["status"] == "ok" and e["error"] < 1e-5 and e["gflops"] > 0
