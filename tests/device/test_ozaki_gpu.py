@@ -16,7 +16,7 @@ def engines():
     from autotune.gpu.ozaki import OzakiGemm
 
     others = {(k, n): OzakiGemm(n, kernel=k) for k in ("reference", "wgmma") for n in (6, 8)}
-    return {n: OzakiGemm(n) for n in (6, 8)} | others
+    return {n: OzakiGemm(n, kernel="fast") for n in (6, 8)} | others
 
 
 def _device(x, transposed, pad):
@@ -75,12 +75,22 @@ def test_k_past_a_chunk(engines, key):
     assert _same(_run(engines[key], a, b, "nt"), ozaki.gemm(a, b, 8))
 
 
+def test_the_default_kernel_is_wgmma_on_hopper_and_the_fast_one_elsewhere():
+    import cupy as cp
+
+    from autotune.gpu.ozaki import OzakiGemm, default_kernel
+
+    hopper = cp.cuda.Device().compute_capability == "90"
+    assert OzakiGemm(6).kernel == ("wgmma" if hopper else "fast")
+    assert [default_kernel(a) for a in ("sm_90", "sm_90a", "sm_80", "sm_89", "sm_100")] == ["wgmma"] * 2 + ["fast"] * 3
+
+
 def test_a_tile_of_the_other_kernel_is_refused():
     from autotune.gpu.ozaki import OzakiGemm
     from autotune.kernels.ozaki_int8 import FastTile, Int8Tile
 
     with pytest.raises(ValueError, match="takes a FastTile"):
-        OzakiGemm(8, Int8Tile())
+        OzakiGemm(8, Int8Tile(), kernel="fast")
     with pytest.raises(ValueError, match="takes a Int8Tile"):
         OzakiGemm(8, FastTile(), kernel="reference")
     with pytest.raises(ValueError, match="takes a WgmmaTile"):
