@@ -279,6 +279,22 @@ def matmul(
         raise missing from exc
 
 
+def cached_product(A, B, alpha: float, trans_a: bool, trans_b: bool, precision: str):
+    """Return alpha op(A) op(B) for two plain torch tensors by a cached launch, or None for a miss.
+
+    For callers that have made sure the call is eager (not traced) on plain tensors: the PyTorch
+    layer's eager road. A hit stands for every check of the full road (see dispatch/shortcut.py),
+    so the caller's own can wait for a miss; on a miss, call `matmul`.
+    """
+    try:
+        cut = _shortcut_for(gpu_arrays(), A, B, trans_a, trans_b, precision)[2]
+        return None if cut is None else cut(A, B, alpha)
+    except RuntimeError as exc:
+        if (missing := _no_gpu(exc)) is None:
+            raise
+        raise missing from exc
+
+
 def _shortcut_for(arrays, A, B, trans_a: bool, trans_b: bool, precision: str):
     """Return (the results table, the call's shortcut key, the shortcut kept for it or None)."""
     dev = arrays.current_device()

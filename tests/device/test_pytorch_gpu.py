@@ -68,6 +68,32 @@ def test_forward_gradients_and_strides_match_torch(ta, tb, product):
         assert x.shape == y.shape and _rel(x, y) < FP32_REL
 
 
+def test_mm_s_second_call_of_a_shape_the_cached_launch_answers_as_its_first_and_refuses_alike():
+    """The eager road's hot path: a call seen before takes the cached launch, which must answer
+    what the full road did (views, transposes, alpha, grad) and leave every refusal to it."""
+    rng = torch.Generator(device="cuda").manual_seed(5)
+    for M, N, K in ((33, 47, 29), (128, 64, 96), (1, 300, 7)):
+        for ta, tb in LAYOUTS:
+            a, b = _operands(M, N, K, ta, tb, seed=M + N)
+            wide = torch.rand(a.shape[0], a.shape[1] + 3, device="cuda", generator=rng)[:, : a.shape[1]]
+            wide.copy_(a)  # the same values read at a longer pitch: another key, another launch
+            for x in (a, wide, a.clone().requires_grad_(True)):
+                for alpha in (1.0, -0.5):
+                    first, second = mm(x, b, ta, tb, alpha), mm(x, b, ta, tb, alpha)
+                    ref = _reference(x.detach(), b, ta, tb, alpha)
+                    # Within FP32's tolerance, not bit for bit: a split-K kernel's sums land in any order.
+                    assert second.shape == (M, N) and second.is_contiguous()
+                    assert _rel(first, ref) < FP32_REL and _rel(second, ref) < FP32_REL
+    a, b = _operands(40, 24, 16, False, True)
+    mm(a, b, False, True)
+    with pytest.raises(TypeError, match="float32 only"):
+        mm(a.double(), b.double(), False, True)
+    with pytest.raises(RuntimeError, match="op\\(a\\) is 40 x 16 but op\\(b\\) is 15 x 24"):
+        mm(a, b[:, :15], False, True)
+    with pytest.raises(TypeError, match="a is torch.float32 on cuda"):
+        mm(a, b.cpu(), False, True)
+
+
 def test_half_precision_cuda_tensors_are_refused_not_cast():
     a, b = _operands(16, 16, 16, False, True)
     for dtype in (torch.float16, torch.bfloat16):
