@@ -2,14 +2,15 @@
 //
 //   autotune export --gpu nvidia-h100-80gb-hbm3 -o tuned_sgemm.h     # every record: one header
 //   nvcc -O2 -arch=sm_90 -I. examples/sgemm_dispatch.cu -lcublas -o sgemm_dispatch
-//   ./sgemm_dispatch [seed] [shapes]                                  # default 57 24
+//   ./sgemm_dispatch [seed] [shapes] [padded|aligned]                 # default 57 24 padded
 // Or linked against the same kernels as a static library (built once, its files in parallel):
 //   autotune export --gpu nvidia-h100-80gb-hbm3 --library tuned_lib && echo '#include "autotune_sgemm.h"' > tuned_sgemm.h
 //   cmake -S tuned_lib -B tuned_lib/build && cmake --build tuned_lib/build -j
 //   nvcc -O2 -arch=sm_90 -I. -Ituned_lib/include examples/sgemm_dispatch.cu tuned_lib/build/libautotune_sgemm.a -lcublas -o sgemm_dispatch
 //
 // Each shape (square, skinny, a few rows or columns, short and deep K; column-major with padded
-// leading dimensions; all four transposes) runs through autotune_sgemm and cublasSgemm on the same
+// leading dimensions, most not a multiple of 4, or with `aligned` the same draw with each leading
+// dimension rounded up to a multiple of 4 floats (16-byte columns); all four transposes) runs through autotune_sgemm and cublasSgemm on the same
 // operands; every result is checked against cuBLAS's, and each side is timed the same way (CUDA
 // events around REPS calls after a warm-up, the median of 5 such runs). Prints a line per shape
 // and the geometric mean of cuBLAS's time over ours; exits 1 on any wrong result.
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -72,6 +74,13 @@ int main(int argc, char** argv)
 {
     const unsigned seed = argc > 1 ? (unsigned)std::atoi(argv[1]) : 57u;
     const int count = argc > 2 ? std::atoi(argv[2]) : 24;
+    const std::string mode = argc > 3 ? argv[3] : "padded";
+    if (argc > 4 || count < 1 || (mode != "padded" && mode != "aligned")) {
+        std::printf("usage: %s [seed] [shapes >= 1] [padded|aligned]\n", argv[0]);
+        return 2;
+    }
+    // The same shapes and pads either way: `aligned` only rounds each leading dimension up.
+    auto ld = [&](int rows, int pad) { return mode == "aligned" ? (rows + pad + 3) / 4 * 4 : rows + pad; };
     cublasHandle_t handle;
     CHECK(cublasCreate(&handle));
     double log_sum = 0.0;
@@ -81,7 +90,7 @@ int main(int argc, char** argv)
         // Column-major: op(A) is m x k, op(B) k x n, C m x n; each stored with `pad` extra rows.
         const int a_rows = s.ta == 'N' ? s.m : s.k, a_cols = s.ta == 'N' ? s.k : s.m;
         const int b_rows = s.tb == 'N' ? s.k : s.n, b_cols = s.tb == 'N' ? s.n : s.k;
-        const int lda = a_rows + s.pad, ldb = b_rows + s.pad, ldc = s.m + s.pad;
+        const int lda = ld(a_rows, s.pad), ldb = ld(b_rows, s.pad), ldc = ld(s.m, s.pad);
         std::vector<float> ha((size_t)lda * a_cols), hb((size_t)ldb * b_cols);
         std::mt19937 fill(seed + s.m);
         std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -122,8 +131,8 @@ int main(int argc, char** argv)
                     t_cublas / t_ours, autotune_kernel_config(kernel), ok ? "" : "  WRONG");
         cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R);
     }
-    std::printf("geomean %.3fx cuBLAS over %d shapes (seed %u); %s\n", std::exp(log_sum / count), count, seed,
-                wrong ? "SOME WRONG" : "all ok");
+    std::printf("geomean %.3fx cuBLAS over %d shapes (seed %u, %s leading dimensions); %s\n", std::exp(log_sum / count),
+                count, seed, mode.c_str(), wrong ? "SOME WRONG" : "all ok");
     cublasDestroy(handle);
     return wrong ? 1 : 0;
 }

@@ -41,6 +41,11 @@ def test_the_dispatch_example_matches_cublas_at_a_seeded_draw(tmp_path):
         text=True,
     )
     assert build.returncode == 0, build.stderr
-    run = subprocess.run([str(exe), "57", "24"], capture_output=True, text=True, timeout=600)
-    print(run.stdout)  # the figures, for the log (-s)
-    assert run.returncode == 0 and "all ok" in run.stdout, run.stdout + run.stderr
+    # The same draw with padded leading dimensions (most not a multiple of 4), then rounded up to
+    # 16-byte columns: the two apart say what the pitches cost.
+    for mode in ("padded", "aligned"):
+        run = subprocess.run([str(exe), "57", "24", mode], capture_output=True, text=True, timeout=600)
+        print(run.stdout)  # the figures, for the log (-s)
+        assert run.returncode == 0 and f"{mode} leading dimensions); all ok" in run.stdout, run.stdout + run.stderr
+    bad = subprocess.run([str(exe), "57", "24", "tight"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stdout.startswith("usage:"), bad.stdout
