@@ -40,7 +40,7 @@ class Linear(nn.Linear):
     def forward(self, x: Tensor) -> Tensor:
         """Return x @ W^T (+ bias), the weight read in place as the "nt" operand."""
         # The weight is stored out x in, the layout a linear layer's kernels are tuned for.
-        if torch.is_autocast_enabled(x.device.type):
+        if torch.is_autocast_enabled("cuda" if x.is_cuda else x.device.type):  # is_cuda: far cheaper
             # Autocast asks for torch's reduced-precision product, which autotune's strict-FP32
             # kernels are not: the layer is nn.Linear inside such a region, by design.
             return super().forward(x)
