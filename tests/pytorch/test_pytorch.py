@@ -321,6 +321,16 @@ def test_linear_reads_its_input_through_a_view_and_its_weight_as_nt():
     assert log.problems == [Problem(10, 3, 4, "nt")]
 
 
+def test_a_bias_of_another_dtype_or_device_is_refused_as_the_product_refuses_its_operands():
+    from autotune.pytorch.fast import linear
+
+    x, w = torch.rand(4, 3), torch.rand(5, 3)
+    for bias in (torch.rand(5, dtype=torch.float64), torch.rand(5, device="meta")):
+        with torch.no_grad(), pytest.raises(TypeError, match=f"b is {bias.dtype} on {bias.device}, a is torch.float32"):
+            linear(x, w, bias)
+    assert torch.allclose(linear(x, w, torch.ones(5)), x @ w.T + 1)
+
+
 def test_swap_linear_takes_float32_layers_only_and_says_why_not_the_others():
     model = nn.Sequential(
         nn.Linear(4, 8),
