@@ -94,8 +94,12 @@ def _flat(text):
     return " ".join(text.split())
 
 
+# The kernel's template and the pieces it includes (shared with the TMA-fed kernel).
+TEMPLATE_FILES = (WGMMA_TEMPLATE, "_ozaki_int8_wgmma_s8.cuh.j2", "_ozaki_int8_wgmma_consumer.cuh.j2")
+
+
 def test_the_replay_copies_the_templates_lines():
-    text = _flat((TEMPLATE_DIR / WGMMA_TEMPLATE).read_text())
+    text = _flat(" ".join((TEMPLATE_DIR / name).read_text() for name in TEMPLATE_FILES))
     missing = [line for line in KERNEL_LINES if _flat(line) not in text]
     assert not missing, missing
     assert _flat(DESC_LINE) in _flat(wgmma_source())
