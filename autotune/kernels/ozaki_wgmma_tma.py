@@ -27,9 +27,9 @@ class WgmmaTmaTile(WgmmaTile):
     rows, which BM and BN already are.
     """
 
-    def boxes(self) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """Return the boxes of A's and B's maps: (bytes of K, rows, planes), one sub-tile each."""
-        return (ROW, self.bm, 1), (ROW, self.bn, 1)
+    def boxes(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Return the boxes of A's and B's maps (of one plane): (bytes of K, rows), a sub-tile each."""
+        return (ROW, self.bm), (ROW, self.bn)
 
 
 def tma_source(tile: WgmmaTmaTile = WgmmaTmaTile(), kernel_name: str = TMA_KERNEL) -> str:
