@@ -123,5 +123,9 @@ def tile_env(tile: WgmmaTile) -> dict:
 def wgmma_source(tile: WgmmaTile = WgmmaTile(), kernel_name: str = WGMMA_KERNEL) -> str:
     """Return the CUDA source of the wgmma INT8 kernel for `tile` (compile it for WGMMA_ARCH)."""
     return render_template(
-        template(TEMPLATE_DIR, WGMMA_TEMPLATE), KERNEL_NAME=kernel_name, LAG=tile.stages - 2, **tile_env(tile)
+        template(TEMPLATE_DIR, WGMMA_TEMPLATE),
+        KERNEL_NAME=kernel_name,
+        TMA=False,
+        LAG=tile.stages - 2,
+        **tile_env(tile),
     )

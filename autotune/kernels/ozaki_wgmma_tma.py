@@ -38,4 +38,4 @@ def tma_source(tile: WgmmaTmaTile = WgmmaTmaTile(), kernel_name: str = TMA_KERNE
     Its arguments: M, N, K, C, ldc, C's plane stride, the moduli, then the maps of A's and B's
     residues (boxes as `tile.boxes()`), as __grid_constant__ values.
     """
-    return render_template(template(TEMPLATE_DIR, TMA_TEMPLATE), KERNEL_NAME=kernel_name, **tile_env(tile))
+    return render_template(template(TEMPLATE_DIR, TMA_TEMPLATE), KERNEL_NAME=kernel_name, TMA=True, **tile_env(tile))

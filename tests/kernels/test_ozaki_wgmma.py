@@ -95,7 +95,12 @@ def _flat(text):
 
 
 # The kernel's template and the pieces it includes (shared with the TMA-fed kernel).
-TEMPLATE_FILES = (WGMMA_TEMPLATE, "_ozaki_int8_wgmma_s8.cuh.j2", "_ozaki_int8_wgmma_consumer.cuh.j2")
+TEMPLATE_FILES = (
+    WGMMA_TEMPLATE,
+    "_ozaki_int8_wgmma_prologue.cuh.j2",
+    "_ozaki_int8_wgmma_s8.cuh.j2",
+    "_ozaki_int8_wgmma_consumer.cuh.j2",
+)
 
 
 def test_the_replay_copies_the_templates_lines():

@@ -35,12 +35,14 @@ PRODUCER_LINES = (
     "for (int j = 0; j < {{ SUBS }}; ++j) {",
     "at_tma_load3(st + j * {{ BM * ROW }}, tmap_a, k0 + {{ ROW }} * j, bm, q, full);",
     "at_tma_load3(st + {{ BM * BK }} + j * {{ BN * ROW }}, tmap_b, k0 + {{ ROW }} * j, bn, q, full);",
+    '{% include "_ozaki_int8_wgmma_prologue.cuh.j2" %}',
     '{% include "_ozaki_int8_wgmma_consumer.cuh.j2" %}',
 )
 
 
 def test_the_replay_copies_the_templates_lines():
-    text = cp_async_kernel._flat((TEMPLATE_DIR / TMA_TEMPLATE).read_text())
+    files = (TMA_TEMPLATE, "_ozaki_int8_wgmma_prologue.cuh.j2")
+    text = cp_async_kernel._flat(" ".join((TEMPLATE_DIR / name).read_text() for name in files))
     missing = [line for line in PRODUCER_LINES if cp_async_kernel._flat(line) not in text]
     assert not missing, missing
 
