@@ -280,3 +280,15 @@ def test_the_launch_passes_the_kernels_parameters(driver, monkeypatch):
     with pytest.raises(ValueError, match="not contiguous int8 of 16-byte rows"):
         ozaki.tma_products(SimpleNamespace(ptr=99), tile, odd, b, 1000, c, mods)
     assert len(launched) == 1
+
+
+def test_the_driver_runs_it_by_name_only_with_its_own_tile():
+    """gpu/ozaki.py: KERNELS["wgmma_tma"], not the default; a cp.async kernel's tile is refused and
+    the other way round (a WgmmaTmaTile is a WgmmaTile), before anything is built."""
+    from autotune.gpu.ozaki import KERNELS, OzakiGemm, default_kernel
+
+    assert KERNELS["wgmma_tma"] is WgmmaTmaTile and default_kernel("sm_90") == "wgmma"
+    with pytest.raises(ValueError, match="the wgmma_tma kernel takes a WgmmaTmaTile"):
+        OzakiGemm(8, WgmmaTile(), arch="sm_90", kernel="wgmma_tma")
+    with pytest.raises(ValueError, match="the wgmma kernel takes a WgmmaTile"):
+        OzakiGemm(8, WgmmaTmaTile(), arch="sm_90", kernel="wgmma")
