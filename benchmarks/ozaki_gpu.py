@@ -1,14 +1,14 @@
 """Ozaki scheme II on the device (gpu/ozaki.py): each stage's time and the whole beside cuBLAS SGEMM.
 
 Per size and number of moduli: the scaling of A and of B, the n INT8 GEMMs (and the INT8 rate they
-reach on each of --kernels side by side: the pipelined, reference and wgmma kernels), the
+reach on each of --kernels side by side: the pipelined, reference, wgmma and wgmma_tma kernels), the
 reconstruction, and the whole call (on the first of --kernels), each the median of CUDA-event
 timings, as FP32 TFLOP/s (2 M N K / time) and as shares of the whole; cuBLAS SGEMM (CuPy's
 matmul, TF32 off) in the same process, and the max relative error of both against a float64
 product of a corner of C.
 
     PYTHONPATH=. python benchmarks/ozaki_gpu.py [--sizes 4096 8192] [--moduli 6 7 8] [--reps 10]
-        [--kernels fast reference wgmma]
+        [--kernels fast reference wgmma wgmma_tma]
 """
 
 from __future__ import annotations

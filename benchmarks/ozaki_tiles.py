@@ -1,8 +1,10 @@
 """The wgmma INT8 kernel's tiles timed on the device: TOPS of the Ozaki moduli's GEMMs per tile.
 
     python benchmarks/ozaki_tiles.py [--size 8192] [--moduli 7] [--check 4096 6144] [--top 5]
+        [--kernel wgmma|wgmma_tma]
 
-Every valid tile (kernels/ozaki_wgmma.WgmmaTile) with BN of 128, 192 or 256 is compiled (in
+Every valid tile of --kernel (kernels/ozaki_wgmma.WgmmaTile, fed by cp.async, or
+kernels/ozaki_wgmma_tma.WgmmaTmaTile, by tensor maps) with BN of 128, 192 or 256 is compiled (in
 parallel processes, into the compile cache), its products checked equal to the fast kernel's, and
 timed at --size; the --top fastest are then timed again at each --check size, shapes they were
 not chosen on, beside the default tile.
@@ -24,14 +26,23 @@ import cupy as cp
 from autotune.gpu.compile import compile_source
 from autotune.gpu.ozaki import OzakiGemm
 from autotune.kernels.ozaki_wgmma import WGMMA_ARCH, WGMMA_KERNEL, WgmmaTile, wgmma_source
+from autotune.kernels.ozaki_wgmma_tma import TMA_KERNEL, WgmmaTmaTile, tma_source
+
+# The kernels by name (gpu/ozaki.KERNELS'): their tile classes, sources and entries.
+KINDS = {"wgmma": (WgmmaTile, wgmma_source, WGMMA_KERNEL), "wgmma_tma": (WgmmaTmaTile, tma_source, TMA_KERNEL)}
 
 
-def tiles() -> list[WgmmaTile]:
-    """Return every valid tile with BN 128, 192 or 256."""
+def _kernel(tile: WgmmaTile) -> str:
+    """Return the name of the kernel `tile` is of."""
+    return next(name for name, (cls, _, _) in KINDS.items() if type(tile) is cls)
+
+
+def tiles(kernel: str = "wgmma") -> list[WgmmaTile]:
+    """Return every valid tile of `kernel` with BN 128, 192 or 256."""
     out = []
     for bm, bn, bk, stages in itertools.product((64, 128, 192, 256), (128, 192, 256), (128, 256), range(2, 9)):
         try:
-            out.append(WgmmaTile(bm, bn, bk, stages))
+            out.append(KINDS[kernel][0](bm, bn, bk, stages))
         except ValueError:
             continue
     return out
@@ -39,8 +50,9 @@ def tiles() -> list[WgmmaTile]:
 
 def _build(tile: WgmmaTile) -> str:
     """Compile one tile into the cache (in a worker process); return '' or why it failed."""
+    _, source, name = KINDS[_kernel(tile)]
     try:
-        compile_source(wgmma_source(tile), WGMMA_ARCH, WGMMA_KERNEL)
+        compile_source(source(tile), WGMMA_ARCH, name)
         return ""
     except Exception as exc:  # noqa: BLE001 - a tile that does not build is reported, not fatal
         return f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -65,7 +77,7 @@ def rate(tile: WgmmaTile, size: int, n: int, ref: OzakiGemm) -> float:
     rng = cp.random.default_rng(size)
     a = rng.uniform(-1, 1, (size, size), dtype=cp.float32)
     b = rng.uniform(-1, 1, (size, size), dtype=cp.float32)
-    eng = OzakiGemm(n, tile=tile, kernel="wgmma")
+    eng = OzakiGemm(n, tile=tile, kernel=_kernel(tile))
     ra, rb = ref.scale(a, 0), ref.scale(b, 1)
     if not bool((eng.products(ra, rb) == ref.products(ra, rb)).all()):
         raise SystemExit(f"tile {tile}: products differ from the fast kernel's")
@@ -79,12 +91,14 @@ def main() -> None:
     p.add_argument("--moduli", type=int, default=7)
     p.add_argument("--check", type=int, nargs="*", default=[4096, 6144], help="sizes the fastest are re-timed at")
     p.add_argument("--top", type=int, default=5)
+    p.add_argument("--kernel", default="wgmma", choices=list(KINDS), help="cp.async-fed wgmma or TMA-fed")
     args = p.parse_args()
-    all_tiles = tiles()
+    all_tiles = tiles(args.kernel)
     with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
         built = dict(zip(all_tiles, pool.map(_build, all_tiles), strict=True))
     ref = OzakiGemm(args.moduli, kernel="fast")
-    print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; {args.moduli} moduli; {len(all_tiles)} tiles")
+    name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    print(f"{name}; {args.kernel} kernel; {args.moduli} moduli; {len(all_tiles)} tiles")
     rates = {}
     for tile, why in built.items():
         if why:
@@ -93,7 +107,8 @@ def main() -> None:
         rates[tile] = rate(tile, args.size, args.moduli, ref)
         print(f"  {args.size}^3 {tile}: {rates[tile]:.0f} TOPS", flush=True)
     best = sorted(rates, key=rates.get, reverse=True)[: args.top]
-    for tile in [*best, *([WgmmaTile()] if WgmmaTile() not in best else [])]:
+    default = KINDS[args.kernel][0]()
+    for tile in [*best, *([default] if default not in best else [])]:
         others = ", ".join(f"{s}^3 {rate(tile, s, args.moduli, ref):.0f}" for s in args.check)
         print(f"best {tile}: {args.size}^3 {rates[tile]:.0f} TOPS; {others}")
 

@@ -4,7 +4,8 @@ The three stages of kernels/ozaki.py's `gemm` as CUDA kernels (kernels/ozaki_pas
 and reconstruction, kernels/ozaki_int8.py's GEMMs), driven through CuPy; not a family and not
 dispatched yet. The GEMMs run on the pipelined kernel, every modulus in one launch ("fast"), on
 the reference kernel, one launch a modulus ("reference"), or on Hopper's wgmma, every modulus in
-one launch ("wgmma", sm_90a only). Every stage is exact, so C equals
+one launch (sm_90a only), its tiles copied by cp.async ("wgmma") or by the tensor memory
+accelerator from maps of the residue planes ("wgmma_tma"). Every stage is exact, so C equals
 ozaki.gemm's bit for bit (the one rounding is the last), given the same exponents: the norms are
 summed in another order than NumPy's, which can move an exponent only where a norm lies within
 about 2^-50 of a power-of-two boundary.
@@ -12,6 +13,7 @@ about 2^-50 of a power-of-two boundary.
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import cupy as cp
@@ -34,10 +36,18 @@ from ..kernels.ozaki_passes import (
     scale_source,
 )
 from ..kernels.ozaki_wgmma import WGMMA_ARCH, WGMMA_KERNEL, WgmmaTile, wgmma_source
+from ..kernels.ozaki_wgmma_tma import TMA_KERNEL, WgmmaTmaTile, tma_source
+from . import tensor_map
 from .compile import compile_source
 
 # The INT8 GEMM kernels by name: their tile classes.
-KERNELS = {"fast": FastTile, "reference": Int8Tile, "wgmma": WgmmaTile}
+KERNELS = {"fast": FastTile, "reference": Int8Tile, "wgmma": WgmmaTile, "wgmma_tma": WgmmaTmaTile}
+# The kernels that take every modulus in one launch: their sources and entries.
+_ONE_LAUNCH = {
+    "fast": (fast_source, FAST_KERNEL),
+    "wgmma": (wgmma_source, WGMMA_KERNEL),
+    "wgmma_tma": (tma_source, TMA_KERNEL),
+}
 
 
 def default_kernel(arch: str) -> str:
@@ -74,6 +84,35 @@ def _module(source: str, kernel: str, arch: str) -> cp.cuda.function.Module:
     return mod
 
 
+def _planes_map(r: cp.ndarray, k: int, box: tuple[int, int]) -> tensor_map.TensorMap:
+    """Return the map of int8 planes `r` (n x V x pitch, K = k) in `box`es; zeros where k = 0 (none read)."""
+    n, v, pitch = r.shape
+    if k == 0:
+        return tensor_map.ZEROS
+    if r.dtype != cp.int8 or r.strides != (v * pitch, pitch, 1) or not tensor_map.planes_mappable(r.data.ptr, pitch):
+        raise ValueError(f"{r.dtype} planes {r.shape}, strides {r.strides}: not contiguous int8 of 16-byte rows")
+    return tensor_map.cached_planes(r.data.ptr, k, v, pitch, n, box)
+
+
+def tma_products(fn, tile: WgmmaTmaTile, a: cp.ndarray, b: cp.ndarray, k: int, c: cp.ndarray, mods: cp.ndarray):
+    """Launch the TMA-fed kernel `fn` on the current stream: c[q] = (a[q] b[q]^T) mod mods[q].
+
+    Args:
+        a, b: int8 planes q x M x pitch and q x N x pitch, contiguous, pitch a multiple of 16 and
+            at least k (the bytes past k are not read).
+        c: int32 q x M x N, contiguous; mods: int32, q of them (0: no reduction).
+    """
+    (q, m, _), nn = a.shape, b.shape[1]
+    box_a, box_b = tile.boxes()
+    args = [ctypes.c_int32(x) for x in (m, nn, k)] + [ctypes.c_uint64(c.data.ptr), ctypes.c_int32(nn)]
+    args += [ctypes.c_int64(m * nn), ctypes.c_uint64(mods.data.ptr), _planes_map(a, k, box_a), _planes_map(b, k, box_b)]
+    # CuPy's call cannot pass a map by value: cuLaunchKernel, which copies the values it points to.
+    params = (ctypes.c_void_p * len(args))(*(ctypes.addressof(x) for x in args))
+    gx, gy, gz = tile.grid(m, nn, q)
+    stream, smem = cp.cuda.get_current_stream().ptr, tile.smem_bytes
+    cp.cuda.driver.launchKernel(fn.ptr, gx, gy, gz, tile.threads, 1, 1, smem, stream, ctypes.addressof(params), 0)
+
+
 def _vectors(x: cp.ndarray, axis: int) -> tuple[int, int, int, int]:
     """Return (V, K, sv, sk): the vectors of 2-D float32 `x` along `axis`, strides in elements."""
     if x.dtype != cp.float32 or x.ndim != 2:
@@ -91,15 +130,16 @@ class OzakiGemm:
         n: the number of moduli (INT8 GEMMs).
         tile: the INT8 GEMM's tile, of the kernel's class (KERNELS); its default when None.
         arch: the target, e.g. "sm_90"; the current device's by default.
-        kernel: "fast" (every modulus in one pipelined launch), "reference" (a launch each) or
-            "wgmma" (every modulus in one launch on Hopper's wgmma: built for sm_90a whatever `arch`);
-            None is the fastest for `arch` (default_kernel).
+        kernel: "fast" (every modulus in one pipelined launch), "reference" (a launch each),
+            "wgmma" (every modulus in one launch on Hopper's wgmma: built for sm_90a whatever `arch`)
+            or "wgmma_tma" (the same fed by tensor maps); None is the fastest for `arch`
+            (default_kernel).
     """
 
     def __init__(
         self,
         n: int,
-        tile: FastTile | Int8Tile | WgmmaTile | None = None,
+        tile: FastTile | Int8Tile | WgmmaTile | WgmmaTmaTile | None = None,
         arch: str | None = None,
         kernel: str | None = None,
     ):
@@ -108,15 +148,14 @@ class OzakiGemm:
         if kernel not in KERNELS:
             raise ValueError(f"INT8 kernel {kernel!r}: one of {', '.join(KERNELS)}")
         tile = tile or KERNELS[kernel]()
-        if not isinstance(tile, KERNELS[kernel]):
+        if type(tile) is not KERNELS[kernel]:  # (a WgmmaTmaTile is a WgmmaTile, for the other kernel)
             raise ValueError(f"the {kernel} kernel takes a {KERNELS[kernel].__name__}, not {tile}")
         self.n, self.tile, self.kernel, self.moduli = n, tile, kernel, moduli(n)
         scale = _module(scale_source(n), f"{SCALE_KERNEL}_res", arch)
         self._exp, self._res = scale.get_function(f"{SCALE_KERNEL}_exp"), scale.get_function(f"{SCALE_KERNEL}_res")
-        if isinstance(tile, (FastTile, WgmmaTile)):
-            wgmma = isinstance(tile, WgmmaTile)
-            src, name = (wgmma_source(tile), WGMMA_KERNEL) if wgmma else (fast_source(tile), FAST_KERNEL)
-            self._int8 = _module(src, name, WGMMA_ARCH if wgmma else arch).get_function(name)
+        if kernel in _ONE_LAUNCH:
+            source, name = _ONE_LAUNCH[kernel]
+            self._int8 = _module(source(tile), name, WGMMA_ARCH if kernel != "fast" else arch).get_function(name)
             if tile.smem_bytes > 48 * 1024:  # above the default, a kernel must opt in
                 cp.cuda.driver.funcSetAttribute(
                     self._int8.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.smem_bytes
@@ -151,8 +190,11 @@ class OzakiGemm:
         p = cp.empty((self.n, m, nn), cp.int32)
         if m == 0 or nn == 0:
             return p
-        if isinstance(self.tile, (FastTile, WgmmaTile)):
-            t = self.tile
+        t = self.tile
+        if self.kernel == "wgmma_tma":
+            tma_products(self._int8, t, ra.r, rb.r, ra.k, p, self._mods)
+            return p
+        if self.kernel in _ONE_LAUNCH:
             args = (np.int32(m), np.int32(nn), np.int32(ra.k), ra.r, np.int32(ra.pitch), np.int64(ra.r.strides[0]))
             args += (rb.r, np.int32(rb.pitch), np.int64(rb.r.strides[0]), p, np.int32(nn), np.int64(m * nn))
             self._int8(t.grid(m, nn, self.n), (t.threads, 1, 1), (*args, self._mods), shared_mem=t.smem_bytes)

@@ -101,11 +101,9 @@ class WgmmaTile:
         return (-(-n // self.bn), -(-m // self.bm), planes)
 
 
-def wgmma_source(tile: WgmmaTile = WgmmaTile(), kernel_name: str = WGMMA_KERNEL) -> str:
-    """Return the CUDA source of the wgmma INT8 kernel for `tile` (compile it for WGMMA_ARCH)."""
-    return render_template(
-        template(TEMPLATE_DIR, WGMMA_TEMPLATE),
-        KERNEL_NAME=kernel_name,
+def tile_env(tile: WgmmaTile) -> dict:
+    """Return the template parameters a tile sets, shared by the cp.async- and TMA-fed kernels."""
+    return dict(
         BM=tile.bm,
         BN=tile.bn,
         BK=tile.bk,
@@ -116,8 +114,18 @@ def wgmma_source(tile: WgmmaTile = WgmmaTile(), kernel_name: str = WGMMA_KERNEL)
         ROW=ROW,
         SUBS=tile.bk // ROW,
         STAGE_BYTES=tile.stage_bytes,
-        LAG=tile.stages - 2,
         PRODUCER_REGS=PRODUCER_REGS,
         CONSUMER_REGS=tile.consumer_regs,
         K_CHUNK=K_CHUNK,
+    )
+
+
+def wgmma_source(tile: WgmmaTile = WgmmaTile(), kernel_name: str = WGMMA_KERNEL) -> str:
+    """Return the CUDA source of the wgmma INT8 kernel for `tile` (compile it for WGMMA_ARCH)."""
+    return render_template(
+        template(TEMPLATE_DIR, WGMMA_TEMPLATE),
+        KERNEL_NAME=kernel_name,
+        TMA=False,
+        LAG=tile.stages - 2,
+        **tile_env(tile),
     )

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.gpu
 def engines():
     from autotune.gpu.ozaki import OzakiGemm
 
-    others = {(k, n): OzakiGemm(n, kernel=k) for k in ("reference", "wgmma") for n in (6, 8)}
+    others = {(k, n): OzakiGemm(n, kernel=k) for k in ("reference", "wgmma", "wgmma_tma") for n in (6, 8)}
     return {n: OzakiGemm(n, kernel="fast") for n in (6, 8)} | others
 
 
@@ -47,7 +47,7 @@ def _same(x, y):
     ("shape", "pad"), [((1, 1, 1), 0), ((70, 300, 50), 3), ((128, 1024, 96), 0), ((33, 2001, 130), 16)]
 )
 @pytest.mark.parametrize("n", [6, 8])
-@pytest.mark.parametrize("kernel", ["fast", "reference", "wgmma"])
+@pytest.mark.parametrize("kernel", ["fast", "reference", "wgmma", "wgmma_tma"])
 def test_the_pipeline_equals_ozakis_numpy_bit_for_bit(engines, layout, shape, pad, n, kernel):
     m, k, nn = shape
     a, b = operands("wide", m, k, nn, np.random.default_rng(k + n))
@@ -67,7 +67,9 @@ def test_every_kind_alpha_and_beta(engines, kind, alpha, beta):
     assert _same(got, ozaki.gemm(a, b, 8, alpha, beta, c))
 
 
-@pytest.mark.parametrize("key", [8, ("reference", 8), ("wgmma", 8)], ids=["fast", "reference", "wgmma"])
+@pytest.mark.parametrize(
+    "key", [8, ("reference", 8), ("wgmma", 8), ("wgmma_tma", 8)], ids=["fast", "reference", "wgmma", "wgmma_tma"]
+)
 def test_k_past_a_chunk(engines, key):
     """More K than one INT32 accumulation holds: the INT8 GEMM reduces mod m as the reference does."""
     m, k, nn = 6, ozaki.K_CHUNK + 300, 5
@@ -88,6 +90,7 @@ def test_the_default_kernel_is_wgmma_on_hopper_and_the_fast_one_elsewhere():
 def test_a_tile_of_the_other_kernel_is_refused():
     from autotune.gpu.ozaki import OzakiGemm
     from autotune.kernels.ozaki_int8 import FastTile, Int8Tile
+    from autotune.kernels.ozaki_wgmma import WgmmaTile
 
     with pytest.raises(ValueError, match="takes a FastTile"):
         OzakiGemm(8, Int8Tile(), kernel="fast")
@@ -95,7 +98,9 @@ def test_a_tile_of_the_other_kernel_is_refused():
         OzakiGemm(8, FastTile(), kernel="reference")
     with pytest.raises(ValueError, match="takes a WgmmaTile"):
         OzakiGemm(8, FastTile(), kernel="wgmma")
-    with pytest.raises(ValueError, match="one of fast, reference, wgmma"):
+    with pytest.raises(ValueError, match="takes a WgmmaTmaTile"):
+        OzakiGemm(8, WgmmaTile(), kernel="wgmma_tma")
+    with pytest.raises(ValueError, match="one of fast, reference, wgmma, wgmma_tma"):
         OzakiGemm(8, kernel="tf32")
 
 

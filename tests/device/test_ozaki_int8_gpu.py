@@ -1,7 +1,7 @@
 """The INT8 kernels of the Ozaki moduli on the device, the reference (one modulus a launch), the
-pipelined one and the wgmma one (sm_90a; both every modulus in one launch): (A B^T) mod m of int8
-residues, exactly as NumPy's int64 product, at awkward shapes, pitches and moduli, and past K_CHUNK
-of K."""
+pipelined one and the wgmma ones (sm_90a, fed by cp.async or by tensor maps; all three every modulus
+in one launch): (A B^T) mod m of int8 residues, exactly as NumPy's int64 product, at awkward shapes,
+pitches and moduli, and past K_CHUNK of K."""
 
 import numpy as np
 import pytest
@@ -10,6 +10,7 @@ from autotune.gpu.compile import compile_source
 from autotune.kernels.ozaki import K_CHUNK, residues
 from autotune.kernels.ozaki_int8 import FAST_KERNEL, KERNEL, FastTile, Int8Tile, fast_source, source
 from autotune.kernels.ozaki_wgmma import WGMMA_ARCH, WGMMA_KERNEL, WgmmaTile, wgmma_source
+from autotune.kernels.ozaki_wgmma_tma import TMA_KERNEL, WgmmaTmaTile, tma_source
 
 pytestmark = pytest.mark.gpu
 
@@ -23,6 +24,9 @@ TILES = (
     WgmmaTile(),
     WgmmaTile(64, 48, 128, 3),
     WgmmaTile(128, 128, 256, 3),
+    WgmmaTmaTile(),
+    WgmmaTmaTile(64, 48, 128, 3),
+    WgmmaTmaTile(128, 128, 256, 3),
 )
 
 
@@ -34,7 +38,9 @@ def _function(tile):
     import cupy as cp
 
     fast = isinstance(tile, (FastTile, WgmmaTile))
-    if isinstance(tile, WgmmaTile):
+    if isinstance(tile, WgmmaTmaTile):
+        src, name, arch = tma_source(tile), TMA_KERNEL, WGMMA_ARCH
+    elif isinstance(tile, WgmmaTile):
         src, name, arch = wgmma_source(tile), WGMMA_KERNEL, WGMMA_ARCH
     else:
         src, name, arch = (fast_source(tile), FAST_KERNEL, "sm_90") if fast else (source(tile), KERNEL, "sm_90")
@@ -51,18 +57,26 @@ def _function(tile):
 def _run(tile, a, b, ms, pad=0):
     """Return the kernel's C planes for int8 planes A (q x M x K), B (q x N x K), modulo ms[q].
 
-    Rows are stored `pad` bytes apart more than K; the reference kernel runs once a plane.
+    Rows are stored `pad` bytes apart more than K (for the TMA-fed kernel, then up to a multiple of
+    16, what its maps need); the reference kernel runs once a plane.
     """
     import cupy as cp
 
+    from autotune.gpu.ozaki import tma_products
+
     fn = _function(tile)
     (Q, M, K), N = a.shape, b.shape[1]
-    ga = cp.zeros((Q, M, K + pad), cp.int8)
-    gb = cp.zeros((Q, N, K + pad), cp.int8)
+    tma = isinstance(tile, WgmmaTmaTile)
+    pad += -(K + pad) % 16 if tma else 0
+    # (Past K the TMA-fed kernel's rows hold bytes its maps must not read: they end at K.)
+    ga = cp.full((Q, M, K + pad), 77 if tma else 0, cp.int8)
+    gb = cp.full((Q, N, K + pad), -77 if tma else 0, cp.int8)
     ga[:, :, :K], gb[:, :, :K] = cp.asarray(a), cp.asarray(b)
     c = cp.full((Q, M, N), -7, cp.int32)
     ld = np.int32(K + pad)
-    if isinstance(tile, (FastTile, WgmmaTile)):
+    if tma:
+        tma_products(fn, tile, ga, gb, K, c, cp.asarray(ms, cp.int32))
+    elif isinstance(tile, (FastTile, WgmmaTile)):
         args = (np.int32(M), np.int32(N), np.int32(K), ga, ld, np.int64(ga.strides[0]), gb, ld, np.int64(gb.strides[0]))
         args += (c, np.int32(N), np.int64(M * N), cp.asarray(ms, cp.int32))
         fn(tile.grid(M, N, Q), (tile.threads, 1, 1), args, shared_mem=tile.smem_bytes)
@@ -117,6 +131,6 @@ def test_k_past_a_chunk_is_reduced_before_int32_overflows():
     b = np.full((1, N, K), -128, np.int8)
     b[0, 3, ::5] = 127
     assert K * 128 * 128 > 2**31
-    for tile in (TILES[0], TILES[1], TILES[3], TILES[5], TILES[6], TILES[7]):
+    for tile in (TILES[0], TILES[1], TILES[3], TILES[5], TILES[6], TILES[7], TILES[9], TILES[10]):
         for m in (256, 253):
             assert np.array_equal(_run(tile, a, b, [m]), _want(a, b, [m])), (tile, m)

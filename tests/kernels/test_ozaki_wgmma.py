@@ -94,8 +94,17 @@ def _flat(text):
     return " ".join(text.split())
 
 
+# The kernel's template and the pieces it includes (shared with the TMA-fed kernel).
+TEMPLATE_FILES = (
+    WGMMA_TEMPLATE,
+    "_ozaki_int8_wgmma_prologue.cuh.j2",
+    "_ozaki_int8_wgmma_s8.cuh.j2",
+    "_ozaki_int8_wgmma_consumer.cuh.j2",
+)
+
+
 def test_the_replay_copies_the_templates_lines():
-    text = _flat((TEMPLATE_DIR / WGMMA_TEMPLATE).read_text())
+    text = _flat(" ".join((TEMPLATE_DIR / name).read_text() for name in TEMPLATE_FILES))
     missing = [line for line in KERNEL_LINES if _flat(line) not in text]
     assert not missing, missing
     assert _flat(DESC_LINE) in _flat(wgmma_source())
@@ -126,8 +135,11 @@ def load(smem, s, x, rows_tile, bk, r0, k0):
     return writes
 
 
-def replay(tile, a, b, m, k_chunk=K_CHUNK):
-    """Return the kernel's C for int8 A (M x K) and B (N x K) modulo m (0: the raw sums)."""
+def replay(tile, a, b, m, k_chunk=K_CHUNK, copy=load):
+    """Return the kernel's C for int8 A (M x K) and B (N x K) modulo m (0: the raw sums).
+
+    `copy` fills a tile of a stage as `load` does (the TMA-fed kernel's test passes its own).
+    """
     (M, K), N = a.shape, b.shape[0]
     c_out = np.full((M, N), -7, np.int64)
     writes = np.zeros((M, N), np.int64)
@@ -141,8 +153,8 @@ def replay(tile, a, b, m, k_chunk=K_CHUNK):
         for kt in range(kt_all):
             s = kt % tile.stages
             st = sbase + s * tile.stage_bytes
-            wa = load(smem, st, a, tile.bm, tile.bk, bm, kt * tile.bk)
-            wb = load(smem, st + tile.bm * tile.bk, b, tile.bn, tile.bk, bn, kt * tile.bk)
+            wa = copy(smem, st, a, tile.bm, tile.bk, bm, kt * tile.bk)
+            wb = copy(smem, st + tile.bm * tile.bk, b, tile.bn, tile.bk, bn, kt * tile.bk)
             # The copies cover the stage's tiles once each, 16 bytes at a time.
             assert sorted(wa + wb) == list(range(st, st + tile.stage_bytes, 16))
             if m > 0 and kt > 0 and kt % (k_chunk // tile.bk) == 0:
