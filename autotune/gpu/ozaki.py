@@ -85,7 +85,7 @@ def _module(source: str, kernel: str, arch: str) -> cp.cuda.function.Module:
 
 
 def _planes_map(r: cp.ndarray, k: int, box: tuple[int, int]) -> tensor_map.TensorMap:
-    """Return the map of int8 planes `r` (n x V x pitch, K = k) in `box`es; zeros where k = 0 (none read)."""
+    """Return the map of int8 planes `r` (n x V x pitch, K = k) in `box`es; zeros where k = 0."""
     n, v, pitch = r.shape
     if k == 0:
         return tensor_map.ZEROS

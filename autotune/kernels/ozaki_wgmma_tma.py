@@ -1,4 +1,4 @@
-"""The wgmma INT8 GEMM of the Ozaki moduli fed by the tensor memory accelerator: its tile and source.
+"""The wgmma INT8 GEMM of the Ozaki moduli fed by tensor maps (TMA): its tile and source.
 
 The kernel of kernels/ozaki_wgmma.py (the same consumers, shared memory layout and output) with
 another producer: templates/_ozaki_int8_wgmma_tma.cu.j2 has one thread copy each stage's tiles by
@@ -28,7 +28,7 @@ class WgmmaTmaTile(WgmmaTile):
     """
 
     def boxes(self) -> tuple[tuple[int, int], tuple[int, int]]:
-        """Return the boxes of A's and B's maps (of one plane): (bytes of K, rows), a sub-tile each."""
+        """Return the boxes of A's and B's maps (one plane): (bytes of K, rows), a sub-tile each."""
         return (ROW, self.bm), (ROW, self.bn)
 
 
