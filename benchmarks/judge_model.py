@@ -10,7 +10,11 @@ and the best measured candidate (the bound on any choice).
     python benchmarks/judge_model.py FILE --grid          # the search its constants were chosen by
 
 The candidates are the ones the stored results give (`table._Table._candidates`) that the file
-timed: records added after that run are left out, so the choice is among what was measured.
+timed: records added after that run are left out, so the choice is among what was measured. To
+judge among every config a run timed, read the results folder of its commit:
+
+    git archive a8814ec results/nvidia-h100-80gb-hbm3 | tar -x -C /tmp/r125
+    python benchmarks/judge_model.py run125.json --results /tmp/r125/results
 --grid ranks constant sets by the geometric mean on the "fit" shapes and shows the "score" shapes
 beside them (the ones the result is reported on).
 """
