@@ -10,7 +10,11 @@ and the best measured candidate (the bound on any choice).
     python benchmarks/judge_model.py FILE --grid          # the search its constants were chosen by
 
 The candidates are the ones the stored results give (`table._Table._candidates`) that the file
-timed: records added after that run are left out, so the choice is among what was measured.
+timed: records added after that run are left out, so the choice is among what was measured. To
+judge among every config a run timed, read the results folder of its commit:
+
+    git archive a8814ec results/nvidia-h100-80gb-hbm3 | tar -x -C /tmp/r125
+    python benchmarks/judge_model.py run125.json --results /tmp/r125/results
 --grid ranks constant sets by the geometric mean on the "fit" shapes and shows the "score" shapes
 beside them (the ones the result is reported on).
 """
@@ -26,11 +30,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.core.types import Problem
+from autotune.core.types import Config, Problem, name_piece
 from autotune.dispatch import model
 from autotune.dispatch import table as dispatch_table
 
 GRID = {"SHARING": (0.25, 0.5, 0.75, 1.0), "DISTANCE_WEIGHT": (0.1, 0.2, 0.3, 0.5, 0.8), "LAUNCH_US": (2.0, 4.0)}
+
+
+def timed_name(cfg: Config, ms: dict) -> str | None:
+    """Return the name the file timed `cfg` under, or None: a parameter added at 0 since (A_ROWS) is dropped."""
+    # A family's parameters at the time of the run are in every one of its names in the file, so
+    # dropping a piece matches only a parameter the family gained later.
+    if cfg.name in ms:
+        return cfg.name
+    for key, value in cfg.params:
+        if value == 0:
+            name = cfg.name.replace(name_piece(key, value), "", 1)
+            if name in ms:
+                return name
+    return None
 
 
 def judge(table, rows: list[dict], verbose: bool = False) -> tuple[float, float, float, float]:
@@ -38,9 +56,9 @@ def judge(table, rows: list[dict], verbose: bool = False) -> tuple[float, float,
     chosen, best = [], []
     for r in rows:
         p, ms = Problem.parse(r["shape"]), r["ms"]
-        cands = [c for s, f in table._pool(p) for c in table._candidates(s, f, p, None) if c.what[2].name in ms]
+        cands = [c for s, f in table._pool(p) for c in table._candidates(s, f, p, None) if timed_name(c.what[2], ms)]
         pick, predicted = model.fastest(cands, p, table.roof)
-        name = pick.what[2].name
+        name = timed_name(pick.what[2], ms)
         top = min(v for k, v in ms.items() if k != "cublas")
         chosen.append(ms["cublas"] / ms[name])
         best.append(ms["cublas"] / top)
