@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import cupy as cp
+from ozaki_gpu import _time  # the same CUDA-event timer as the whole pipeline's
 
 from autotune.gpu.compile import compile_source
 from autotune.gpu.ozaki import OzakiGemm
@@ -58,20 +59,6 @@ def _build(tile: WgmmaTile) -> str:
         return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
-def _seconds(fn, reps: int = 10) -> float:
-    """Median seconds of fn() over reps runs after a warm-up, by CUDA events."""
-    fn()
-    times = []
-    for _ in range(reps):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
-    return sorted(times)[len(times) // 2]
-
-
 def rate(tile: WgmmaTile, size: int, n: int, ref: OzakiGemm) -> float:
     """Return the tile's INT8 TOPS at size^3 with n moduli, its products checked against ref's."""
     rng = cp.random.default_rng(size)
@@ -81,7 +68,7 @@ def rate(tile: WgmmaTile, size: int, n: int, ref: OzakiGemm) -> float:
     ra, rb = ref.scale(a, 0), ref.scale(b, 1)
     if not bool((eng.products(ra, rb) == ref.products(ra, rb)).all()):
         raise SystemExit(f"tile {tile}: products differ from the fast kernel's")
-    return n * 2.0 * size**3 / _seconds(lambda: eng.products(ra, rb)) / 1e12
+    return n * 2.0 * size**3 / _time(lambda: eng.products(ra, rb), 10) / 1e12
 
 
 def main() -> None:

@@ -269,7 +269,12 @@ def test_it_renders_each_tile():
     "tile", [WgmmaTile(), WgmmaTile(64, 128, 128, 6)], ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}"
 )
 def test_it_compiles_for_sm_90a_without_spills(tile):
-    c = compile_source(wgmma_source(tile), WGMMA_ARCH, WGMMA_KERNEL)
+    assert_builds_without_spills(wgmma_source(tile), WGMMA_KERNEL, tile)
+
+
+def assert_builds_without_spills(source: str, kernel: str, tile: WgmmaTile) -> None:
+    """NVRTC builds `source` for sm_90a without spills or warnings, in the tile's registers and memory."""
+    c = compile_source(source, WGMMA_ARCH, kernel)
     r = c.resources
     print(f"{tile}: {r.registers} registers, {r.spill_bytes} spill bytes, {tile.smem_bytes} B dynamic shared")
     assert r.spill_bytes == 0 and r.stack_bytes == 0

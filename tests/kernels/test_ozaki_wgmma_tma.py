@@ -18,7 +18,6 @@ import pytest
 from autotune.gpu import tensor_map
 from autotune.gpu.compile import compile_source
 from autotune.kernels.family import TEMPLATE_DIR
-from autotune.kernels.ozaki_int8 import MAX_SMEM
 from autotune.kernels.ozaki_passes import residue_pitch
 from autotune.kernels.ozaki_wgmma import ROW, WGMMA_ARCH, WgmmaTile, wgmma_source
 from autotune.kernels.ozaki_wgmma_tma import TMA_KERNEL, TMA_TEMPLATE, WgmmaTmaTile, tma_source
@@ -146,13 +145,7 @@ def test_it_renders_each_tile_with_the_cp_async_kernels_consumers():
 
 @pytest.mark.parametrize("tile", TILES, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}")
 def test_it_compiles_for_sm_90a_without_spills(tile):
-    c = compile_source(tma_source(tile), WGMMA_ARCH, TMA_KERNEL)
-    r = c.resources
-    print(f"{tile}: {r.registers} registers, {r.spill_bytes} spill bytes, {tile.smem_bytes} B dynamic shared")
-    assert r.spill_bytes == 0 and r.stack_bytes == 0
-    assert "warning" not in c.log
-    assert r.smem_static_bytes == 1024 and tile.smem_bytes + r.smem_static_bytes <= MAX_SMEM
-    assert r.registers * tile.threads <= 65536 and tile.bn // 2 + 16 <= r.registers
+    cp_async_kernel.assert_builds_without_spills(tma_source(tile), TMA_KERNEL, tile)
 
 
 def test_its_machine_code_copies_by_the_tensor_memory_accelerator():
