@@ -25,17 +25,15 @@ import cupy as cp
 from ozaki_gpu import _time  # the same CUDA-event timer as the whole pipeline's
 
 from autotune.gpu.compile import compile_source
-from autotune.gpu.ozaki import OzakiGemm
-from autotune.kernels.ozaki_wgmma import WGMMA_ARCH, WGMMA_KERNEL, WgmmaTile, wgmma_source
-from autotune.kernels.ozaki_wgmma_tma import TMA_KERNEL, WgmmaTmaTile, tma_source
+from autotune.gpu.ozaki import KERNELS, ONE_LAUNCH, OzakiGemm
+from autotune.kernels.ozaki_wgmma import WGMMA_ARCH, WgmmaTile
 
-# The kernels by name (gpu/ozaki.KERNELS'): their tile classes, sources and entries.
-KINDS = {"wgmma": (WgmmaTile, wgmma_source, WGMMA_KERNEL), "wgmma_tma": (WgmmaTmaTile, tma_source, TMA_KERNEL)}
+KINDS = ("wgmma", "wgmma_tma")  # the wgmma kernels of gpu/ozaki.KERNELS, whose tiles this sweeps
 
 
 def _kernel(tile: WgmmaTile) -> str:
     """Return the name of the kernel `tile` is of."""
-    return next(name for name, (cls, _, _) in KINDS.items() if type(tile) is cls)
+    return next(name for name in KINDS if type(tile) is KERNELS[name])
 
 
 def tiles(kernel: str = "wgmma") -> list[WgmmaTile]:
@@ -43,7 +41,7 @@ def tiles(kernel: str = "wgmma") -> list[WgmmaTile]:
     out = []
     for bm, bn, bk, stages in itertools.product((64, 128, 192, 256), (128, 192, 256), (128, 256), range(2, 9)):
         try:
-            out.append(KINDS[kernel][0](bm, bn, bk, stages))
+            out.append(KERNELS[kernel](bm, bn, bk, stages))
         except ValueError:
             continue
     return out
@@ -51,7 +49,7 @@ def tiles(kernel: str = "wgmma") -> list[WgmmaTile]:
 
 def _build(tile: WgmmaTile) -> str:
     """Compile one tile into the cache (in a worker process); return '' or why it failed."""
-    _, source, name = KINDS[_kernel(tile)]
+    source, name = ONE_LAUNCH[_kernel(tile)]
     try:
         compile_source(source(tile), WGMMA_ARCH, name)
         return ""
@@ -78,7 +76,7 @@ def main() -> None:
     p.add_argument("--moduli", type=int, default=7)
     p.add_argument("--check", type=int, nargs="*", default=[4096, 6144], help="sizes the fastest are re-timed at")
     p.add_argument("--top", type=int, default=5)
-    p.add_argument("--kernel", default="wgmma", choices=list(KINDS), help="cp.async-fed wgmma or TMA-fed")
+    p.add_argument("--kernel", default="wgmma", choices=KINDS, help="cp.async-fed wgmma or TMA-fed")
     args = p.parse_args()
     all_tiles = tiles(args.kernel)
     with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
@@ -94,7 +92,7 @@ def main() -> None:
         rates[tile] = rate(tile, args.size, args.moduli, ref)
         print(f"  {args.size}^3 {tile}: {rates[tile]:.0f} TOPS", flush=True)
     best = sorted(rates, key=rates.get, reverse=True)[: args.top]
-    default = KINDS[args.kernel][0]()
+    default = KERNELS[args.kernel]()
     for tile in [*best, *([default] if default not in best else [])]:
         others = ", ".join(f"{s}^3 {rate(tile, s, args.moduli, ref):.0f}" for s in args.check)
         print(f"best {tile}: {args.size}^3 {rates[tile]:.0f} TOPS; {others}")

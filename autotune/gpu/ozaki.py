@@ -43,7 +43,7 @@ from .compile import compile_source
 # The INT8 GEMM kernels by name: their tile classes.
 KERNELS = {"fast": FastTile, "reference": Int8Tile, "wgmma": WgmmaTile, "wgmma_tma": WgmmaTmaTile}
 # The kernels that take every modulus in one launch: their sources and entries.
-_ONE_LAUNCH = {
+ONE_LAUNCH = {
     "fast": (fast_source, FAST_KERNEL),
     "wgmma": (wgmma_source, WGMMA_KERNEL),
     "wgmma_tma": (tma_source, TMA_KERNEL),
@@ -153,8 +153,8 @@ class OzakiGemm:
         self.n, self.tile, self.kernel, self.moduli = n, tile, kernel, moduli(n)
         scale = _module(scale_source(n), f"{SCALE_KERNEL}_res", arch)
         self._exp, self._res = scale.get_function(f"{SCALE_KERNEL}_exp"), scale.get_function(f"{SCALE_KERNEL}_res")
-        if kernel in _ONE_LAUNCH:
-            source, name = _ONE_LAUNCH[kernel]
+        if kernel in ONE_LAUNCH:
+            source, name = ONE_LAUNCH[kernel]
             self._int8 = _module(source(tile), name, WGMMA_ARCH if kernel != "fast" else arch).get_function(name)
             if tile.smem_bytes > 48 * 1024:  # above the default, a kernel must opt in
                 cp.cuda.driver.funcSetAttribute(
@@ -194,7 +194,7 @@ class OzakiGemm:
         if self.kernel == "wgmma_tma":
             tma_products(self._int8, t, ra.r, rb.r, ra.k, p, self._mods)
             return p
-        if self.kernel in _ONE_LAUNCH:
+        if self.kernel in ONE_LAUNCH:
             args = (np.int32(m), np.int32(nn), np.int32(ra.k), ra.r, np.int32(ra.pitch), np.int64(ra.r.strides[0]))
             args += (rb.r, np.int32(rb.pitch), np.int64(rb.r.strides[0]), p, np.int32(nn), np.int64(m * nn))
             self._int8(t.grid(m, nn, self.n), (t.threads, 1, 1), (*args, self._mods), shared_mem=t.smem_bytes)
