@@ -77,14 +77,15 @@ def test_k_past_a_chunk(engines, key):
     assert _same(_run(engines[key], a, b, "nt"), ozaki.gemm(a, b, 8))
 
 
-def test_the_default_kernel_is_wgmma_on_hopper_and_the_fast_one_elsewhere():
+def test_the_default_kernel_is_wgmma_tma_on_hopper_and_the_fast_one_elsewhere():
     import cupy as cp
 
     from autotune.gpu.ozaki import OzakiGemm, default_kernel
 
     hopper = cp.cuda.Device().compute_capability == "90"
-    assert OzakiGemm(6).kernel == ("wgmma" if hopper else "fast")
-    assert [default_kernel(a) for a in ("sm_90", "sm_90a", "sm_80", "sm_89", "sm_100")] == ["wgmma"] * 2 + ["fast"] * 3
+    assert OzakiGemm(6).kernel == ("wgmma_tma" if hopper else "fast")
+    archs = ("sm_90", "sm_90a", "sm_80", "sm_89", "sm_100")
+    assert [default_kernel(a) for a in archs] == ["wgmma_tma"] * 2 + ["fast"] * 3
 
 
 def test_a_tile_of_the_other_kernel_is_refused():

@@ -276,11 +276,11 @@ def test_the_launch_passes_the_kernels_parameters(driver, monkeypatch):
 
 
 def test_the_driver_runs_it_by_name_only_with_its_own_tile():
-    """gpu/ozaki.py: KERNELS["wgmma_tma"], not the default; a cp.async kernel's tile is refused and
+    """gpu/ozaki.py: KERNELS["wgmma_tma"], the default on sm_90; a cp.async kernel's tile is refused and
     the other way round (a WgmmaTmaTile is a WgmmaTile), before anything is built."""
     from autotune.gpu.ozaki import KERNELS, OzakiGemm, default_kernel
 
-    assert KERNELS["wgmma_tma"] is WgmmaTmaTile and default_kernel("sm_90") == "wgmma"
+    assert KERNELS["wgmma_tma"] is WgmmaTmaTile and default_kernel("sm_90") == "wgmma_tma"
     with pytest.raises(ValueError, match="the wgmma_tma kernel takes a WgmmaTmaTile"):
         OzakiGemm(8, WgmmaTile(), arch="sm_90", kernel="wgmma_tma")
     with pytest.raises(ValueError, match="the wgmma kernel takes a WgmmaTile"):
