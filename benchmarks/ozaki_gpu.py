@@ -1,11 +1,11 @@
 """Ozaki scheme II on the device (gpu/ozaki.py): each stage's time and the whole beside cuBLAS SGEMM.
 
-Per size and number of moduli: the scaling of A and of B, the n INT8 GEMMs (and the INT8 rate they
-reach on each of --kernels side by side: the pipelined, reference, wgmma and wgmma_tma kernels), the
-reconstruction, and the whole call (on the first of --kernels), each the median of CUDA-event
-timings, as FP32 TFLOP/s (2 M N K / time) and as shares of the whole; cuBLAS SGEMM (CuPy's
-matmul, TF32 off) in the same process, and the max relative error of both against a float64
-product of a corner of C.
+Per size and number of moduli: the scaling of A and of B (and its exponents alone), the n INT8
+GEMMs (and the INT8 rate they reach on each of --kernels side by side: the pipelined, reference,
+wgmma and wgmma_tma kernels), the reconstruction, and the whole call (on the first of --kernels),
+each the median of CUDA-event timings, as FP32 TFLOP/s (2 M N K / time) and as shares of the
+whole; cuBLAS SGEMM (CuPy's matmul, TF32 off) in the same process, and the max relative error of
+both against a float64 product of a corner of C.
 
     PYTHONPATH=. python benchmarks/ozaki_gpu.py [--sizes 4096 8192] [--moduli 6 7 8] [--reps 10]
         [--kernels fast reference wgmma wgmma_tma]
@@ -65,6 +65,8 @@ def _one(size: int, n: int, reps: int, a: cp.ndarray, b: cp.ndarray, kernels: li
     whole = _time(lambda: eng(a, b, c=c), reps)
     sgemm = _time(lambda: cp.matmul(a, b), reps)
     shares = ", ".join(f"{k} {t * 1e3:.2f} ms ({100 * t / whole:.0f}%)" for k, t in stages.items())
+    exps = [_time(lambda x=x, ax=ax: eng.exponents(x, ax), reps) for x, ax in ((a, 0), (b, 1))]
+    shares += f"; of the scaling, exponents A {exps[0] * 1e3:.2f} ms, B {exps[1] * 1e3:.2f} ms"
     int8 = ", ".join(f"{k} {n * flop / t / 1e12:.0f}" for k, t in gemms.items())
     err, err32 = _corner_error(eng(a, b), a, b), _corner_error(cp.matmul(a, b), a, b)
     print(

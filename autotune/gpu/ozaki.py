@@ -30,6 +30,7 @@ from ..kernels.ozaki_passes import (
     SCALE_KERNEL,
     crt_grid,
     crt_source,
+    exp_chunk,
     exp_grid,
     res_grid,
     residue_pitch,
@@ -152,7 +153,8 @@ class OzakiGemm:
             raise ValueError(f"the {kernel} kernel takes a {KERNELS[kernel].__name__}, not {tile}")
         self.n, self.tile, self.kernel, self.moduli = n, tile, kernel, moduli(n)
         scale = _module(scale_source(n), f"{SCALE_KERNEL}_res", arch)
-        self._exp, self._res = scale.get_function(f"{SCALE_KERNEL}_exp"), scale.get_function(f"{SCALE_KERNEL}_res")
+        self._sq, self._exp, self._res = (scale.get_function(f"{SCALE_KERNEL}_{k}") for k in ("sq", "exp", "res"))
+        self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         if kernel in ONE_LAUNCH:
             source, name = ONE_LAUNCH[kernel]
             self._int8 = _module(source(tile), name, WGMMA_ARCH if kernel != "fast" else arch).get_function(name)
@@ -165,6 +167,22 @@ class OzakiGemm:
             self._int8 = _module(int8_source(tile), INT8_KERNEL, arch).get_function(INT8_KERNEL)
         self._crt = _module(crt_source(n), CRT_KERNEL, arch).get_function(CRT_KERNEL)
 
+    def exponents(self, x: cp.ndarray, axis: int) -> cp.ndarray:
+        """Return int32 e for each of `x`'s vectors along `axis`: 2^e brings its 2-norm under 2^H.
+
+        The first of `scale`'s two passes (a sum of squares a chunk of K, then the exponents).
+        """
+        v, k, sv, sk = _vectors(x, axis)
+        e = cp.empty(v, cp.int32)
+        if v == 0:
+            return e
+        chunk = exp_chunk(v, k, sk == 1, self._sms)
+        grid = exp_grid(v, k, sk == 1, chunk)
+        part = cp.empty((grid[1], v, 2), cp.float64)
+        self._sq(grid, EXP_BLOCK, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), np.int32(chunk), part))
+        self._exp((-(-v // 256), 1, 1), (256, 1, 1), (np.int32(v), np.int32(k), np.int32(grid[1]), part, e))
+        return e
+
     def scale(self, x: cp.ndarray, axis: int) -> Residues:
         """Return the residues of `x`'s vectors along `axis` (0: its rows, 1: its columns).
 
@@ -174,14 +192,11 @@ class OzakiGemm:
         if 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
             raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
         pitch = residue_pitch(k)
-        e = cp.empty(v, cp.int32)
         r = cp.empty((self.n, v, pitch), cp.int8)
-        if v == 0:
-            return Residues(e, r, k)
-        args = (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk))
-        self._exp(exp_grid(v, sk == 1), EXP_BLOCK, (*args, e))
-        if pitch:  # K = 0 leaves no residues, and C = beta C
-            self._res(res_grid(v, k), (256, 1, 1), (*args, e, r, np.int32(pitch), np.int64(v * pitch)))
+        e = self.exponents(x, axis)
+        if v and pitch:  # K = 0 leaves no residues, and C = beta C
+            args = (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), e, r, np.int32(pitch))
+            self._res(res_grid(v, k), (256, 1, 1), (*args, np.int64(v * pitch)))
         return Residues(e, r, k)
 
     def products(self, ra: Residues, rb: Residues) -> cp.ndarray:

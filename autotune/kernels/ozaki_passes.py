@@ -26,10 +26,11 @@ CRT_KERNEL = "autotune_ozaki_crt"
 
 # The residue planes' rows are padded to 16 bytes: the INT8 GEMM's 16-byte loads need the pitch.
 ROW_ALIGN = 16
-# The tiles of the kernels: the exponent kernel's block is (32, 8); the residue kernel's tile 32
-# vectors x 64 of K; the reconstruction's block 32 columns x 8 rows.
+# The tiles of the kernels: the sum-of-squares kernel's block is (32, 8); the residue kernel's tile 32
+# vectors x 128 of K (16 of K a thread: one 16-byte store a plane); the reconstruction's block 32
+# columns x 8 rows.
 EXP_BLOCK = (32, 8, 1)
-RES_TILE = (32, 64)
+RES_TILE = (32, 128)
 CRT_BLOCK = (32, 8)
 
 
@@ -43,14 +44,32 @@ def scale_source(n: int, name: str = SCALE_KERNEL) -> str:
     return render_template(template(TEMPLATE_DIR, SCALE_TEMPLATE), NAME=name, MODULI=list(moduli(n)), H=norm_bits(n))
 
 
-def exp_grid(v: int, kmajor: bool) -> tuple[int, int, int]:
-    """Return the exponent kernel's grid for `v` vectors: 8 a block if K-contiguous, else 32."""
+def exp_chunk(v: int, k: int, kmajor: bool, sms: int) -> int:
+    """Return the depth of K each block of the sum-of-squares kernel takes (a multiple of 256).
+
+    K is cut into chunks until there are about four blocks an SM, where vectors alone are too few
+    (B's 8192 columns make 256 blocks of 32): no chunk under 256 deep, where a block's sums would
+    cost more to merge than to make.
+
+    Args:
+        v, k: the vectors and their length.
+        kmajor: whether a vector is contiguous (8 vectors a block, else 32).
+        sms: the device's SMs.
+    """
+    blocks = -(-v // (8 if kmajor else 32))
+    chunks = max(1, min(-(-4 * sms // blocks), k // 256))
+    depth = -(-k // chunks)
+    return max(256, -(-depth // 256) * 256)
+
+
+def exp_grid(v: int, k: int, kmajor: bool, chunk: int) -> tuple[int, int, int]:
+    """Return the sum-of-squares kernel's grid: blocks of 8 or 32 vectors (x) by chunks of K (y)."""
     per = 8 if kmajor else 32
-    return (-(-v // per), 1, 1)
+    return (-(-v // per), max(1, -(-k // chunk)), 1)
 
 
 def res_grid(v: int, k: int) -> tuple[int, int, int]:
-    """Return the residue kernel's grid: tiles of 64 along the padded K (x), of 32 vectors (y)."""
+    """Return the residue kernel's grid: tiles of 128 along the padded K (x), of 32 vectors (y)."""
     return (-(-residue_pitch(k) // RES_TILE[1]), -(-v // RES_TILE[0]), 1)
 
 

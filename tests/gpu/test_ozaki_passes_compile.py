@@ -12,6 +12,8 @@ from autotune.kernels.ozaki_passes import (
     SCALE_KERNEL,
     crt_constants,
     crt_source,
+    exp_chunk,
+    exp_grid,
     garner,
     res_grid,
     residue_pitch,
@@ -22,6 +24,7 @@ from autotune.kernels.ozaki_passes import (
 @pytest.mark.parametrize("n", [1, 8, pytest.param(20, marks=pytest.mark.slow)])  # 20 moduli: the longest compile
 def test_the_passes_compile_for_sm90_without_spills(n):
     for src, kernel in (
+        (scale_source(n), f"{SCALE_KERNEL}_sq"),
         (scale_source(n), f"{SCALE_KERNEL}_exp"),
         (scale_source(n), f"{SCALE_KERNEL}_res"),
         (crt_source(n), CRT_KERNEL),
@@ -34,8 +37,8 @@ def test_the_passes_compile_for_sm90_without_spills(n):
 def test_the_sources_carry_each_modulus_as_a_constant():
     scale, crt = scale_source(8), crt_source(8)
     for m in ozaki.moduli(8):
-        assert f"at_sres(x[0], {m})" in scale and f"% {m};" in crt
-    assert "at_sres(x[0], 229)" not in scale_source(8) and "at_sres(x[0], 229)" in scale_source(9)
+        assert f"at_sres(x[4 * q], {m})" in scale and f"at_sres32(xi[4 * q], {m})" in scale and f"% {m};" in crt
+    assert "at_sres(x[4 * q], 229)" not in scale_source(8) and "at_sres(x[4 * q], 229)" in scale_source(9)
     assert f"#define AT_NORM_BITS {ozaki.norm_bits(8)}" in scale
 
 
@@ -68,4 +71,17 @@ def test_the_limbs_hold_p_and_its_half():
 
 def test_residue_rows_are_padded_to_16_bytes():
     assert [residue_pitch(k) for k in (0, 1, 16, 17, 100)] == [0, 16, 16, 32, 112]
-    assert res_grid(33, 100) == (2, 2, 1)
+    assert res_grid(33, 100) == (1, 2, 1) and res_grid(33, 129) == (2, 2, 1)
+
+
+def test_k_is_cut_into_chunks_only_where_vectors_are_too_few_for_the_gpu():
+    # 8192 rows make 1024 blocks (8 a block), enough for 132 SMs: one chunk.
+    assert exp_chunk(8192, 8192, True, 132) == 8192
+    # 8192 columns make 256 blocks (32 a block): K in 3 chunks, 768 blocks, each 256-deep multiples.
+    assert exp_chunk(8192, 8192, False, 132) == 2816 and exp_grid(8192, 8192, False, 2816) == (256, 3, 1)
+    # 64 columns of K 2^20: 2 blocks of vectors, so K in 256 chunks of 4096 (4 blocks an SM).
+    assert exp_chunk(64, 1 << 20, False, 132) == 4096 and exp_grid(64, 1 << 20, False, 4096) == (2, 256, 1)
+    # Shallow K is never cut below 256, and K = 0 still has its one chunk (whose sums are 0).
+    assert exp_chunk(10, 300, True, 132) == 512 and exp_grid(10, 300, True, 512) == (2, 1, 1)
+    assert exp_chunk(10, 600, True, 132) == 512 and exp_grid(10, 600, True, 512) == (2, 2, 1)
+    assert exp_grid(10, 0, True, exp_chunk(10, 0, True, 132)) == (2, 1, 1)
