@@ -143,18 +143,20 @@ def choose(
     return Choice(OTHER, None, last)
 
 
-def errors(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+def errors(out, a, b, xp=np) -> tuple[float, float]:
     """Return the contract's (max |C - C64| / max |C64|, median |C - C64| / (|A||B|)) of `out`.
 
     The runner's measures (gpu/precision.py), against the float64 product of the same operands.
+
+    Args:
+        out, a, b: C and the operands, arrays of `xp` (NumPy, or CuPy for arrays on the device).
     """
-    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    ref, s = a64 @ b64, np.abs(a64) @ np.abs(b64)
-    diff = np.abs(np.asarray(out, np.float64) - ref)
-    top = float(np.abs(ref).max())
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = np.where(s > 0, diff / np.where(s > 0, s, 1.0), 0.0)
-    return float(diff.max()) / (top if top > 0 else 1.0), float(np.median(rel))
+    a64, b64 = xp.asarray(a, xp.float64), xp.asarray(b, xp.float64)
+    ref, s = a64 @ b64, xp.abs(a64) @ xp.abs(b64)
+    diff = xp.abs(xp.asarray(out, xp.float64) - ref)
+    top = float(xp.abs(ref).max())
+    rel = xp.where(s > 0, diff / xp.where(s > 0, s, 1.0), 0.0)  # (the division is never by 0)
+    return float(diff.max()) / (top if top > 0 else 1.0), float(xp.median(rel))
 
 
 KINDS = ("uniform", "normal", "wide", "cancelling", "rowscaled", "denormal", "smallint", "coupled")
