@@ -150,9 +150,9 @@ def test_it_compiles_for_sm_90a_without_spills(tile):
 
 def test_its_int32_render_compiles_too():
     """int32 planes, the only type with the raw sums (m = 0) the device tests check the GEMM by."""
-    tile = WgmmaTmaTile()
-    assert "typedef int at_out;" in tma_source(tile, out="int32") and "typedef unsigned char at_out;" in tma_source(tile)
-    cp_async_kernel.assert_builds_without_spills(tma_source(tile, out="int32"), TMA_KERNEL, tile)
+    tile, wide = WgmmaTmaTile(), tma_source(out="int32")
+    assert "typedef int at_out;" in wide and "typedef unsigned char at_out;" in tma_source()
+    cp_async_kernel.assert_builds_without_spills(wide, TMA_KERNEL, tile)
 
 
 def test_its_machine_code_copies_by_the_tensor_memory_accelerator():
