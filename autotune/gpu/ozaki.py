@@ -101,7 +101,8 @@ def tma_products(fn, tile: WgmmaTmaTile, a: cp.ndarray, b: cp.ndarray, k: int, c
     Args:
         a, b: int8 planes q x M x pitch and q x N x pitch, contiguous, pitch a multiple of 16 and
             at least k (the bytes past k are not read).
-        c: int32 q x M x N, contiguous; mods: int32, q of them (0: no reduction).
+        c: q x M x N, contiguous, of the type `fn` was rendered for (uint8, or int32 for
+            the raw sums: mods 0); mods: int32, q of them.
     """
     (q, m, _), nn = a.shape, b.shape[1]
     box_a, box_b = tile.boxes()
@@ -200,9 +201,9 @@ class OzakiGemm:
         return Residues(e, r, k)
 
     def products(self, ra: Residues, rb: Residues) -> cp.ndarray:
-        """Return the INT8 GEMMs' (A'B') mod m_l, int32 n x M x N with entries in [0, m_l)."""
+        """Return the INT8 GEMMs' (A'B') mod m_l, uint8 n x M x N with entries in [0, m_l)."""
         (_, m, _), nn = ra.r.shape, rb.r.shape[1]
-        p = cp.empty((self.n, m, nn), cp.int32)
+        p = cp.empty((self.n, m, nn), cp.uint8)
         if m == 0 or nn == 0:
             return p
         t = self.tile
@@ -229,15 +230,17 @@ class OzakiGemm:
         """Write alpha 2^-(e_i + f_j) CRT(p)_ij + beta C_ij into float32 `c` (M x N).
 
         Args:
-            p: int32 n x M x N residues, rows contiguous (as `products` returns).
+            p: uint8 n x M x N residues, rows contiguous (as `products` returns).
             e, f: int32 exponents of op(A)'s rows and op(B)'s columns.
             c: rows contiguous; read where beta is not 0, written.
         """
         _, m, nn = p.shape
+        if p.dtype != cp.uint8 or p.strides[2] != 1:
+            raise ValueError(f"the products must be uint8 planes with contiguous rows, not {p.dtype} {p.strides}")
         if c.dtype != cp.float32 or c.shape != (m, nn) or c.strides[1] != 4 or c.strides[0] % 4:
             raise ValueError(f"C must be float32 {m} x {nn} with contiguous rows")
         if m and nn:
-            args = (np.int32(m), np.int32(nn), p, np.int64(p.strides[0] // 4), np.int32(p.strides[1] // 4), e, f)
+            args = (np.int32(m), np.int32(nn), p, np.int64(p.strides[0]), np.int32(p.strides[1]), e, f)
             block = (CRT_BLOCK[0] * CRT_BLOCK[1], 1, 1)
             self._crt(
                 crt_grid(m, nn), block, (*args, np.float64(alpha), np.float64(beta), c, np.int32(c.strides[0] // 4))

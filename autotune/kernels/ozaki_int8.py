@@ -4,7 +4,8 @@ Not yet families (no declaration, no search): C = (A B^T) mod m of int8 residues
 m16n8k32 s8 -> s32, A M x K and B N x K, both K-major. templates/_ozaki_int8.cu.j2 (`Int8Tile`,
 `source`) is the reference: one modulus a launch, synchronous loads. templates/_ozaki_int8_fast.cu.j2
 (`FastTile`, `fast_source`) runs every modulus in one launch (blockIdx.z) through a cp.async
-pipeline of STAGES tiles and ldmatrix from swizzled shared memory.
+pipeline of STAGES tiles and ldmatrix from swizzled shared memory. Each renders for an output
+type (`OUTPUTS`, templates/_ozaki_int8_out.cuh.j2), as do the wgmma kernels.
 """
 
 from __future__ import annotations
@@ -21,6 +22,16 @@ FAST_TEMPLATE = "_ozaki_int8_fast.cu.j2"
 FAST_KERNEL = "autotune_ozaki_int8_fast"
 # The shared memory one block of sm_90 may opt in to (227 KiB).
 MAX_SMEM = 227 * 1024
+# The product planes' element types: uint8 holds a residue in [0, m) for a quarter of int32's
+# traffic, and needs every plane's modulus (m > 0); int32 also has the raw sums (m == 0).
+OUTPUTS = ("uint8", "int32")
+
+
+def output_env(out: str) -> dict:
+    """Return the template values that render an INT8 kernel's C as `out` (one of OUTPUTS)."""
+    if out not in OUTPUTS:
+        raise ValueError(f"product planes of {out!r}: one of {', '.join(OUTPUTS)}")
+    return dict(OUT=out)
 
 
 class _Blocked:
@@ -93,10 +104,14 @@ class Int8Tile(_Blocked):
         return (self.bm + self.bn) * (self.bk + self.pad)
 
 
-def source(tile: Int8Tile = Int8Tile(), kernel_name: str = KERNEL) -> str:
-    """Return the CUDA source of the INT8 kernel for `tile`."""
+def source(tile: Int8Tile = Int8Tile(), kernel_name: str = KERNEL, out: str = "uint8") -> str:
+    """Return the CUDA source of the INT8 kernel for `tile`, C of `out` (OUTPUTS)."""
     return render_template(
-        template(TEMPLATE_DIR, TEMPLATE), KERNEL_NAME=kernel_name, LDS=tile.bk + tile.pad, **tile.values()
+        template(TEMPLATE_DIR, TEMPLATE),
+        KERNEL_NAME=kernel_name,
+        LDS=tile.bk + tile.pad,
+        **tile.values(),
+        **output_env(out),
     )
 
 
@@ -139,8 +154,12 @@ class FastTile(_Blocked):
         return self.stages * (self.bm + self.bn) * self.bk
 
 
-def fast_source(tile: FastTile = FastTile(), kernel_name: str = FAST_KERNEL) -> str:
-    """Return the CUDA source of the pipelined INT8 kernel for `tile`."""
+def fast_source(tile: FastTile = FastTile(), kernel_name: str = FAST_KERNEL, out: str = "uint8") -> str:
+    """Return the CUDA source of the pipelined INT8 kernel for `tile`, C of `out` (OUTPUTS)."""
     return render_template(
-        template(TEMPLATE_DIR, FAST_TEMPLATE), KERNEL_NAME=kernel_name, STAGES=tile.stages, **tile.values()
+        template(TEMPLATE_DIR, FAST_TEMPLATE),
+        KERNEL_NAME=kernel_name,
+        STAGES=tile.stages,
+        **tile.values(),
+        **output_env(out),
     )

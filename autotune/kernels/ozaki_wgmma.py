@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .family import TEMPLATE_DIR
 from .ozaki import K_CHUNK
-from .ozaki_int8 import MAX_SMEM
+from .ozaki_int8 import MAX_SMEM, output_env
 from .render import render_template, template
 
 WGMMA_TEMPLATE = "_ozaki_int8_wgmma.cu.j2"
@@ -120,12 +120,17 @@ def tile_env(tile: WgmmaTile) -> dict:
     )
 
 
-def wgmma_source(tile: WgmmaTile = WgmmaTile(), kernel_name: str = WGMMA_KERNEL) -> str:
-    """Return the CUDA source of the wgmma INT8 kernel for `tile` (compile it for WGMMA_ARCH)."""
+def wgmma_source(tile: WgmmaTile = WgmmaTile(), kernel_name: str = WGMMA_KERNEL, out: str = "uint8") -> str:
+    """Return the CUDA source of the wgmma INT8 kernel for `tile` (compile it for WGMMA_ARCH).
+
+    Args:
+        out: C's element type, one of ozaki_int8.OUTPUTS (int32 for the raw sums, m = 0).
+    """
     return render_template(
         template(TEMPLATE_DIR, WGMMA_TEMPLATE),
         KERNEL_NAME=kernel_name,
         TMA=False,
         LAG=tile.stages - 2,
         **tile_env(tile),
+        **output_env(out),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .family import TEMPLATE_DIR
+from .ozaki_int8 import output_env
 from .ozaki_wgmma import ROW, WgmmaTile, tile_env
 from .render import render_template, template
 
@@ -32,10 +33,13 @@ class WgmmaTmaTile(WgmmaTile):
         return (ROW, self.bm), (ROW, self.bn)
 
 
-def tma_source(tile: WgmmaTmaTile = WgmmaTmaTile(), kernel_name: str = TMA_KERNEL) -> str:
+def tma_source(tile: WgmmaTmaTile = WgmmaTmaTile(), kernel_name: str = TMA_KERNEL, out: str = "uint8") -> str:
     """Return the CUDA source of the TMA-fed wgmma INT8 kernel for `tile` (compile it for sm_90a).
 
-    Its arguments: M, N, K, C, ldc, C's plane stride, the moduli, then the maps of A's and B's
-    residues (boxes as `tile.boxes()`), as __grid_constant__ values.
+    Its arguments: M, N, K, C (of `out`, one of ozaki_int8.OUTPUTS), ldc, C's plane stride, the
+    moduli, then the maps of A's and B's residues (boxes as `tile.boxes()`), as __grid_constant__
+    values.
     """
-    return render_template(template(TEMPLATE_DIR, TMA_TEMPLATE), KERNEL_NAME=kernel_name, TMA=True, **tile_env(tile))
+    return render_template(
+        template(TEMPLATE_DIR, TMA_TEMPLATE), KERNEL_NAME=kernel_name, TMA=True, **tile_env(tile), **output_env(out)
+    )

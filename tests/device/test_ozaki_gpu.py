@@ -1,6 +1,7 @@
 """Ozaki scheme II on the device end to end (gpu/ozaki.py: scaling, the INT8 GEMMs on either kernel,
 the CRT): bit for bit kernels/ozaki.py's NumPy result at every layout, pitch, alpha and beta, and past
-K_CHUNK of K; against the float64 product, the curve's errors beside cuBLAS SGEMM's."""
+K_CHUNK of K, the GEMMs' uint8 planes exactly its products; against the float64 product, the curve's
+errors beside cuBLAS SGEMM's."""
 
 import numpy as np
 import pytest
@@ -42,6 +43,18 @@ def _same(x, y):
     return np.array_equal(np.asarray(x, np.float32).view(np.uint32), np.asarray(y, np.float32).view(np.uint32))
 
 
+def _products_are_ozakis(engine, a, b):
+    """Return whether engine.products of a and b are uint8 n x M x N, each plane NumPy's int8_gemm."""
+    import cupy as cp
+
+    p = engine.products(engine.scale(cp.asarray(a), 0), engine.scale(cp.asarray(b), 1))
+    s = ozaki.scale(a, b, engine.n)
+    want = [ozaki.int8_gemm(ozaki.residues(s.a, q), ozaki.residues(s.b, q), q) for q in engine.moduli]
+    if p.dtype != cp.uint8 or p.shape != (engine.n, a.shape[0], b.shape[1]):
+        return False
+    return all(np.array_equal(cp.asnumpy(p[i]), w) for i, w in enumerate(want))
+
+
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 @pytest.mark.parametrize(
     ("shape", "pad"), [((1, 1, 1), 0), ((70, 300, 50), 3), ((128, 1024, 96), 0), ((33, 2001, 130), 16)]
@@ -75,6 +88,16 @@ def test_k_past_a_chunk(engines, key):
     m, k, nn = 6, ozaki.K_CHUNK + 300, 5
     a, b = operands("uniform", m, k, nn, np.random.default_rng(3))
     assert _same(_run(engines[key], a, b, "nt"), ozaki.gemm(a, b, 8))
+    assert _products_are_ozakis(engines[key], a, b)
+
+
+@pytest.mark.parametrize("key", [6, ("reference", 6), ("wgmma", 8), ("wgmma_tma", 8)], ids=str)
+@pytest.mark.parametrize("shape", [(33, 130, 2001), (70, 50, 300), (1, 1, 1)], ids=str)
+def test_the_products_are_uint8_planes_of_ozakis_residues(engines, key, shape):
+    """Odd and even N (the pairs' stores and the single ones), rows past a tile, one element."""
+    m, k, nn = shape
+    a, b = operands("wide", m, k, nn, np.random.default_rng(m + nn))
+    assert _products_are_ozakis(engines[key], a, b)
 
 
 def test_the_default_kernel_is_wgmma_tma_on_hopper_and_the_fast_one_elsewhere():

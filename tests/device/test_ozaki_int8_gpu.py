@@ -1,7 +1,10 @@
 """The INT8 kernels of the Ozaki moduli on the device, the reference (one modulus a launch), the
 pipelined one and the wgmma ones (sm_90a, fed by cp.async or by tensor maps; all three every modulus
 in one launch): (A B^T) mod m of int8 residues, exactly as NumPy's int64 product, at awkward shapes,
-pitches and moduli, and past K_CHUNK of K."""
+pitches and moduli, and past K_CHUNK of K; in uint8 planes, and in int32 ones, whose raw sums (m = 0)
+check the GEMM itself. No element is left unwritten, and nothing around the planes is written."""
+
+from functools import cache
 
 import numpy as np
 import pytest
@@ -34,16 +37,20 @@ def _tile_id(t):
     return f"{type(t).__name__}-{t.bm}x{t.bn}x{t.bk}" + (f"s{t.stages}" if hasattr(t, "stages") else "")
 
 
-def _function(tile):
+@cache
+def _function(tile, out):
+    """Return the tile's kernel for planes of `out` (one of OUTPUTS), loaded."""
     import cupy as cp
 
     fast = isinstance(tile, (FastTile, WgmmaTile))
     if isinstance(tile, WgmmaTmaTile):
-        src, name, arch = tma_source(tile), TMA_KERNEL, WGMMA_ARCH
+        src, name, arch = tma_source(tile, out=out), TMA_KERNEL, WGMMA_ARCH
     elif isinstance(tile, WgmmaTile):
-        src, name, arch = wgmma_source(tile), WGMMA_KERNEL, WGMMA_ARCH
+        src, name, arch = wgmma_source(tile, out=out), WGMMA_KERNEL, WGMMA_ARCH
+    elif fast:
+        src, name, arch = fast_source(tile, out=out), FAST_KERNEL, "sm_90"
     else:
-        src, name, arch = (fast_source(tile), FAST_KERNEL, "sm_90") if fast else (source(tile), KERNEL, "sm_90")
+        src, name, arch = source(tile, out=out), KERNEL, "sm_90"
     mod = cp.cuda.function.Module()
     mod.load(compile_source(src, arch, name).cubin)
     fn = mod.get_function(name)
@@ -54,17 +61,25 @@ def _function(tile):
     return fn
 
 
-def _run(tile, a, b, ms, pad=0):
+def _out(ms):
+    """Return the planes' type for moduli `ms`: uint8 unless a plane asks for its raw sums (m = 0)."""
+    return "uint8" if all(ms) else "int32"
+
+
+def _run(tile, a, b, ms, pad=0, out=None, fill=None, offset=0):
     """Return the kernel's C planes for int8 planes A (q x M x K), B (q x N x K), modulo ms[q].
 
     Rows are stored `pad` bytes apart more than K (for the TMA-fed kernel, then up to a multiple of
-    16, what its maps need); the reference kernel runs once a plane.
+    16, what its maps need); the reference kernel runs once a plane. C's planes are of `out`
+    (`_out(ms)` when None), `offset` elements into a buffer of `fill` (-7, or 255 for uint8) that
+    runs on 64 elements past them, which must stay as they were.
     """
     import cupy as cp
 
     from autotune.gpu.ozaki import tma_products
 
-    fn = _function(tile)
+    out = out or _out(ms)
+    fn = _function(tile, out)
     (Q, M, K), N = a.shape, b.shape[1]
     tma = isinstance(tile, WgmmaTmaTile)
     pad += -(K + pad) % 16 if tma else 0
@@ -72,7 +87,10 @@ def _run(tile, a, b, ms, pad=0):
     ga = cp.full((Q, M, K + pad), 77 if tma else 0, cp.int8)
     gb = cp.full((Q, N, K + pad), -77 if tma else 0, cp.int8)
     ga[:, :, :K], gb[:, :, :K] = cp.asarray(a), cp.asarray(b)
-    c = cp.full((Q, M, N), -7, cp.int32)
+    dtype = cp.uint8 if out == "uint8" else cp.int32
+    fill = (255 if out == "uint8" else -7) if fill is None else fill
+    buf = cp.full(offset + Q * M * N + 64, fill, dtype)
+    c = buf[offset : offset + Q * M * N].reshape(Q, M, N)
     ld = np.int32(K + pad)
     if tma:
         tma_products(fn, tile, ga, gb, K, c, cp.asarray(ms, cp.int32))
@@ -84,7 +102,22 @@ def _run(tile, a, b, ms, pad=0):
         for q, m in enumerate(ms):
             args = (np.int32(M), np.int32(N), np.int32(K), ga[q], ld, gb[q], ld, c[q], np.int32(N), np.int32(m))
             fn(tile.grid(M, N), (tile.threads, 1, 1), args)
+    around = cp.asnumpy(cp.concatenate((buf[:offset], buf[offset + Q * M * N :])))
+    assert (around == np.array(fill, dtype)).all(), "a write outside C's planes"
     return cp.asnumpy(c)
+
+
+def _exact(tile, a, b, ms, **kw):
+    """Return whether the kernel's planes equal NumPy's, of their type, every element written.
+
+    uint8 planes are run twice, on fills 0 and 255: any byte may be a residue modulo 256, so an
+    element left as it was could pass for one with a single fill.
+    """
+    want = _want(a, b, ms)
+    out = kw.pop("out", None) or _out(ms)
+    fills = (0, 255) if out == "uint8" else (-7,)
+    got = [_run(tile, a, b, ms, out=out, fill=f, **kw) for f in fills]
+    return all(g.dtype == np.dtype(out) and np.array_equal(g, want) for g in got)
 
 
 def _want(a, b, ms):
@@ -112,16 +145,29 @@ def _operands(shape, ms, seed):
 )
 @pytest.mark.parametrize("m", [0, 256, 251])
 def test_one_modulus_is_exact(tile, shape, pad, m):
+    """uint8 planes for m > 0, int32 ones for the raw sums (m = 0)."""
     a, b = _operands(shape, [m], shape[0] * shape[1] + shape[2])
-    assert np.array_equal(_run(tile, a, b, [m], pad), _want(a, b, [m]))
+    assert _exact(tile, a, b, [m], pad=pad)
 
 
 @pytest.mark.parametrize("tile", TILES, ids=_tile_id)
-def test_every_modulus_in_its_plane(tile):
+@pytest.mark.parametrize("out", ["uint8", "int32"])
+def test_every_modulus_in_its_plane(tile, out):
     """Eight planes, each its own residues and modulus: no plane reads or writes another's."""
     ms = [256, 255, 253, 251, 247, 241, 239, 233]
     a, b = _operands((70, 300, 130), ms, 9)
-    assert np.array_equal(_run(tile, a, b, ms), _want(a, b, ms))
+    assert _exact(tile, a, b, ms, out=out)
+
+
+@pytest.mark.parametrize("tile", TILES, ids=_tile_id)
+@pytest.mark.parametrize("out", ["uint8", "int32"])
+@pytest.mark.parametrize("shape", [(37, 46, 100), (37, 45, 100), (1, 2, 32)])
+def test_planes_off_a_pairs_alignment_are_stored_one_element_at_a_time(tile, out, shape):
+    """C one element past an aligned address (even N: pitch and plane even, the pointer alone
+    stops the pairs' stores; odd N: the pitch too), two planes."""
+    ms = [251, 256]
+    a, b = _operands(shape, ms, 5)
+    assert _exact(tile, a, b, ms, out=out, offset=1)
 
 
 def test_k_past_a_chunk_is_reduced_before_int32_overflows():
@@ -133,4 +179,4 @@ def test_k_past_a_chunk_is_reduced_before_int32_overflows():
     assert K * 128 * 128 > 2**31
     for tile in (TILES[0], TILES[1], TILES[3], TILES[5], TILES[6], TILES[7], TILES[9], TILES[10]):
         for m in (256, 253):
-            assert np.array_equal(_run(tile, a, b, [m]), _want(a, b, [m])), (tile, m)
+            assert _exact(tile, a, b, [m]), (tile, m)

@@ -60,19 +60,24 @@ def test_scaling_writes_ozakis_residues(engines, shape, kind, n):
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("kernel", ["fast", "reference"])
+@pytest.mark.parametrize("kernel", ["fast", "reference", "wgmma", "wgmma_tma"])
 def test_products_of_the_scaled_planes_equal_ozakis(engines, shape, kernel):
-    """The INT8 GEMMs on the planes the scaling wrote (stacked, pitch padded): NumPy's int8_gemm each."""
+    """The INT8 GEMMs on the planes the scaling wrote (stacked, pitch padded): NumPy's int8_gemm
+    each, in uint8 planes n x M x N."""
     import cupy as cp
 
     from autotune.gpu.ozaki import OzakiGemm
 
     m, k, nn = shape
     n = 8
+    if kernel.startswith("wgmma") and cp.cuda.Device().compute_capability != "90":
+        pytest.skip("the wgmma kernels run on sm_90a")
     a, b = operands("wide", m, k, nn, np.random.default_rng(m + k))
-    engine = engines[n] if kernel == "fast" else OzakiGemm(n, kernel="reference")
+    engine = engines[n] if kernel == "fast" else OzakiGemm(n, kernel=kernel)
     ra, rb = engine.scale(_stored(a, 0), 0), engine.scale(_stored(b, 3), 1)
-    got = cp.asnumpy(engine.products(ra, rb))
+    p = engine.products(ra, rb)
+    assert p.dtype == cp.uint8 and p.shape == (n, m, nn) and p.flags.c_contiguous
+    got = cp.asnumpy(p)
     s = ozaki.scale(a, b, n)
     for q, mod in enumerate(ozaki.moduli(n)):
         want = ozaki.int8_gemm(ozaki.residues(s.a, mod), ozaki.residues(s.b, mod), mod)
@@ -82,7 +87,8 @@ def test_products_of_the_scaled_planes_equal_ozakis(engines, shape, kernel):
 def _reconstruct(engine, parts, e, f, alpha, beta, c):
     import cupy as cp
 
-    p = cp.asarray(np.stack(parts).astype(np.int32))
+    assert all(0 <= x.min() and x.max() < 256 for x in parts)  # residues below m <= 256: bytes
+    p = cp.asarray(np.stack(parts).astype(np.uint8))
     out = cp.asarray(c)
     engine.reconstruct(p, cp.asarray(e, cp.int32), cp.asarray(f, cp.int32), out, alpha, beta)
     return cp.asnumpy(out)
@@ -100,6 +106,18 @@ def test_reconstruction_from_the_same_products_equals_ozakis(engines, n, alpha, 
     got = _reconstruct(engines[n], parts, s.e, s.f, alpha, beta, c)
     want = ozaki.gemm(a, b, n, alpha, beta, c)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_reconstruction_takes_only_uint8_planes(engines):
+    """int32 planes (the INT8 kernels' raw mode, or the old products) are refused, not misread."""
+    import cupy as cp
+
+    e, f, c = cp.zeros(3, cp.int32), cp.zeros(5, cp.int32), cp.zeros((3, 5), cp.float32)
+    with pytest.raises(ValueError, match="uint8 planes"):
+        engines[4].reconstruct(cp.zeros((4, 3, 5), cp.int32), e, f, c)
+    with pytest.raises(ValueError, match="uint8 planes"):
+        engines[4].reconstruct(cp.zeros((4, 3, 10), cp.uint8)[:, :, ::2], e, f, c)
+    assert engines[4].reconstruct(cp.zeros((4, 3, 5), cp.uint8), e, f, c) is c
 
 
 @pytest.mark.parametrize("n", [8, 20])

@@ -1,12 +1,23 @@
 """The INT8 kernels of the Ozaki moduli compile for sm_90 without a GPU: the reference
-(templates/_ozaki_int8.cu.j2) and the pipelined one (_ozaki_int8_fast.cu.j2), their registers,
-spills and shared memory, and tensor-core INT8 instructions (and cp.async, ldmatrix) in their SASS."""
+(templates/_ozaki_int8.cu.j2) and the pipelined one (_ozaki_int8_fast.cu.j2), for uint8 and int32
+product planes, their registers, spills and shared memory, and tensor-core INT8 instructions (and
+cp.async, ldmatrix, the planes' stores) in their SASS."""
 
 import pytest
 
 from autotune.gpu.compile import compile_source
 from autotune.kernels.family import known_families
-from autotune.kernels.ozaki_int8 import FAST_KERNEL, KERNEL, MAX_SMEM, FastTile, Int8Tile, fast_source, source
+from autotune.kernels.ozaki_int8 import (
+    FAST_KERNEL,
+    KERNEL,
+    MAX_SMEM,
+    OUTPUTS,
+    FastTile,
+    Int8Tile,
+    fast_source,
+    output_env,
+    source,
+)
 from autotune.kernels.sass import analyze_cubin, find_cuobjdump
 
 TILES = (Int8Tile(), Int8Tile(64, 64, 32, 2, 2), Int8Tile(128, 256, 64, 2, 4))
@@ -19,11 +30,12 @@ FAST_TILES = (
 )
 
 
+@pytest.mark.parametrize("out", OUTPUTS)
 @pytest.mark.parametrize("tile", TILES, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}")
-def test_the_int8_kernel_compiles_for_sm90_without_spills(tile):
-    c = compile_source(source(tile), "sm_90", KERNEL)
+def test_the_int8_kernel_compiles_for_sm90_without_spills(tile, out):
+    c = compile_source(source(tile, out=out), "sm_90", KERNEL)
     r = c.resources
-    print(f"{tile}: {r.registers} registers, {r.spill_bytes} spill bytes, {r.smem_static_bytes} B shared")
+    print(f"{tile} {out}: {r.registers} registers, {r.spill_bytes} spill bytes, {r.smem_static_bytes} B shared")
     assert r.spill_bytes == 0 and r.stack_bytes == 0
     assert r.smem_static_bytes == tile.smem_bytes
     assert r.registers <= 255 and r.registers * tile.threads <= 65536
@@ -40,11 +52,12 @@ def test_the_int8_kernel_runs_on_the_int8_tensor_cores():
     assert stats.summary()["local_memory"] == 0
 
 
+@pytest.mark.parametrize("out", OUTPUTS)
 @pytest.mark.parametrize("tile", FAST_TILES, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}")
-def test_the_fast_kernel_compiles_for_sm90_without_spills(tile):
-    c = compile_source(fast_source(tile), "sm_90", FAST_KERNEL)
+def test_the_fast_kernel_compiles_for_sm90_without_spills(tile, out):
+    c = compile_source(fast_source(tile, out=out), "sm_90", FAST_KERNEL)
     r = c.resources
-    print(f"{tile}: {r.registers} registers, {r.spill_bytes} spill bytes, {tile.smem_bytes} B dynamic shared")
+    print(f"{tile} {out}: {r.registers} registers, {r.spill_bytes} spill bytes, {tile.smem_bytes} B dynamic shared")
     assert r.spill_bytes == 0 and r.stack_bytes == 0
     assert r.smem_static_bytes == 0 and tile.smem_bytes <= MAX_SMEM  # all of it dynamic, opted in
     assert r.registers <= 255 and r.registers * tile.threads <= 65536
@@ -65,6 +78,33 @@ def test_the_fast_kernel_pipelines_into_the_int8_tensor_cores():
     per_tile = (tile.bm + tile.bn) * tile.bk // 16 // tile.threads
     assert ops.get("LDGSTS.E.BYPASS.128.ZFILL") == per_tile * tile.stages
     assert stats.summary()["local_memory"] == 0
+
+
+@pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+@pytest.mark.parametrize(("out", "pair", "one"), [("uint8", "STG.E.U16", "STG.E.U8"), ("int32", "STG.E.64", "STG.E")])
+def test_the_planes_are_stored_as_their_type_two_of_a_row_at_once(out, pair, one):
+    """C's stores in the fast kernel's SASS: pairs of a row as one store, single elements at the edges."""
+    tile = FastTile(64, 64, 32, 2, 2, 3)
+    ops = analyze_cubin(compile_source(fast_source(tile, out=out), "sm_90", FAST_KERNEL).cubin, FAST_KERNEL).total
+    stores = {op for op, n in ops.items() if op.startswith("STG")}
+    assert stores == {pair, one}, stores
+
+
+def test_the_output_type_is_uint8_unless_asked_and_nothing_else():
+    """uint8 planes by default; int32 (the raw sums' type) renders the same kernel with int C."""
+    tile = Int8Tile()
+    assert "typedef unsigned char at_out;" in source(tile) and "typedef uchar2 at_out2;" in fast_source()
+    assert source(tile) == source(tile, out="uint8") and fast_source() == fast_source(out="uint8")
+    wide = fast_source(out="int32")
+    assert "typedef int at_out;" in wide and "typedef int2 at_out2;" in wide and "unsigned char at_out" not in wide
+    # The two kernels are the same text from their signature on: only the typedefs differ.
+    narrow = fast_source()
+    assert narrow[narrow.index('extern "C"') :] == wide[wide.index('extern "C"') :]
+    for bad in ("int8", "int64", "u8"):
+        with pytest.raises(ValueError, match="one of uint8, int32"):
+            output_env(bad)
+        with pytest.raises(ValueError, match="one of uint8, int32"):
+            source(tile, out=bad)
 
 
 def test_a_fast_tile_that_cannot_work_is_refused():

@@ -19,6 +19,7 @@ from autotune.kernels.ozaki_passes import (
     residue_pitch,
     scale_source,
 )
+from autotune.kernels.sass import analyze_cubin, find_cuobjdump
 
 
 @pytest.mark.parametrize("n", [1, 8, pytest.param(20, marks=pytest.mark.slow)])  # 20 moduli: the longest compile
@@ -32,6 +33,16 @@ def test_the_passes_compile_for_sm90_without_spills(n):
         r = compile_source(src, "sm_90", kernel).resources
         print(f"{n} moduli, {kernel}: {r.registers} registers, {r.smem_static_bytes} B shared")
         assert r.spill_bytes == 0 and r.stack_bytes == 0 and r.registers <= 255
+
+
+@pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+def test_the_reconstruction_reads_each_plane_as_bytes():
+    """The INT8 GEMMs' uint8 planes: one byte load a modulus, no wider one."""
+    n = 7
+    assert "const unsigned char* __restrict__ P" in crt_source(n)
+    ops = analyze_cubin(compile_source(crt_source(n), "sm_90", CRT_KERNEL).cubin, CRT_KERNEL).total
+    loads = {op: k for op, k in ops.items() if op.startswith("LDG")}
+    assert loads.get("LDG.E.U8.CONSTANT") == n, loads
 
 
 def test_the_sources_carry_each_modulus_as_a_constant():

@@ -14,7 +14,7 @@ import pytest
 from autotune.gpu.compile import compile_source
 from autotune.kernels.family import TEMPLATE_DIR
 from autotune.kernels.ozaki import K_CHUNK, residues
-from autotune.kernels.ozaki_int8 import MAX_SMEM
+from autotune.kernels.ozaki_int8 import MAX_SMEM, OUTPUTS
 from autotune.kernels.ozaki_wgmma import (
     ROW,
     WGMMA_ARCH,
@@ -265,11 +265,12 @@ def test_it_renders_each_tile():
         assert f"wgmma.mma_async.sync.aligned.m64n{tile.bn}k32.s32.s8.s8" in src
 
 
+@pytest.mark.parametrize("out", OUTPUTS)
 @pytest.mark.parametrize(
     "tile", [WgmmaTile(), WgmmaTile(64, 128, 128, 6)], ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}"
 )
-def test_it_compiles_for_sm_90a_without_spills(tile):
-    assert_builds_without_spills(wgmma_source(tile), WGMMA_KERNEL, tile)
+def test_it_compiles_for_sm_90a_without_spills(tile, out):
+    assert_builds_without_spills(wgmma_source(tile, out=out), WGMMA_KERNEL, tile)
 
 
 def assert_builds_without_spills(source: str, kernel: str, tile: WgmmaTile) -> None:

@@ -148,6 +148,13 @@ def test_it_compiles_for_sm_90a_without_spills(tile):
     cp_async_kernel.assert_builds_without_spills(tma_source(tile), TMA_KERNEL, tile)
 
 
+def test_its_int32_render_compiles_too():
+    """int32 planes, the only type with the raw sums (m = 0) the device tests check the GEMM by."""
+    tile, wide = WgmmaTmaTile(), tma_source(out="int32")
+    assert "typedef int at_out;" in wide and "typedef unsigned char at_out;" in tma_source()
+    cp_async_kernel.assert_builds_without_spills(wide, TMA_KERNEL, tile)
+
+
 def test_its_machine_code_copies_by_the_tensor_memory_accelerator():
     import subprocess
     import tempfile
@@ -161,6 +168,9 @@ def test_its_machine_code_copies_by_the_tensor_memory_accelerator():
         sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
     assert "UTMALDG.3D" in sass and "LDGSTS" not in sass
     assert re.search(r"IGMMA\.64x256x32\.S8\.S8", sass), "wgmma m64n256k32 s8"
+    # The uint8 planes: a row's pair as one 2-byte store, a byte at the edges; no 4- or 8-byte store.
+    stores = set(re.findall(r"\bSTG\.E[.\w]*", sass))
+    assert stores == {"STG.E.U16", "STG.E.U8"}, stores
 
 
 # --- the maps and the launch --------------------------------------------------------------------
@@ -265,7 +275,7 @@ def test_the_launch_passes_the_kernels_parameters(driver, monkeypatch):
         (1 << 24, (1000, 520, 6), (128, 128, 1)),
     ]
     assert _kernel_params(tma_source(tile)) == [
-        ("int", "M"), ("int", "N"), ("int", "K"), ("int*", "C"), ("int", "ldc"), ("long", "sc"),
+        ("int", "M"), ("int", "N"), ("int", "K"), ("at_out*", "C"), ("int", "ldc"), ("long", "sc"),
         ("int*", "mods"), ("at_tensor_map", "tmap_a"), ("at_tensor_map", "tmap_b"),
     ]  # fmt: skip
     # Planes a map cannot describe are refused before anything is launched.
