@@ -4,6 +4,7 @@ stored results alone (autotune/dispatch/model.py), and what the nearest tuned sh
     python benchmarks/untuned.py                        # results_dir()'s records, the 20 shapes below
     python benchmarks/untuned.py --results DIR --out untuned.json
     python benchmarks/untuned.py --draw 30 --seed 57     # a seeded draw: six regimes, four layouts
+    python benchmarks/untuned.py --batches 16 --seed 1   # strided batches: attention's QK^T and PV, small matrices
 
 For each shape: the model's choice and the nearest-shape choice (both built for the layout and
 compiled, verified against float64), and cupy.matmul (cuBLAS), each timed by CUDA events around
@@ -13,6 +14,8 @@ the call, not the GPU's, so the two autotune kernels are also timed as a CUDA gr
 calls captured once and replayed ("graph_ms": the GPU's time alone); CuPy refuses to call cuBLAS
 during a capture, so the ratios are of calls. Host time a call is benchmarks/dispatch.py's.
 A shape that is in the results is skipped: the point is shapes the table does not hold.
+A batch (`--batches`, or a shape such as 384x384x64_b96) is a 3-D array of matrices, timed against
+cupy.matmul on the same arrays (cuBLAS's strided batched GEMM).
 """
 
 from __future__ import annotations
@@ -106,14 +109,15 @@ def measure(problem: Problem, table, slug: str, arch: str) -> dict:
     M, N, K = problem.M, problem.N, problem.K
     ta, tb = problem.trans
     rng = cp.random.default_rng(0)
+    lead = (problem.batch,) if problem.batch > 1 else ()
     # Operands stored as the layout says; the calls below see op(A) and op(B) as views.
-    a = rng.random((K, M) if ta else (M, K), dtype=cp.float32) - 0.5
-    b = rng.random((N, K) if tb else (K, N), dtype=cp.float32) - 0.5
-    a, b = (a.T if ta else a), (b.T if tb else b)
-    out = cp.empty((M, N), dtype=cp.float32)
-    chosen = api._choose(cp.cuda.Device().id, Problem(M, N, K, problem.layout))
+    a = rng.random((*lead, *((K, M) if ta else (M, K))), dtype=cp.float32) - 0.5
+    b = rng.random((*lead, *((N, K) if tb else (K, N))), dtype=cp.float32) - 0.5
+    a, b = (a.swapaxes(-1, -2) if ta else a), (b.swapaxes(-1, -2) if tb else b)
+    out = cp.empty((*lead, M, N), dtype=cp.float32)
+    chosen = api._choose(cp.cuda.Device().id, Problem(M, N, K, problem.layout, problem.batch))
     near = table.nearest(problem, None)
-    built = dispatch_table.built_for(entry_config(near[1]), problem.layout)
+    built = dispatch_table.built_for(entry_config(near[1]), problem.layout, problem.batch)
     nearest = api._kernel(built, cp.cuda.Device().id, arch, "nearest")
     calls = {
         "model": lambda: chosen(a, b, out),
@@ -160,6 +164,7 @@ def main() -> int:
     ap.add_argument("--results", type=Path, default=None, help="results folder (default: results_dir())")
     ap.add_argument("--shapes", help="comma list instead of the 20 built in")
     ap.add_argument("--draw", type=int, metavar="N", help="N shapes of a seeded draw instead (all layouts)")
+    ap.add_argument("--batches", type=int, metavar="N", help="N strided batches of a seeded draw instead")
     ap.add_argument("--seed", type=int, default=57, help="the draw's seed (default 57)")
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
     args = ap.parse_args()
@@ -169,7 +174,12 @@ def main() -> int:
     table = dispatch_table.table_for(results, slug)
     tuned = {shape for shape, _ in table.records}
     rows = []
-    shapes = draw(args.seed, args.draw) if args.draw else args.shapes.split(",") if args.shapes else SHAPES
+    if args.batches:
+        from pool_choices import drawn_batches  # (benchmarks/ is this script's folder)
+
+        shapes = [p.name for p in drawn_batches(args.seed, args.batches)]
+    else:
+        shapes = draw(args.seed, args.draw) if args.draw else args.shapes.split(",") if args.shapes else SHAPES
     for text in shapes:
         problem = Problem.parse(text)
         if problem in tuned:
