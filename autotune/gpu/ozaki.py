@@ -172,8 +172,13 @@ class OzakiGemm:
         """Return int32 e for each of `x`'s vectors along `axis`: 2^e brings its 2-norm under 2^H.
 
         The first of `scale`'s two passes (a sum of squares a chunk of K, then the exponents).
+
+        Raises:
+            ValueError: `n` moduli leave no room for the rounding of K elements.
         """
         v, k, sv, sk = _vectors(x, axis)
+        if 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
+            raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
         e = cp.empty(v, cp.int32)
         if v == 0:
             return e
@@ -190,11 +195,9 @@ class OzakiGemm:
         op(A) (M x K) is scaled along axis 0, or A^T stored K x M along 1; op(B) (K x N) along 1.
         """
         v, k, sv, sk = _vectors(x, axis)
-        if 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
-            raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
+        e = self.exponents(x, axis)
         pitch = residue_pitch(k)
         r = cp.empty((self.n, v, pitch), cp.int8)
-        e = self.exponents(x, axis)
         if v and pitch:  # K = 0 leaves no residues, and C = beta C
             args = (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), e, r, np.int32(pitch))
             self._res(res_grid(v, k), (256, 1, 1), (*args, np.int64(v * pitch)))
