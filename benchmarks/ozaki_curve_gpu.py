@@ -70,7 +70,8 @@ def main() -> None:
                     cells.append(f"{mx:.1e} / {med:.1e}")
                 except (RuntimeError, ValueError, UserError) as exc:  # what cannot run here says why
                     cells.append(f"n/a ({type(exc).__name__})")
-            # The chooser reads a corner: its bound's terms are norms, a corner says as much.
+            # The chooser runs in NumPy on the host: it sees the first 512 rows of A and columns of B
+            # (all of K), an estimate where rows differ (rowscaled), not the whole operands' bound.
             pick = choose(a_h[:512], b_h[:, :512], estimate=True).moduli
             print(f"{kind} | " + " | ".join(cells) + f" | {pick or '3xTF32'}")
             del a, b

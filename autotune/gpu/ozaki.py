@@ -54,7 +54,7 @@ ONE_LAUNCH = {
 def default_kernel(arch: str) -> str:
     """Return the INT8 kernel that OzakiGemm runs on `arch` (e.g. "sm_90") unless told: its fastest.
 
-    Hopper's TMA-fed wgmma kernel (H200, 8192^3: 1275-1368 INT8 TOPS against the cp.async-fed
+    Hopper's TMA-fed wgmma kernel (H200, 8192^3: 1259-1408 INT8 TOPS against the cp.async-fed
     wgmma kernel's 661-714 and the fast kernel's 516-520), else the fast kernel.
     """
     return "wgmma_tma" if arch in ("sm_90", "sm_90a") else "fast"
