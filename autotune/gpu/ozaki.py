@@ -27,6 +27,7 @@ from ..kernels.ozaki_passes import (
     CRT_BLOCK,
     CRT_KERNEL,
     EXP_BLOCK,
+    RESK_BLOCK,
     SCALE_KERNEL,
     crt_grid,
     crt_source,
@@ -153,8 +154,10 @@ class OzakiGemm:
         if type(tile) is not KERNELS[kernel]:  # (a WgmmaTmaTile is a WgmmaTile, for the other kernel)
             raise ValueError(f"the {kernel} kernel takes a {KERNELS[kernel].__name__}, not {tile}")
         self.n, self.tile, self.kernel, self.moduli = n, tile, kernel, moduli(n)
-        scale = _module(scale_source(n), f"{SCALE_KERNEL}_res", arch)
-        self._sq, self._exp, self._res = (scale.get_function(f"{SCALE_KERNEL}_{k}") for k in ("sq", "exp", "res"))
+        scale = _module(scale_source(n), f"{SCALE_KERNEL}_resk", arch)
+        self._sq, self._exp, self._resk, self._rest = (
+            scale.get_function(f"{SCALE_KERNEL}_{k}") for k in ("sq", "exp", "resk", "rest")
+        )
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         if kernel in ONE_LAUNCH:
             source, name = ONE_LAUNCH[kernel]
@@ -185,7 +188,8 @@ class OzakiGemm:
         chunk = exp_chunk(v, k, sk == 1, self._sms)
         grid = exp_grid(v, k, sk == 1, chunk)
         part = cp.empty((grid[1], v, 2), cp.float64)
-        self._sq(grid, EXP_BLOCK, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), np.int32(chunk), part))
+        vec = np.int32(x.data.ptr % 16 == 0 and sv % 4 == 0)
+        self._sq(grid, EXP_BLOCK, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), np.int32(chunk), part, vec))
         self._exp((-(-v // 256), 1, 1), (256, 1, 1), (np.int32(v), np.int32(k), np.int32(grid[1]), part, e))
         return e
 
@@ -199,8 +203,13 @@ class OzakiGemm:
         pitch = residue_pitch(k)
         r = cp.empty((self.n, v, pitch), cp.int8)
         if v and pitch:  # K = 0 leaves no residues, and C = beta C
-            args = (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), e, r, np.int32(pitch))
-            self._res(res_grid(v, k), (256, 1, 1), (*args, np.int64(v * pitch)))
+            head = (np.int32(v), np.int32(k), x, np.int64(sv))
+            tail = (e, r, np.int32(pitch), np.int64(v * pitch))
+            if sk == 1:
+                vec = np.int32(x.data.ptr % 16 == 0 and sv % 4 == 0)
+                self._resk(res_grid(v, k, True), RESK_BLOCK, (*head, *tail, vec))
+            else:
+                self._rest(res_grid(v, k, False), (256, 1, 1), (*head, np.int64(sk), *tail))
         return Residues(e, r, k)
 
     def products(self, ra: Residues, rb: Residues) -> cp.ndarray:
@@ -244,10 +253,11 @@ class OzakiGemm:
             raise ValueError(f"C must be float32 {m} x {nn} with contiguous rows")
         if m and nn:
             args = (np.int32(m), np.int32(nn), p, np.int64(p.strides[0]), np.int32(p.strides[1]), e, f)
-            block = (CRT_BLOCK[0] * CRT_BLOCK[1], 1, 1)
-            self._crt(
-                crt_grid(m, nn), block, (*args, np.float64(alpha), np.float64(beta), c, np.int32(c.strides[0] // 4))
-            )
+            ldc = c.strides[0] // 4
+            vec = p.data.ptr % 4 == 0 and p.strides[0] % 4 == 0 and p.strides[1] % 4 == 0
+            vec = vec and c.data.ptr % 16 == 0 and ldc % 4 == 0
+            tail = (np.float64(alpha), np.float64(beta), c, np.int32(ldc), np.int32(vec))
+            self._crt(crt_grid(m, nn), CRT_BLOCK, (*args, *tail))
         return c
 
     def __call__(

@@ -26,12 +26,14 @@ CRT_KERNEL = "autotune_ozaki_crt"
 
 # The residue planes' rows are padded to 16 bytes: the INT8 GEMM's 16-byte loads need the pitch.
 ROW_ALIGN = 16
-# The tiles of the kernels: the sum-of-squares kernel's block is (32, 8); the residue kernel's tile 32
-# vectors x 128 of K (16 of K a thread: one 16-byte store a plane); the reconstruction's block 32
-# columns x 8 rows.
+# The blocks of the kernels: the sum-of-squares kernel's is (32, 8); the residue kernel for contiguous
+# vectors takes 4 of K a thread, (64, 4) threads a block (256 of K by 4 vectors); the one for strided
+# vectors a tile of 32 vectors x 128 of K; the reconstruction 4 columns a thread, 64 x 4 threads.
 EXP_BLOCK = (32, 8, 1)
-RES_TILE = (32, 128)
-CRT_BLOCK = (32, 8)
+RESK_BLOCK = (64, 4, 1)
+REST_TILE = (32, 128)
+CRT_BLOCK = (64, 4, 1)
+GRID_Y = 65535  # CUDA's limit on gridDim.y: the kernels loop over what a grid this tall leaves
 
 
 def residue_pitch(k: int) -> int:
@@ -40,16 +42,17 @@ def residue_pitch(k: int) -> int:
 
 
 def scale_source(n: int, name: str = SCALE_KERNEL) -> str:
-    """Return the CUDA source of the scaling pass for `n` moduli: `<name>_exp` and `<name>_res`."""
+    """Return the scaling pass's source for `n` moduli: `<name>_` sq, exp, resk and rest."""
     return render_template(template(TEMPLATE_DIR, SCALE_TEMPLATE), NAME=name, MODULI=list(moduli(n)), H=norm_bits(n))
 
 
 def exp_chunk(v: int, k: int, kmajor: bool, sms: int) -> int:
     """Return the depth of K each block of the sum-of-squares kernel takes (a multiple of 256).
 
-    K is cut into chunks until there are about four blocks an SM, where vectors alone are too few
-    (B's 8192 columns make 256 blocks of 32): no chunk under 256 deep, where a block's sums would
-    cost more to merge than to make.
+    K is cut into chunks until there are about eight blocks an SM (a full SM of 256-thread blocks:
+    the loads in flight that the memory needs), where vectors alone are too few (B's 8192 columns
+    make 256 blocks of 32): no chunk under 256 deep, where a block's sums would cost more to merge
+    than to make.
 
     Args:
         v, k: the vectors and their length.
@@ -57,7 +60,7 @@ def exp_chunk(v: int, k: int, kmajor: bool, sms: int) -> int:
         sms: the device's SMs.
     """
     blocks = -(-v // (8 if kmajor else 32))
-    chunks = max(1, min(-(-4 * sms // blocks), k // 256))
+    chunks = max(1, min(-(-8 * sms // blocks), k // 256))
     depth = -(-k // chunks)
     return max(256, -(-depth // 256) * 256)
 
@@ -68,9 +71,16 @@ def exp_grid(v: int, k: int, kmajor: bool, chunk: int) -> tuple[int, int, int]:
     return (-(-v // per), max(1, -(-k // chunk)), 1)
 
 
-def res_grid(v: int, k: int) -> tuple[int, int, int]:
-    """Return the residue kernel's grid: tiles of 128 along the padded K (x), of 32 vectors (y)."""
-    return (-(-residue_pitch(k) // RES_TILE[1]), -(-v // RES_TILE[0]), 1)
+def res_grid(v: int, k: int, kmajor: bool) -> tuple[int, int, int]:
+    """Return the residue kernel's grid: along the padded K (x) by groups of vectors (y).
+
+    Args:
+        v, k: the vectors and their length.
+        kmajor: whether a vector is contiguous (`_resk`: 256 of K by 4 vectors a block), else
+            `_rest` (tiles of 128 of K by 32 vectors).
+    """
+    along, per = (4 * RESK_BLOCK[0], RESK_BLOCK[1]) if kmajor else (REST_TILE[1], REST_TILE[0])
+    return (-(-residue_pitch(k) // along), min(GRID_Y, -(-v // per)), 1)
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,7 @@ class CrtConstants:
     Args:
         coef: per modulus i, (m_0 ... m_{j-1}) mod m_i for each j < i.
         inv: per modulus i, (m_0 ... m_{i-1})^-1 mod m_i (1 for i = 0).
+        neg: per modulus i, -coef[i][j] inv[i] mod m_i: digit i is (r_i inv_i + sum_j v_j neg_ij) mod m_i.
         limbs: 32-bit limbs holding any x < P.
         half: P // 2 in limbs, least significant first.
         whole: P in limbs.
@@ -87,6 +98,7 @@ class CrtConstants:
 
     coef: tuple[tuple[int, ...], ...]
     inv: tuple[int, ...]
+    neg: tuple[tuple[int, ...], ...]
     limbs: int
     half: tuple[int, ...]
     whole: tuple[int, ...]
@@ -104,8 +116,9 @@ def crt_constants(n: int) -> CrtConstants:
     prefix = [math.prod(ms[:j]) for j in range(n)]
     coef = tuple(tuple(prefix[j] % ms[i] for j in range(i)) for i in range(n))
     inv = tuple(pow(prefix[i] % ms[i], -1, ms[i]) if i else 1 for i in range(n))
+    neg = tuple(tuple(-c * inv[i] % ms[i] for c in coef[i]) for i in range(n))
     limbs = -(-p.bit_length() // 32)
-    return CrtConstants(coef, inv, limbs, _limbs(p // 2, limbs), _limbs(p, limbs))
+    return CrtConstants(coef, inv, neg, limbs, _limbs(p // 2, limbs), _limbs(p, limbs))
 
 
 def garner(parts: list[int], n: int) -> int:
@@ -113,8 +126,8 @@ def garner(parts: list[int], n: int) -> int:
     c, ms = crt_constants(n), moduli(n)
     v: list[int] = []
     for i, r in enumerate(parts):
-        t = r - sum(v[j] * c.coef[i][j] for j in range(i))
-        v.append((t % ms[i]) * c.inv[i] % ms[i])
+        t = r * c.inv[i] + sum(v[j] * c.neg[i][j] for j in range(i))  # below 2^21: 32-bit on the device
+        v.append(t % ms[i])
     x = 0
     for i in range(n - 1, -1, -1):
         x = x * ms[i] + v[i]
@@ -128,14 +141,17 @@ def crt_source(n: int, name: str = CRT_KERNEL) -> str:
         template(TEMPLATE_DIR, CRT_TEMPLATE),
         NAME=name,
         MODULI=list(moduli(n)),
-        COEF=[list(x) for x in c.coef],
         INV=list(c.inv),
+        NEG=[list(x) for x in c.neg],
         LIMBS=c.limbs,
+        WIDE=math.prod(moduli(n)) < 2**64,
+        HALF64=math.prod(moduli(n)) // 2,
+        WHOLE64=math.prod(moduli(n)),
         HALF=[f"{x}u" for x in c.half],
         WHOLE=[f"{x}u" for x in c.whole],
     )
 
 
 def crt_grid(m: int, n: int) -> tuple[int, int, int]:
-    """Return the reconstruction's grid for an M x N C: 32 columns (x) by 8 rows (y) a block."""
-    return (-(-n // CRT_BLOCK[0]), -(-m // CRT_BLOCK[1]), 1)
+    """Return the reconstruction's grid for an M x N C: 256 columns (x) by 4 rows (y) a block."""
+    return (-(-n // (4 * CRT_BLOCK[0])), min(GRID_Y, -(-m // CRT_BLOCK[1])), 1)

@@ -11,6 +11,7 @@ from autotune.kernels.ozaki_passes import (
     CRT_KERNEL,
     SCALE_KERNEL,
     crt_constants,
+    crt_grid,
     crt_source,
     exp_chunk,
     exp_grid,
@@ -27,7 +28,8 @@ def test_the_passes_compile_for_sm90_without_spills(n):
     for src, kernel in (
         (scale_source(n), f"{SCALE_KERNEL}_sq"),
         (scale_source(n), f"{SCALE_KERNEL}_exp"),
-        (scale_source(n), f"{SCALE_KERNEL}_res"),
+        (scale_source(n), f"{SCALE_KERNEL}_resk"),
+        (scale_source(n), f"{SCALE_KERNEL}_rest"),
         (crt_source(n), CRT_KERNEL),
     ):
         r = compile_source(src, "sm_90", kernel).resources
@@ -37,19 +39,21 @@ def test_the_passes_compile_for_sm90_without_spills(n):
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 def test_the_reconstruction_reads_each_plane_as_bytes():
-    """The INT8 GEMMs' uint8 planes: one byte load a modulus, no wider one."""
+    """The INT8 GEMMs' uint8 planes: 4 columns' bytes a modulus in one 32-bit load, or one byte."""
     n = 7
     assert "const unsigned char* __restrict__ P" in crt_source(n)
     ops = analyze_cubin(compile_source(crt_source(n), "sm_90", CRT_KERNEL).cubin, CRT_KERNEL).total
     loads = {op: k for op, k in ops.items() if op.startswith("LDG")}
-    assert loads.get("LDG.E.U8.CONSTANT") == n, loads
+    # The read-only loads are the planes' and the exponents' (e_i, and f_j: 4 then 1); C's are not.
+    assert loads.get("LDG.E.U8.CONSTANT") == n and loads.get("LDG.E.CONSTANT") == n + 6, loads
+    assert not any(op.startswith("LDG.E.64") or op.startswith("LDG.E.128.CONSTANT") for op in loads), loads
 
 
 def test_the_sources_carry_each_modulus_as_a_constant():
     scale, crt = scale_source(8), crt_source(8)
     for m in ozaki.moduli(8):
-        assert f"at_sres(x[4 * q], {m})" in scale and f"at_sres32(xi[4 * q], {m})" in scale and f"% {m};" in crt
-    assert "at_sres(x[4 * q], 229)" not in scale_source(8) and "at_sres(x[4 * q], 229)" in scale_source(9)
+        assert f"at_sres(x[0], {m})" in scale and f"at_sres32(xi[0], {m})" in scale and f"% {m}u;" in crt
+    assert "at_sres(x[0], 229)" not in scale_source(8) and "at_sres(x[0], 229)" in scale_source(9)
     assert f"#define AT_NORM_BITS {ozaki.norm_bits(8)}" in scale
 
 
@@ -82,16 +86,22 @@ def test_the_limbs_hold_p_and_its_half():
 
 def test_residue_rows_are_padded_to_16_bytes():
     assert [residue_pitch(k) for k in (0, 1, 16, 17, 100)] == [0, 16, 16, 32, 112]
-    assert res_grid(33, 100) == (1, 2, 1) and res_grid(33, 129) == (2, 2, 1)
+    # Strided vectors: tiles of 128 of the padded K by 32 vectors.
+    assert res_grid(33, 100, False) == (1, 2, 1) and res_grid(33, 129, False) == (2, 2, 1)
+    # Contiguous: 256 of K by 4 vectors a block; past 65535 blocks down, the kernel loops over vectors.
+    assert res_grid(33, 100, True) == (1, 9, 1) and res_grid(33, 257, True) == (2, 9, 1)
+    assert res_grid(10**6, 16, True) == (1, 65535, 1) and crt_grid(10**6, 257) == (2, 65535, 1)
 
 
 def test_k_is_cut_into_chunks_only_where_vectors_are_too_few_for_the_gpu():
-    # 8192 rows make 1024 blocks (8 a block), enough for 132 SMs: one chunk.
-    assert exp_chunk(8192, 8192, True, 132) == 8192
-    # 8192 columns make 256 blocks (32 a block): K in 3 chunks, 768 blocks, each 256-deep multiples.
-    assert exp_chunk(8192, 8192, False, 132) == 2816 and exp_grid(8192, 8192, False, 2816) == (256, 3, 1)
-    # 64 columns of K 2^20: 2 blocks of vectors, so K in 256 chunks of 4096 (4 blocks an SM).
-    assert exp_chunk(64, 1 << 20, False, 132) == 4096 and exp_grid(64, 1 << 20, False, 4096) == (2, 256, 1)
+    # 16384 rows make 2048 blocks (8 a block), eight an SM of 132 SMs and more: one chunk.
+    assert exp_chunk(16384, 8192, True, 132) == 8192
+    # 8192 rows make 1024: K in 2 chunks. 8192 columns make 256 blocks (32 a block): K in 5 chunks,
+    # 1280 blocks, each a multiple of 256 deep.
+    assert exp_chunk(8192, 8192, True, 132) == 4096
+    assert exp_chunk(8192, 8192, False, 132) == 1792 and exp_grid(8192, 8192, False, 1792) == (256, 5, 1)
+    # 64 columns of K 2^20: 2 blocks of vectors, so K in 512 chunks of 2048 (8 blocks an SM).
+    assert exp_chunk(64, 1 << 20, False, 132) == 2048 and exp_grid(64, 1 << 20, False, 2048) == (2, 512, 1)
     # Shallow K is never cut below 256, and K = 0 still has its one chunk (whose sums are 0).
     assert exp_chunk(10, 300, True, 132) == 512 and exp_grid(10, 300, True, 512) == (2, 1, 1)
     assert exp_chunk(10, 600, True, 132) == 512 and exp_grid(10, 600, True, 512) == (2, 2, 1)
