@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
 
 from .family import TEMPLATE_DIR
 from .ozaki import moduli, norm_bits
@@ -43,7 +46,22 @@ def residue_pitch(k: int) -> int:
 
 def scale_source(n: int, name: str = SCALE_KERNEL) -> str:
     """Return the scaling pass's source for `n` moduli: `<name>_` sq, exp, resk and rest."""
-    return render_template(template(TEMPLATE_DIR, SCALE_TEMPLATE), NAME=name, MODULI=list(moduli(n)), H=norm_bits(n))
+    ms, h = moduli(n), norm_bits(n)
+    # The float residues need |x / m| < 2^22 for every |x| <= 2^H: 7 moduli or fewer.
+    float_res = 2**h < 2**22 * min(ms)
+    return render_template(template(TEMPLATE_DIR, SCALE_TEMPLATE), NAME=name, MODULI=list(ms), H=h, FLOAT_RES=float_res)
+
+
+def float_residue(x: int, m: int) -> int:
+    """Return the kernel's float residue of `x` mod `m` (|x / m| < 2^22), as an int8.
+
+    The kernel's at_fres: q = x / m rounded once to an integer (ties to even) with 1/m a float32,
+    r = x - m q exact, the same again on r; the result's low byte.
+    """
+    inv = Fraction(float(np.float32(1.0) / np.float32(m)))
+    r = x - m * round(x * inv)
+    r -= m * round(r * inv)
+    return (r + 128) % 256 - 128
 
 
 def exp_chunk(v: int, k: int, kmajor: bool, sms: int) -> int:

@@ -15,6 +15,7 @@ from autotune.kernels.ozaki_passes import (
     crt_source,
     exp_chunk,
     exp_grid,
+    float_residue,
     garner,
     res_grid,
     residue_pitch,
@@ -106,3 +107,23 @@ def test_k_is_cut_into_chunks_only_where_vectors_are_too_few_for_the_gpu():
     assert exp_chunk(10, 300, True, 132) == 512 and exp_grid(10, 300, True, 512) == (2, 1, 1)
     assert exp_chunk(10, 600, True, 132) == 512 and exp_grid(10, 600, True, 512) == (2, 2, 1)
     assert exp_grid(10, 0, True, exp_chunk(10, 0, True, 132)) == (2, 1, 1)
+
+
+@pytest.mark.parametrize("n", [7, 8])
+def test_the_float_residues_are_the_symmetric_residues(n):
+    """at_fres (7 moduli or fewer) against ozaki.residues where |x| <= 2^H: random, multiples of m
+    and halves of m, where a rounded quotient can be one off, and the extremes."""
+    from autotune.kernels.ozaki_passes import scale_source
+
+    h = ozaki.norm_bits(n)
+    assert ("void at_res4f(" in scale_source(n)) == (n <= 7)
+    if n > 7:
+        return
+    rng = np.random.default_rng(n)
+    for m in ozaki.moduli(n):
+        q = rng.integers(-(2**h) // m, 2**h // m, 300)
+        xs = np.concatenate([rng.integers(-(2**h), 2**h + 1, 500), q * m, q * m + m // 2, q * m - m // 2 - 1])
+        xs = np.concatenate([xs, q * m + m // 2 + 1, [0, 1, -1, 2**h, -(2**h), m // 2, -(m // 2), m, -m]])
+        xs = xs[np.abs(xs) <= 2**h]
+        got = np.array([float_residue(int(x), m) for x in xs])
+        assert np.array_equal(got, ozaki.residues(xs.astype(np.int64), m)), m
