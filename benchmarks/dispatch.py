@@ -5,6 +5,7 @@ torch.matmul), square float32 at 64^3, 256^3 and 1024^3, out=None (each call all
     python benchmarks/dispatch.py                          # results_dir()'s tuned kernels
     python benchmarks/dispatch.py --results DIR --out dispatch.json
     python benchmarks/dispatch.py --profile 64             # where autotune.matmul's host time goes
+    python benchmarks/dispatch.py --batch 512 --sizes 64   # strided batches: (512, 64, 64) operands
 
 What is measured, per call:
   host   the time the call takes to return to the caller: argument checks, the choice of kernel,
@@ -75,24 +76,27 @@ def wall_per_call(fn, calls: int) -> float:
     return (time.perf_counter() - t0) / calls
 
 
-def _calls(n: int) -> tuple[dict, str]:
+def _calls(n: int, batch: int = 1) -> tuple[dict, str]:
     """(name -> a call at n^3 with out=None, each checked against float64 first; the name of the
-    config autotune picks)."""
+    config autotune picks). With `batch` > 1 the operands are (batch, n, n) and there is no loaded
+    kernel's call (`load` takes one matrix's shape)."""
     rng = cp.random.default_rng(n)
-    a, b = rng.random((n, n), dtype=cp.float32) - 0.5, rng.random((n, n), dtype=cp.float32) - 0.5
-    kernel = autotune.load((n, n, n))
-    calls = {
-        "autotune.matmul": lambda: autotune.matmul(a, b),
-        f"loaded kernel ({kernel.source})": lambda: kernel(a, b),
-        "cupy.matmul": lambda: cp.matmul(a, b),
-    }
+    shape = (n, n) if batch == 1 else (batch, n, n)
+    a, b = rng.random(shape, dtype=cp.float32) - 0.5, rng.random(shape, dtype=cp.float32) - 0.5
+    calls = {"autotune.matmul": lambda: autotune.matmul(a, b)}
+    config = "-"
+    if batch == 1:
+        kernel = autotune.load((n, n, n))
+        calls[f"loaded kernel ({kernel.source})"] = lambda: kernel(a, b)
+        config = kernel.config.name
+    calls["cupy.matmul"] = lambda: cp.matmul(a, b)
     calls.update(_torch_calls(a, b))
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
     for name, fn in calls.items():
         err = float(cp.linalg.norm(cp.asarray(fn()).astype(cp.float64) - ref) / cp.linalg.norm(ref))
         if not err < 1e-4:
             sys.exit(f"{name} at {n}^3: relative error {err:.3g}")
-    return calls, kernel.config.name
+    return calls, config
 
 
 def _torch_calls(a, b) -> dict:
@@ -107,8 +111,8 @@ def _torch_calls(a, b) -> dict:
     return {"autotune.matmul, torch": lambda: autotune.matmul(at, bt), "torch.matmul": lambda: torch.matmul(at, bt)}
 
 
-def measure(n: int) -> list[dict]:
-    calls, config = _calls(n)
+def measure(n: int, batch: int = 1) -> list[dict]:
+    calls, config = _calls(n, batch)
     host = {name: [] for name in calls}
     wall = {name: [] for name in calls}
     for fn in calls.values():
@@ -126,6 +130,7 @@ def measure(n: int) -> list[dict]:
     return [
         {
             "n": n,
+            "batch": batch,
             "call": name,
             "host_us": 1e6 * statistics.median(statistics.median(r) for r in host[name]),
             "host_us_min": 1e6 * min(min(r) for r in host[name]),
@@ -144,28 +149,30 @@ def table(rows: list[dict]) -> str:
     ]
     for r in rows:
         times = f"{r['host_us']:.1f} | {r['host_us_min']:.1f} | {r['wall_us']:.1f}"
-        lines.append(f"| {r['n']}^3 | {r['call']} | {times} | {r['calls']} |")
+        shape = f"{r['n']}^3" + (f" x {r['batch']}" if r.get("batch", 1) > 1 else "")
+        lines.append(f"| {shape} | {r['call']} | {times} | {r['calls']} |")
     return "\n".join(lines)
 
 
 def overheads(rows: list[dict]) -> list[str]:
-    """autotune.matmul's host time over the loaded kernel's, per size: the dispatch's cost."""
+    """autotune.matmul's host time over the loaded kernel's (over cupy.matmul's for batches), per size."""
     out = []
     for n in sorted({r["n"] for r in rows}):
         by = {r["call"].split(" (")[0]: r["host_us"] for r in rows if r["n"] == n}
-        extra = by["autotune.matmul"] - by["loaded kernel"]
-        out.append(f"{n}^3: dispatch overhead (autotune.matmul - loaded kernel, host) {extra:.1f} µs")
+        base = "loaded kernel" if "loaded kernel" in by else "cupy.matmul"
+        extra = by["autotune.matmul"] - by[base]
+        out.append(f"{n}^3: dispatch overhead (autotune.matmul - {base}, host) {extra:.1f} µs")
     return out
 
 
-def profile(n: int, calls: int = 20000) -> str:
+def profile(n: int, calls: int = 20000, batch: int = 1) -> str:
     """cProfile of `calls` autotune.matmul calls at n^3 (a synchronize every BATCH calls): the
     functions that take the host time, by their own time."""
     import cProfile
     import io
     import pstats
 
-    calls_, _ = _calls(n)
+    calls_, _ = _calls(n, batch)
     fn = calls_["autotune.matmul"]
     for _ in range(WARMUP):
         fn()
@@ -191,16 +198,19 @@ def main() -> int:
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)), help=f"comma list of n, of {sorted(CALLS)}")
     ap.add_argument("--out", type=Path, help="write the rows as JSON here")
     ap.add_argument("--profile", type=int, metavar="N", help="instead: profile autotune.matmul at N^3")
+    ap.add_argument("--batch", type=int, default=1, help="matrices a call: (batch, n, n) operands (default 1)")
     args = ap.parse_args()
+    if args.batch < 1:
+        ap.error("--batch must be at least 1")
     results = args.results or results_dir()
     os.environ["AUTOTUNE_RESULTS"] = str(results)  # matmul's folder, and load's
     if args.profile:
-        print(profile(args.profile))
+        print(profile(args.profile, batch=args.batch))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     if not set(sizes) <= set(CALLS):
         ap.error(f"--sizes: each of {sorted(CALLS)}")
-    rows = [row for n in sizes for row in measure(n)]
+    rows = [row for n in sizes for row in measure(n, args.batch)]
     print(table(rows))
     print()
     print("\n".join(overheads(rows)))
