@@ -5,6 +5,7 @@ into the shape's record under a folder lock (`update_record`, `save_search`); a 
 as a reader will see it before it is written. A record is written in schema 2 (`record_text`):
 what every entry holds alike (limits, versions, often the command line and date) once, and one
 line an entry, so that a results folder stays small and a diff names the entries that changed.
+An entry keeps each measured float to the digits it carries (`measured_digits`: float32's 7).
 """
 
 from __future__ import annotations
