@@ -30,6 +30,10 @@ GFLOPS_MAX = 1e12
 TIME_MAX_MS = 1e9
 ERROR_MAX = 1.0  # a relative error: a verified result's is near 1e-6, and 1 is all wrong
 SECONDS_MAX = 1e9  # a search's duration
+# Significant digits a record keeps of a measured float (store.measured_digits: float32's), and the
+# most that rounding to them moves a value, as a fraction of it: checks between stored figures allow it.
+DIGITS = 7
+ROUNDING = 0.5 * 10.0 ** (1 - DIGITS)
 MAX_GPU_NAME = 256  # cudaDeviceProp.name is a char[256]
 MAX_TEXT = 16384  # characters in any string of a record (a command line with many shapes fits)
 _MAX_VERSION = 64
@@ -194,7 +198,9 @@ def check_spread(fam: str, entry: dict) -> None:
     """Check the median time lies between the fastest and slowest, the spread within theirs."""
     at = f"entry {fam}: "
     lo, mid, hi, iqr = (entry.get(k) for k in ("time_min_ms", "time_ms", "time_max_ms", "time_iqr_ms"))
-    slack = 1e-9 * mid
+    # Rounding (DIGITS) keeps min <= median <= max, but the spread and the two it lies within each
+    # move, by a fraction ROUNDING of at most the slowest time: three of those, and a margin.
+    slack = 4 * ROUNDING * max(mid, hi or 0)
     if (lo is not None and lo > mid + slack) or (hi is not None and hi < mid - slack):
         raise Corrupt(f"{at}time_ms {mid:.6g} is not between time_min_ms {lo} and time_max_ms {hi}")
     if None not in (lo, hi, iqr) and iqr > hi - lo + slack:

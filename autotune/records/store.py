@@ -5,6 +5,7 @@ into the shape's record under a folder lock (`update_record`, `save_search`); a 
 as a reader will see it before it is written. A record is written in schema 2 (`record_text`):
 what every entry holds alike (limits, versions, often the command line and date) once, and one
 line an entry, so that a results folder stays small and a diff names the entries that changed.
+An entry keeps each measured float to the digits it carries (`measured_digits`: float32's 7).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..core import redact
 from ..core.files import open_regular
 from ..core.types import Measurement, Problem, Status, UserError, one_line
 from ..gpu.nvml import FIELDS, clock_fields
-from .fields import MAX_TEXT
+from .fields import DIGITS, MAX_TEXT
 from .results import load_record, parse_record, record_path
 from .validate import PACKED, SCHEMA, fastest
 
@@ -116,7 +117,43 @@ def make_entry(m: Measurement, cublas: dict, *, search: dict, versions: dict, co
         date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         command=redact.text(command),
     )
-    return _printable(entry)
+    return _printable(measured_digits(entry))
+
+
+# The measured floats an entry keeps to DIGITS significant digits, float32's. The times and their
+# spreads are CUDA events' float32 milliseconds (cuBLAS's, and each of its paths', too); GFLOP/s
+# and the ratio are computed from those times and carry no more; the errors, and a contract's
+# errors and limits (multiples of cuBLAS's), measure float32 results. Not here: the power and a
+# search's seconds (rounded to 0.1 where read), the problem's beta (an input, not a measurement).
+_MEASURED = ("time_ms", "time_min_ms", "time_max_ms", "time_iqr_ms", "gflops", "error", "ratio")
+_CONTRACT = ("errors", "limit", "cublas")
+
+
+def measured_digits(entry: dict) -> dict:
+    """Return a record's entry with its measured floats rounded to the digits they carry.
+
+    Rounding is monotonic, so a record's orderings (min <= median <= max, an error within its
+    limit, the fastest entry) hold after it; integers, text, configs and hashes are unchanged.
+    """
+    out = _rounded(entry, _MEASURED)
+    if isinstance(out.get("cublas"), dict):
+        out["cublas"] = _rounded(out["cublas"], _MEASURED)
+        if isinstance(out["cublas"].get("paths"), dict):
+            out["cublas"]["paths"] = _rounded(out["cublas"]["paths"], tuple(out["cublas"]["paths"]))
+    if isinstance(out.get("contract"), list):
+        out["contract"] = [_rounded(kind, _CONTRACT) if isinstance(kind, dict) else kind for kind in out["contract"]]
+    return out
+
+
+def _rounded(fields: dict, keys: tuple) -> dict:
+    """Return `fields` with each float under `keys` (or in a list there) kept to DIGITS digits."""
+
+    def digits(value: Any) -> Any:
+        if isinstance(value, list):
+            return [digits(v) for v in value]
+        return float(f"{value:.{DIGITS}g}") if isinstance(value, float) else value
+
+    return {k: digits(v) if k in keys else v for k, v in fields.items()}
 
 
 def _printable(value: Any) -> Any:
