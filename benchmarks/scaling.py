@@ -4,9 +4,11 @@
     #    answers at once), and the database server's CPU per trial where the server is local
     python benchmarks/scaling.py measure --storage postgresql://postgres@127.0.0.1:55433/sim \\
         --trials 128 --out storage_pg.json
-    # 2. the projection: W workers share one study of TRIALS trials
+    # 2. the projection: W workers share one study of TRIALS trials; the H100 runs' logs are
+    #    in git history (benchmarks/logs/INDEX.md, runs 142-143)
+    git archive ad66bfa benchmarks/logs/run142-h100 benchmarks/logs/run143-h100 | tar -x -C /tmp
     python benchmarks/scaling.py simulate --storage-costs storage_pg.json \\
-        --gpu-runs benchmarks/logs/run142-h100 benchmarks/logs/run143-h100 --trials 128 \\
+        --gpu-runs /tmp/benchmarks/logs/run142-h100 /tmp/benchmarks/logs/run143-h100 --trials 128 \\
         --workers 1,2,4,8,16,32,64
     # 3. a real search's study, afterwards: each worker's evaluations (compile wait and GPU),
     #    host seconds (asks and tells) and the rest, from the trials' `timing`
