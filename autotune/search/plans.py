@@ -189,10 +189,11 @@ def _seeds_here(space: Space, written: Space, valid: set[str]) -> list[Config]:
 # but never more than the time left. A family that overruns (its last window, its re-time) so takes
 # the time of the last families in the order, the least likely, which get less or none, never of
 # the next one; one that ends early leaves its time to those after it. No deadline is past the
-# timeout; past it run only the window in flight when a deadline comes (at most --window
-# candidates, each bounded by --candidate-timeout) and the re-times (the top 3 and cuBLAS) of the
-# family then searched and of those after it, which measure nothing new but re-time what their
-# studies hold from earlier sessions: the same as when the time was shared out in turn.
+# timeout; past it run only the window in flight when a deadline comes (--window candidates, or
+# in a family's first window TPE's start-up of 10; each bounded by --candidate-timeout) and the
+# re-times (the top 3 and cuBLAS) of the family then searched and of those after it, which measure
+# nothing new but re-time what their studies hold from earlier sessions: the same as when the
+# time was shared out in turn.
 
 ORDER_SAMPLE = 2000  # valid points, beside the seeds and start-up, a family's best estimate is over
 LIKELY_WEIGHT = 2.0  # a likely family's share of a timed search, against 1 for another
