@@ -187,8 +187,9 @@ def _seeds_here(space: Space, written: Space, valid: set[str]) -> list[Config]:
 # At its turn a family gets the larger of its fixed share (its weight's part of the time left when
 # the first family started) and its weight's part of the time left now among those still to come,
 # but never more than the time left. A family that overruns (its last window, its re-time) so takes
-# the time of the last families in the order, the least likely, which get less or none, never of
-# the next one; one that ends early leaves its time to those after it. No deadline is past the
+# the time of the last families in the order, the least likely, which get less or none, while those
+# before them keep their fixed shares; one that ends early leaves its time to those after it
+# (shared out by weight, as the time was shared out in turn before). No deadline is past the
 # timeout; past it run only the window in flight when a deadline comes (--window candidates, or
 # in a family's first window TPE's start-up of 10; each bounded by --candidate-timeout) and the
 # re-times (the top 3 and cuBLAS) of the family then searched and of those after it, which measure
@@ -205,7 +206,7 @@ class Standing:
 
     family: str
     priors: int  # configs that won on other GPUs, valid here
-    meant_for: tuple[str, ...]  # its own tier, architecture or shapes ("the shape") that this search is
+    meant_for: tuple[str, ...]  # the tier, architecture, shapes ("the shape") it declares, where this search's
     estimate: float | None  # the cost model's best share of the FFMA peak; None: no model
 
     @property
