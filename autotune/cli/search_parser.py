@@ -109,7 +109,8 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
         type=seconds,
         metavar="SEC",
         help="wall-time budget for each shape's search (each of --sizes gets it), shared out over its "
-        "families; the last 40%% of a "
+        "families, the likeliest to win first (priors, then those built for the tier, GPU or shape, then the "
+        "cost model's estimate) and an overrun taken from the last; the last 40%% of a "
         "family's time (or trials, whichever comes first) goes to neighbours of its best configs",
     )
     s.add_argument(

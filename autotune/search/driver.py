@@ -1,6 +1,7 @@
 """Search a family's space for one problem: plan the study, run the trials, re-time the best.
 
-`search_family` is one family in this process; `search` is several in turn, sharing a timeout.
+`search_family` is one family in this process; `search` is several in turn, the likeliest to win
+first, sharing a timeout.
 The study and its storage are in `studies`, the loop of one worker in `trials`, several worker
 processes on one study in `parallel`.
 """
@@ -18,7 +19,7 @@ from ..kernels.render import source_digest
 from ..kernels.space import Space
 from . import strategies
 from .evaluate import Evaluator, code_of
-from .plans import Plan, next_queued, plan_family
+from .plans import Plan, Shares, by_standing, make_plan, next_queued, order_line, plan_family, queue_plan
 from .progress import Progress
 from .storage import STORAGE_FAULTS, fault_line
 from .studies import all_measured
@@ -227,20 +228,39 @@ def search(
     first_plan: Plan | None = None,
     **kwargs,
 ) -> list[FamilyResult]:
-    """Search each family in turn; a global `timeout_s` is shared out over the families left.
+    """Search each family in turn, the likeliest to win first; a `timeout_s` is shared out (Shares).
 
-    `first_plan`: the first family's, made beforehand (plan_ahead).
+    The order and the shares are plans.by_standing's and plans.Shares'; every family's plan is made
+    before the first is searched. `first_plan`: the first space's, made beforehand (plan_ahead).
+    `kwargs` go to search_family. Results come in the order searched.
     """
     start = time.monotonic()
+    progress: Progress | None = kwargs.get("progress")
+    storage = kwargs.get("storage", "")
+    window = kwargs.get("batch", 8)
+    plan_kw = {k: kwargs[k] for k in ("gpu_slug", "storage", "trials", "sampler", "seed") if k in kwargs}
+    made = [
+        make_plan(sp, problem, evaluator.limits, window=window, **plan_kw) for sp in spaces[first_plan is not None :]
+    ]
+    plans = [first_plan, *made] if first_plan is not None else made
+    order = by_standing(plans, evaluator.limits)
+    shares = None
+    if timeout_s is not None:
+        shares = Shares([s.weight for _, s in order], timeout_s - (time.monotonic() - start))
+    if progress and len(order) > 1:
+        progress.note(order_line([s for _, s in order], shares))
     out = []
-    for i, space in enumerate(spaces):
+    for i, (plan, _standing) in enumerate(order):
         deadline = None
-        if timeout_s is not None:
-            left = timeout_s - (time.monotonic() - start)
-            deadline = time.monotonic() + max(0.0, left) / (len(spaces) - i)
-        plan = first_plan if i == 0 else None
+        if shares is not None:
+            deadline = time.monotonic() + shares.share(i, timeout_s - (time.monotonic() - start))
         try:
-            out.append(search_family(space, problem, evaluator, deadline=deadline, plan=plan, **kwargs))
+            if plan is not first_plan:  # queued now, as plan_ahead queued the first
+                queue_plan(plan)
+                evaluator.prefetch(next_queued(plan, window), problem)
+            out.append(search_family(plan.space, problem, evaluator, deadline=deadline, plan=plan, **kwargs))
+        except STORAGE_FAULTS as exc:
+            raise SearchStopped(fault_line(storage, exc), out) from None
         except SearchStopped as stop:  # the families searched before it are results too
             raise SearchStopped(str(stop), out + stop.results) from None
     return out

@@ -1,6 +1,7 @@
 """Several search processes on one study: process i runs trials on device i.
 
-Optuna's storage coordinates them (see `studies`): each asks, measures and tells its own trials;
+Optuna's storage coordinates them (see `studies`): each asks, measures and tells its own trials,
+the families in the parent's order with its shares of a timeout (plans.by_standing, plans.Shares);
 a killed one's trials are failed and re-queued, and measured by this process when no worker is
 left to. The best configs of each family are re-timed afterwards on one GPU, in this process.
 The processes end with this one, however it ends.
@@ -24,7 +25,7 @@ from . import strategies
 from .driver import FamilyResult, finish_family
 from .evaluate import Evaluator
 from .heartbeats import recover_stale
-from .plans import make_plan, queue_plan
+from .plans import Shares, by_standing, make_plan, order_line, queue_plan
 from .progress import Progress
 from .storage import STORAGE_FAULTS, fault_line
 from .trials import run_trials
@@ -59,17 +60,19 @@ def run_search_process(
     queued,
     deadline_wall: float | None,
     batch: int,
+    order=None,
 ) -> None:  # pragma: no cover - subprocess
     """Run search process `index`: each family's trials in turn on its own evaluator.
 
     Its device is `index` plus the spec's device; the time left is shared out over the families. It
     starts its evaluator and makes its plans while the parent makes and queues the same plans, and
     asks for trials once `queued` is set (a study whose seeds or start-up are not queued yet would
-    hand it TPE's draws instead).
+    hand it TPE's draws instead). `order`: shared numbers the parent sets before `queued`, the
+    families' indices in its order (plans.by_standing) then their weights (plans.Shares).
     """
     _die_with_parent()
     try:
-        _search_process(index, evaluator_spec, families, problem, plan_kwargs, queued, deadline_wall, batch)
+        _search_process(index, evaluator_spec, families, problem, plan_kwargs, queued, deadline_wall, batch, order)
     except KeyboardInterrupt:  # Ctrl-C reaches every process of the group; the parent says so
         sys.exit(130)
     except (UserError, *STORAGE_FAULTS) as exc:  # one line, as the command prints it (a bug keeps its traceback)
@@ -89,6 +92,7 @@ def _search_process(
     queued,
     deadline_wall: float | None,
     batch: int,
+    order=None,
 ) -> None:  # pragma: no cover - subprocess
     from .evaluate import build_evaluator
 
@@ -101,12 +105,15 @@ def _search_process(
         while not queued.wait(1.0):
             if mp.parent_process() is not None and not mp.parent_process().is_alive():
                 return
-        for i, plan in enumerate(plans):
+        n = len(plans)
+        picks = [int(x) for x in order[:n]] if order is not None else list(range(n))
+        weights = list(order[n:]) if order is not None else [1.0] * n
+        shares = Shares(weights, deadline_wall - time.time()) if deadline_wall is not None else None
+        for i, pick in enumerate(picks):
             deadline = None
-            if deadline_wall is not None:
-                left = deadline_wall - time.time()
-                deadline = time.monotonic() + max(0.0, left) / (len(plans) - i)
-            run_trials(plan, ev, deadline=deadline, batch=batch, shared=True, recover=False)
+            if shares is not None:
+                deadline = time.monotonic() + shares.share(i, deadline_wall - time.time())
+            run_trials(plans[pick], ev, deadline=deadline, batch=batch, shared=True, recover=False)
     finally:
         ev.close()
 
@@ -184,18 +191,26 @@ class SearchProcesses:
         # Set once the plans are queued and the parent's GPU is free: process 0 shares device 0
         # with the parent, whose cuBLAS baseline is timed meanwhile.
         self.queued = ctx.Event()
+        # The order the parent makes of its plans, for the processes started before it is known:
+        # the families' indices, then their weights (read once `queued` is set).
+        order = ctx.Array("d", 2 * len(spaces), lock=False)
         fams = [portable(sp) for sp in spaces]
         self.procs = [
             ctx.Process(
                 target=run_search_process,
-                args=(i, evaluator_spec, fams, problem, kwargs, self.queued, deadline_wall, batch),
+                args=(i, evaluator_spec, fams, problem, kwargs, self.queued, deadline_wall, batch, order),
             )
             for i in range(workers)
         ]
         for p in self.procs:
             p.start()
         try:
-            self.plans = [make_plan(sp, problem, limits, workers=workers, **kwargs) for sp in spaces]
+            plans = [make_plan(sp, problem, limits, workers=workers, **kwargs) for sp in spaces]
+            ranked = by_standing(plans, limits)
+            self.plans = [p for p, _ in ranked]
+            self.standings = [s for _, s in ranked]
+            at = {id(p): i for i, p in enumerate(plans)}
+            order[:] = [at[id(p)] for p in self.plans] + [s.weight for s in self.standings]
             for plan in self.plans:
                 queue_plan(plan)
                 recover_stale(plan.open(), wait=True)
@@ -218,6 +233,10 @@ class SearchProcesses:
         once they stop beating, and this process measures them and whatever else the budget holds, on
         `final_evaluator`. A family still short of its budget (its time not spent) is named in `short`.
         """
+        if progress and len(self.plans) > 1:
+            left = self.deadline - time.monotonic() if self.deadline is not None else None
+            shares = Shares([s.weight for s in self.standings], left) if left is not None else None
+            progress.note(order_line(self.standings, shares))
         self.queued.set()
         try:
             for p in self.procs:

@@ -20,6 +20,12 @@ class Progress:
         self.cublas_gflops = cublas_gflops
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
 
+    def note(self, line: str) -> None:
+        """Print a line of its own (as the families' order), where the status line is shown."""
+        if self.enabled:
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
     def update(
         self,
         family: str,
