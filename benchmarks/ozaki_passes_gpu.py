@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import cupy as cp
+from untuned import gpu_ms  # benchmarks/: the script's own folder
 
 from autotune.gpu.ozaki import OzakiGemm
 
@@ -27,16 +28,7 @@ REPS, ROUNDS = 10, 5
 def _time(fn) -> float:
     """Return the median seconds of one `fn()` over ROUNDS rounds of REPS calls, by CUDA events."""
     fn()
-    times = []
-    for _ in range(ROUNDS):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(REPS):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) / 1e3 / REPS)
-    return statistics.median(times)
+    return statistics.median(gpu_ms(fn, REPS) for _ in range(ROUNDS)) / 1e3
 
 
 def _line(name: str, seconds: float, moved: float, copy_rate: float) -> str:
