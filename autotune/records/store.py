@@ -2,7 +2,7 @@
 
 A file is written whole or not at all (`atomic_write_text`); entries (`make_entry`) are merged
 into the shape's record under a folder lock (`update_record`, `save_search`); a record is checked
-as a reader will see it before it is written. A record is written in schema 2 (`record_text`):
+as a reader will see it before it is written. A record is written in schema 3 (`record_text`):
 what every entry holds alike (limits, versions, often the command line and date) once, and one
 line an entry, so that a results folder stays small and a diff names the entries that changed.
 An entry keeps each measured float to the digits it carries (`measured_digits`: float32's 7).
@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core import redact
 from ..core.files import open_regular
-from ..core.types import Measurement, Problem, Status, UserError, one_line
+from ..core.types import Config, Measurement, Problem, Status, UserError, one_line
 from ..gpu.nvml import FIELDS, clock_fields
 from .fields import DIGITS, MAX_TEXT
 from .results import load_record, parse_record, record_path
@@ -219,14 +219,19 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def packed(data: dict) -> dict:
-    """Return a record (schema 1, each entry whole) in the form it is written: schema 2.
+    """Return a record (schema 1, each entry whole) in the form it is written: schema 3.
 
     A field that every entry holds alike goes once under "shared" (with two entries or more: one
-    entry shares with none), and an entry's problem is left out where it is the record's;
-    validate.trusted reads it back to `data`.
+    entry shares with none), an entry's problem is left out where it is the record's, and a
+    config's name where it is its parameters' (a third of a config's bytes, and a reader makes it
+    again); validate.trusted reads it back to `data`.
     """
     own = {
-        fam: {k: v for k, v in entry.items() if not (k == "problem" and _same(v, data["problem"]))}
+        fam: {
+            k: _unnamed(v) if k == "config" else v
+            for k, v in entry.items()
+            if not (k == "problem" and _same(v, data["problem"]))
+        }
         for fam, entry in data["families"].items()
     }
     shared = {}
@@ -240,6 +245,13 @@ def packed(data: dict) -> dict:
             out["shared"] = shared
         out[key] = PACKED if key == "schema" else own if key == "families" else value
     return out
+
+
+def _unnamed(cfg: dict) -> dict:
+    """Return a config without its name where the name is its parameters' (always, once checked)."""
+    if cfg.get("name") != Config.make(cfg["family"], cfg["params"]).name:
+        return cfg
+    return {k: v for k, v in cfg.items() if k != "name"}
 
 
 def record_text(data: dict) -> str:

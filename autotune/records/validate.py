@@ -3,8 +3,9 @@
 A trusted record has its structure, every field checked by type, range and format (fields.py),
 printable bounded text and bounded nesting throughout, and agrees with itself (figures derived
 from each other, the GPU's name and its folder). records/results.py reads every record through
-here (`trusted`), a file of either form: schema 1, each entry whole, or schema 2 (what
-store.record_text writes), the fields every entry shares stored once; both read to the same record.
+here (`trusted`), a file of any form: schema 1, each entry whole; schema 2, the fields every entry
+shares stored once; schema 3 (what store.record_text writes), schema 2 with each config's name left
+to its parameters. All read to the same record.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from . import fields
 from .fields import ARCH, MAX_GPU_NAME, NAME, Corrupt, shown
 
 SCHEMA = 1  # the record every reader gets, each entry whole
-PACKED = 2  # a file's form since: the fields every entry shares under "shared", once
+PACKED = 3  # a file's form since: the fields every entry shares under "shared", once; no config names
+SHARED = 2  # the form before: "shared", with the config names written out
 SHAPE_FILE = re.compile(r"^(\d+)x(\d+)x(\d+)(_(?:nt|tn|tt))?(_b\d+)?(_beta[-+.e0-9]+)?(_(?:high|medium))?\.json$")
 
 _MAX_DEPTH = 16  # records nest 6 deep
@@ -54,8 +56,9 @@ _ENTRY_ORDER = {
 def trusted(data: Any, path: Path, fault: str = "corrupted results file") -> dict:
     """Return a file's parsed JSON as every reader gets the record, checked as check_record does.
 
-    A schema 2 file's shared fields are put back into each entry (a copy in each), and an entry
-    without a problem gets the record's: the record is then the one its schema 1 file holds.
+    A schema 2 or 3 file's shared fields are put back into each entry (a copy in each), an entry
+    without a problem gets the record's, and (schema 3) each config its name from its parameters:
+    the record is then the one its schema 1 file holds.
 
     Raises:
         UserError: One, naming `path`, then `fault` and what is wrong.
@@ -67,8 +70,8 @@ def trusted(data: Any, path: Path, fault: str = "corrupted results file") -> dic
 
 
 def _unpacked(data: Any) -> Any:
-    """Return a schema 2 record as schema 1 holds it; any other value as it is."""
-    if not isinstance(data, dict) or type(data.get("schema")) is not int or data["schema"] != PACKED:
+    """Return a schema 2 or 3 record as schema 1 holds it; any other value as it is."""
+    if not isinstance(data, dict) or type(data.get("schema")) is not int or data["schema"] not in (SHARED, PACKED):
         return data
     shared = data.get("shared", {})
     if not isinstance(shared, dict):
@@ -86,9 +89,22 @@ def _unpacked(data: Any) -> Any:
         if both:
             raise Corrupt(f"entry {fam}: {shown(both[0])} is both its own and shared")
         entry = copy.deepcopy({"problem": data["problem"], **shared}) | own
+        if data["schema"] == PACKED:
+            entry["config"] = _named(entry.get("config"))
         whole[fam] = {k: entry[k] for k in sorted(entry, key=lambda k: _ENTRY_ORDER.get(k, len(_ENTRY_ORDER)))}
     # The keys in the order a schema 1 file holds them: shared's is gone, families' in its place.
     return {k: SCHEMA if k == "schema" else whole if k == "families" else v for k, v in data.items() if k != "shared"}
+
+
+def _named(cfg: Any) -> Any:
+    """Return a schema 3 config with its name (its parameters'), or any other value as it is."""
+    # A config whose parameters make no name is left without one: _check_config then says why.
+    if not isinstance(cfg, dict) or "name" in cfg:
+        return cfg
+    try:
+        return cfg | {"name": Config.make(cfg["family"], cfg["params"]).name}
+    except (KeyError, TypeError, UserError):
+        return cfg
 
 
 def check_record(data: Any, path: Path, fault: str = "corrupted results file") -> None:

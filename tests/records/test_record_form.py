@@ -1,5 +1,6 @@
-"""A record's two forms on disk: schema 1 (each entry whole) and schema 2 (what the store writes,
-the fields every entry shares once) read to the same record, checked as strictly."""
+"""A record's forms on disk: schema 1 (each entry whole), schema 2 (the fields every entry shares
+once) and schema 3 (what the store writes: schema 2 with each config's name left to its
+parameters) read to the same record, checked as strictly."""
 
 import json
 
@@ -60,13 +61,14 @@ def test_the_new_form_holds_what_entries_share_once(tmp_path, h100):
     _rewrite(tmp_path, path)
     text = path.read_text()
     stored = json.loads(text)
-    assert stored["schema"] == 2 and list(stored) == ["schema", "gpu", "problem", "shared", "families", "best"]
+    assert stored["schema"] == 3 and list(stored) == ["schema", "gpu", "problem", "shared", "families", "best"]
     shared, fams = stored["shared"], stored["families"]
     assert shared["limits"] == h100.to_dict() and shared["command"] == "autotune search --size 1000"
     assert "versions" not in shared  # two autotune versions: each entry keeps its own
     assert [f["versions"].get("autotune") for f in fams.values()] == [None, "0.0.9", None]
     assert "problem" not in fams["coarse1d"] and fams["coarse2d"]["problem"] == {"M": 1000, "N": 1000, "K": 1000}
     assert all("limits" not in e and "command" not in e for e in fams.values())
+    assert all(list(e["config"]) == ["family", "params"] for e in fams.values())  # no names
     # A line for each field of the record and each entry: a diff names the entries that changed.
     lines = text.splitlines()
     assert len(lines) == 9 + len(fams) and lines[6].startswith('    "coarse1d": {"config":')
@@ -123,7 +125,9 @@ def _both(data):
         (lambda d: d.update(families={}, best=None), "'shared' holds fields but there are no families"),
         (lambda d: d["families"].update(tiled=[]), "entry 'tiled' is not an object"),
         (lambda d: d["families"]["tiled"].update(problem={"M": 1, "N": 1, "K": 1}), "tiled was measured at 1x1x1"),
-        (lambda d: d.update(schema=3), "results schema 3, this autotune reads 1"),
+        (lambda d: d.update(schema=4), "results schema 4, this autotune reads 1"),
+        (lambda d: d["families"]["tiled"]["config"].update(name="tiled_TILE16"), "config name 'tiled_TILE16'"),
+        (lambda d: d["families"]["tiled"]["config"]["params"].update(TILE=1.5), "tiled"),
     ],
 )
 def test_a_bad_new_form_record_is_one_clear_error(tmp_path, h100, change, fragment):
@@ -132,4 +136,18 @@ def test_a_bad_new_form_record_is_one_clear_error(tmp_path, h100, change, fragme
         load_record(path)
     msg = str(exc.value)
     assert msg.startswith(f"{path}: ") and fragment in msg and "\n" not in msg
-    assert "schema 3" in msg or "corrupted results file" in msg
+    assert "schema 4" in msg or "corrupted results file" in msg
+
+
+def test_a_schema_2_record_with_its_names_loads_as_the_schema_3_one(tmp_path, h100):
+    path = _old_form(tmp_path, h100)
+    _rewrite(tmp_path, path)
+    new = load_record(path)
+    data = json.loads(path.read_text())
+    for fam, e in data["families"].items():  # the names written out, as schema 2 files hold them
+        e["config"]["name"] = new["families"][fam]["config"]["name"]
+    data["schema"] = 2
+    path.write_text(json.dumps(data))
+    old = load_record(path)
+    assert old == new and json.dumps(old) == json.dumps(new)  # key order too
+    assert old["families"]["tiled"]["config"] == {"family": "tiled", "params": {"TILE": 32}, "name": "tiled_TILE32"}
