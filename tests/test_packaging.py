@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from autotune.records.results import load_record
+
 ROOT = Path(__file__).resolve().parent.parent
 # What the build reads; copied so the build never sees a stale build/ folder of the checkout
 # (setuptools copies into build/lib without removing what is gone from the source).
@@ -137,7 +139,7 @@ def test_installed_wheel_searches_and_exports_into_the_results_folder_it_is_give
         env=env,
     )
     (record,) = res.glob("*/64x64x64.json")
-    assert json.loads(record.read_text())["families"]["tiled"]["config"]["name"] == "tiled_TILE16"
+    assert load_record(record)["families"]["tiled"]["config"]["name"] == "tiled_TILE16"
     header = tmp_path / "tuned.h"
     _run([exe, "export", "--size", "64", "--results", str(res), "-o", str(header)], cwd=tmp_path, env=env)
     text = header.read_text()

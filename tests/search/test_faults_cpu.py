@@ -12,6 +12,7 @@ import pytest
 
 from autotune.kernels.limits import load_profile
 from autotune.kernels.space import Space
+from autotune.records.results import load_record
 
 ROOT = Path(__file__).resolve().parents[2]
 SLUG = "nvidia-h100-80gb-hbm3"
@@ -427,7 +428,7 @@ def test_a_storage_that_fails_mid_search_is_one_line_a_record_and_a_resume(
     gflops = json.loads(table.read_text())["table"]
     rec = next((tmp_path / "r").glob("*/512x512x512.json"))
     assert str(rec) in line
-    entry = json.loads(rec.read_text())["families"]["coarse1d"]
+    entry = load_record(rec)["families"]["coarse1d"]
     assert entry["config"]["name"] == max(measured, key=gflops.get) and len(measured) < 20
     # The same command goes on where it stopped: 20 distinct configs in all, none twice.
     assert cli.main(args) == 0

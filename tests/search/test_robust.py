@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from autotune.core.types import UserError
 from autotune.kernels.limits import load_profile
 from autotune.kernels.space import Space
+from autotune.records.results import load_record
 
 ROOT = Path(__file__).resolve().parents[2]
 SLUG = "nvidia-h100-80gb-hbm3"
@@ -115,7 +116,7 @@ def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
     measured = {n for n, t in failed.items() if t.user_attrs.get("evaluated")}
     assert measured <= set(retries)
     assert all(retries[n].user_attrs["measurement"] == failed[n].user_attrs["measurement"] for n in measured)
-    rec = json.loads((tmp_path / SLUG / "512x512x512.json").read_text())  # whole, valid JSON
+    rec = load_record(tmp_path / SLUG / "512x512x512.json")  # whole, valid JSON, a record
     best = max((n for n in evaluated), key=table.get)
     assert rec["families"]["coarse1d"]["config"]["name"] == best
 
@@ -183,7 +184,7 @@ def _run_workers(results, replay_path, workers, storage=None, *more):
         extra += ["--storage", storage]
     r = subprocess.run(_cmd(results, replay_path, *extra), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    return json.loads((results / SLUG / "512x512x512.json").read_text())["families"]["coarse1d"]
+    return load_record(results / SLUG / "512x512x512.json")["families"]["coarse1d"]
 
 
 def _check_once(trials):
