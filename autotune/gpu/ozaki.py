@@ -126,6 +126,11 @@ def _vectors(x: cp.ndarray, axis: int) -> tuple[int, int, int, int]:
     return int(x.shape[axis]), int(x.shape[1 - axis]), sv, sk
 
 
+def _float4_rows(x: cp.ndarray, sv: int) -> bool:
+    """Return whether each vector of `x` (`sv` floats apart) starts 16-byte aligned, for float4."""
+    return x.data.ptr % 16 == 0 and sv % 4 == 0
+
+
 class OzakiGemm:
     """Ozaki scheme II with `n` moduli on the current device: the stages, and C from A and B.
 
@@ -188,7 +193,7 @@ class OzakiGemm:
         chunk = exp_chunk(v, k, sk == 1, self._sms)
         grid = exp_grid(v, k, sk == 1, chunk)
         part = cp.empty((grid[1], v, 2), cp.float64)
-        vec = np.int32(x.data.ptr % 16 == 0 and sv % 4 == 0)
+        vec = np.int32(_float4_rows(x, sv))
         self._sq(grid, EXP_BLOCK, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), np.int32(chunk), part, vec))
         self._exp((-(-v // 256), 1, 1), (256, 1, 1), (np.int32(v), np.int32(k), np.int32(grid[1]), part, e))
         return e
@@ -206,7 +211,7 @@ class OzakiGemm:
             head = (np.int32(v), np.int32(k), x, np.int64(sv))
             tail = (e, r, np.int32(pitch), np.int64(v * pitch))
             if sk == 1:
-                vec = np.int32(x.data.ptr % 16 == 0 and sv % 4 == 0)
+                vec = np.int32(_float4_rows(x, sv))
                 self._resk(res_grid(v, k, True), RESK_BLOCK, (*head, *tail, vec))
             else:
                 self._rest(res_grid(v, k, False), (256, 1, 1), (*head, np.int64(sk), *tail))

@@ -154,7 +154,7 @@ def garner(parts: list[int], n: int) -> int:
 
 def crt_source(n: int, name: str = CRT_KERNEL) -> str:
     """Return the CUDA source of the reconstruction for `n` moduli (kernel `name`)."""
-    c = crt_constants(n)
+    c, p = crt_constants(n), math.prod(moduli(n))
     return render_template(
         template(TEMPLATE_DIR, CRT_TEMPLATE),
         NAME=name,
@@ -162,9 +162,9 @@ def crt_source(n: int, name: str = CRT_KERNEL) -> str:
         INV=list(c.inv),
         NEG=[list(x) for x in c.neg],
         LIMBS=c.limbs,
-        WIDE=math.prod(moduli(n)) < 2**64,
-        HALF64=math.prod(moduli(n)) // 2,
-        WHOLE64=math.prod(moduli(n)),
+        WIDE=p < 2**64,
+        HALF64=p // 2,
+        WHOLE64=p,
         HALF=[f"{x}u" for x in c.half],
         WHOLE=[f"{x}u" for x in c.whole],
     )
