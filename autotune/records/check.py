@@ -103,20 +103,25 @@ def _judge(base: CheckRow, entry: dict, resolved, spec: dict, arch: str) -> Chec
     from ..gpu.machine_code import code_digest
     from ..kernels.render import DEFAULT_KERNEL, render
 
-    got, code = spec["resources"], code_digest(spec["cubin"])
-    diffs = _resource_diffs(entry, got)
+    builds = [(code_digest(spec["cubin"]), spec["resources"])]
     for attempt in range(_FRESH_TRIES):
+        code, got = builds[-1]
         # Built again while the code differs from the record's; a resource difference alone
         # (the same code, or a record without one) is confirmed by one fresh build.
-        if entry.get("code") in (None, code) and (not diffs or attempt > 0):
+        if entry.get("code") in (None, code) and (not _resource_diffs(entry, got) or attempt > 0):
             break
         # Confirm with fresh compiles: neither a compile-cache entry nor one build of several
         # possible (above) may be what reports a regression (once, a cached entry said 247
         # registers where every fresh build said 243).
         fresh = compile_source(render(resolved), resolved.family.compile_arch(arch), DEFAULT_KERNEL, use_cache=False)
         r = fresh.resources
-        got = dict(got, registers=r.registers, smem_bytes=r.smem_static_bytes + spec["launch"].dynamic_smem)
-        code, diffs = code_digest(fresh.cubin), _resource_diffs(entry, got)
+        smem = r.smem_static_bytes + spec["launch"].dynamic_smem
+        builds.append((code_digest(fresh.cubin), dict(got, registers=r.registers, smem_bytes=smem)))
+    # The verdict is of the build nearest the record (its code, then its resources), not of the
+    # last one: a stale record's builds all differ in code, and one of them differing in
+    # registers too is NVRTC's variation, not a kernel the record did not measure.
+    code, got = min(builds, key=lambda b: (b[0] != entry.get("code"), bool(_resource_diffs(entry, b[1]))))
+    diffs = _resource_diffs(entry, got)
     here, recorded = nvrtc_version(), (entry.get("versions") or {}).get("nvrtc")
     measured = f"{got['registers']} registers, {got['smem_bytes']} B smem"
     if entry.get("code") is None:

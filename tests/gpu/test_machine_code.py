@@ -164,3 +164,37 @@ def test_a_build_that_differs_once_is_confirmed_by_another(record, monkeypatch):
     monkeypatch.setattr("autotune.records.check._compile_ahead", lambda configs, jobs: None)
     row = _row(root)
     assert row.status == "pass" and calls[1:] == [False], (row.detail, calls)
+
+
+def test_a_stale_record_is_judged_by_its_nearest_build_not_its_last(record, monkeypatch):
+    """A stale record's builds all differ in code, so check --static builds it _FRESH_TRIES times;
+    one of them with other registers (NVRTC's variation) does not turn stale into fail."""
+    import dataclasses
+
+    import autotune.gpu.compile as compile_module
+    from autotune.records.check import _FRESH_TRIES
+
+    root, path = record
+    data = json.loads(path.read_text())
+    data["families"][FAMILY]["code"] = "0" * 16
+    path.write_text(json.dumps(data))
+    real, fresh = compile_module.compile_source, []
+
+    def last_fresh_build_has_more_registers(source, arch, kernel, options=(), use_cache=True):
+        out = real(source, arch, kernel, options, use_cache)
+        if not use_cache:
+            fresh.append(out)
+            if len(fresh) == _FRESH_TRIES:
+                regs = out.resources.registers + 4
+                out = dataclasses.replace(out, resources=dataclasses.replace(out.resources, registers=regs))
+        return out
+
+    monkeypatch.setattr(compile_module, "compile_source", last_fresh_build_has_more_registers)
+    row = _row(root)
+    assert len(fresh) == _FRESH_TRIES and row.status == "stale", row.detail
+    # Every build with other registers: a kernel the record did not measure.
+    data["families"][FAMILY]["registers"] += 1
+    path.write_text(json.dumps(data))
+    fresh.clear()
+    row = _row(root)
+    assert row.status == "fail" and "tune this shape again" in row.detail, row.detail
