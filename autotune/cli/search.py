@@ -117,7 +117,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
     make_storage(storage)  # a URL that cannot be opened is said now, before cuBLAS or a search process runs
     plan_kw = dict(gpu_slug=slug, storage=storage, trials=args.trials, sampler=args.sampler, seed=args.seed)
     t0 = time.monotonic()
-    procs, first, base = _start(args, spaces, problem, ev, spec, plan_kw)
+    procs, planned, base = _start(args, spaces, problem, ev, spec, plan_kw)
     print(
         f"{ev.limits.name}: {problem.name}, cuBLAS {base['gflops']:.0f} GFLOP/s "
         f"(strict FP32, same process), {len(spaces)} families, "
@@ -135,7 +135,7 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
                 problem,
                 ev,
                 timeout_s=args.timeout,
-                first_plan=first,
+                planned=planned,
                 progress=progress,
                 batch=args.window,
                 **plan_kw,
@@ -164,16 +164,17 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
 
 
 def _start(args, spaces: list[Space], problem: Problem, ev, spec: dict, plan_kw: dict) -> tuple:
-    """Start the search: return (the processes or None, the first plan or None, cuBLAS's timing).
+    """Start the search: return (the processes or None, the ordered plans or None, the baseline).
 
-    cuBLAS is timed on its own thread (it waits on the GPU worker) while this one makes the first
-    plan and starts its first compiles, or starts the search processes: their start-up and the
-    baseline overlap. The processes ask for trials only once the baseline is done.
+    cuBLAS is timed on its own thread (it waits on the GPU worker) while this one makes the plans,
+    orders them and starts the likeliest family's first compiles (driver.plan_search), or starts the
+    search processes: their start-up and the baseline overlap. The processes ask for trials only once
+    the baseline is done.
     """
-    from ..search.driver import plan_ahead
+    from ..search.driver import plan_search
     from ..search.parallel import SearchProcesses
 
-    procs = first = None
+    procs = planned = None
     with ThreadPoolExecutor(1, thread_name_prefix="cublas") as bg:
         timing = bg.submit(ev.baseline, problem)
         try:
@@ -181,14 +182,14 @@ def _start(args, spaces: list[Space], problem: Problem, ev, spec: dict, plan_kw:
                 procs = SearchProcesses(
                     spaces, problem, spec, args.workers, ev.limits, timeout_s=args.timeout, batch=args.window, **plan_kw
                 )
-            elif spaces:
-                first = plan_ahead(spaces[0], problem, ev, batch=args.window, **plan_kw)
+            else:
+                planned = plan_search(spaces, problem, ev, batch=args.window, **plan_kw)
             base = timing.result()
         except BaseException:
             if procs is not None:
                 procs.stop()
             raise
-    return procs, first, base
+    return procs, planned, base
 
 
 def record(args, problem: Problem, storage: str, ev, results) -> tuple:

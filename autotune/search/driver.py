@@ -19,7 +19,7 @@ from ..kernels.render import source_digest
 from ..kernels.space import Space
 from . import strategies
 from .evaluate import Evaluator, code_of
-from .plans import Plan, Shares, by_standing, make_plan, next_queued, order_line, plan_family, queue_plan
+from .plans import Plan, Shares, Standing, by_standing, make_plan, next_queued, order_line, plan_family, queue_plan
 from .progress import Progress
 from .storage import STORAGE_FAULTS, fault_line
 from .studies import all_measured
@@ -219,31 +219,49 @@ def plan_ahead(
     return plan
 
 
+def plan_search(
+    spaces: Sequence[Space], problem: Problem, evaluator: Evaluator, *, batch: int = 8, **plan_kw
+) -> list[tuple[Plan, Standing]]:
+    """Return every family's plan and standing, the likeliest first (by_standing), the first queued.
+
+    The first family's first window is handed to the evaluator to compile, as plan_ahead does: this
+    is the start of `search`, made while the GPU is busy elsewhere (the cuBLAS baseline). `plan_kw`
+    are make_plan's (gpu_slug, storage, trials, sampler, seed).
+    """
+    plans = [make_plan(sp, problem, evaluator.limits, window=batch, **plan_kw) for sp in spaces]
+    order = by_standing(plans, evaluator.limits)
+    if order:
+        queue_plan(order[0][0])
+        evaluator.prefetch(next_queued(order[0][0], batch), problem)
+    return order
+
+
 def search(
     spaces: Sequence[Space],
     problem: Problem,
     evaluator: Evaluator,
     *,
     timeout_s: float | None = None,
-    first_plan: Plan | None = None,
+    planned: list[tuple[Plan, Standing]] | None = None,
     **kwargs,
 ) -> list[FamilyResult]:
     """Search each family in turn, the likeliest to win first; a `timeout_s` is shared out (Shares).
 
     The order and the shares are plans.by_standing's and plans.Shares'; every family's plan is made
-    before the first is searched. `first_plan`: the first space's, made beforehand (plan_ahead).
-    `kwargs` go to search_family. Results come in the order searched.
+    before the first is searched. `planned`: plan_search's order of `spaces`, made beforehand (its
+    first plan queued). `kwargs` go to search_family. Results come in the order searched.
     """
     start = time.monotonic()
     progress: Progress | None = kwargs.get("progress")
     storage = kwargs.get("storage", "")
     window = kwargs.get("batch", 8)
     plan_kw = {k: kwargs[k] for k in ("gpu_slug", "storage", "trials", "sampler", "seed") if k in kwargs}
-    made = [
-        make_plan(sp, problem, evaluator.limits, window=window, **plan_kw) for sp in spaces[first_plan is not None :]
-    ]
-    plans = [first_plan, *made] if first_plan is not None else made
-    order = by_standing(plans, evaluator.limits)
+    if planned is None:
+        plans = [make_plan(sp, problem, evaluator.limits, window=window, **plan_kw) for sp in spaces]
+        order = by_standing(plans, evaluator.limits)
+    else:
+        order = planned
+    queued_first = planned[0][0] if planned else None
     shares = None
     if timeout_s is not None:
         shares = Shares([s.weight for _, s in order], timeout_s - (time.monotonic() - start))
@@ -255,7 +273,7 @@ def search(
         if shares is not None:
             deadline = time.monotonic() + shares.share(i, timeout_s - (time.monotonic() - start))
         try:
-            if plan is not first_plan:  # queued now, as plan_ahead queued the first
+            if plan is not queued_first:  # queued now, as plan_search queued the first
                 queue_plan(plan)
                 evaluator.prefetch(next_queued(plan, window), problem)
             out.append(search_family(plan.space, problem, evaluator, deadline=deadline, plan=plan, **kwargs))

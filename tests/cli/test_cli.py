@@ -296,8 +296,8 @@ def test_a_search_keeps_a_trial_in_flight_for_each_compile_thread(tmp_path, monk
     path = tmp_path / "table.json"
     path.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
     seen = []
-    plain = search.plan_ahead
-    monkeypatch.setattr(search, "plan_ahead", lambda *a, **kw: seen.append(kw["batch"]) or plain(*a, **kw))
+    plain = search.plan_search
+    monkeypatch.setattr(search, "plan_search", lambda *a, **kw: seen.append(kw["batch"]) or plain(*a, **kw))
     args = ["search", "--size", "512", "--family", "coarse1d", "--replay", str(path), *extra]
     assert cli.main([*args, "--results", str(tmp_path / "r"), "--quiet", "--yes"]) == 0
     assert seen == [window]

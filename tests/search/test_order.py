@@ -12,7 +12,7 @@ import pytest
 from autotune.core.types import Problem
 from autotune.kernels.space import Space
 from autotune.search import driver, trials
-from autotune.search.driver import plan_ahead, search, search_family
+from autotune.search.driver import plan_search, search, search_family
 from autotune.search.plans import Shares, by_standing, make_plan, order_line
 from autotune.search.replay import ReplayEvaluator
 from autotune.search.storage import default_storage
@@ -152,8 +152,14 @@ def test_a_slow_first_family_by_name_leaves_the_family_with_priors_its_trials(tm
     plans, spaces = _plans(HIGH_FAMILIES, HIGH, h100, {"wgmma_tf32": [prior]})
     ev = Timed(_table(plans), h100, clock, slow="coarse1d")
     kw = dict(gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=1000, batch=4, retime_top=1)
-    first = plan_ahead(spaces[0], HIGH, ev, **{k: v for k, v in kw.items() if k != "retime_top"})
-    out = search(spaces, HIGH, ev, timeout_s=30, first_plan=first, **kw)
+    prefetched = []
+    ev.prefetch = lambda configs, problem: prefetched.append([c.name for c in configs])
+    planned = plan_search(spaces, HIGH, ev, **{k: v for k, v in kw.items() if k != "retime_top"})
+    first = planned[0][0]
+    # Planned ahead (while cuBLAS is timed): the likeliest family, its first window compiling.
+    assert first.space.family.name == "wgmma_tf32" and len(prefetched) == 1
+    assert prefetched[0] and set(prefetched[0]) <= {c.name for c in first.valid}
+    out = search(spaces, HIGH, ev, timeout_s=30, planned=planned, **kw)
     assert [r.family for r in out] == ["wgmma_tf32", "mma_tf32", "coarse1d"]
     got = {r.family: r for r in out}
     # Fixed shares of 12, 12 and 6 s; a trial costs 0.5 s, so about 24 each for the first two.
@@ -161,8 +167,8 @@ def test_a_slow_first_family_by_name_leaves_the_family_with_priors_its_trials(tm
     assert got["mma_tf32"].evaluated >= 20
     assert got["wgmma_tf32"].best is not None
     # The slow one last, with what was left (3 s: its first window, TPE's start-up of 10, is
-    # measured), and the first plan, made for it, used for it.
-    assert got["coarse1d"].study_name == first.name and 1 <= got["coarse1d"].evaluated <= 10
+    # measured); the plan made ahead is the one searched first.
+    assert got["wgmma_tf32"].study_name == first.name and 1 <= got["coarse1d"].evaluated <= 10
 
 
 def test_an_overrun_of_the_likeliest_family_is_taken_from_the_last(tmp_path, h100, clock):

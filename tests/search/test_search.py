@@ -323,10 +323,10 @@ def test_tpe_asks_its_random_start_at_once_then_keeps_a_window(tmp_path, h100):
     assert ready[0] == S.TPE_STARTUP and ready[-8:-3] == [3] * 5
 
 
-def test_plan_ahead_compiles_the_first_window_the_search_then_asks(tmp_path, h100):
-    """plan_ahead (made while cuBLAS is timed) hands the evaluator the configs the first asks
+def test_plan_search_compiles_the_first_window_the_search_then_asks(tmp_path, h100):
+    """plan_search (made while cuBLAS is timed) hands the evaluator the configs the first asks
     will get; the search then runs on that plan."""
-    from autotune.search.driver import plan_ahead, search
+    from autotune.search.driver import plan_search, search
 
     class Recording(ReplayEvaluator):
         def prefetch(self, configs, problem):
@@ -337,10 +337,11 @@ def test_plan_ahead_compiles_the_first_window_the_search_then_asks(tmp_path, h10
     ev = Recording(table, h100)
     ev.prefetched = []
     kwargs = dict(gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=12, seed=1, batch=4)
-    plan = plan_ahead(sp, P, ev, **kwargs)
+    planned = plan_search([sp], P, ev, **kwargs)
+    ((plan, _),) = planned
     ahead = list(ev.prefetched)
     assert len(ahead) == 4 and ahead == [c.name for c in plan.startup[:4]]
-    (r,) = search([sp], P, ev, first_plan=plan, retime_top=0, **kwargs)
+    (r,) = search([sp], P, ev, planned=planned, retime_top=0, **kwargs)
     assert ev.prefetched[4:8] == ahead  # the loop's first asks: the same four, compiled already
     assert r.study_name == plan.name and r.evaluated == 12
 
