@@ -1,0 +1,198 @@
+"""Whether one call's inputs keep the Ozaki route within `high`: the check a call can afford.
+
+ozaki_choice.bound needs |A||B| (a GEMM of magnitudes) and holds the scaling's worst case to one
+unit roundoff, which asks for 8-9 moduli where 7 measure ten times below SGEMM's error. This check
+costs O(M + N) from the rows' and columns' 2-norms the scaling pass computes anyway and O(P K) for
+P sampled elements of C, and holds the route to what the contract compares it with: an FP32
+SGEMM's own error on the same inputs (the model: the comment above RATIO).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ozaki
+from .ozaki import MODULI, _exponents, fits, norm_bits
+from .ozaki_choice import MAX_MODULI, OTHER
+
+# The model, each rounding independent. The scaling rounds each element of A 2^e to an integer,
+# off by d (|d| <= 1/2, 0 where it is an integer already), so C_ij is off by
+#     2^-e_i sum_k d_ik b_kj + 2^-f_j sum_k a_ik d'_kj + 2^-(e_i + f_j) sum_k d_ik d'_kj
+# and then by C's rounding to FP32. With the signs of the d random, its variance at a sampled
+# element is known from the d themselves; over all of C it is bounded from the norms with d uniform
+# (variance 1/12). An SGEMM sums C_ij's products in one FMA chain (cuBLAS's threads each run K in
+# order): each step rounds its partial sum to FP32, an error uniform within half an ulp of it, or
+# loses a product smaller than that whole. Both are compared at the same elements: the largest
+# standard deviation (the contract's max measure) and the median over |A||B| (its median measure).
+# Against that chain emulated (sgemm_chain; benchmarks/ozaki_guard.py draws 240 shapes, M and N
+# 32-200, K 2-3000, every input kind), the route's errors at the admitted count were at most 1.16x
+# the chain's: wide exponents at K near 20, where C's last rounding is most of both errors.
+#
+# The route's modelled error against the SGEMM's, at most. The contract allows 1.5x cuBLAS FP32's
+# measured errors; the model's ratio was up to 1.35x low against emulated errors (tiny K, where C's
+# last rounding dominates), and 0.75 x 1.35 leaves room for a cuBLAS that sums a little better than
+# one chain. At 0.5 wide exponents took 8 moduli where the device measured 7 below SGEMM's errors.
+RATIO = 0.75
+TOP = 8  # rows of A and columns of B with the largest norms, paired with each other
+SAMPLES = 256  # random elements of C beside those
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The route's verdict for one call: the fewest moduli that pass, or OTHER.
+
+    Args:
+        method: "ozaki-int8", or OTHER (3xTF32) when no count up to the cap passes or an input
+            is not finite.
+        moduli: the count, or None.
+        normwise: at that count (the cap's for OTHER), the bound on the route's largest standard
+            deviation over C against the SGEMM's largest over the sample; None for non-finite inputs.
+        median: the sample's median of the route's standard deviation over |A||B| against the
+            SGEMM's; None likewise.
+    """
+
+    method: str
+    moduli: int | None
+    normwise: float | None
+    median: float | None
+
+
+def admit(a, b, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, xp=np) -> Verdict:
+    """Return the fewest moduli whose modelled error stays within RATIO of an SGEMM's, or OTHER.
+
+    Args:
+        a, b: op(A) (M x K) and op(B) (K x N), float32 arrays of NumPy or CuPy (views included).
+        max_moduli: the most INT8 GEMMs worth running (ozaki_choice.MAX_MODULI).
+        seed: the random sample of C's elements (the same inputs and seed, the same verdict).
+        norms: (A's row 2-norms, B's column 2-norms) where the scaling pass has them, any array.
+        xp: the array module of `a` and `b` (NumPy, or CuPy for arrays on the device).
+    Returns:
+        Verdict.
+
+    Example:
+        v = admit(a, b)
+        c = ozaki_gemm(a, b, v.moduli) if v.moduli else tf32x3_gemm(a, b)
+    """
+    if norms is None:
+        norms = (xp.linalg.norm(a.astype(xp.float64), axis=1), xp.linalg.norm(b.astype(xp.float64), axis=0))
+    na, nb = (np.asarray(_host(x), np.float64) for x in norms)
+    if not (np.isfinite(na).all() and np.isfinite(nb).all()):  # an Inf or NaN makes its vector's norm one
+        return Verdict(OTHER, None, None, None)
+    k = a.shape[1]
+    counts = [c for c in range(1, min(max_moduli, len(MODULI)) + 1) if fits(c, k)]
+    if not counts:
+        return Verdict(OTHER, None, math.inf, math.inf)
+    sample = _Sample(xp, a, b, na, nb, seed)
+    # More moduli, larger exponents, smaller roundings: a count passes if every larger one does,
+    # so the fewest is found by bisection (3 of the 8 counts judged, not up to 8).
+    lo, hi, best = 0, len(counts) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        v = sample.judge(counts[mid])
+        if v.moduli is not None:
+            best, hi = v, mid - 1
+        else:
+            lo = mid + 1
+    return best if best is not None else sample.judge(counts[-1])
+
+
+class _Sample:
+    """The sampled elements of C and what each count's verdict needs of them (computed once)."""
+
+    def __init__(self, xp, a, b, na: np.ndarray, nb: np.ndarray, seed: int):
+        self.xp, self.na, self.nb, self.k = xp, na, nb, a.shape[1]
+        self.rows, self.cols = _pairs(na, nb, a.shape[0], b.shape[1], seed)
+        self.pa = a[xp.asarray(self.rows)].astype(xp.float64)  # P x K: the sampled elements' rows and columns
+        self.pb = b[:, xp.asarray(self.cols)].T.astype(xp.float64)
+        self.chain = np.sqrt(_chain_variance(xp, self.pa, self.pb))
+        products = self.pa * self.pb
+        self.s = _host(xp.abs(products).sum(axis=1))
+        # The route rounds each C_ij once to FP32 at the end: within half an ulp of it, uniform.
+        last = np.maximum(np.ldexp(1.0, np.frexp(_host(products.sum(axis=1)))[1] - 24), 2.0**-149)
+        self.final = last * last / 12
+
+    def judge(self, count: int) -> Verdict:
+        """Return the verdict at `count` moduli: 'ozaki-int8' if both ratios are within RATIO."""
+        h, k = norm_bits(count), self.k
+        e, f = _exponents(self.na, h, k), _exponents(self.nb, h, k)
+        g, gh = np.ldexp(1.0, -e).max(), np.ldexp(1.0, -f).max()
+        # Over all of C, from the norms: V_ij <= (g_i^2 |b_j|^2 + h_j^2 |a_i|^2) / 12 + g_i^2 h_j^2 K / 144.
+        top = (g * g * (self.nb**2).max() + gh * gh * (self.na**2).max()) / 12 + (g * gh) ** 2 * k / 144
+        top += self.final.max()
+        route = np.sqrt(_sample_variance(self.xp, self.pa, self.pb, e[self.rows], f[self.cols]) + self.final)
+        most = self.chain.max()
+        normwise = math.sqrt(top) / most if most > 0 else (0.0 if top == 0 else math.inf)
+        rand = slice(TOP * TOP, None)  # the random part: the top pairs would bias a median
+        median = _median_ratio(route[rand], self.chain[rand], self.s[rand])
+        ok = normwise <= RATIO and median <= RATIO
+        return Verdict("ozaki-int8" if ok else OTHER, count if ok else None, normwise, median)
+
+
+def route_product(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Return the route's C at `n` moduli (NumPy): the scaled operands' exact product, in FP32.
+
+    The numbers ozaki.gemm computes (its CRT rebuilds that product exactly) without its INT8
+    GEMMs: the scaled operands' differences from A and B multiplied in float64, exact to 2^-53,
+    far below FP32's 2^-24 (an element may round the other way).
+    """
+    s = ozaki.scale(a, b, n)
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    da, db = np.ldexp(s.a, -s.e[:, None]) - a64, np.ldexp(s.b, -s.f[None, :]) - b64
+    return (a64 @ b64 + (da @ b64 + a64 @ db + da @ db)).astype(np.float32)
+
+
+def sgemm_chain(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Return C as an SGEMM of one FP32 FMA chain per element sums it, K in order (NumPy).
+
+    Each step adds a product (exact in float64) to the FP32 partial sum and rounds once, as an FMA.
+    """
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    c = np.zeros((a64.shape[0], b64.shape[1]), np.float32)
+    for k in range(a64.shape[1]):
+        c = (c + np.outer(a64[:, k], b64[k])).astype(np.float32)
+    return c
+
+
+def _median_ratio(route: np.ndarray, chain: np.ndarray, s: np.ndarray) -> float:
+    """Return the route's median error over |A||B| against the SGEMM's, over the random sample."""
+    live = s > 0  # where every product is 0 both are exact
+    if not live.any():
+        return 0.0
+    fp32 = float(np.median(chain[live] / s[live]))
+    route = float(np.median(route[live] / s[live]))
+    return route / fp32 if fp32 > 0 else (0.0 if route == 0 else math.inf)
+
+
+def _sample_variance(xp, pa, pb, e, f) -> np.ndarray:
+    """Return the route's V at the sampled elements, each rounding's own size in place of 1/12."""
+    sa, sb = pa * xp.asarray(np.ldexp(1.0, e))[:, None], pb * xp.asarray(np.ldexp(1.0, f))[:, None]
+    da, db = (xp.rint(sa) - sa) ** 2, (xp.rint(sb) - sb) ** 2
+    g2, h2 = np.ldexp(1.0, -2 * e), np.ldexp(1.0, -2 * f)
+    t1, t2, t3 = (_host((x * y).sum(axis=1)) for x, y in ((da, pb * pb), (pa * pa, db), (da, db)))
+    return g2 * t1 + h2 * t2 + g2 * h2 * t3
+
+
+def _chain_variance(xp, pa, pb) -> np.ndarray:
+    """Return an SGEMM's V at the sampled elements: each chain step's rounding, or what it loses."""
+    p = pa * pb
+    s = xp.cumsum(p, axis=1)  # float64: the exact sums to FP32's precision and well past it
+    ulp = xp.maximum(xp.ldexp(1.0, xp.frexp(s)[1] - 24), 2.0**-149)  # |s| in [2^(E-1), 2^E)
+    step = xp.where(xp.abs(p) < ulp / 2, p * p, ulp * ulp / 12)
+    return _host(xp.where(s == 0, 0.0, step).sum(axis=1))
+
+
+def _pairs(na: np.ndarray, nb: np.ndarray, m: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the sampled elements' rows and columns: the largest norms paired, then random ones."""
+    top_r, top_c = np.argsort(-na, kind="stable")[:TOP], np.argsort(-nb, kind="stable")[:TOP]
+    rng = np.random.default_rng([seed, m, n])
+    rows = np.concatenate([np.repeat(top_r, len(top_c)), rng.integers(0, m, SAMPLES)])
+    cols = np.concatenate([np.tile(top_c, len(top_r)), rng.integers(0, n, SAMPLES)])
+    return rows, cols
+
+
+def _host(x) -> np.ndarray:
+    """Return `x` as a NumPy array (from the device where it is a CuPy one)."""
+    return x.get() if hasattr(x, "get") else np.asarray(x)

@@ -1,0 +1,92 @@
+"""The per-call check of the Ozaki route (kernels/ozaki_guard.py): at the count it admits, the
+route's errors (max and median, the contract's measures) stay within the `high` contract's 1.5x
+of an FP32 SGEMM's on every input kind; it asks for more moduli where the inputs need them, sends
+what no count up to the cap can carry to 3xTF32, and is the same verdict for the same inputs."""
+
+import numpy as np
+import pytest
+
+from autotune.core.tiers import TIERS
+from autotune.kernels import ozaki
+from autotune.kernels.ozaki_choice import KINDS, OTHER, errors, operands
+from autotune.kernels.ozaki_guard import RATIO, _Sample, admit, route_product, sgemm_chain
+
+CAP = 12  # past ozaki_choice.MAX_MODULI, to see the count the inputs ask for
+
+
+def test_the_references_are_what_ozaki_gemm_and_a_chain_compute():
+    a, b = operands("wide", 24, 40, 16, np.random.default_rng(3))
+    for n in (5, 7):  # an element may round the other way: its float64 sum is within 2^-53 of the exact one
+        np.testing.assert_array_max_ulp(route_product(a, b, n), ozaki.gemm(a, b, n), maxulp=1)
+    # The chain: the FP32 sum of the first two products, rounded after each, then the third.
+    x, y = np.float32([[1.0, 2.0**-24, 2.0**-24]]), np.float32([[1.0], [1.0], [1.0]])
+    assert sgemm_chain(x, y)[0, 0] == np.float32(1.0)  # each half-ulp lost to round-to-even
+    assert (x.astype(np.float64) @ y)[0, 0] > 1.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("shape", [(96, 512, 80), (64, 40, 128)])
+def test_at_the_count_it_admits_the_route_keeps_the_high_contract(kind, shape):
+    a, b = operands(kind, *shape, np.random.default_rng(sum(shape)))
+    v = admit(a, b, max_moduli=CAP)
+    if kind == "coupled":  # a row of A spread over 20 binades that B's column undoes
+        assert v.moduli is None or v.moduli >= 10, v
+    if v.moduli is None:
+        return
+    assert v.method == "ozaki-int8" and v.normwise <= RATIO and v.median <= RATIO
+    fp32, route = errors(sgemm_chain(a, b), a, b), errors(route_product(a, b, v.moduli), a, b)
+    limit = TIERS["high"].contract
+    assert route[0] <= limit * fp32[0] and route[1] <= limit * fp32[1], (v, route, fp32)
+
+
+def test_uniform_inputs_take_the_seven_moduli_the_device_measured_belowsgemm_chain():
+    """Run 264 (H200, 4096^3): 7 moduli the fewest whose errors stay under SGEMM's on uniform,
+    normal, cancelling and row-scaled inputs; 6 were above. The check must not ask for 8 there."""
+    rng = np.random.default_rng(0)
+    for kind in ("uniform", "normal", "cancelling", "rowscaled"):
+        a, b = operands(kind, 64, 2048, 48, rng)
+        assert admit(a, b).moduli == 7, kind
+
+
+def test_more_moduli_where_a_row_spreads_and_3xtf32_past_the_cap():
+    rng = np.random.default_rng(1)
+    a, b = operands("coupled", 64, 512, 64, rng)
+    assert admit(a, b).method == OTHER  # the cap: ozaki_choice.MAX_MODULI (8)
+    assert admit(a, b, max_moduli=CAP).moduli >= 10
+    # Tiny K of wide exponents: SGEMM loses little, so the route must keep almost every bit.
+    a, b = operands("wide", 256, 16, 64, rng)
+    assert (admit(a, b, max_moduli=CAP).moduli or CAP + 1) > admit(*operands("uniform", 256, 16, 64, rng)).moduli
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_an_input_that_is_not_finite_goes_to_3xtf32(bad):
+    a, b = operands("uniform", 32, 64, 32, np.random.default_rng(2))
+    a[5, 7] = bad
+    v = admit(a, b)
+    assert v.method == OTHER and v.moduli is None and v.normwise is None
+    b[3, 1], a[5, 7] = bad, 0.0
+    assert admit(a, b).method == OTHER
+
+
+def test_bisection_finds_the_fewest_count_a_scan_would():
+    rng = np.random.default_rng(4)
+    for kind in KINDS:
+        a, b = operands(kind, 40, 300, 56, rng)
+        na, nb = np.linalg.norm(a.astype(np.float64), axis=1), np.linalg.norm(b.astype(np.float64), axis=0)
+        sample = _Sample(np, a, b, na, nb, 0)
+        scan = [c for c in range(1, CAP + 1) if ozaki.fits(c, 300) and sample.judge(c).moduli is not None]
+        # Each count passes if every larger one does: the passing counts run to the cap.
+        assert scan == list(range(scan[0], CAP + 1)) if scan else True, (kind, scan)
+        assert admit(a, b, max_moduli=CAP).moduli == (scan[0] if scan else None), kind
+
+
+def test_the_same_inputs_give_the_same_verdict_and_norms_from_a_scaling_pass_are_used():
+    a, b = operands("rowscaled", 50, 200, 30, np.random.default_rng(5))
+    v = admit(a, b, seed=3)
+    assert admit(a, b, seed=3) == v and v.moduli is not None
+    # Norms as a device pass returns them (float32): the same exponents, the same verdict.
+    norms = (np.linalg.norm(a, axis=1).astype(np.float32), np.linalg.norm(b, axis=0).astype(np.float32))
+    assert admit(a, b, seed=3, norms=norms).moduli == v.moduli
+    # Views: op(A) as the transpose of a stored K x M array (its norms summed in another order).
+    t = admit(np.ascontiguousarray(a.T).T, b, seed=3)
+    assert t.moduli == v.moduli and t.median == pytest.approx(v.median) and t.normwise == pytest.approx(v.normwise)
