@@ -161,13 +161,13 @@ register(
 )
 # `high` is a contract, not a method: any family that meets it serves it. Beside 3xTF32 (mma_tf32,
 # wgmma_tf32), Ozaki scheme II on the INT8 tensor cores is to serve it too (kernels/ozaki.py, the
-# algorithm in NumPy; kernels/ozaki_choice.py, how many moduli a call's inputs need), chosen per
+# algorithm in NumPy; kernels/ozaki_guard.py, how many moduli a call's inputs need), chosen per
 # shape by measurement like any other family, so no new tier. Such a family declares
 #     PRECISION: {choices: [high], default: high}
 #     METHOD: {choices: [ozaki-int8], default: ozaki-int8}   # what a record shows it computed with
 #     MODULI: {domain: [6, 8], doc: "INT8 GEMMs: each adds about 8 bits to the product's range"}
 # and the runner's contract check holds it to this tier's numbers as it holds 3xTF32. A call whose
-# inputs need more moduli than the kernel has (ozaki_choice.choose returns OTHER) runs 3xTF32.
+# inputs need more moduli than the kernel has (ozaki_guard.admit returns OTHER) runs 3xTF32.
 register(
     Tier(
         "high",
