@@ -6,7 +6,7 @@ cancelling, row-scaled, denormal, small-integer, ...): the max (normwise) and me
 TF32 off), of autotune.matmul's 3xTF32 tier (precision "high": the stored or predicted kernel of
 this GPU) and of gpu/ozaki.py with each number of moduli; and each one's time on the uniform
 operands (the median of CUDA-event timings of the whole call), as a multiple of SGEMM's. The number
-of moduli the chooser (ozaki_choice.choose) would pick for the kind is printed beside it.
+of moduli the per-call check (ozaki_guard.admit, on the device arrays) admits is printed beside it.
 
     PYTHONPATH=. python benchmarks/ozaki_curve_gpu.py [--sizes 4096 8192] [--moduli 5 6 7 8 9]
         [--kinds uniform wide ...] [--seed 0] [--reps 10]
@@ -30,7 +30,8 @@ from ozaki_gpu import _time
 import autotune
 from autotune.core.types import UserError
 from autotune.gpu.ozaki import OzakiGemm
-from autotune.kernels.ozaki_choice import KINDS, choose, errors, operands
+from autotune.kernels.ozaki_choice import KINDS, errors, operands
+from autotune.kernels.ozaki_guard import admit
 
 
 def _methods(moduli: list[int]) -> dict:
@@ -59,10 +60,9 @@ def main() -> None:
     )
     for size in args.sizes:
         rng = np.random.default_rng(args.seed)
-        print(f"\n{size}^3 | " + " | ".join(methods) + " | chooser (6-sigma)")
+        print(f"\n{size}^3 | " + " | ".join(methods) + " | admitted")
         for kind in args.kinds:
-            a_h, b_h = operands(kind, size, size, size, rng)
-            a, b = cp.asarray(a_h), cp.asarray(b_h)
+            a, b = (cp.asarray(x) for x in operands(kind, size, size, size, rng))
             cells = []
             for f in methods.values():
                 try:
@@ -70,9 +70,7 @@ def main() -> None:
                     cells.append(f"{mx:.1e} / {med:.1e}")
                 except (RuntimeError, ValueError, UserError) as exc:  # what cannot run here says why
                     cells.append(f"n/a ({type(exc).__name__})")
-            # The chooser runs in NumPy on the host: it sees the first 512 rows of A and columns of B
-            # (all of K), an estimate where rows differ (rowscaled), not the whole operands' bound.
-            pick = choose(a_h[:512], b_h[:, :512], estimate=True).moduli
+            pick = admit(a, b, max_moduli=12, xp=cp).moduli
             print(f"{kind} | " + " | ".join(cells) + f" | {pick or '3xTF32'}")
             del a, b
             cp.get_default_memory_pool().free_all_blocks()

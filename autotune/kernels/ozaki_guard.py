@@ -18,23 +18,18 @@ from . import ozaki
 from .ozaki import MODULI, _exponents, fits, norm_bits
 from .ozaki_choice import MAX_MODULI, OTHER
 
-# The model, each rounding independent. The scaling rounds each element of A 2^e to an integer,
-# off by d (|d| <= 1/2, 0 where it is an integer already), so C_ij is off by
-#     2^-e_i sum_k d_ik b_kj + 2^-f_j sum_k a_ik d'_kj + 2^-(e_i + f_j) sum_k d_ik d'_kj
-# and then by C's rounding to FP32. With the signs of the d random, its variance at a sampled
-# element is known from the d themselves; over all of C it is bounded from the norms with d uniform
-# (variance 1/12). An SGEMM sums C_ij's products in one FMA chain (cuBLAS's threads each run K in
-# order): each step rounds its partial sum to FP32, an error uniform within half an ulp of it, or
-# loses a product smaller than that whole. Both are compared at the same elements: the largest
-# standard deviation (the contract's max measure) and the median over |A||B| (its median measure).
-# Against that chain emulated (sgemm_chain; benchmarks/ozaki_guard.py draws 240 shapes, M and N
-# 32-200, K 2-3000, every input kind), the route's errors at the admitted count were at most 1.16x
-# the chain's: wide exponents at K near 20, where C's last rounding is most of both errors.
-#
-# The route's modelled error against the SGEMM's, at most. The contract allows 1.5x cuBLAS FP32's
-# measured errors; the model's ratio was up to 1.35x low against emulated errors (tiny K, where C's
-# last rounding dominates), and 0.75 x 1.35 leaves room for a cuBLAS that sums a little better than
-# one chain. At 0.5 wide exponents took 8 moduli where the device measured 7 below SGEMM's errors.
+# The model, each rounding independent. The scaling rounds A 2^e to integers, each element off by
+# some |d| <= 1/2, so C_ij is off by 2^-e_i sum_k d_ik b_kj + 2^-f_j sum_k a_ik d'_kj + 2^-(e_i+f_j)
+# sum_k d_ik d'_kj, then by C's rounding to FP32. With random signs, its variance at a sampled element
+# follows from the d themselves, and over all of C is bounded from the norms with d of variance 1/12.
+# An SGEMM sums C_ij in one FMA chain (a cuBLAS thread runs K in order): each step rounds within half
+# an ulp of its partial sum, uniformly, or loses a product smaller than that whole. The two are
+# compared in the contract's measures: the largest standard deviation and the median over |A||B|.
+# Against that chain emulated (benchmarks/ozaki_guard.py: 240 drawn shapes, every input kind) the
+# route's errors at the admitted count were at most 1.16x the chain's (wide exponents at K near 20,
+# where C's last rounding is most of both). RATIO: the contract allows 1.5x cuBLAS's errors; the
+# modelled ratio ran up to 1.35x low (tiny K), and 0.75 x 1.35 leaves room for a cuBLAS that sums a
+# little better than one chain. At 0.5, wide exponents took 8 moduli where 7 measured below SGEMM.
 RATIO = 0.75
 TOP = 8  # rows of A and columns of B with the largest norms, paired with each other
 SAMPLES = 256  # random elements of C beside those
@@ -73,8 +68,8 @@ def admit(a, b, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, xp=np) 
         Verdict.
 
     Example:
-        v = admit(a, b)
-        c = ozaki_gemm(a, b, v.moduli) if v.moduli else tf32x3_gemm(a, b)
+        a, b = operands("uniform", 64, 2048, 48, np.random.default_rng(0))
+        admit(a, b).moduli  # 7; "coupled" inputs: None (3xTF32)
     """
     if norms is None:
         norms = (xp.linalg.norm(a.astype(xp.float64), axis=1), xp.linalg.norm(b.astype(xp.float64), axis=0))
@@ -85,6 +80,8 @@ def admit(a, b, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, xp=np) 
     counts = [c for c in range(1, min(max_moduli, len(MODULI)) + 1) if fits(c, k)]
     if not counts:
         return Verdict(OTHER, None, math.inf, math.inf)
+    if na.max() == 0 or nb.max() == 0:  # C is 0 exactly at any count
+        return Verdict("ozaki-int8", counts[0], 0.0, 0.0)
     sample = _Sample(xp, a, b, na, nb, seed)
     # More moduli, larger exponents, smaller roundings: a count passes if every larger one does,
     # so the fewest is found by bisection (3 of the 8 counts judged, not up to 8).
@@ -118,7 +115,8 @@ class _Sample:
         """Return the verdict at `count` moduli: 'ozaki-int8' if both ratios are within RATIO."""
         h, k = norm_bits(count), self.k
         e, f = _exponents(self.na, h, k), _exponents(self.nb, h, k)
-        g, gh = np.ldexp(1.0, -e).max(), np.ldexp(1.0, -f).max()
+        # A zero row or column is exact at any count (its e is 0, not a scale): left out.
+        g, gh = np.ldexp(1.0, -e[self.na > 0]).max(), np.ldexp(1.0, -f[self.nb > 0]).max()
         # Over all of C, from the norms: V_ij <= (g_i^2 |b_j|^2 + h_j^2 |a_i|^2) / 12 + g_i^2 h_j^2 K / 144.
         top = (g * g * (self.nb**2).max() + gh * gh * (self.na**2).max()) / 12 + (g * gh) ** 2 * k / 144
         top += self.final.max()

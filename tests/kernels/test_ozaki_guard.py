@@ -87,6 +87,10 @@ def test_the_same_inputs_give_the_same_verdict_and_norms_from_a_scaling_pass_are
     # Norms as a device pass returns them (float32): the same exponents, the same verdict.
     norms = (np.linalg.norm(a, axis=1).astype(np.float32), np.linalg.norm(b, axis=0).astype(np.float32))
     assert admit(a, b, seed=3, norms=norms).moduli == v.moduli
+    # A zero row and column are exact at any count: the same verdict.
+    za, zb = a.copy(), b.copy()
+    za[7], zb[:, 4] = 0, 0
+    assert admit(za, zb, seed=3).moduli == v.moduli
     # Views: op(A) as the transpose of a stored K x M array (its norms summed in another order).
     t = admit(np.ascontiguousarray(a.T).T, b, seed=3)
     assert t.moduli == v.moduli and t.median == pytest.approx(v.median) and t.normwise == pytest.approx(v.normwise)
