@@ -106,9 +106,11 @@ def _judge(base: CheckRow, entry: dict, resolved, spec: dict, arch: str) -> Chec
     builds = [(code_digest(spec["cubin"]), spec["resources"])]
     for attempt in range(_FRESH_TRIES):
         code, got = builds[-1]
-        # Built again while the code differs from the record's; a resource difference alone
-        # (the same code, or a record without one) is confirmed by one fresh build.
-        if entry.get("code") in (None, code) and (not _resource_diffs(entry, got) or attempt > 0):
+        # Built again while the code or (for a record without code) the resources differ from the
+        # record's; other resources with the record's code are confirmed by one fresh build.
+        if entry.get("code") in (None, code) and not _resource_diffs(entry, got):
+            break
+        if entry.get("code") == code and attempt > 0:
             break
         # Confirm with fresh compiles: neither a compile-cache entry nor one build of several
         # possible (above) may be what reports a regression (once, a cached entry said 247
