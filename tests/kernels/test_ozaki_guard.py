@@ -58,6 +58,34 @@ def test_more_moduli_where_a_row_spreads_and_3xtf32_past_the_cap():
     assert (admit(a, b, max_moduli=CAP).moduli or CAP + 1) > admit(*operands("uniform", 256, 16, 64, rng)).moduli
 
 
+def _adversarial(name, rng):
+    """Inputs no KINDS draw is: one row spread over 40 binades, a sparse A, a few outliers, a
+    rank-1 A against zero-mean columns (C far below |A||B|), tiny columns, rows and columns 2^+-60."""
+    a, b = rng.random((96, 512)) * 2 - 1, rng.random((512, 80)) * 2 - 1
+    if name == "spread row":
+        a[5] *= np.exp2(rng.random(512) * 40 - 20)
+    elif name == "sparse":
+        a *= rng.random(a.shape) < 0.1
+    elif name == "outliers":
+        a.flat[rng.integers(0, a.size, 5)] *= 1e6
+    elif name == "rank one":
+        a, b = a[:, :1] + 1e-6 * a, b - b.mean(axis=0)
+    elif name == "tiny columns":
+        a[:, ::2] *= 2.0**-30
+    else:
+        a, b = a * np.exp2(rng.integers(-60, 60, (96, 1))), b * np.exp2(rng.integers(-60, 60, (1, 80)))
+    return a.astype(np.float32), b.astype(np.float32)
+
+
+@pytest.mark.parametrize("name", ["spread row", "sparse", "outliers", "rank one", "tiny columns", "scaled"])
+def test_inputs_no_kind_draws_keep_the_contract_too(name):
+    a, b = _adversarial(name, np.random.default_rng(0))
+    v = admit(a, b, max_moduli=CAP)
+    assert v.moduli is not None, v
+    fp32, route = errors(sgemm_chain(a, b), a, b), errors(route_product(a, b, v.moduli), a, b)
+    assert route[0] <= fp32[0] and route[1] <= fp32[1], (v, route, fp32)
+
+
 @pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
 def test_an_input_that_is_not_finite_goes_to_3xtf32(bad):
     a, b = operands("uniform", 32, 64, 32, np.random.default_rng(2))
