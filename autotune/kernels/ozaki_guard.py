@@ -104,11 +104,13 @@ class _Sample:
         self.rows, self.cols = _pairs(na, nb, a.shape[0], b.shape[1], seed)
         self.pa = a[xp.asarray(self.rows)].astype(xp.float64)  # P x K: the sampled elements' rows and columns
         self.pb = b[:, xp.asarray(self.cols)].T.astype(xp.float64)
-        self.chain = np.sqrt(_chain_variance(xp, self.pa, self.pb))
-        products = self.pa * self.pb
-        self.s = _host(xp.abs(products).sum(axis=1))
+        self.pa2, self.pb2 = self.pa * self.pa, self.pb * self.pb
+        p = self.pa * self.pb
+        # One copy to the host of what every count shares: the chain's variance, S and C.
+        chain, self.s, c = _host(xp.stack([_chain_variance(xp, p), xp.abs(p).sum(axis=1), p.sum(axis=1)]))
+        self.chain = np.sqrt(chain)
         # The route rounds each C_ij once to FP32 at the end: within half an ulp of it, uniform.
-        last = np.maximum(np.ldexp(1.0, np.frexp(_host(products.sum(axis=1)))[1] - 24), 2.0**-149)
+        last = np.maximum(np.ldexp(1.0, np.frexp(c)[1] - 24), 2.0**-149)
         self.final = last * last / 12
 
     def judge(self, count: int) -> Verdict:
@@ -120,13 +122,22 @@ class _Sample:
         # Over all of C, from the norms: V_ij <= (g_i^2 |b_j|^2 + h_j^2 |a_i|^2) / 12 + g_i^2 h_j^2 K / 144.
         top = (g * g * (self.nb**2).max() + gh * gh * (self.na**2).max()) / 12 + (g * gh) ** 2 * k / 144
         top += self.final.max()
-        route = np.sqrt(_sample_variance(self.xp, self.pa, self.pb, e[self.rows], f[self.cols]) + self.final)
+        route = np.sqrt(self._variance(e[self.rows], f[self.cols]) + self.final)
         most = self.chain.max()
         normwise = math.sqrt(top) / most if most > 0 else (0.0 if top == 0 else math.inf)
         rand = slice(TOP * TOP, None)  # the random part: the top pairs would bias a median
         median = _median_ratio(route[rand], self.chain[rand], self.s[rand])
         ok = normwise <= RATIO and median <= RATIO
         return Verdict("ozaki-int8" if ok else OTHER, count if ok else None, normwise, median)
+
+    def _variance(self, e: np.ndarray, f: np.ndarray) -> np.ndarray:
+        """Return the route's V at the sampled elements, each rounding's own size, not 1/12."""
+        xp = self.xp
+        sa, sb = self.pa * xp.asarray(np.ldexp(1.0, e))[:, None], self.pb * xp.asarray(np.ldexp(1.0, f))[:, None]
+        da, db = (xp.rint(sa) - sa) ** 2, (xp.rint(sb) - sb) ** 2
+        g2, h2 = np.ldexp(1.0, -2 * e), np.ldexp(1.0, -2 * f)
+        t1, t2, t3 = _host(xp.stack([(da * self.pb2).sum(axis=1), (self.pa2 * db).sum(axis=1), (da * db).sum(axis=1)]))
+        return g2 * t1 + h2 * t2 + g2 * h2 * t3
 
 
 def route_product(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
@@ -164,22 +175,12 @@ def _median_ratio(route: np.ndarray, chain: np.ndarray, s: np.ndarray) -> float:
     return route / fp32 if fp32 > 0 else (0.0 if route == 0 else math.inf)
 
 
-def _sample_variance(xp, pa, pb, e, f) -> np.ndarray:
-    """Return the route's V at the sampled elements, each rounding's own size in place of 1/12."""
-    sa, sb = pa * xp.asarray(np.ldexp(1.0, e))[:, None], pb * xp.asarray(np.ldexp(1.0, f))[:, None]
-    da, db = (xp.rint(sa) - sa) ** 2, (xp.rint(sb) - sb) ** 2
-    g2, h2 = np.ldexp(1.0, -2 * e), np.ldexp(1.0, -2 * f)
-    t1, t2, t3 = (_host((x * y).sum(axis=1)) for x, y in ((da, pb * pb), (pa * pa, db), (da, db)))
-    return g2 * t1 + h2 * t2 + g2 * h2 * t3
-
-
-def _chain_variance(xp, pa, pb) -> np.ndarray:
-    """Return an SGEMM's V at the sampled elements: each chain step's rounding, or what it loses."""
-    p = pa * pb
+def _chain_variance(xp, p):
+    """Return an SGEMM's V at the sampled elements, of products p: each step's rounding or loss."""
     s = xp.cumsum(p, axis=1)  # float64: the exact sums to FP32's precision and well past it
     ulp = xp.maximum(xp.ldexp(1.0, xp.frexp(s)[1] - 24), 2.0**-149)  # |s| in [2^(E-1), 2^E)
     step = xp.where(xp.abs(p) < ulp / 2, p * p, ulp * ulp / 12)
-    return _host(xp.where(s == 0, 0.0, step).sum(axis=1))
+    return xp.where(s == 0, 0.0, step).sum(axis=1)
 
 
 def _pairs(na: np.ndarray, nb: np.ndarray, m: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
