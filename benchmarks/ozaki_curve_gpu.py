@@ -6,7 +6,8 @@ cancelling, row-scaled, denormal, small-integer, ...): the max (normwise) and me
 TF32 off), of autotune.matmul's 3xTF32 tier (precision "high": the stored or predicted kernel of
 this GPU) and of gpu/ozaki.py with each number of moduli; and each one's time on the uniform
 operands (the median of CUDA-event timings of the whole call), as a multiple of SGEMM's. The number
-of moduli the per-call check (ozaki_guard.admit, on the device arrays) admits is printed beside it.
+of moduli the per-call check (ozaki_guard.admit, on the device arrays) admits is printed beside it,
+with the wall time it took (the norms computed by CuPy in it: a call would take them from its scaling).
 
     PYTHONPATH=. python benchmarks/ozaki_curve_gpu.py [--sizes 4096 8192] [--moduli 5 6 7 8 9]
         [--kinds uniform wide ...] [--seed 0] [--reps 10]
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,9 +60,11 @@ def main() -> None:
         f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; errors: max |C - C64| / max |C64| "
         "and median |C - C64| / (|A||B|), against a float64 product on the device"
     )
+    warm = [cp.asarray(x) for x in operands("uniform", 64, 64, 64, np.random.default_rng(0))]
+    admit(*warm, xp=cp)  # CuPy compiles its kernels on a first call: not in the times below
     for size in args.sizes:
         rng = np.random.default_rng(args.seed)
-        print(f"\n{size}^3 | " + " | ".join(methods) + " | admitted")
+        print(f"\n{size}^3 | " + " | ".join(methods) + " | admitted (its wall ms, norms included)")
         for kind in args.kinds:
             a, b = (cp.asarray(x) for x in operands(kind, size, size, size, rng))
             cells = []
@@ -70,8 +74,11 @@ def main() -> None:
                     cells.append(f"{mx:.1e} / {med:.1e}")
                 except (RuntimeError, ValueError, UserError) as exc:  # what cannot run here says why
                     cells.append(f"n/a ({type(exc).__name__})")
-            pick = admit(a, b, max_moduli=12, xp=cp).moduli
-            print(f"{kind} | " + " | ".join(cells) + f" | {pick or '3xTF32'}")
+            cp.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            pick = admit(a, b, max_moduli=12, xp=cp).moduli  # ends on the host: its last copy waits
+            took = 1e3 * (time.perf_counter() - t0)
+            print(f"{kind} | " + " | ".join(cells) + f" | {pick or '3xTF32'} ({took:.2f} ms)")
             del a, b
             cp.get_default_memory_pool().free_all_blocks()
         a, b = (cp.asarray(x) for x in operands("uniform", size, size, size, rng))
