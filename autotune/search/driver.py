@@ -256,12 +256,8 @@ def search(
     storage = kwargs.get("storage", "")
     window = kwargs.get("batch", 8)
     plan_kw = {k: kwargs[k] for k in ("gpu_slug", "storage", "trials", "sampler", "seed") if k in kwargs}
-    if planned is None:
-        plans = [make_plan(sp, problem, evaluator.limits, window=window, **plan_kw) for sp in spaces]
-        order = by_standing(plans, evaluator.limits)
-    else:
-        order = planned
-    queued_first = planned[0][0] if planned else None
+    order = planned if planned is not None else plan_search(spaces, problem, evaluator, batch=window, **plan_kw)
+    queued_first = order[0][0] if order else None
     shares = None
     if timeout_s is not None:
         shares = Shares([s.weight for _, s in order], timeout_s - (time.monotonic() - start))
@@ -273,7 +269,7 @@ def search(
         if shares is not None:
             deadline = time.monotonic() + shares.share(i, timeout_s - (time.monotonic() - start))
         try:
-            if plan is not queued_first:  # queued now, as plan_search queued the first
+            if plan is not queued_first:  # queued at its turn; plan_search queued the first
                 queue_plan(plan)
                 evaluator.prefetch(next_queued(plan, window), problem)
             out.append(search_family(plan.space, problem, evaluator, deadline=deadline, plan=plan, **kwargs))
