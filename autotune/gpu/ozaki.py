@@ -131,6 +131,31 @@ def _float4_rows(x: cp.ndarray, sv: int) -> bool:
     return x.data.ptr % 16 == 0 and sv % 4 == 0
 
 
+def exponent_pass(sq, exp, sms: int, x: cp.ndarray, axis: int, norms: cp.ndarray | None = None) -> cp.ndarray:
+    """Launch the scaling's sum-of-squares and exponent kernels (`sq`, `exp`) over `x`'s vectors.
+
+    Args:
+        sms: the device's multiprocessors (the chunks of K that fill it).
+        norms: float64, one a vector, contiguous: the 2-norms are written there where given.
+    Returns:
+        int32 e, one a vector (the exponents for the moduli `exp` was rendered for).
+    """
+    v, k, sv, sk = _vectors(x, axis)
+    e = cp.empty(v, cp.int32)
+    if norms is not None and (norms.dtype != cp.float64 or norms.shape != (v,) or not norms.flags.c_contiguous):
+        raise ValueError(f"norms must be contiguous float64 of {v}, not {norms.dtype} {norms.shape}")
+    if v == 0:
+        return e
+    chunk = exp_chunk(v, k, sk == 1, sms)
+    grid = exp_grid(v, k, sk == 1, chunk)
+    part = cp.empty((grid[1], v, 2), cp.float64)
+    vec = np.int32(_float4_rows(x, sv))
+    sq(grid, EXP_BLOCK, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), np.int32(chunk), part, vec))
+    out = norms if norms is not None else np.uint64(0)  # a null pointer: no norms written
+    exp((-(-v // 256), 1, 1), (256, 1, 1), (np.int32(v), np.int32(k), np.int32(grid[1]), part, e, out))
+    return e
+
+
 class OzakiGemm:
     """Ozaki scheme II with `n` moduli on the current device: the stages, and C from A and B.
 
@@ -176,27 +201,20 @@ class OzakiGemm:
             self._int8 = _module(int8_source(tile), INT8_KERNEL, arch).get_function(INT8_KERNEL)
         self._crt = _module(crt_source(n), CRT_KERNEL, arch).get_function(CRT_KERNEL)
 
-    def exponents(self, x: cp.ndarray, axis: int) -> cp.ndarray:
+    def exponents(self, x: cp.ndarray, axis: int, norms: cp.ndarray | None = None) -> cp.ndarray:
         """Return int32 e for each of `x`'s vectors along `axis`: 2^e brings its 2-norm under 2^H.
 
         The first of `scale`'s two passes (a sum of squares a chunk of K, then the exponents).
 
+        Args:
+            norms: float64, one a vector, contiguous: their 2-norms written there where given.
         Raises:
             ValueError: `n` moduli leave no room for the rounding of K elements.
         """
-        v, k, sv, sk = _vectors(x, axis)
+        _, k, _, _ = _vectors(x, axis)
         if 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
             raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
-        e = cp.empty(v, cp.int32)
-        if v == 0:
-            return e
-        chunk = exp_chunk(v, k, sk == 1, self._sms)
-        grid = exp_grid(v, k, sk == 1, chunk)
-        part = cp.empty((grid[1], v, 2), cp.float64)
-        vec = np.int32(_float4_rows(x, sv))
-        self._sq(grid, EXP_BLOCK, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), np.int32(chunk), part, vec))
-        self._exp((-(-v // 256), 1, 1), (256, 1, 1), (np.int32(v), np.int32(k), np.int32(grid[1]), part, e))
-        return e
+        return exponent_pass(self._sq, self._exp, self._sms, x, axis, norms)
 
     def scale(self, x: cp.ndarray, axis: int) -> Residues:
         """Return the residues of `x`'s vectors along `axis` (0: its rows, 1: its columns).

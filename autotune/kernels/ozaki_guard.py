@@ -15,8 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import ozaki
-from .ozaki import MODULI, _exponents, fits, norm_bits
+from .family import TEMPLATE_DIR
+from .ozaki import MODULI, fits, norm_bits
 from .ozaki_choice import MAX_MODULI, OTHER
+from .render import render_template, template
 
 # The model, each rounding independent. The scaling rounds A 2^e to integers, each element off by
 # some |d| <= 1/2, so C_ij is off by 2^-e_i sum_k d_ik b_kj + 2^-f_j sum_k a_ik d'_kj + 2^-(e_i+f_j)
@@ -33,6 +35,12 @@ from .ozaki_choice import MAX_MODULI, OTHER
 RATIO = 0.75
 TOP = 8  # rows of A and columns of B with the largest norms, paired with each other
 SAMPLES = 256  # random elements of C beside those
+# The device's form of sample_stats (templates/_ozaki_guard.cu.j2): a block of GUARD_THREADS an
+# element, at most GUARD_COUNTS counts a launch (each count's sums are registers of every thread).
+GUARD_TEMPLATE = "_ozaki_guard.cu.j2"
+GUARD_KERNEL = "autotune_ozaki_guard"
+GUARD_THREADS = 256
+GUARD_COUNTS = 8
 
 
 @dataclass(frozen=True)
@@ -55,15 +63,16 @@ class Verdict:
     median: float | None
 
 
-def admit(a, b, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, xp=np) -> Verdict:
+def admit(a, b, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, stats=None) -> Verdict:
     """Return the fewest moduli whose modelled error stays within RATIO of an SGEMM's, or OTHER.
 
     Args:
-        a, b: op(A) (M x K) and op(B) (K x N), float32 arrays of NumPy or CuPy (views included).
+        a, b: op(A) (M x K) and op(B) (K x N), float32 (views included): NumPy arrays, or any
+            arrays with a shape where `norms` and `stats` are given (gpu/ozaki_guard.py's device check).
         max_moduli: the most INT8 GEMMs worth running (ozaki_choice.MAX_MODULI).
         seed: the random sample of C's elements (the same inputs and seed, the same verdict).
-        norms: (A's row 2-norms, B's column 2-norms) where the scaling pass has them, any array.
-        xp: the array module of `a` and `b` (NumPy, or CuPy for arrays on the device).
+        norms: (A's row 2-norms, B's column 2-norms) where the scaling pass has them, host arrays.
+        stats: the sampled elements' sums, as `sample_stats(a, b)` returns them (NumPy's when None).
     Returns:
         Verdict.
 
@@ -72,17 +81,17 @@ def admit(a, b, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, xp=np) 
         admit(a, b).moduli  # 7; "coupled" inputs: None (3xTF32)
     """
     if norms is None:
-        norms = (xp.linalg.norm(a.astype(xp.float64), axis=1), xp.linalg.norm(b.astype(xp.float64), axis=0))
-    na, nb = (np.asarray(_host(x), np.float64) for x in norms)
+        norms = (np.linalg.norm(np.asarray(a, np.float64), axis=1), np.linalg.norm(np.asarray(b, np.float64), axis=0))
+    na, nb = (np.asarray(x, np.float64) for x in norms)
     if not (np.isfinite(na).all() and np.isfinite(nb).all()):  # an Inf or NaN makes its vector's norm one
         return Verdict(OTHER, None, None, None)
-    k = a.shape[1]
+    (m, k), n = a.shape, b.shape[1]
     counts = [c for c in range(1, min(max_moduli, len(MODULI)) + 1) if fits(c, k)]
     if not counts:
         return Verdict(OTHER, None, math.inf, math.inf)
-    if na.max() == 0 or nb.max() == 0:  # C is 0 exactly at any count
+    if m == 0 or n == 0 or na.max() == 0 or nb.max() == 0:  # C is 0 exactly (or empty) at any count
         return Verdict("ozaki-int8", counts[0], 0.0, 0.0)
-    sample = _Sample(xp, a, b, na, nb, seed)
+    sample = _Sample(na, nb, (m, k, n), seed, counts, stats or sample_stats(a, b))
     # More moduli, larger exponents, smaller roundings: a count passes if every larger one does,
     # so the fewest is found by bisection (3 of the 8 counts judged, not up to 8).
     lo, hi, best = 0, len(counts) - 1, None
@@ -96,33 +105,68 @@ def admit(a, b, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, xp=np) 
     return best if best is not None else sample.judge(counts[-1])
 
 
+def guard_source(counts: int = GUARD_COUNTS) -> str:
+    """Return the device check's source: GUARD_KERNEL, for up to `counts` counts a launch."""
+    src = template(TEMPLATE_DIR, GUARD_TEMPLATE)
+    return render_template(src, NAME=GUARD_KERNEL, QMAX=counts, THREADS=GUARD_THREADS)
+
+
+def sample_stats(a: np.ndarray, b: np.ndarray):
+    """Return the NumPy form of the sums the check takes at each sampled element of C.
+
+    Returns:
+        stats(rows, cols, e, f): P sampled elements (row i of op(A), column j of op(B)); e and f
+        (Q x P) each count's exponents of those rows and columns. It returns float64 (3 + 3Q) x P:
+        an SGEMM's variance V (_chain_variance), S = sum |a_ik b_kj|, C = sum a_ik b_kj, then for
+        each count the route's three sums of squared roundings (_Sample.judge), as the device's
+        kernel (templates/_ozaki_guard.cu.j2) writes them.
+    """
+
+    def stats(rows, cols, e, f):
+        pa = np.asarray(a)[rows].astype(np.float64)  # P x K: the sampled elements' rows and columns
+        pb = np.asarray(b)[:, cols].T.astype(np.float64)
+        pa2, pb2, p = pa * pa, pb * pb, pa * pb
+        out = [_chain_variance(p), np.abs(p).sum(axis=1), p.sum(axis=1)]
+        for eq, fq in zip(e, f, strict=True):
+            sa, sb = pa * np.ldexp(1.0, eq)[:, None], pb * np.ldexp(1.0, fq)[:, None]
+            da, db = (np.rint(sa) - sa) ** 2, (np.rint(sb) - sb) ** 2
+            out += [(da * pb2).sum(axis=1), (pa2 * db).sum(axis=1), (da * db).sum(axis=1)]
+        return np.stack(out)
+
+    return stats
+
+
 class _Sample:
     """The sampled elements of C and what each count's verdict needs of them (computed once)."""
 
-    def __init__(self, xp, a, b, na: np.ndarray, nb: np.ndarray, seed: int):
-        self.xp, self.na, self.nb, self.k = xp, na, nb, a.shape[1]
-        self.rows, self.cols = _pairs(na, nb, a.shape[0], b.shape[1], seed)
-        self.pa = a[xp.asarray(self.rows)].astype(xp.float64)  # P x K: the sampled elements' rows and columns
-        self.pb = b[:, xp.asarray(self.cols)].T.astype(xp.float64)
-        self.pa2, self.pb2 = self.pa * self.pa, self.pb * self.pb
-        p = self.pa * self.pb
-        # One copy to the host of what every count shares: the chain's variance, S and C.
-        chain, self.s, c = _host(xp.stack([_chain_variance(xp, p), xp.abs(p).sum(axis=1), p.sum(axis=1)]))
-        self.chain = np.sqrt(chain)
+    def __init__(self, na: np.ndarray, nb: np.ndarray, shape: tuple[int, int, int], seed: int, counts, stats):
+        (m, self.k, n), self.counts = shape, list(counts)
+        self.rows, self.cols = _pairs(na, nb, m, n, seed)
+        live_a, live_b = na[na > 0], nb[nb > 0]
+        # e falls as the norm grows: the largest 2^-e of the nonzero vectors is the largest norm's.
+        top_a, top_b = float(live_a.max()), float(live_b.max())
+        self.ea = _exponent_table(np.append(na[self.rows], top_a), self.counts, self.k)
+        self.fb = _exponent_table(np.append(nb[self.cols], top_b), self.counts, self.k)
+        self.na2, self.nb2 = top_a * top_a, top_b * top_b
+        out = np.asarray(stats(self.rows, self.cols, self.ea[:, :-1], self.fb[:, :-1]), np.float64)
+        self.chain, self.s, self.t = np.sqrt(out[0]), out[1], out[3:]
         # The route rounds each C_ij once to FP32 at the end: within half an ulp of it, uniform.
-        last = np.maximum(np.ldexp(1.0, np.frexp(c)[1] - 24), 2.0**-149)
+        last = np.maximum(np.ldexp(1.0, np.frexp(out[2])[1] - 24), 2.0**-149)
         self.final = last * last / 12
 
     def judge(self, count: int) -> Verdict:
         """Return the verdict at `count` moduli: 'ozaki-int8' if both ratios are within RATIO."""
-        h, k = norm_bits(count), self.k
-        e, f = _exponents(self.na, h, k), _exponents(self.nb, h, k)
-        # A zero row or column is exact at any count (its e is 0, not a scale): left out.
-        g, gh = np.ldexp(1.0, -e[self.na > 0]).max(), np.ldexp(1.0, -f[self.nb > 0]).max()
+        q, k = self.counts.index(count), self.k
+        e, f = self.ea[q], self.fb[q]
+        # A zero row or column is exact at any count (its e is 0, not a scale): left out, so g and
+        # gh are of the largest norms.
+        g, gh = math.ldexp(1.0, -int(e[-1])), math.ldexp(1.0, -int(f[-1]))
         # Over all of C, from the norms: V_ij <= (g_i^2 |b_j|^2 + h_j^2 |a_i|^2) / 12 + g_i^2 h_j^2 K / 144.
-        top = (g * g * (self.nb**2).max() + gh * gh * (self.na**2).max()) / 12 + (g * gh) ** 2 * k / 144
+        top = (g * g * self.nb2 + gh * gh * self.na2) / 12 + (g * gh) ** 2 * k / 144
         top += self.final.max()
-        route = np.sqrt(self._variance(e[self.rows], f[self.cols]) + self.final)
+        g2, h2 = np.ldexp(1.0, -2 * e[:-1]), np.ldexp(1.0, -2 * f[:-1])
+        t1, t2, t3 = self.t[3 * q : 3 * q + 3]
+        route = np.sqrt(g2 * t1 + h2 * t2 + g2 * h2 * t3 + self.final)
         most = self.chain.max()
         normwise = math.sqrt(top) / most if most > 0 else (0.0 if top == 0 else math.inf)
         rand = slice(TOP * TOP, None)  # the random part: the top pairs would bias a median
@@ -130,14 +174,16 @@ class _Sample:
         ok = normwise <= RATIO and median <= RATIO
         return Verdict("ozaki-int8" if ok else OTHER, count if ok else None, normwise, median)
 
-    def _variance(self, e: np.ndarray, f: np.ndarray) -> np.ndarray:
-        """Return the route's V at the sampled elements, each rounding's own size, not 1/12."""
-        xp = self.xp
-        sa, sb = self.pa * xp.asarray(np.ldexp(1.0, e))[:, None], self.pb * xp.asarray(np.ldexp(1.0, f))[:, None]
-        da, db = (xp.rint(sa) - sa) ** 2, (xp.rint(sb) - sb) ** 2
-        g2, h2 = np.ldexp(1.0, -2 * e), np.ldexp(1.0, -2 * f)
-        t1, t2, t3 = _host(xp.stack([(da * self.pb2).sum(axis=1), (self.pa2 * db).sum(axis=1), (da * db).sum(axis=1)]))
-        return g2 * t1 + h2 * t2 + g2 * h2 * t3
+
+def _exponent_table(norms: np.ndarray, counts, k: int) -> np.ndarray:
+    """Return ozaki._exponents of `norms` at each count's bits: int64, counts x norms."""
+    bits = np.array([norm_bits(c) for c in counts], np.float64)[:, None]
+    room = np.ldexp(1.0, bits.astype(np.int64)) - math.sqrt(k) / 2  # > 0: fits() holds at each count
+    safe = np.where(norms > 0, norms, 1.0) * (1 + 2.0**-40)
+    e = np.floor(np.log2(room) - np.log2(safe)).astype(np.int64)
+    e -= np.ldexp(safe, e) > room
+    e += np.ldexp(safe, e + 1) <= room
+    return np.where(norms > 0, e, 0)
 
 
 def route_product(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
@@ -175,23 +221,27 @@ def _median_ratio(route: np.ndarray, chain: np.ndarray, s: np.ndarray) -> float:
     return route / fp32 if fp32 > 0 else (0.0 if route == 0 else math.inf)
 
 
-def _chain_variance(xp, p):
+def _chain_variance(p: np.ndarray) -> np.ndarray:
     """Return an SGEMM's V at the sampled elements, of products p: each step's rounding or loss."""
-    s = xp.cumsum(p, axis=1)  # float64: the exact sums to FP32's precision and well past it
-    ulp = xp.maximum(xp.ldexp(1.0, xp.frexp(s)[1] - 24), 2.0**-149)  # |s| in [2^(E-1), 2^E)
-    step = xp.where(xp.abs(p) < ulp / 2, p * p, ulp * ulp / 12)
-    return xp.where(s == 0, 0.0, step).sum(axis=1)
+    s = np.cumsum(p, axis=1)  # float64: the exact sums to FP32's precision and well past it
+    ulp = np.maximum(np.ldexp(1.0, np.frexp(s)[1] - 24), 2.0**-149)  # |s| in [2^(E-1), 2^E)
+    step = np.where(np.abs(p) < ulp / 2, p * p, ulp * ulp / 12)
+    return np.where(s == 0, 0.0, step).sum(axis=1)
 
 
 def _pairs(na: np.ndarray, nb: np.ndarray, m: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the sampled elements' rows and columns: the largest norms paired, then random ones."""
-    top_r, top_c = np.argsort(-na, kind="stable")[:TOP], np.argsort(-nb, kind="stable")[:TOP]
+    top_r, top_c = _largest(na), _largest(nb)
     rng = np.random.default_rng([seed, m, n])
     rows = np.concatenate([np.repeat(top_r, len(top_c)), rng.integers(0, m, SAMPLES)])
     cols = np.concatenate([np.tile(top_c, len(top_r)), rng.integers(0, n, SAMPLES)])
     return rows, cols
 
 
-def _host(x) -> np.ndarray:
-    """Return `x` as a NumPy array (from the device where it is a CuPy one)."""
-    return x.get() if hasattr(x, "get") else np.asarray(x)
+def _largest(x: np.ndarray) -> np.ndarray:
+    """Return the indices of the TOP largest of `x`, largest first, ties broken by index."""
+    if len(x) > TOP:  # O(len) where a sort would be O(len log len): 8192 norms a call
+        cand = np.flatnonzero(x >= np.partition(x, len(x) - TOP)[len(x) - TOP])
+    else:
+        cand = np.arange(len(x))
+    return cand[np.argsort(-x[cand], kind="stable")][:TOP]

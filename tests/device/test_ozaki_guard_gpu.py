@@ -1,13 +1,21 @@
-"""The Ozaki route's per-call check on device arrays (kernels/ozaki_guard.py with CuPy): the verdict
-NumPy gives for the same operands, whatever their layout and row pitch on the device."""
+"""The Ozaki route's per-call check on device arrays (gpu/ozaki_guard.py): the verdict NumPy gives
+for the same operands (subnormals included: its kernels do not flush them, as CuPy's do), whatever
+their layout and row pitch on the device, with the sums of NumPy's form to rounding."""
 
 import numpy as np
 import pytest
 
 from autotune.kernels.ozaki_choice import KINDS, operands
-from autotune.kernels.ozaki_guard import admit
+from autotune.kernels.ozaki_guard import GUARD_COUNTS, admit, sample_stats
 
 pytestmark = pytest.mark.gpu
+
+
+def device_admit(a, b, **kw):
+    """gpu/ozaki_guard.py's admit (CuPy is imported only where a test runs)."""
+    from autotune.gpu.ozaki_guard import admit as on_device
+
+    return on_device(a, b, **kw)
 
 
 def _device(x, transposed, pad):
@@ -24,14 +32,30 @@ def _device(x, transposed, pad):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("ta", "tb", "pad"), [(False, False, 0), (True, False, 3), (False, True, 5)])
 def test_the_device_verdict_is_numpy_s(kind, ta, tb, pad):
-    import cupy as cp
-
     a, b = operands(kind, 72, 600, 56, np.random.default_rng(11))
     want = admit(a, b, max_moduli=12, seed=2)
-    got = admit(_device(a, ta, pad), _device(b, tb, pad), max_moduli=12, seed=2, xp=cp)
+    got = device_admit(_device(a, ta, pad), _device(b, tb, pad), max_moduli=12, seed=2)
     assert got.method == want.method and got.moduli == want.moduli
     assert got.normwise == pytest.approx(want.normwise, rel=1e-9)
     assert got.median == pytest.approx(want.median, rel=1e-9)
+
+
+@pytest.mark.parametrize("k", [1, 7, 255, 256, 257, 3000])
+def test_the_device_sums_are_numpy_s(k):
+    """Every sum, at depths under, at and past a run a thread, and more counts than a launch takes."""
+    import cupy as cp
+
+    from autotune.gpu.ozaki_guard import DeviceGuard
+
+    rng = np.random.default_rng(k)
+    a, b = operands("wide", 40, k, 30, rng)
+    rows, cols = rng.integers(0, 40, 50), rng.integers(0, 30, 50)
+    q = GUARD_COUNTS + 3
+    e, f = rng.integers(-5, 30, (q, 50)), rng.integers(-5, 30, (q, 50))
+    want = sample_stats(a, b)(rows, cols, e, f)
+    got = DeviceGuard().stats(_device(a, True, 1), cp.asarray(b))(rows, cols, e, f)
+    assert got.shape == want.shape == (3 + 3 * q, 50)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
 
 
 def test_an_infinity_on_the_device_goes_to_3xtf32():
@@ -39,4 +63,14 @@ def test_an_infinity_on_the_device_goes_to_3xtf32():
 
     a, b = operands("uniform", 32, 64, 32, np.random.default_rng(2))
     a[3, 9] = np.inf
-    assert admit(cp.asarray(a), cp.asarray(b), xp=cp).moduli is None
+    assert device_admit(cp.asarray(a), cp.asarray(b)).moduli is None
+    a[3, 9] = np.nan
+    assert device_admit(cp.asarray(a), cp.asarray(b)).moduli is None
+
+
+def test_empty_and_zero_operands():
+    import cupy as cp
+
+    z = cp.zeros((16, 64), cp.float32)
+    assert device_admit(z, cp.ones((64, 8), cp.float32)).moduli == admit(z.get(), np.ones((64, 8), np.float32)).moduli
+    assert device_admit(cp.zeros((0, 64), cp.float32), cp.ones((64, 8), cp.float32)).method == "ozaki-int8"

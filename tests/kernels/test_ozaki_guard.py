@@ -9,7 +9,17 @@ import pytest
 from autotune.core.tiers import TIERS
 from autotune.kernels import ozaki
 from autotune.kernels.ozaki_choice import KINDS, OTHER, errors, operands
-from autotune.kernels.ozaki_guard import RATIO, _Sample, admit, route_product, sgemm_chain
+from autotune.kernels.ozaki_guard import (
+    RATIO,
+    TOP,
+    _exponent_table,
+    _largest,
+    _Sample,
+    admit,
+    route_product,
+    sample_stats,
+    sgemm_chain,
+)
 
 CAP = 12  # past ozaki_choice.MAX_MODULI, to see the count the inputs ask for
 
@@ -101,8 +111,9 @@ def test_bisection_finds_the_fewest_count_a_scan_would():
     for kind in KINDS:
         a, b = operands(kind, 40, 300, 56, rng)
         na, nb = np.linalg.norm(a.astype(np.float64), axis=1), np.linalg.norm(b.astype(np.float64), axis=0)
-        sample = _Sample(np, a, b, na, nb, 0)
-        scan = [c for c in range(1, CAP + 1) if ozaki.fits(c, 300) and sample.judge(c).moduli is not None]
+        counts = [c for c in range(1, CAP + 1) if ozaki.fits(c, 300)]
+        sample = _Sample(na, nb, (40, 300, 56), 0, counts, sample_stats(a, b))
+        scan = [c for c in counts if sample.judge(c).moduli is not None]
         # Each count passes if every larger one does: the passing counts run to the cap.
         assert scan == list(range(scan[0], CAP + 1)) if scan else True, (kind, scan)
         assert admit(a, b, max_moduli=CAP).moduli == (scan[0] if scan else None), kind
@@ -122,3 +133,15 @@ def test_the_same_inputs_give_the_same_verdict_and_norms_from_a_scaling_pass_are
     # Views: op(A) as the transpose of a stored K x M array (its norms summed in another order).
     t = admit(np.ascontiguousarray(a.T).T, b, seed=3)
     assert t.moduli == v.moduli and t.median == pytest.approx(v.median) and t.normwise == pytest.approx(v.normwise)
+
+
+def test_the_exponent_table_and_the_largest_are_what_the_slow_forms_give():
+    rng = np.random.default_rng(6)
+    norms = np.concatenate([np.exp2(rng.random(500) * 80 - 40), [0.0, 0.0, 2.0**20, 2.0**20]])
+    counts = [c for c in range(1, CAP + 1) if ozaki.fits(c, 700)]
+    table = _exponent_table(norms, counts, 700)
+    for q, c in enumerate(counts):
+        np.testing.assert_array_equal(table[q], ozaki._exponents(norms, ozaki.norm_bits(c), 700))
+    # Ties (the two 2^20 and the zeros) as a stable sort breaks them, at any length.
+    for x in (norms, -norms, np.zeros(20), norms[:5], np.round(norms[:300] * 4) / 4):
+        np.testing.assert_array_equal(_largest(x), np.argsort(-x, kind="stable")[:TOP])
