@@ -1,21 +1,35 @@
 """The Ozaki route's per-call check on the device: kernels/ozaki_guard.py's verdict for CuPy arrays.
 
-The norms come from the scaling's own sum-of-squares and exponent kernels, the sampled elements'
-sums from one kernel (templates/_ozaki_guard.cu.j2), and the verdict from the host's few hundred
-numbers: two copies to the host and one to the device a call, where the same check in CuPy array
-operations took some forty launches and ran 5-6 ms at 4096^3 on an H200. Both kernels keep FP32
-subnormals, which CuPy's own kernels flush (they compile with -ftz=true): subnormal inputs count.
+The norms come from the scaling's own sum-of-squares and exponent kernels; then three kernels
+(templates/_ozaki_guard.cu.j2) pick the sample and its exponents, sum it, and judge every count,
+and one copy of three numbers brings the verdict to the host. The same check in CuPy array
+operations took some forty launches and 5-6 ms at 4096^3 on an H200, and its judgement on the host
+another 0.5 ms of NumPy. The kernels keep FP32 subnormals, which CuPy's own flush (-ftz=true).
 """
 
 from __future__ import annotations
 
+import math
+
 import cupy as cp
 import numpy as np
 
-from ..kernels.ozaki_choice import MAX_MODULI
-from ..kernels.ozaki_guard import GUARD_COUNTS, GUARD_KERNEL, GUARD_THREADS, Verdict, guard_source
-from ..kernels.ozaki_guard import admit as host_admit
+from ..kernels.ozaki import norm_bits
+from ..kernels.ozaki_choice import MAX_MODULI, OTHER
+from ..kernels.ozaki_guard import (
+    GUARD_COUNTS,
+    GUARD_KERNEL,
+    GUARD_THREADS,
+    RATIO,
+    SAMPLES,
+    TOP,
+    Verdict,
+    admissible,
+    guard_source,
+    random_pairs,
+)
 from ..kernels.ozaki_passes import SCALE_KERNEL, scale_source
+from .compile import compile_source
 from .ozaki import _module, _vectors, exponent_pass
 
 
@@ -31,8 +45,13 @@ class DeviceGuard:
         # Any count's scaling source: its norms do not depend on the count (only its exponents do).
         scale = _module(scale_source(MAX_MODULI), f"{SCALE_KERNEL}_exp", arch)
         self._sq, self._exp = (scale.get_function(f"{SCALE_KERNEL}_{k}") for k in ("sq", "exp"))
-        self._stats = _module(guard_source(), GUARD_KERNEL, arch).get_function(GUARD_KERNEL)
+        # No contracted multiply-adds: the judge rounds as NumPy's form does, so both give one verdict.
+        mod = cp.cuda.function.Module()
+        mod.load(compile_source(guard_source(), arch, f"{GUARD_KERNEL}_judge", ("--fmad=false",)).cubin)
+        self._stats, self._pick, self._judge = (mod.get_function(GUARD_KERNEL + x) for x in ("", "_pick", "_judge"))
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self._random: dict[tuple[int, int, int], cp.ndarray] = {}
+        self._heads: dict[tuple[int, ...], cp.ndarray] = {}
 
     def norms(self, x: cp.ndarray, axis: int, out: cp.ndarray | None = None) -> cp.ndarray:
         """Return the 2-norms (float64) of `x`'s vectors along `axis` (0: its rows, 1: its columns).
@@ -44,50 +63,89 @@ class DeviceGuard:
         exponent_pass(self._sq, self._exp, self._sms, x, axis, out)
         return out
 
-    def stats(self, a: cp.ndarray, b: cp.ndarray):
-        """Return the device's form of ozaki_guard.sample_stats for op(A) `a` and op(B) `b`."""
+    def _launch_stats(self, a, b, idx: cp.ndarray, out: cp.ndarray, p: int, q: int) -> None:
+        """Launch the sums' kernel over `q` counts (GUARD_COUNTS a block), idx in its layout."""
         _, k, sam, sak = _vectors(a, 0)
         _, kb, sbn, sbk = _vectors(b, 1)
         if k != kb:
             raise ValueError(f"op(A) has K = {k}, op(B) {kb}")
+        args = (np.int32(p), np.int32(k), np.int32(q), a, np.int64(sam), np.int64(sak), b, np.int64(sbk), np.int64(sbn))
+        self._stats((p, max(1, -(-q // GUARD_COUNTS)), 1), (GUARD_THREADS, 1, 1), (*args, idx, out))
+
+    def stats(self, a: cp.ndarray, b: cp.ndarray):
+        """Return the device's form of ozaki_guard.sample_stats for op(A) `a` and op(B) `b`."""
 
         def run(rows: np.ndarray, cols: np.ndarray, e: np.ndarray, f: np.ndarray) -> np.ndarray:
-            p, parts = len(rows), []
-            for q0 in range(0, max(len(e), 1), GUARD_COUNTS):  # each launch its counts' sums
-                eq, fq = e[q0 : q0 + GUARD_COUNTS], f[q0 : q0 + GUARD_COUNTS]
-                idx = cp.asarray(np.concatenate([rows, cols, eq.ravel(), fq.ravel()]).astype(np.int32))
-                d = cp.empty((3 + 3 * len(eq), p), cp.float64)
-                args = (np.int32(p), np.int32(k), np.int32(len(eq)), a, np.int64(sam), np.int64(sak))
-                self._stats((p, 1, 1), (GUARD_THREADS, 1, 1), (*args, b, np.int64(sbk), np.int64(sbn), idx, d))
-                parts.append(d if q0 == 0 else d[3:])
-            return (parts[0] if len(parts) == 1 else cp.concatenate(parts)).get()
+            p, q = len(rows), len(e)
+            idx = cp.asarray(np.concatenate([rows, cols, e.ravel(), f.ravel()]).astype(np.int32))
+            out = cp.empty((3 + 3 * q, p), cp.float64)
+            self._launch_stats(a, b, idx, out, p, q)
+            return out.get()
 
         return run
 
     def admit(self, a: cp.ndarray, b: cp.ndarray, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None) -> Verdict:
         """Return ozaki_guard.admit's verdict for op(A) `a` (M x K) and op(B) `b` (K x N).
 
+        Every step on the device (the norms, the sample, its sums, the judgement of every count and
+        the bisection), then one copy of three numbers to the host.
+
         Args:
             a, b: float32 CuPy arrays, any non-negative strides (a transpose's view included).
             max_moduli, seed: as admit's.
-            norms: (A's row norms, B's column norms) where the scaling pass has them; made here
-                (one pass over each operand) when None.
+            norms: (A's row norms, B's column norms), contiguous float64 CuPy arrays, where the
+                scaling pass has them; made here (one pass over each operand) when None.
         Returns:
             Verdict, the one NumPy's admit gives for the same operands (to the norms' last bits).
 
         Example:
             DeviceGuard().admit(cp.asarray(a), cp.asarray(b)).moduli  # 7 for uniform inputs
         """
-        m, n = int(a.shape[0]), int(b.shape[1])
+        (m, k), n = a.shape, int(b.shape[1])
+        if b.shape[0] != k:
+            raise ValueError(f"op(A) has K = {k}, op(B) {b.shape[0]}")
+        counts = admissible(max_moduli, k)
+        if not counts:
+            return Verdict(OTHER, None, math.inf, math.inf)
+        if m == 0 or n == 0:  # C is empty
+            return Verdict("ozaki-int8", counts[0], 0.0, 0.0)
         if norms is None:
-            both = cp.empty(m + n, cp.float64)
-            self.norms(a, 0, both[:m])
-            self.norms(b, 1, both[m:])
-            host = both.get()
-            norms = (host[:m], host[m:])
+            na, nb = self.norms(a, 0), self.norms(b, 1)
         else:
-            norms = tuple(x.get() if isinstance(x, cp.ndarray) else np.asarray(x) for x in norms)
-        return host_admit(a, b, max_moduli, seed, norms=norms, stats=self.stats(a, b))
+            na, nb = (cp.ascontiguousarray(x, cp.float64) for x in norms)
+        q, p = len(counts), TOP * TOP + SAMPLES
+        head = self._counts(counts)
+        idx = cp.empty(2 * p + 2 * q * p + 2 * q + 1, cp.int32)  # pick's layout, then the judge's counter
+        hdr, sums = cp.empty(4, cp.float64), cp.empty((3 + 3 * q, p), cp.float64)
+        shape = (np.int32(m), np.int32(n), np.int32(k), np.int32(q))
+        self._pick((2, 1, 1), (GUARD_THREADS, 1, 1), (*shape, na, nb, head[q:], self._sample(m, n, seed), idx, hdr))
+        self._launch_stats(a, b, idx, sums, p, q)
+        out = cp.empty(2 * q + 3, cp.float64)  # the counts' ratios, then the verdict
+        args = (np.int32(k), np.int32(q), head[:q], idx, sums, hdr, np.float64(RATIO), out, out[2 * q :])
+        self._judge((q, 1, 1), (GUARD_THREADS, 1, 1), args)
+        verdict = out[2 * q :]
+        count, normwise, median = verdict.get().tolist()
+        if count < 0:
+            return Verdict(OTHER, None, None, None)
+        if count == 0:
+            return Verdict(OTHER, None, normwise, median)
+        return Verdict("ozaki-int8", int(count), normwise, median)
+
+    def _counts(self, counts: list[int]) -> cp.ndarray:
+        """Return the counts then their norm_bits on the device (int32, once a list)."""
+        key = tuple(counts)
+        if key not in self._heads:
+            self._heads[key] = cp.asarray(np.array(counts + [norm_bits(c) for c in counts], np.int32))
+        return self._heads[key]
+
+    def _sample(self, m: int, n: int, seed: int) -> cp.ndarray:
+        """Return the random elements' rows then columns on the device (int32, once a shape)."""
+        key = (m, n, seed)
+        if key not in self._random:
+            if len(self._random) >= 256:  # a bound for programs of many shapes
+                self._random.clear()
+            self._random[key] = cp.asarray(np.concatenate(random_pairs(m, n, seed)).astype(np.int32))
+        return self._random[key]
 
 
 _GUARDS: dict[int, DeviceGuard] = {}

@@ -67,10 +67,11 @@ def errors(out, a, b, xp=np) -> tuple[float, float]:
     Args:
         out, a, b: C and the operands, arrays of `xp` (NumPy, or CuPy for arrays on the device).
     """
-    # Widened on the host: CuPy's kernels flush FP32 subnormals (-ftz=true), NumPy's conversion keeps them.
-    a64, b64 = (xp.asarray(np.asarray(x.get() if hasattr(x, "get") else x, np.float64)) for x in (a, b))
+    # Widened on the host: CuPy's kernels flush FP32 subnormals (-ftz=true), NumPy's conversion keeps
+    # them (C of subnormal-scaled inputs is itself near FP32's smallest normal).
+    a64, b64, out64 = (xp.asarray(np.asarray(x.get() if hasattr(x, "get") else x, np.float64)) for x in (a, b, out))
     ref, s = a64 @ b64, xp.abs(a64) @ xp.abs(b64)
-    diff = xp.abs(xp.asarray(out, xp.float64) - ref)
+    diff = xp.abs(out64 - ref)
     top = float(xp.abs(ref).max())
     rel = xp.where(s > 0, diff / xp.where(s > 0, s, 1.0), 0.0)  # (the division is never by 0)
     return float(diff.max()) / (top if top > 0 else 1.0), float(xp.median(rel))

@@ -36,11 +36,12 @@ RATIO = 0.75
 TOP = 8  # rows of A and columns of B with the largest norms, paired with each other
 SAMPLES = 256  # random elements of C beside those
 # The device's form of sample_stats (templates/_ozaki_guard.cu.j2): a block of GUARD_THREADS an
-# element, at most GUARD_COUNTS counts a launch (each count's sums are registers of every thread).
+# element and GUARD_COUNTS counts (each count's sums are registers of every thread: at 8 a block,
+# 118 registers left two blocks an SM and the H200's 132 SMs took 320 blocks in two waves).
 GUARD_TEMPLATE = "_ozaki_guard.cu.j2"
 GUARD_KERNEL = "autotune_ozaki_guard"
 GUARD_THREADS = 256
-GUARD_COUNTS = 8
+GUARD_COUNTS = 4
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def admit(a, b, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, stats=N
     if not (np.isfinite(na).all() and np.isfinite(nb).all()):  # an Inf or NaN makes its vector's norm one
         return Verdict(OTHER, None, None, None)
     (m, k), n = a.shape, b.shape[1]
-    counts = [c for c in range(1, min(max_moduli, len(MODULI)) + 1) if fits(c, k)]
+    counts = admissible(max_moduli, k)
     if not counts:
         return Verdict(OTHER, None, math.inf, math.inf)
     if m == 0 or n == 0 or na.max() == 0 or nb.max() == 0:  # C is 0 exactly (or empty) at any count
@@ -105,10 +106,17 @@ def admit(a, b, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, stats=N
     return best if best is not None else sample.judge(counts[-1])
 
 
+def admissible(max_moduli: int, k: int) -> list[int]:
+    """Return the counts the check judges: up to the cap, with room for K roundings a row."""
+    return [c for c in range(1, min(max_moduli, len(MODULI)) + 1) if fits(c, k)]
+
+
 def guard_source(counts: int = GUARD_COUNTS) -> str:
     """Return the device check's source: GUARD_KERNEL, for up to `counts` counts a launch."""
     src = template(TEMPLATE_DIR, GUARD_TEMPLATE)
-    return render_template(src, NAME=GUARD_KERNEL, QMAX=counts, THREADS=GUARD_THREADS)
+    # The judge sorts the random part a thread an element.
+    assert SAMPLES == GUARD_THREADS and GUARD_THREADS & (GUARD_THREADS - 1) == 0
+    return render_template(src, NAME=GUARD_KERNEL, QMAX=counts, THREADS=GUARD_THREADS, TOP=TOP, SAMPLES=SAMPLES)
 
 
 def sample_stats(a: np.ndarray, b: np.ndarray):
@@ -232,16 +240,23 @@ def _chain_variance(p: np.ndarray) -> np.ndarray:
 def _pairs(na: np.ndarray, nb: np.ndarray, m: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the sampled elements' rows and columns: the largest norms paired, then random ones."""
     top_r, top_c = _largest(na), _largest(nb)
+    rand_r, rand_c = random_pairs(m, n, seed)
+    return np.concatenate([np.repeat(top_r, TOP), rand_r]), np.concatenate([np.tile(top_c, TOP), rand_c])
+
+
+def random_pairs(m: int, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Return the SAMPLES random elements' rows and columns of an M x N product (the seed's)."""
     rng = np.random.default_rng([seed, m, n])
-    rows = np.concatenate([np.repeat(top_r, len(top_c)), rng.integers(0, m, SAMPLES)])
-    cols = np.concatenate([np.tile(top_c, len(top_r)), rng.integers(0, n, SAMPLES)])
-    return rows, cols
+    return rng.integers(0, m, SAMPLES), rng.integers(0, n, SAMPLES)
 
 
 def _largest(x: np.ndarray) -> np.ndarray:
-    """Return the indices of the TOP largest of `x`, largest first, ties broken by index."""
+    """Return the indices of the TOP largest of `x`, largest first, ties broken by index.
+
+    Fewer than TOP repeat in that order to TOP, so that the sample is always TOP^2 + SAMPLES.
+    """
     if len(x) > TOP:  # O(len) where a sort would be O(len log len): 8192 norms a call
         cand = np.flatnonzero(x >= np.partition(x, len(x) - TOP)[len(x) - TOP])
     else:
         cand = np.arange(len(x))
-    return cand[np.argsort(-x[cand], kind="stable")][:TOP]
+    return np.resize(cand[np.argsort(-x[cand], kind="stable")][:TOP], TOP)

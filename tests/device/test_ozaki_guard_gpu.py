@@ -68,6 +68,34 @@ def test_an_infinity_on_the_device_goes_to_3xtf32():
     assert device_admit(cp.asarray(a), cp.asarray(b)).moduli is None
 
 
+@pytest.mark.parametrize(("m", "k", "n"), [(3, 1, 5), (1, 40, 1), (9, 2, 300), (200, 17, 7), (8, 5000, 8)])
+def test_the_device_verdict_at_odd_shapes(m, k, n):
+    """Fewer rows or columns than the top pairs take (they repeat), K of 1 and past a launch's runs."""
+    for kind in ("uniform", "wide", "coupled"):
+        a, b = operands(kind, m, k, n, np.random.default_rng(m + k + n))
+        want = admit(a, b, max_moduli=20, seed=1)
+        got = device_admit(_device(a, False, 0), _device(b, True, 2), max_moduli=20, seed=1)
+        assert (got.method, got.moduli) == (want.method, want.moduli), (kind, got, want)
+        assert got.normwise == pytest.approx(want.normwise, rel=1e-9)
+        assert got.median == pytest.approx(want.median, rel=1e-9)
+
+
+def test_the_norms_the_scaling_pass_writes_give_the_same_verdict():
+    import cupy as cp
+
+    from autotune.gpu.ozaki import OzakiGemm
+    from autotune.gpu.ozaki_guard import DeviceGuard
+
+    a, b = (cp.asarray(x) for x in operands("rowscaled", 300, 700, 200, np.random.default_rng(3)))
+    eng, guard = OzakiGemm(7), DeviceGuard()
+    na, nb = cp.empty(300, cp.float64), cp.empty(200, cp.float64)
+    eng.exponents(a, 0, norms=na)
+    eng.exponents(b, 1, norms=nb)
+    np.testing.assert_allclose(na.get(), np.linalg.norm(a.get().astype(np.float64), axis=1), rtol=1e-14)
+    np.testing.assert_array_equal(nb.get(), guard.norms(b, 1).get())
+    assert guard.admit(a, b, norms=(na, nb)) == guard.admit(a, b)
+
+
 def test_empty_and_zero_operands():
     import cupy as cp
 

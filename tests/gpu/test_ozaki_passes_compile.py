@@ -7,6 +7,7 @@ import pytest
 
 from autotune.gpu.compile import compile_source
 from autotune.kernels import ozaki
+from autotune.kernels.ozaki_guard import GUARD_COUNTS, GUARD_KERNEL, guard_source
 from autotune.kernels.ozaki_passes import (
     CRT_KERNEL,
     SCALE_KERNEL,
@@ -36,6 +37,14 @@ def test_the_passes_compile_for_sm90_without_spills(n):
         r = compile_source(src, "sm_90", kernel).resources
         print(f"{n} moduli, {kernel}: {r.registers} registers, {r.smem_static_bytes} B shared")
         assert r.spill_bytes == 0 and r.stack_bytes == 0 and r.registers <= 255
+
+
+def test_the_check_compiles_for_sm90_without_spills():
+    """gpu/ozaki_guard.py's kernels, as it builds them (no contracted multiply-adds)."""
+    for counts in (GUARD_COUNTS, 1):
+        for kernel in (GUARD_KERNEL, f"{GUARD_KERNEL}_pick", f"{GUARD_KERNEL}_judge"):
+            r = compile_source(guard_source(counts), "sm_90", kernel, ("--fmad=false",)).resources
+            assert r.spill_bytes == 0 and r.stack_bytes == 0 and r.registers <= 255, (kernel, r)
 
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")

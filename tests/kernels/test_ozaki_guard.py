@@ -143,5 +143,7 @@ def test_the_exponent_table_and_the_largest_are_what_the_slow_forms_give():
     for q, c in enumerate(counts):
         np.testing.assert_array_equal(table[q], ozaki._exponents(norms, ozaki.norm_bits(c), 700))
     # Ties (the two 2^20 and the zeros) as a stable sort breaks them, at any length.
-    for x in (norms, -norms, np.zeros(20), norms[:5], np.round(norms[:300] * 4) / 4):
+    for x in (norms, -norms, np.zeros(20), norms[:9], np.round(norms[:300] * 4) / 4):
         np.testing.assert_array_equal(_largest(x), np.argsort(-x, kind="stable")[:TOP])
+    # Fewer than TOP: each once, in that order, then again from the first.
+    np.testing.assert_array_equal(_largest(np.array([1.0, 3.0, 2.0])), [1, 2, 0, 1, 2, 0, 1, 2])

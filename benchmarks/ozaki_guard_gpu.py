@@ -1,0 +1,81 @@
+"""What the Ozaki route's per-call check costs on the device, beside the route it guards.
+
+At each size (M = N = K, uniform inputs, op(A) stored as is and as a transpose): the wall time of
+gpu/ozaki_guard.py's admit from a synchronized device to its verdict on the host (median and
+spread of --reps calls), with its norms made in it and with them given (as the scaling pass
+hands them over), its GPU time alone (CUDA events around the launches, before the copy), and the
+route's own time at the admitted count (OzakiGemm, CUDA events): the check as a share of a call.
+
+    PYTHONPATH=. python benchmarks/ozaki_guard_gpu.py [--sizes 2048 4096 8192] [--reps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import cupy as cp
+import numpy as np
+
+from autotune.gpu.ozaki import OzakiGemm
+from autotune.gpu.ozaki_guard import DeviceGuard
+
+
+def _events(f, reps: int) -> float:
+    """Return the median seconds of `f` between CUDA events (its launches, not the host's wait)."""
+    out = []
+    for _ in range(reps):
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        s.record()
+        f()
+        e.record()
+        e.synchronize()
+        out.append(cp.cuda.get_elapsed_time(s, e) / 1e3)
+    return float(np.median(out))
+
+
+def _walls(f, reps: int) -> list[float]:
+    """Return the wall seconds of `f` from a synchronized device, `reps` times."""
+    out = []
+    for _ in range(reps):
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        f()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _line(guard: DeviceGuard, engines: dict, x: cp.ndarray, b: cp.ndarray, reps: int) -> str:
+    """Return one layout's figures: the check's times and the route's."""
+    v = guard.admit(x, b)  # the first call loads the kernels and uploads the sample
+    norms = guard.norms(x, 0), guard.norms(b, 1)
+    full = np.array(_walls(lambda: guard.admit(x, b), reps)) * 1e6
+    given = np.array(_walls(lambda: guard.admit(x, b, norms=norms), reps)) * 1e6
+    gpu = _events(lambda: guard.admit(x, b), reps) * 1e6
+    n = v.moduli or 8
+    eng = engines.setdefault(n, OzakiGemm(n))
+    route = _events(lambda: eng(x, b), 10) * 1e6
+    return (
+        f"admits {v.moduli}; check {np.median(full):.0f} [{full.min():.0f}, {full.max():.0f}], norms given "
+        f"{np.median(given):.0f}, as events {gpu:.0f}; route ({n} moduli) {route:.0f}: "
+        f"the check {np.median(full) / route:.1%} of it, {np.median(given) / route:.1%} with norms given"
+    )
+
+
+def main() -> None:
+    """Print a line per size and layout."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096, 8192])
+    p.add_argument("--reps", type=int, default=30)
+    args = p.parse_args()
+    guard, engines = DeviceGuard(), {}
+    print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; times in us (wall: median [min, max])")
+    for size in args.sizes:
+        rng = cp.random.default_rng(size)
+        a, b = rng.random((size, size), dtype=cp.float32) * 2 - 1, rng.random((size, size), dtype=cp.float32) * 2 - 1
+        for name, x in (("A", a), ("A^T", cp.ascontiguousarray(a.T).T)):
+            print(f"{size}^3 {name}: {_line(guard, engines, x, b, args.reps)}")
+
+
+if __name__ == "__main__":
+    main()
