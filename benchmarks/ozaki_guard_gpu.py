@@ -4,7 +4,9 @@ At each size (M = N = K, uniform inputs, op(A) stored as is and as a transpose):
 gpu/ozaki_guard.py's admit from a synchronized device to its verdict on the host (median and
 spread of --reps calls), with its norms made in it and with them given (as the scaling pass
 hands them over), its GPU time alone (CUDA events around the launches, before the copy), and the
-route's own time at the admitted count (OzakiGemm, CUDA events): the check as a share of a call.
+route's own time at the admitted count (OzakiGemm, CUDA events): the check as a share of a call;
+then the whole route with its check (gpu/ozaki_route.py: the norms made once for both) against
+cuBLAS SGEMM (CuPy's matmul, TF32 off) in the same process.
 
     PYTHONPATH=. python benchmarks/ozaki_guard_gpu.py [--sizes 2048 4096 8192] [--reps 30]
 """
@@ -19,6 +21,7 @@ import numpy as np
 
 from autotune.gpu.ozaki import OzakiGemm
 from autotune.gpu.ozaki_guard import DeviceGuard
+from autotune.gpu.ozaki_route import OzakiRoute
 
 
 def _events(f, reps: int) -> float:
@@ -55,10 +58,15 @@ def _line(guard: DeviceGuard, engines: dict, x: cp.ndarray, b: cp.ndarray, reps:
     n = v.moduli or 8
     eng = engines.setdefault(n, OzakiGemm(n))
     route = _events(lambda: eng(x, b), 10) * 1e6
+    checked = OzakiRoute(fallback=lambda *args: None)
+    checked(x, b)
+    whole = _events(lambda: checked(x, b), 10) * 1e6  # its host waits for the verdict inside
+    sgemm = _events(lambda: cp.matmul(x, b), 10) * 1e6
     return (
         f"admits {v.moduli}; check {np.median(full):.0f} [{full.min():.0f}, {full.max():.0f}], norms given "
-        f"{np.median(given):.0f}, as events {gpu:.0f}; route ({n} moduli) {route:.0f}: "
-        f"the check {np.median(full) / route:.1%} of it, {np.median(given) / route:.1%} with norms given"
+        f"{np.median(given):.0f}, as events {gpu:.0f}; engine ({n} moduli) {route:.0f}: "
+        f"the check {np.median(full) / route:.1%} of it, {np.median(given) / route:.1%} with norms given; "
+        f"SGEMM {sgemm:.0f}: engine {sgemm / route:.2f}x, route with its check {whole:.0f} ({sgemm / whole:.2f}x)"
     )
 
 

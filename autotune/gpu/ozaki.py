@@ -216,13 +216,37 @@ class OzakiGemm:
             raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
         return exponent_pass(self._sq, self._exp, self._sms, x, axis, norms)
 
-    def scale(self, x: cp.ndarray, axis: int) -> Residues:
+    def exponents_of(self, norms: cp.ndarray, k: int) -> cp.ndarray:
+        """Return int32 e for vectors of length `k` whose 2-norms (float64, contiguous) are given.
+
+        The exponents `exponents` would give from the pass that wrote these norms, without it.
+        """
+        if 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
+            raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
+        if norms.dtype != cp.float64 or norms.ndim != 1 or not norms.flags.c_contiguous:
+            raise ValueError(f"norms must be contiguous float64, not {norms.dtype} {norms.shape}")
+        v = int(norms.shape[0])
+        e = cp.empty(v, cp.int32)
+        if v:
+            null = np.uint64(0)  # no partial sums: the kernel reads the norms
+            self._exp((-(-v // 256), 1, 1), (256, 1, 1), (np.int32(v), np.int32(k), np.int32(0), null, e, norms))
+        return e
+
+    def scale(self, x: cp.ndarray, axis: int, e: cp.ndarray | None = None) -> Residues:
         """Return the residues of `x`'s vectors along `axis` (0: its rows, 1: its columns).
 
         op(A) (M x K) is scaled along axis 0, or A^T stored K x M along 1; op(B) (K x N) along 1.
+
+        Args:
+            e: the vectors' exponents (int32) where made already (exponents_of); else made here.
         """
         v, k, sv, sk = _vectors(x, axis)
-        e = self.exponents(x, axis)
+        if e is None:
+            e = self.exponents(x, axis)
+        elif e.dtype != cp.int32 or e.shape != (v,) or not e.flags.c_contiguous:
+            raise ValueError(f"e must be contiguous int32 of {v}, not {e.dtype} {e.shape}")
+        elif 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
+            raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
         pitch = residue_pitch(k)
         r = cp.empty((self.n, v, pitch), cp.int8)
         if v and pitch:  # K = 0 leaves no residues, and C = beta C

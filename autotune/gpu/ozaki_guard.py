@@ -17,6 +17,7 @@ import numpy as np
 from ..kernels.ozaki import norm_bits
 from ..kernels.ozaki_choice import MAX_MODULI, OTHER
 from ..kernels.ozaki_guard import (
+    ADVANTAGE,
     GUARD_COUNTS,
     GUARD_KERNEL,
     GUARD_THREADS,
@@ -84,7 +85,9 @@ class DeviceGuard:
 
         return run
 
-    def admit(self, a: cp.ndarray, b: cp.ndarray, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None) -> Verdict:
+    def admit(
+        self, a: cp.ndarray, b: cp.ndarray, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, advantage=ADVANTAGE
+    ) -> Verdict:
         """Return ozaki_guard.admit's verdict for op(A) `a` (M x K) and op(B) `b` (K x N).
 
         Every step on the device (the norms, the sample, its sums, the judgement of every count and
@@ -92,7 +95,7 @@ class DeviceGuard:
 
         Args:
             a, b: float32 CuPy arrays, any non-negative strides (a transpose's view included).
-            max_moduli, seed: as admit's.
+            max_moduli, seed, advantage: as admit's.
             norms: (A's row norms, B's column norms), contiguous float64 CuPy arrays, where the
                 scaling pass has them; made here (one pass over each operand) when None.
         Returns:
@@ -121,7 +124,8 @@ class DeviceGuard:
         self._pick((2, 1, 1), (GUARD_THREADS, 1, 1), (*shape, na, nb, head[q:], self._sample(m, n, seed), idx, hdr))
         self._launch_stats(a, b, idx, sums, p, q)
         out = cp.empty(2 * q + 3, cp.float64)  # the counts' ratios, then the verdict
-        args = (np.int32(k), np.int32(q), head[:q], idx, sums, hdr, np.float64(RATIO), out, out[2 * q :])
+        adv2 = np.float64(advantage) * np.float64(advantage)
+        args = (np.int32(k), np.int32(q), head[:q], idx, sums, hdr, np.float64(RATIO), adv2, out, out[2 * q :])
         self._judge((q, 1, 1), (GUARD_THREADS, 1, 1), args)
         verdict = out[2 * q :]
         count, normwise, median = verdict.get().tolist()
@@ -151,7 +155,9 @@ class DeviceGuard:
 _GUARDS: dict[int, DeviceGuard] = {}
 
 
-def admit(a: cp.ndarray, b: cp.ndarray, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None) -> Verdict:
+def admit(
+    a: cp.ndarray, b: cp.ndarray, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, advantage=ADVANTAGE
+) -> Verdict:
     """Return the check's verdict on the current device (DeviceGuard.admit, loaded once a device).
 
     Example:
@@ -160,4 +166,4 @@ def admit(a: cp.ndarray, b: cp.ndarray, max_moduli: int = MAX_MODULI, seed: int 
     dev = cp.cuda.Device().id
     if dev not in _GUARDS:
         _GUARDS[dev] = DeviceGuard()
-    return _GUARDS[dev].admit(a, b, max_moduli, seed, norms)
+    return _GUARDS[dev].admit(a, b, max_moduli, seed, norms, advantage)

@@ -1,0 +1,100 @@
+"""Ozaki scheme II behind its per-call check (gpu/ozaki_route.py): at the admitted count, C is the
+engine's bit for bit in every layout, alpha and beta; what the check sends away reaches the
+fallback with the caller's arguments and C untouched; and the route keeps SGEMM's accuracy."""
+
+import numpy as np
+import pytest
+
+from autotune.kernels.ozaki_choice import errors, operands
+
+pytestmark = pytest.mark.gpu
+
+
+def _stored(x, transposed):
+    """Return op(X) on the device as the caller stores it: X, or X^T's rows (then op is its .T)."""
+    import cupy as cp
+
+    return cp.asarray(np.ascontiguousarray(x.T)) if transposed else cp.asarray(x)
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(128, 256, 96), (77, 1000, 130), (1, 33, 5)])
+@pytest.mark.parametrize(("ta", "tb"), [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize(("alpha", "beta"), [(1.0, 0.0), (-0.5, 2.0)])
+def test_the_route_is_the_engine_at_the_admitted_count(m, k, n, ta, tb, alpha, beta):
+    import cupy as cp
+
+    from autotune.gpu.ozaki import OzakiGemm
+    from autotune.gpu.ozaki_route import OzakiRoute
+
+    rng = np.random.default_rng(m + k + n)
+    a, b = operands("rowscaled", m, k, n, rng)
+    c0 = cp.asarray(rng.standard_normal((m, n)).astype(np.float32))
+    sa, sb = _stored(a, ta), _stored(b, tb)
+    got, v = OzakiRoute()(sa, sb, alpha, beta, c0.copy(), ta, tb)
+    assert v.method == "ozaki-int8" and v.moduli is not None
+    want = OzakiGemm(v.moduli)(sa, sb, alpha, beta, c0.copy(), ta, tb)
+    np.testing.assert_array_equal(got.get(), want.get())
+
+
+def test_the_exponents_from_the_norms_are_the_passes():
+    import cupy as cp
+
+    from autotune.gpu.ozaki import OzakiGemm
+    from autotune.gpu.ozaki_guard import DeviceGuard
+
+    x = cp.asarray(operands("wide", 300, 500, 8, np.random.default_rng(1))[0])
+    for n in (5, 7, 8):
+        eng = OzakiGemm(n)
+        for axis, y in ((0, x), (1, x.T)):
+            norms = DeviceGuard().norms(y, axis)
+            np.testing.assert_array_equal(eng.exponents_of(norms, 500).get(), eng.exponents(y, axis).get())
+
+
+@pytest.mark.parametrize("bad", ["coupled", "inf"])
+def test_what_the_check_sends_away_reaches_the_fallback_untouched(bad):
+    import cupy as cp
+
+    from autotune.gpu.ozaki_route import OzakiRoute
+
+    a, b = operands("coupled" if bad == "coupled" else "uniform", 64, 512, 48, np.random.default_rng(2))
+    if bad == "inf":
+        b[7, 3] = np.inf
+    c0 = cp.asarray(np.full((64, 48), 3.0, np.float32))
+    seen = []
+
+    def fallback(*args):
+        seen.append(args)
+        assert np.all(args[4].get() == 3.0)  # C as the caller gave it
+        return "fallback's C"
+
+    sa, sb = cp.asarray(a), cp.asarray(b)
+    out, v = OzakiRoute(fallback=fallback)(sa, sb, 2.0, 1.0, c0, False, False)
+    assert out == "fallback's C" and v.moduli is None and len(seen) == 1
+    assert seen[0][0] is sa and seen[0][1] is sb and seen[0][2:4] == (2.0, 1.0) and seen[0][4] is c0
+    with pytest.raises(ValueError, match="another method"):
+        OzakiRoute()(sa, sb)
+
+
+def test_the_route_keeps_sgemm_accuracy():
+    import cupy as cp
+
+    from autotune.gpu.ozaki_route import OzakiRoute
+
+    route = OzakiRoute()
+    for kind in ("uniform", "normal", "wide", "cancelling", "rowscaled", "denormal", "smallint"):
+        a, b = (cp.asarray(x) for x in operands(kind, 256, 1024, 192, np.random.default_rng(3)))
+        c, v = route(a, b)
+        mine, sgemm = errors(c, a, b, xp=cp), errors(cp.matmul(a, b), a, b, xp=cp)
+        assert mine[0] <= 1.5 * sgemm[0] and mine[1] <= 1.5 * sgemm[1], (kind, v, mine, sgemm)
+
+
+def test_bad_shapes_and_beta_without_c():
+    import cupy as cp
+
+    from autotune.gpu.ozaki_route import OzakiRoute
+
+    route = OzakiRoute()
+    with pytest.raises(ValueError, match="do not multiply"):
+        route(cp.ones((4, 5), cp.float32), cp.ones((6, 3), cp.float32))
+    with pytest.raises(ValueError, match="needs C"):
+        route(cp.ones((4, 5), cp.float32), cp.ones((5, 3), cp.float32), beta=1.0)
