@@ -16,9 +16,10 @@
 #                    made, as before the workspace fix                      -> logs/fuzz_before.txt
 #   padding          benchmarks/padding_probe.py: every stored kernel form with NaN past K in its
 #                    operands' rows                                     -> logs/padding.txt
-#   ozaki            the Ozaki/INT8 GPU tests (each file under a timeout: a kernel that hangs costs
-#                    minutes, not the call), then benchmarks/ozaki_gpu.py (4096 and 8192, 6-8 moduli,
-#                    each stage's time) and ozaki_curve_gpu.py (errors per input kind, 4096)
+#   ozaki            the Ozaki/INT8 GPU tests, the check's and the route's included (each file under
+#                    a timeout: a kernel that hangs costs minutes, not the call), then
+#                    benchmarks/ozaki_gpu.py (4096 and 8192, 6-8 moduli, each stage's time) and
+#                    ozaki_curve_gpu.py (errors per input kind, 4096, and the count the check admits)
 #                                                      -> logs/ozaki_{tests,gpu,curve}.txt
 #   cache            pack the compile cache into $OUT/cache.tar.xz (carry it as .fuzzcache.tar.xz)
 #   pytorch          autotune.pytorch on the device: its GPU tests, benchmarks/pytorch_layer.py (host
