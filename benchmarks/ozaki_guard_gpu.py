@@ -18,23 +18,11 @@ import time
 
 import cupy as cp
 import numpy as np
+from ozaki_gpu import _time
 
 from autotune.gpu.ozaki import OzakiGemm
 from autotune.gpu.ozaki_guard import DeviceGuard
 from autotune.gpu.ozaki_route import OzakiRoute
-
-
-def _events(f, reps: int) -> float:
-    """Return the median seconds of `f` between CUDA events (its launches, not the host's wait)."""
-    out = []
-    for _ in range(reps):
-        s, e = cp.cuda.Event(), cp.cuda.Event()
-        s.record()
-        f()
-        e.record()
-        e.synchronize()
-        out.append(cp.cuda.get_elapsed_time(s, e) / 1e3)
-    return float(np.median(out))
 
 
 def _walls(f, reps: int) -> list[float]:
@@ -54,14 +42,14 @@ def _line(guard: DeviceGuard, engines: dict, x: cp.ndarray, b: cp.ndarray, reps:
     norms = guard.norms(x, 0), guard.norms(b, 1)
     full = np.array(_walls(lambda: guard.admit(x, b), reps)) * 1e6
     given = np.array(_walls(lambda: guard.admit(x, b, norms=norms), reps)) * 1e6
-    gpu = _events(lambda: guard.admit(x, b), reps) * 1e6
+    gpu = _time(lambda: guard.admit(x, b), reps) * 1e6
     n = v.moduli or 8
     eng = engines.setdefault(n, OzakiGemm(n))
-    route = _events(lambda: eng(x, b), 10) * 1e6
+    route = _time(lambda: eng(x, b), 10) * 1e6
     checked = OzakiRoute(fallback=lambda *args: None)
     checked(x, b)
-    whole = _events(lambda: checked(x, b), 10) * 1e6  # its host waits for the verdict inside
-    sgemm = _events(lambda: cp.matmul(x, b), 10) * 1e6
+    whole = _time(lambda: checked(x, b), 10) * 1e6  # its host waits for the verdict inside
+    sgemm = _time(lambda: cp.matmul(x, b), 10) * 1e6
     return (
         f"admits {v.moduli}; check {np.median(full):.0f} [{full.min():.0f}, {full.max():.0f}], norms given "
         f"{np.median(given):.0f}, as events {gpu:.0f}; engine ({n} moduli) {route:.0f}: "
