@@ -218,16 +218,63 @@ def route_product(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
     return (a64 @ b64 + (da @ b64 + a64 @ db + da @ db)).astype(np.float32)
 
 
-def sgemm_chain(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def sgemm_chain(a: np.ndarray, b: np.ndarray, splits: int = 1) -> np.ndarray:
     """Return C as an SGEMM of one FP32 FMA chain per element sums it, K in order (NumPy).
 
     Each step adds a product (exact in float64) to the FP32 partial sum and rounds once, as an FMA.
+
+    Args:
+        splits: K cut into that many runs, each its own chain, their sums then added in order
+            (an SGEMM that splits K, as cuBLAS does where M and N are small).
     """
     a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    c = np.zeros((a64.shape[0], b64.shape[1]), np.float32)
-    for k in range(a64.shape[1]):
-        c = (c + np.outer(a64[:, k], b64[k])).astype(np.float32)
-    return c
+    out = None
+    for run in np.array_split(np.arange(a64.shape[1]), max(1, splits)):
+        c = np.zeros((a64.shape[0], b64.shape[1]), np.float32)
+        for k in run:
+            c = (c + np.outer(a64[:, k], b64[k])).astype(np.float32)
+        out = c if out is None else (out.astype(np.float64) + c).astype(np.float32)
+    return out
+
+
+def measured_advantage(a, b, c, seed: int = 0, stats=None) -> float:
+    """Return how much more accurately than one FP32 chain an SGEMM summed `c`: admit's advantage.
+
+    Its errors at the check's sampled elements against their float64 sums, beside one chain's
+    modelled errors there (medians over |A||B|, of the random part): a search that measures
+    cuBLAS so at a shape lets the check ask of the route no more than that SGEMM's accuracy needs,
+    where ADVANTAGE assumes the most the device has shown at any shape.
+
+    Args:
+        a, b: op(A) (M x K) and op(B) (K x N), float32 NumPy arrays (any arrays, with `stats`).
+        c: that SGEMM's C (M x N), NumPy.
+        seed: the sample's, as admit's.
+        stats: as admit's.
+    Returns:
+        At least 1 (the check never asks less than one chain's accuracy); inf where the SGEMM was
+        exact and the chain is not.
+
+    Example:
+        measured_advantage(a, b, cupy.matmul(da, db).get())  # about 1 at 4096^3, 3-7 split K
+    """
+    na, nb = np.linalg.norm(np.asarray(a, np.float64), axis=1), np.linalg.norm(np.asarray(b, np.float64), axis=0)
+    (m, _), n = a.shape, b.shape[1]
+    if m == 0 or n == 0:
+        return 1.0
+    rows, cols = _pairs(na, nb, m, n, seed)
+    none = np.zeros((0, len(rows)), np.int64)
+    out = np.asarray((stats or sample_stats(a, b))(rows, cols, none, none), np.float64)
+    rand = slice(TOP * TOP, None)
+    chain, s, exact = np.sqrt(out[0][rand]), out[1][rand], out[2][rand]
+    err = np.abs(np.asarray(c, np.float64)[rows[rand], cols[rand]] - exact)
+    live = s > 0
+    if not live.any():
+        return 1.0
+    # A sum of many independent roundings is near normal: the median of |X| is 0.6745 sigma.
+    model, meas = float(np.median(chain[live] / s[live])), float(np.median(err[live] / s[live])) / 0.6745
+    if meas == 0:
+        return 1.0 if model == 0 else math.inf
+    return max(1.0, model / meas)
 
 
 def _median_ratio(route: np.ndarray, chain: np.ndarray, s: np.ndarray) -> float:

@@ -16,6 +16,7 @@ from autotune.kernels.ozaki_guard import (
     _largest,
     _Sample,
     admit,
+    measured_advantage,
     route_product,
     sample_stats,
     sgemm_chain,
@@ -151,3 +152,21 @@ def test_the_exponent_table_and_the_largest_are_what_the_slow_forms_give():
         np.testing.assert_array_equal(_largest(x), np.argsort(-x, kind="stable")[:TOP])
     # Fewer than TOP: each once, in that order, then again from the first.
     np.testing.assert_array_equal(_largest(np.array([1.0, 3.0, 2.0])), [1, 2, 0, 1, 2, 0, 1, 2])
+
+
+def test_the_advantage_of_an_sgemm_that_splits_k_is_measured_and_the_check_holds_the_route_to_it():
+    rng = np.random.default_rng(8)
+    for kind in ("uniform", "normal", "wide"):
+        a, b = operands(kind, 64, 3000, 40, rng)
+        one, split = sgemm_chain(a, b), sgemm_chain(a, b, splits=32)
+        assert measured_advantage(a, b, one) < 1.6, kind  # one chain: its own model, to the noise
+        adv = measured_advantage(a, b, split)
+        assert adv > 2.5, (kind, adv)  # runs of ~94 instead of 3000: partial sums far smaller
+        v = admit(a, b, max_moduli=CAP, advantage=adv)
+        fp32, route = errors(split, a, b), errors(route_product(a, b, v.moduli), a, b)
+        limit = TIERS["high"].contract
+        assert route[0] <= limit * fp32[0] and route[1] <= limit * fp32[1], (kind, adv, v, route, fp32)
+    # Exact sums (small integers): no error to measure, nothing asked past one chain.
+    a, b = operands("smallint", 16, 64, 8, rng)
+    assert measured_advantage(a, b, a.astype(np.float64) @ b) in (1.0, np.inf)
+    assert measured_advantage(a[:0], b, np.zeros((0, 8))) == 1.0
