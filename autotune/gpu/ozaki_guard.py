@@ -96,8 +96,8 @@ class DeviceGuard:
         Args:
             a, b: float32 CuPy arrays, any non-negative strides (a transpose's view included).
             max_moduli, seed, advantage: as admit's.
-            norms: (A's row norms, B's column norms), contiguous float64 CuPy arrays, where the
-                scaling pass has them; made here (one pass over each operand) when None.
+            norms: (A's row norms, B's column norms), M and N of them, where the scaling pass has
+                them (float64 CuPy arrays: no copy); made here (one pass over each operand) when None.
         Returns:
             Verdict, the one NumPy's admit gives for the same operands (to the norms' last bits).
 
@@ -114,8 +114,10 @@ class DeviceGuard:
             return Verdict("ozaki-int8", counts[0], 0.0, 0.0)
         if norms is None:
             na, nb = self.norms(a, 0), self.norms(b, 1)
-        else:
-            na, nb = (cp.ascontiguousarray(x, cp.float64) for x in norms)
+        else:  # the pick kernel reads M and N of them: a shorter array would be read past its end
+            na, nb = (cp.ascontiguousarray(cp.asarray(x), cp.float64) for x in norms)
+            if na.shape != (m,) or nb.shape != (n,):
+                raise ValueError(f"norms {na.shape} and {nb.shape} for op(A) {a.shape} and op(B) {b.shape}")
         q, p = len(counts), TOP * TOP + SAMPLES
         head = self._counts(counts)
         idx = cp.empty(2 * p + 2 * q * p + 2 * q + 1, cp.int32)  # pick's layout, then the judge's counter

@@ -102,3 +102,16 @@ def test_empty_and_zero_operands():
     z = cp.zeros((16, 64), cp.float32)
     assert device_admit(z, cp.ones((64, 8), cp.float32)).moduli == admit(z.get(), np.ones((64, 8), np.float32)).moduli
     assert device_admit(cp.zeros((0, 64), cp.float32), cp.ones((64, 8), cp.float32)).method == "ozaki-int8"
+
+
+def test_norms_of_the_wrong_length_are_refused_not_read_past():
+    import cupy as cp
+
+    from autotune.gpu.ozaki_guard import DeviceGuard
+
+    a, b = cp.ones((16, 64), cp.float32), cp.ones((64, 8), cp.float32)
+    g = DeviceGuard()
+    with pytest.raises(ValueError, match="norms"):
+        g.admit(a, b, norms=(g.norms(a, 0)[:15], g.norms(b, 1)))
+    host = (np.full(16, 8.0), np.full(8, 8.0))  # host norms are copied over
+    assert g.admit(a, b, norms=host) == g.admit(a, b)
