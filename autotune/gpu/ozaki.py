@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import cupy as cp
 import numpy as np
 
-from ..kernels.ozaki import moduli, norm_bits
+from ..kernels.ozaki import fits, moduli
 from ..kernels.ozaki_int8 import FAST_KERNEL, FastTile, Int8Tile, fast_source
 from ..kernels.ozaki_int8 import KERNEL as INT8_KERNEL
 from ..kernels.ozaki_int8 import source as int8_source
@@ -201,6 +201,11 @@ class OzakiGemm:
             self._int8 = _module(int8_source(tile), INT8_KERNEL, arch).get_function(INT8_KERNEL)
         self._crt = _module(crt_source(n), CRT_KERNEL, arch).get_function(CRT_KERNEL)
 
+    def _require_room(self, k: int) -> None:
+        """Raise ValueError where `n` moduli leave no room for the rounding of K elements (fits)."""
+        if not fits(self.n, k):
+            raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
+
     def exponents(self, x: cp.ndarray, axis: int, norms: cp.ndarray | None = None) -> cp.ndarray:
         """Return int32 e for each of `x`'s vectors along `axis`: 2^e brings its 2-norm under 2^H.
 
@@ -211,9 +216,7 @@ class OzakiGemm:
         Raises:
             ValueError: `n` moduli leave no room for the rounding of K elements.
         """
-        _, k, _, _ = _vectors(x, axis)
-        if 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
-            raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
+        self._require_room(_vectors(x, axis)[1])
         return exponent_pass(self._sq, self._exp, self._sms, x, axis, norms)
 
     def exponents_of(self, norms: cp.ndarray, k: int) -> cp.ndarray:
@@ -221,8 +224,7 @@ class OzakiGemm:
 
         The exponents `exponents` would give from the pass that wrote these norms, without it.
         """
-        if 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
-            raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
+        self._require_room(k)
         if norms.dtype != cp.float64 or norms.ndim != 1 or not norms.flags.c_contiguous:
             raise ValueError(f"norms must be contiguous float64, not {norms.dtype} {norms.shape}")
         v = int(norms.shape[0])
@@ -245,8 +247,8 @@ class OzakiGemm:
             e = self.exponents(x, axis)
         elif e.dtype != cp.int32 or e.shape != (v,) or not e.flags.c_contiguous:
             raise ValueError(f"e must be contiguous int32 of {v}, not {e.dtype} {e.shape}")
-        elif 2.0 ** norm_bits(self.n) <= k**0.5 / 2:
-            raise ValueError(f"{self.n} moduli cannot hold the rounding of {k} elements: more moduli")
+        else:
+            self._require_room(k)
         pitch = residue_pitch(k)
         r = cp.empty((self.n, v, pitch), cp.int8)
         if v and pitch:  # K = 0 leaves no residues, and C = beta C

@@ -159,9 +159,8 @@ class _Sample:
     def __init__(self, na, nb, shape: tuple[int, int, int], seed: int, counts, stats, advantage=ADVANTAGE):
         (m, self.k, n), self.counts = shape, list(counts)
         self.rows, self.cols = _pairs(na, nb, m, n, seed)
-        live_a, live_b = na[na > 0], nb[nb > 0]
         # e falls as the norm grows: the largest 2^-e of the nonzero vectors is the largest norm's.
-        top_a, top_b = float(live_a.max()), float(live_b.max())
+        top_a, top_b = float(na.max()), float(nb.max())
         self.ea = _exponent_table(np.append(na[self.rows], top_a), self.counts, self.k)
         self.fb = _exponent_table(np.append(nb[self.cols], top_b), self.counts, self.k)
         self.na2, self.nb2 = top_a * top_a, top_b * top_b
