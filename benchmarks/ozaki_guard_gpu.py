@@ -6,7 +6,9 @@ spread of --reps calls), with its norms made in it and with them given (as the s
 hands them over), its GPU time alone (CUDA events around the launches, before the copy), and the
 route's own time at the admitted count (OzakiGemm, CUDA events): the check as a share of a call;
 then the whole route with its check (gpu/ozaki_route.py: the norms made once for both) against
-cuBLAS SGEMM (CuPy's matmul, TF32 off) in the same process.
+cuBLAS SGEMM (CuPy's matmul, TF32 off) in the same process: with the check on the caller's stream
+or its own (overlap), the host waiting for the verdict or not (speculate); and the advantage
+measured of that SGEMM at the shape (DeviceGuard.advantage), with the route at the count it admits.
 
     PYTHONPATH=. python benchmarks/ozaki_guard_gpu.py [--sizes 2048 4096 8192] [--reps 30]
 """
@@ -23,6 +25,7 @@ from ozaki_gpu import _time
 from autotune.gpu.ozaki import OzakiGemm
 from autotune.gpu.ozaki_guard import DeviceGuard
 from autotune.gpu.ozaki_route import OzakiRoute
+from autotune.kernels.ozaki_guard import ADVANTAGE
 
 
 def _walls(f, reps: int) -> list[float]:
@@ -46,15 +49,29 @@ def _line(guard: DeviceGuard, engines: dict, x: cp.ndarray, b: cp.ndarray, reps:
     n = v.moduli or 8
     eng = engines.setdefault(n, OzakiGemm(n))
     route = _time(lambda: eng(x, b), 10) * 1e6
-    checked = OzakiRoute(fallback=lambda *args: None)
-    checked(x, b)
-    whole = _time(lambda: checked(x, b), 10) * 1e6  # its host waits for the verdict inside
     sgemm = _time(lambda: cp.matmul(x, b), 10) * 1e6
+    adv = max(guard.advantage(x, b, cp.matmul(x, b), seed) for seed in range(3))
+    modes = []
+    for overlap, speculate, advantage in (
+        (0, 0, ADVANTAGE),
+        (1, 0, ADVANTAGE),
+        (0, 1, ADVANTAGE),
+        (1, 1, ADVANTAGE),
+        (1, 1, adv),
+    ):
+        checked = OzakiRoute(fallback=lambda *args: None, advantage=advantage, overlap=overlap, speculate=speculate)
+        ran = checked(x, b).moduli
+        whole = _time(lambda checked=checked: checked(x, b), 10) * 1e6
+        tag = f"overlap {overlap} speculate {speculate}" + (
+            f" advantage {advantage:.2f}" if advantage != ADVANTAGE else ""
+        )
+        modes.append(f"{tag} ({ran} moduli) {whole:.0f} = {sgemm / whole:.2f}x")
     return (
         f"admits {v.moduli}; check {np.median(full):.0f} [{full.min():.0f}, {full.max():.0f}], norms given "
         f"{np.median(given):.0f}, as events {gpu:.0f}; engine ({n} moduli) {route:.0f}: "
         f"the check {np.median(full) / route:.1%} of it, {np.median(given) / route:.1%} with norms given; "
-        f"SGEMM {sgemm:.0f}: engine {sgemm / route:.2f}x, route with its check {whole:.0f} ({sgemm / whole:.2f}x)"
+        f"SGEMM {sgemm:.0f}: engine {sgemm / route:.2f}x; SGEMM's measured advantage {adv:.2f}; route with "
+        f"its check: " + "; ".join(modes)
     )
 
 

@@ -27,6 +27,7 @@ from ..kernels.ozaki_guard import (
     Verdict,
     admissible,
     guard_source,
+    measured_advantage,
     random_pairs,
 )
 from ..kernels.ozaki_passes import SCALE_KERNEL, scale_source
@@ -104,14 +105,24 @@ class DeviceGuard:
         Example:
             DeviceGuard().admit(cp.asarray(a), cp.asarray(b)).moduli  # 7 for uniform inputs
         """
+        return self.launch(a, b, max_moduli, seed, norms, advantage).verdict()
+
+    def launch(
+        self, a: cp.ndarray, b: cp.ndarray, max_moduli: int = MAX_MODULI, seed: int = 0, norms=None, advantage=ADVANTAGE
+    ) -> Pending:
+        """Enqueue `admit`'s work on the current stream and return its verdict to come.
+
+        The host goes on (a route enqueues its residues and GEMMs meanwhile) until it asks the
+        Pending for the verdict. Arguments as admit's.
+        """
         (m, k), n = a.shape, int(b.shape[1])
         if b.shape[0] != k:
             raise ValueError(f"op(A) has K = {k}, op(B) {b.shape[0]}")
         counts = admissible(max_moduli, k)
         if not counts:
-            return Verdict(OTHER, None, math.inf, math.inf)
+            return Pending(Verdict(OTHER, None, math.inf, math.inf))
         if m == 0 or n == 0:  # C is empty
-            return Verdict("ozaki-int8", counts[0], 0.0, 0.0)
+            return Pending(Verdict("ozaki-int8", counts[0], 0.0, 0.0))
         if norms is None:
             na, nb = self.norms(a, 0), self.norms(b, 1)
         else:  # the pick kernel reads M and N of them: a shorter array would be read past its end
@@ -129,13 +140,29 @@ class DeviceGuard:
         adv2 = np.float64(advantage) * np.float64(advantage)
         args = (np.int32(k), np.int32(q), head[:q], idx, sums, hdr, np.float64(RATIO), adv2, out, out[2 * q :])
         self._judge((q, 1, 1), (GUARD_THREADS, 1, 1), args)
-        verdict = out[2 * q :]
-        count, normwise, median = verdict.get().tolist()
-        if count < 0:
-            return Verdict(OTHER, None, None, None)
-        if count == 0:
-            return Verdict(OTHER, None, normwise, median)
-        return Verdict("ozaki-int8", int(count), normwise, median)
+        # The verdict's three numbers to pinned memory, and an event the host can wait on alone.
+        host = cp.cuda.alloc_pinned_memory(24)
+        stream = cp.cuda.get_current_stream()
+        to_host = cp.cuda.runtime.memcpyDeviceToHost
+        cp.cuda.runtime.memcpyAsync(host.ptr, out.data.ptr + 8 * 2 * q, 24, to_host, stream.ptr)
+        done = cp.cuda.Event(block=False, disable_timing=True)
+        done.record(stream)
+        return Pending(None, np.frombuffer(host, np.float64, 3), done, (out, host))
+
+    def advantage(self, a: cp.ndarray, b: cp.ndarray, c: cp.ndarray, seed: int = 0) -> float:
+        """Return measured_advantage of the SGEMM that made `c` from op(A) `a` and op(B) `b`.
+
+        The sample's exact sums come from the check's own kernel; C is read there alone.
+
+        Example:
+            DeviceGuard().advantage(a, b, cp.matmul(a, b))  # about 1 where cuBLAS sums as one chain
+        """
+        norms = self.norms(a, 0).get(), self.norms(b, 1).get()
+
+        def elements(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+            return c[cp.asarray(rows), cp.asarray(cols)].astype(cp.float64).get()
+
+        return measured_advantage(a, b, elements, seed, self.stats(a, b), norms)
 
     def _counts(self, counts: list[int]) -> cp.ndarray:
         """Return the counts then their norm_bits on the device (int32, once a list)."""
@@ -152,6 +179,27 @@ class DeviceGuard:
                 self._random.clear()
             self._random[key] = cp.asarray(np.concatenate(random_pairs(m, n, seed)).astype(np.int32))
         return self._random[key]
+
+
+class Pending:
+    """A verdict on its way from the device (DeviceGuard.launch): `verdict()` waits for it alone."""
+
+    def __init__(self, ready: Verdict | None, host: np.ndarray | None = None, done=None, keep=()):
+        self._ready, self._host, self._done, self._keep = ready, host, done, keep
+
+    def verdict(self) -> Verdict:
+        """Return the verdict, waiting for the check's kernels alone (not for later work)."""
+        if self._ready is None:
+            self._done.synchronize()
+            count, normwise, median = self._host.tolist()
+            if count < 0:
+                self._ready = Verdict(OTHER, None, None, None)
+            elif count == 0:
+                self._ready = Verdict(OTHER, None, normwise, median)
+            else:
+                self._ready = Verdict("ozaki-int8", int(count), normwise, median)
+            self._keep = ()
+        return self._ready
 
 
 _GUARDS: dict[int, DeviceGuard] = {}

@@ -4,20 +4,35 @@ One pass over each operand makes its norms (gpu/ozaki_guard.py), the check judge
 sample, and the engine of the admitted count (gpu/ozaki.py, one a count, made once) takes its
 exponents from the same norms, so the operands are read once for the norms and once for the
 residues. What no count up to the cap carries, or an input that is not finite, goes to the
-fallback the caller gives (the 3xTF32 kernel in `high`) with C untouched. The check's verdict is
-read on the host before the residues are made: a call waits for its first passes.
+fallback the caller gives (the 3xTF32 kernel in `high`) with C untouched. The check runs on a
+stream of its own beside the residues and GEMMs of the count the shape was last admitted at, and
+the host reads its verdict only before the CRT: a call waits for nothing where the guess holds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import cupy as cp
 
+from ..kernels.ozaki import fits
 from ..kernels.ozaki_choice import MAX_MODULI
 from ..kernels.ozaki_guard import ADVANTAGE, Verdict
-from .ozaki import OzakiGemm
+from .ozaki import OzakiGemm, Residues
 from .ozaki_guard import DeviceGuard
+
+
+class Routed(NamedTuple):
+    """One call's result: C, the check's verdict, and the moduli C was made with (None: fallback).
+
+    `moduli` is at least the verdict's: a guess of more that the check admits fewer for is kept
+    (its GEMMs had run, and more moduli are no less accurate).
+    """
+
+    c: object
+    verdict: Verdict
+    moduli: int | None
 
 
 class OzakiRoute:
@@ -29,10 +44,13 @@ class OzakiRoute:
         fallback: f(a, b, alpha, beta, c, trans_a, trans_b) -> C, for what the check sends away;
             None raises instead.
         advantage: the check's (ozaki_guard.ADVANTAGE; 1 where cuBLAS was measured to sum as one chain).
+        overlap: the check on a stream of its own, beside the residues and GEMMs (else before them).
+        speculate: the residues and GEMMs of the shape's last count (else of any shape's) enqueued
+            before the verdict is read; else after it, the host waiting for the check.
 
     Example:
         route = OzakiRoute(fallback=lambda a, b, al, be, c, ta, tb: autotune.matmul(...))
-        c, verdict = route(a, b)  # verdict.moduli: 7 for uniform inputs
+        c, verdict, moduli = route(a, b)  # verdict.moduli: 7 for uniform inputs
     """
 
     def __init__(
@@ -41,10 +59,16 @@ class OzakiRoute:
         kernel: str | None = None,
         fallback: Callable | None = None,
         advantage=ADVANTAGE,
+        overlap: bool = True,
+        speculate: bool = True,
     ):
         self.max_moduli, self.kernel, self.fallback, self.advantage = max_moduli, kernel, fallback, advantage
+        self.overlap, self.speculate = overlap, speculate
         self.guard = DeviceGuard()
         self._engines: dict[int, OzakiGemm] = {}
+        self._last: dict[tuple[int, int, int], int] = {}  # a shape's last admitted count
+        self._recent: int | None = None  # any shape's
+        self._side: cp.cuda.Stream | None = None
 
     def engine(self, n: int) -> OzakiGemm:
         """Return the engine of `n` moduli (compiled and loaded on its first use)."""
@@ -54,8 +78,8 @@ class OzakiRoute:
 
     def __call__(
         self, a: cp.ndarray, b: cp.ndarray, alpha=1.0, beta=0.0, c=None, trans_a=False, trans_b=False
-    ) -> tuple[cp.ndarray, Verdict]:
-        """Return (alpha op(A) op(B) + beta C, the check's verdict); C updated in place when given.
+    ) -> Routed:
+        """Return (alpha op(A) op(B) + beta C, the verdict, the moduli run); C updated in place.
 
         Args:
             a, b: float32 A (M x K, K x M with `trans_a`) and B (K x N, N x K with `trans_b`).
@@ -69,15 +93,49 @@ class OzakiRoute:
             raise ValueError(f"op(A) {opa.shape} and op(B) {opb.shape} do not multiply")
         if c is None and beta != 0:
             raise ValueError("beta != 0 needs C")
+        (m, k), n = opa.shape, int(opb.shape[1])
         na, nb = self.guard.norms(opa, 0), self.guard.norms(opb, 1)
-        v = self.guard.admit(opa, opb, self.max_moduli, norms=(na, nb), advantage=self.advantage)
+        args = (opa, opb, self.max_moduli, 0, (na, nb), self.advantage)
+        if self.overlap:
+            ready = cp.cuda.Event(block=False, disable_timing=True)
+            ready.record()
+            self._side = self._side or cp.cuda.Stream(non_blocking=True)
+            self._side.wait_event(ready)
+            with self._side:
+                pending = self.guard.launch(*args)
+        else:
+            pending = self.guard.launch(*args)
+        guess = self._guess((m, n, k))
+        run = self._stages(guess, opa, opb, na, nb, k) if guess is not None else None
+        v = pending.verdict()
         if v.moduli is None:
             if self.fallback is None:
                 raise ValueError(f"the check sends these inputs to another method ({v})")
-            return self.fallback(a, b, alpha, beta, c, trans_a, trans_b), v
-        eng, k = self.engine(v.moduli), int(opa.shape[1])
+            return Routed(self.fallback(a, b, alpha, beta, c, trans_a, trans_b), v, None)
+        self._remember((m, n, k), v.moduli)
+        if run is None or run[0].n < v.moduli:  # no guess, or too few: the GEMMs run again
+            run = self._stages(v.moduli, opa, opb, na, nb, k)
+        eng, ra, rb, p = run
+        if c is None:
+            c = cp.empty((m, n), cp.float32)
+        return Routed(eng.reconstruct(p, ra.e, rb.e, c, alpha, beta), v, eng.n)
+
+    def _stages(self, count: int, opa, opb, na, nb, k: int) -> tuple[OzakiGemm, Residues, Residues, cp.ndarray]:
+        """Enqueue the residues and GEMMs at `count` moduli: the engine, residues, products."""
+        eng = self.engine(count)
         ra = eng.scale(opa, 0, eng.exponents_of(na, k))
         rb = eng.scale(opb, 1, eng.exponents_of(nb, k))
-        if c is None:
-            c = cp.empty((opa.shape[0], opb.shape[1]), cp.float32)
-        return eng.reconstruct(eng.products(ra, rb), ra.e, rb.e, c, alpha, beta), v
+        return eng, ra, rb, eng.products(ra, rb)
+
+    def _guess(self, shape: tuple[int, int, int]) -> int | None:
+        """Return the count to enqueue before the verdict: the shape's last, else any shape's."""
+        if not self.speculate:
+            return None
+        guess = self._last.get(shape, self._recent)
+        return guess if guess is not None and guess <= self.max_moduli and fits(guess, shape[2]) else None
+
+    def _remember(self, shape: tuple[int, int, int], count: int) -> None:
+        """Keep `count` as the shape's guess and any shape's (a bound on the shapes kept)."""
+        if shape not in self._last and len(self._last) >= 256:
+            self._last.clear()
+        self._last[shape], self._recent = count, count

@@ -236,7 +236,7 @@ def sgemm_chain(a: np.ndarray, b: np.ndarray, splits: int = 1) -> np.ndarray:
     return out
 
 
-def measured_advantage(a, b, c, seed: int = 0, stats=None) -> float:
+def measured_advantage(a, b, c, seed: int = 0, stats=None, norms=None) -> float:
     """Return how much more accurately than one FP32 chain an SGEMM summed `c`: admit's advantage.
 
     Its errors at the check's sampled elements against their float64 sums, beside one chain's
@@ -245,10 +245,11 @@ def measured_advantage(a, b, c, seed: int = 0, stats=None) -> float:
     where ADVANTAGE assumes the most the device has shown at any shape.
 
     Args:
-        a, b: op(A) (M x K) and op(B) (K x N), float32 NumPy arrays (any arrays, with `stats`).
-        c: that SGEMM's C (M x N), NumPy.
-        seed: the sample's, as admit's.
-        stats: as admit's.
+        a, b: op(A) (M x K) and op(B) (K x N), float32 NumPy arrays (any arrays, with `stats`
+            and `norms`).
+        c: that SGEMM's C (M x N) as a NumPy array, or a function (rows, cols) -> its elements
+            there in float64 on the host (a device's C, read at the sample alone).
+        seed, stats, norms: as admit's.
     Returns:
         At least 1 (the check never asks less than one chain's accuracy); inf where the SGEMM was
         exact and the chain is not.
@@ -256,7 +257,9 @@ def measured_advantage(a, b, c, seed: int = 0, stats=None) -> float:
     Example:
         measured_advantage(a, b, cupy.matmul(da, db).get())  # about 1 at 4096^3, 3-7 split K
     """
-    na, nb = np.linalg.norm(np.asarray(a, np.float64), axis=1), np.linalg.norm(np.asarray(b, np.float64), axis=0)
+    if norms is None:
+        norms = (np.linalg.norm(np.asarray(a, np.float64), axis=1), np.linalg.norm(np.asarray(b, np.float64), axis=0))
+    na, nb = (np.asarray(x, np.float64) for x in norms)
     (m, _), n = a.shape, b.shape[1]
     if m == 0 or n == 0:
         return 1.0
@@ -265,7 +268,8 @@ def measured_advantage(a, b, c, seed: int = 0, stats=None) -> float:
     out = np.asarray((stats or sample_stats(a, b))(rows, cols, none, none), np.float64)
     rand = slice(TOP * TOP, None)
     chain, s, exact = np.sqrt(out[0][rand]), out[1][rand], out[2][rand]
-    err = np.abs(np.asarray(c, np.float64)[rows[rand], cols[rand]] - exact)
+    at = c if callable(c) else (lambda r, q: np.asarray(c, np.float64)[r, q])
+    err = np.abs(np.asarray(at(rows[rand], cols[rand]), np.float64) - exact)
     live = s > 0
     if not live.any():
         return 1.0

@@ -115,3 +115,19 @@ def test_norms_of_the_wrong_length_are_refused_not_read_past():
         g.admit(a, b, norms=(g.norms(a, 0)[:15], g.norms(b, 1)))
     host = (np.full(16, 8.0), np.full(8, 8.0))  # host norms are copied over
     assert g.admit(a, b, norms=host) == g.admit(a, b)
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(96, 700, 80), (64, 8192, 48), (300, 40, 5)])
+def test_the_device_advantage_is_numpy_s_of_the_same_c(m, k, n):
+    """The search's measure of cuBLAS at a shape: the device's sums and C read at the sample."""
+    import cupy as cp
+
+    from autotune.gpu.ozaki_guard import DeviceGuard
+    from autotune.kernels.ozaki_guard import measured_advantage
+
+    a, b = operands("normal", m, k, n, np.random.default_rng(k))
+    da, db = cp.asarray(a), cp.asarray(b)
+    c = cp.matmul(da, db)
+    got = DeviceGuard().advantage(da, db, c, seed=3)
+    assert got >= 1.0
+    assert got == pytest.approx(measured_advantage(a, b, c.get(), seed=3), rel=1e-6)

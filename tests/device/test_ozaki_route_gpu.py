@@ -1,6 +1,7 @@
-"""Ozaki scheme II behind its per-call check (gpu/ozaki_route.py): at the admitted count, C is the
-engine's bit for bit in every layout, alpha and beta; what the check sends away reaches the
-fallback with the caller's arguments and C untouched; and the route keeps SGEMM's accuracy."""
+"""Ozaki scheme II behind its per-call check (gpu/ozaki_route.py): at the count run, C is the
+engine's bit for bit in every layout, alpha and beta, whether the guess enqueued before the verdict
+held, was too few or too many; what the check sends away reaches the fallback with the caller's
+arguments and C untouched; and the route keeps SGEMM's accuracy."""
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from autotune.kernels.ozaki_choice import errors, operands
 
 pytestmark = pytest.mark.gpu
+KINDS3 = ("smallint", "uniform", "coupled")
 
 
 def _stored(x, transposed):
@@ -30,8 +32,8 @@ def test_the_route_is_the_engine_at_the_admitted_count(m, k, n, ta, tb, alpha, b
     a, b = operands("rowscaled", m, k, n, rng)
     c0 = cp.asarray(rng.standard_normal((m, n)).astype(np.float32))
     sa, sb = _stored(a, ta), _stored(b, tb)
-    got, v = OzakiRoute()(sa, sb, alpha, beta, c0.copy(), ta, tb)
-    assert v.method == "ozaki-int8" and v.moduli is not None
+    got, v, ran = OzakiRoute()(sa, sb, alpha, beta, c0.copy(), ta, tb)
+    assert v.method == "ozaki-int8" and v.moduli is not None and ran == v.moduli  # no guess yet
     want = OzakiGemm(v.moduli)(sa, sb, alpha, beta, c0.copy(), ta, tb)
     np.testing.assert_array_equal(got.get(), want.get())
 
@@ -68,8 +70,8 @@ def test_what_the_check_sends_away_reaches_the_fallback_untouched(bad):
         return "fallback's C"
 
     sa, sb = cp.asarray(a), cp.asarray(b)
-    out, v = OzakiRoute(fallback=fallback)(sa, sb, 2.0, 1.0, c0, False, False)
-    assert out == "fallback's C" and v.moduli is None and len(seen) == 1
+    out, v, ran = OzakiRoute(fallback=fallback)(sa, sb, 2.0, 1.0, c0, False, False)
+    assert out == "fallback's C" and v.moduli is None and ran is None and len(seen) == 1
     assert seen[0][0] is sa and seen[0][1] is sb and seen[0][2:4] == (2.0, 1.0) and seen[0][4] is c0
     with pytest.raises(ValueError, match="another method"):
         OzakiRoute()(sa, sb)
@@ -83,9 +85,53 @@ def test_the_route_keeps_sgemm_accuracy():
     route = OzakiRoute()
     for kind in ("uniform", "normal", "wide", "cancelling", "rowscaled", "denormal", "smallint"):
         a, b = (cp.asarray(x) for x in operands(kind, 256, 1024, 192, np.random.default_rng(3)))
-        c, v = route(a, b)
+        c, v, _ = route(a, b)
         mine, sgemm = errors(c, a, b, xp=cp), errors(cp.matmul(a, b), a, b, xp=cp)
         assert mine[0] <= 1.5 * sgemm[0] and mine[1] <= 1.5 * sgemm[1], (kind, v, mine, sgemm)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_guess_that_holds_is_too_few_or_too_many_gives_the_engine_s_c_at_the_count_run(overlap):
+    """At 256 x 1024 x 192 the check admits 7 moduli for small integers and 8 for uniform inputs."""
+    import cupy as cp
+
+    from autotune.gpu.ozaki import OzakiGemm
+    from autotune.gpu.ozaki_route import OzakiRoute
+
+    rng = np.random.default_rng(5)
+    ints, unif, coupled = ((cp.asarray(x) for x in operands(kind, 256, 1024, 192, rng)) for kind in KINDS3)
+    c0 = cp.asarray(rng.standard_normal((256, 192)).astype(np.float32))
+    seen = []
+    route = OzakiRoute(fallback=lambda *args: seen.append(args[4].copy()) or "fallback", overlap=overlap)
+    # (inputs, the check's count, the count run): no guess; 7 guessed, 8 needed; 8 guessed, 7
+    # admitted (kept); the shape's last count, 7; a rejection, whatever was guessed.
+    steps = [(ints, 7, 7), (unif, 8, 8), (ints, 7, 8), (ints, 7, 7), (unif, 8, 8), (coupled, None, None)]
+    for (a, b), admitted, ran in steps:
+        c, v, got = route(a, b, 1.5, -1.0, c0.copy())
+        assert (v.moduli, got) == (admitted, ran)
+        if ran is None:
+            assert c == "fallback" and np.array_equal(seen[-1].get(), c0.get())  # C untouched
+        else:
+            want = OzakiGemm(ran)(a, b, 1.5, -1.0, c0.copy())
+            np.testing.assert_array_equal(c.get(), want.get())
+
+
+def test_the_route_on_a_stream_of_the_caller_s():
+    """The check's stream waits for the caller's work on its stream, and C is ready on that stream."""
+    import cupy as cp
+
+    from autotune.gpu.ozaki import OzakiGemm
+    from autotune.gpu.ozaki_route import OzakiRoute
+
+    a, b = (cp.asarray(x) for x in operands("normal", 512, 2048, 384, np.random.default_rng(6)))
+    route, want = OzakiRoute(), None
+    with cp.cuda.Stream(non_blocking=True) as s:
+        for _ in range(3):
+            x = a * 1.0  # made on the caller's stream just before the call
+            c, v, ran = route(x, b)
+            want = OzakiGemm(ran)(a, b) if want is None else want
+            s.synchronize()
+            np.testing.assert_array_equal(c.get(), want.get())
 
 
 def test_bad_shapes_and_beta_without_c():

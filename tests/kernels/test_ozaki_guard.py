@@ -11,6 +11,7 @@ from autotune.kernels import ozaki
 from autotune.kernels.ozaki_choice import KINDS, OTHER, errors, operands
 from autotune.kernels.ozaki_guard import (
     RATIO,
+    SAMPLES,
     TOP,
     _exponent_table,
     _largest,
@@ -170,3 +171,16 @@ def test_the_advantage_of_an_sgemm_that_splits_k_is_measured_and_the_check_holds
     a, b = operands("smallint", 16, 64, 8, rng)
     assert measured_advantage(a, b, a.astype(np.float64) @ b) in (1.0, np.inf)
     assert measured_advantage(a[:0], b, np.zeros((0, 8))) == 1.0
+
+
+def test_the_advantage_reads_c_through_a_function_as_a_device_s_c_is_read():
+    a, b = operands("normal", 50, 700, 30, np.random.default_rng(9))
+    split, seen = sgemm_chain(a, b, splits=8), []
+
+    def at(rows, cols):
+        seen.append(len(rows))
+        return split[rows, cols].astype(np.float64)
+
+    norms = (np.linalg.norm(a.astype(np.float64), axis=1), np.linalg.norm(b.astype(np.float64), axis=0))
+    assert measured_advantage(a, b, at, seed=4, norms=norms) == measured_advantage(a, b, split, seed=4)
+    assert seen == [SAMPLES]  # C read at the random part of the sample alone
