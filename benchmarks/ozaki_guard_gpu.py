@@ -65,7 +65,8 @@ def _line(guard: DeviceGuard, engines: dict, x: cp.ndarray, b: cp.ndarray, reps:
         tag = f"overlap {overlap} speculate {speculate}" + (
             f" advantage {advantage:.2f}" if advantage != ADVANTAGE else ""
         )
-        modes.append(f"{tag} ({ran} moduli) {whole:.0f} = {sgemm / whole:.2f}x")
+        alone = _time(lambda ran=ran: engines.setdefault(ran, OzakiGemm(ran))(x, b), 10) * 1e6
+        modes.append(f"{tag} ({ran} moduli, engine alone {alone:.0f}) {whole:.0f} = {sgemm / whole:.2f}x")
     return (
         f"admits {v.moduli}; check {np.median(full):.0f} [{full.min():.0f}, {full.max():.0f}], norms given "
         f"{np.median(given):.0f}, as events {gpu:.0f}; engine ({n} moduli) {route:.0f}: "

@@ -6,6 +6,7 @@ It shows progress, a table per regime, and a one-line repro for each failure.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -68,6 +69,12 @@ def add_parser(sub) -> None:
         metavar="S",
         help="stop calling after S seconds and report what ran (default 0: no limit)",
     )
+    f.add_argument(
+        "--route",
+        action="store_true",
+        help="every random problem at --precision high, each of one matrix on the Ozaki INT8 route (behind its "
+        "per-call check, cuBLAS taken as one FP32 chain: the least it may ask) whatever the records say",
+    )
     f.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
@@ -83,10 +90,12 @@ def cmd_fuzz(args) -> int:
     if args.compile_only:
         return _compile_only(args, root)
     if args.repro is not None:
-        return _repro(fuzz.parse_repro(args.repro))
-    executor, slug, arch, dev = _executor()
+        return _repro(fuzz.parse_repro(args.repro), args.route)
+    executor, slug, arch, dev = _executor(args.route)
     records = _records(root, slug)
     random_cases = list(fuzz.cases(args.seed, args.problems, torch=executor.torch is not None))
+    if args.route:
+        random_cases = [dataclasses.replace(c, precision="high") for c in random_cases]
     covered = _coverage(records, arch, _device_limits(dev, arch), args)
     _say(args, f"fuzz: {len(random_cases)} random problems, {len(covered)} for {_kernels(covered)} stored kernels"
          f" ({slug}, results {root})")  # fmt: skip
@@ -113,17 +122,21 @@ def _kernels(cases) -> int:
     return len({c.kernel.name for c in cases})
 
 
-def _executor():
-    """Return (the fuzzer's Executor, GPU slug, arch, device) of this GPU; else one UserError."""
+def _executor(route: bool = False):
+    """Return (the fuzzer's Executor, GPU slug, arch, device) of this GPU; else one UserError.
+
+    Args:
+        route: `high` calls on the Ozaki route (device.routed_matmul).
+    """
     from ..dispatch.api import _device_props
     from ..dispatch.kernel import gpu_arrays
 
     try:
         dev = gpu_arrays().current_device()
         slug, arch = _device_props(dev)
-        from ..dispatch.fuzz.device import Executor
+        from ..dispatch.fuzz.device import Executor, routed_matmul
 
-        return Executor(), slug, arch, dev
+        return Executor(matmul=routed_matmul if route else None), slug, arch, dev
     except UserError:
         raise
     except Exception as exc:  # noqa: BLE001 - CuPy's errors for no driver or device vary by version
@@ -233,12 +246,12 @@ def _show_failure(executor, calls, index: int, args) -> None:
         print(f"fuzz: call {index + 1} fails only after the calls before it: autotune fuzz --seed {args.seed} "
               f"--problems {args.problems} --coverage {args.coverage}")  # fmt: skip
         return
-    print(f"fuzz: {len(shrunk)} call(s) show it: {repro_line(shrunk)}")
+    print(f"fuzz: {len(shrunk)} call(s) show it: {repro_line(shrunk)}" + (" --route" if args.route else ""))
 
 
-def _repro(calls) -> int:
+def _repro(calls, route: bool = False) -> int:
     """Run the calls of --repro in this process; return the exit code (1 if one was wrong)."""
-    executor, *_ = _executor()
+    executor, *_ = _executor(route)
     wrong = 0
     for i, (case, outcome) in enumerate(executor.run(calls)):
         state = "ok" if outcome.ok else f"WRONG: {outcome.reason}"

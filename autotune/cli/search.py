@@ -152,6 +152,8 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
     if path:
         kept = sorted(set(entries) - set(changed))
         print(f"wrote {path}" + (f" (kept faster stored entries for {', '.join(kept)})" if kept else ""))
+        if problem.precision == "high" and spec["kind"] == "gpu" and not args.no_route:
+            print(route_line(args, problem, ev.limits), flush=True)
     restarts = getattr(getattr(ev, "worker", None), "restarts", 0)
     if restarts:
         print(f"GPU worker replaced {restarts} time(s) after faults or hangs")
@@ -161,6 +163,35 @@ def search_one(args, spaces: list[Space], problem: Problem, ev, spec: dict) -> i
         print(line, file=sys.stderr)
         return 1
     return 0 if entries else 1
+
+
+def route_line(args, problem: Problem, limits) -> str:
+    """Time the Ozaki route beside the shape's best (dispatch/routes.measure), record it, say so."""
+    from ..dispatch import routes
+    from ..records.results import best_entry, entry_config
+    from ..records.store import update_route
+
+    if not routes.usable(problem, limits.arch):
+        why = "a batch" if problem.batch > 1 else f"INT8 wgmma is Hopper's, not {limits.arch}'s"
+        return f"the Ozaki route: not measured ({why})"
+    _, best = best_entry(args.results, limits.slug, problem)
+    try:
+        m = routes.measure(problem, entry_config(best), device=args.device)
+    except Exception as exc:  # noqa: BLE001 - a compile or driver fault: the families' record stands
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        return f"the Ozaki route: not measured ({type(exc).__name__}: {text})"
+    ok = m.pop("ok")
+    update_route(args.results, limits.slug, problem, routes.NAME, m if ok else None)
+    if not ok:
+        worse = [r["kind"] for r in m["contract"] if any(e > x for e, x in zip(r["errors"], r["limit"], strict=True))]
+        return f"the Ozaki route: misses the high contract here ({', '.join(worse)} inputs); not recorded"
+    ratio = m["versus_ms"] / m["time_ms"]
+    verdict = "matmul(precision='high') takes it here" if ratio > 1 else f"{m['versus']} stays"
+    return (
+        f"the Ozaki route: {m['moduli']} moduli (cuBLAS's advantage {m['advantage']:.2f}), {m['time_ms']:.3f} ms"
+        f" against {m['versus']}'s {m['versus_ms']:.3f} ({ratio:.2f}x; cuBLAS SGEMM's {m['cublas_ms']:.3f},"
+        f" {m['cublas_ms'] / m['time_ms']:.2f}x): {verdict}"
+    )
 
 
 def _start(args, spaces: list[Space], problem: Problem, ev, spec: dict, plan_kw: dict) -> tuple:

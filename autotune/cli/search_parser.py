@@ -38,6 +38,7 @@ def add_parser(sub) -> None:
     s = _search_parser(sub)
     _search_control_args(s)
     _search_run_args(s)
+    _route_args(s)
 
 
 def _search_parser(sub) -> argparse.ArgumentParser:
@@ -123,6 +124,17 @@ def _search_control_args(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument("--seed", type=seed, default=0, help="sampler and input seed, 0 to 2**32 - 1 (default 0)")
     s.add_argument("--storage", metavar="URL", help="Optuna storage (default sqlite:///results/<gpu>/optuna.db)")
+
+
+def _route_args(s: argparse.ArgumentParser) -> None:
+    """Add `search`'s option for the Ozaki route of `--precision high`."""
+    s.add_argument(
+        "--no-route",
+        action="store_true",
+        help="with --precision high: do not time the Ozaki INT8 route beside the best kernel after the search "
+        "(by default it is, on Hopper for one matrix, and recorded where it meets the tier's contract: "
+        "autotune.matmul takes it where it measured faster)",
+    )
 
 
 def _search_run_args(s: argparse.ArgumentParser) -> None:

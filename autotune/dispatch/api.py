@@ -17,7 +17,7 @@ from ..core.types import PRECISIONS, Config, NoGPUError, Problem, UserError
 from ..kernels.family import Family, cached_family
 from ..kernels.limits import DeviceLimits, gpu_slug, profile_for_arch
 from ..kernels.space import Space
-from . import shortcut
+from . import routes, shortcut
 from .kernel import Kernel, gpu_arrays
 from .table import built_for, table_for
 
@@ -86,6 +86,10 @@ def _choose(dev: int, problem: Problem, family: str | None = None, results: str 
             kernel = _kernel_or(fallback, cfg, dev, arch, f"tuned for {tuned.name} on {slug}{how}")
         else:
             kernel = fallback()
+        route = (table.routes.get(p.with_beta(0.0)) or {}).get(routes.NAME)
+        if family is None and routes.usable(p, arch) and routes.faster(route):
+            ratio = route["versus_ms"] / route["time_ms"]
+            kernel = routes.Routed(kernel, route["advantage"], dev, f" (measured {ratio:.2f}x it)")
         table.remember(key, kernel)
     return kernel
 
@@ -270,7 +274,7 @@ def matmul(
         ops = arrays.prepare(A, B, out, beta, trans_a, trans_b)
         kernel = _choose(ops.device, _problem(ops.M, ops.N, ops.K, ops.layout, ops.batch, beta, precision))
         result = kernel._launch(ops, alpha, beta)
-        if key is not None and shortcut.fits(A, B, ops):  # the next such call skips placement and choice
+        if key is not None and shortcut.fits(A, B, ops, kernel):  # the next such call skips placement and choice
             shortcut.remember(table, key, shortcut.Shortcut(kernel, ops))
         return result
     except RuntimeError as exc:  # free when nothing is raised: a call costs no check of the device

@@ -73,13 +73,17 @@ class Shortcut:
         return out
 
 
-def fits(A, B, ops) -> bool:
-    """Whether the full road's operands are A, B and a new row-major output, in place and whole."""
+def fits(A, B, ops, kernel=None) -> bool:
+    """Whether the full road's operands are A, B and a new row-major output, in place and whole.
+
+    And `kernel` one launch (the Ozaki route, dispatch/routes.Routed, is a check and its stages).
+    """
     # Anything else (a copy, a batch, a swap for a column-major C, an empty product) stays on the
     # full road every time.
     c = ops.result
     return (
-        ops.batch == 1
+        not getattr(kernel, "routed", False)
+        and ops.batch == 1
         and ops.wrap is None
         and min(ops.M, ops.N, ops.K) > 0
         and ops.a.data.ptr == A.data_ptr()

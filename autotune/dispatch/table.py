@@ -94,8 +94,10 @@ _CHOICES_MAX = 4096  # shapes remembered per table; the oldest goes first
 class _Table:
     """One GPU's records in a results folder, read at one state of it, and the kernels chosen."""
 
-    def __init__(self, folder: str, state: tuple | None, records: list[tuple[Problem, dict]], clean: bool):
+    def __init__(self, folder: str, state: tuple | None, records: list[tuple[Problem, dict]], clean: bool, routes=None):
         self.folder, self.state, self.records, self.clean = folder, state, records, clean
+        # A shape's (beta 0) measured routes beside its families: name -> entry (records/fields.py).
+        self.routes: dict[Problem, dict] = routes or {}
         self.choices: dict[tuple, Kernel] = {}
         self.plans: dict[str, object] = {}  # config name -> its launch plan (the model's)
         self.shortcuts: dict[tuple, object] = {}  # shortcut.key -> shortcut.Shortcut (torch calls)
@@ -261,7 +263,9 @@ def _beside(own: _Table, shipped: _Table) -> _Table:
         return kept[2]
     shapes = {problem for problem, _ in own.records}
     records = own.records + [(problem, fams) for problem, fams in shipped.records if problem not in shapes]
-    table = _Table(own.folder, own.state, records, own.clean and shipped.clean)
+    mine = {p.with_beta(0.0) for p in shapes}
+    routes = own.routes | {p: r for p, r in shipped.routes.items() if p not in mine}
+    table = _Table(own.folder, own.state, records, own.clean and shipped.clean, routes)
     _BESIDE[slug] = (own, shipped, table)
     return table
 
@@ -302,12 +306,15 @@ def _read_table(root: str, slug: str) -> _Table:
     folder = os.path.join(root, slug)
     now = time.time_ns()  # before the stat: a change after it gets a later mtime once clean
     state = _folder_state(folder)
-    records = []
+    records, routes = [], {}
     if state is not None:
         for path, rec in iter_records(root, slug):
             _check_configs(path, rec)
-            records.append((Problem(**rec["problem"]), rec["families"]))
-    return _Table(folder, state, records, state is None or now - state[2] > _RACY_NS)
+            problem = Problem(**rec["problem"])
+            records.append((problem, rec["families"]))
+            if rec.get("routes"):
+                routes[problem.with_beta(0.0)] = rec["routes"]
+    return _Table(folder, state, records, state is None or now - state[2] > _RACY_NS, routes)
 
 
 def _check_configs(path: Path, record: dict) -> None:

@@ -4,9 +4,10 @@ One pass over each operand makes its norms (gpu/ozaki_guard.py), the check judge
 sample, and the engine of the admitted count (gpu/ozaki.py, one a count, made once) takes its
 exponents from the same norms, so the operands are read once for the norms and once for the
 residues. What no count up to the cap carries, or an input that is not finite, goes to the
-fallback the caller gives (the 3xTF32 kernel in `high`) with C untouched. The check runs on a
-stream of its own beside the residues and GEMMs of the count the shape was last admitted at, and
-the host reads its verdict only before the CRT: a call waits for nothing where the guess holds.
+fallback the caller gives (the 3xTF32 kernel in `high`) with C untouched. The residues and GEMMs
+of the count the shape was last admitted at are enqueued first, the check after them on a stream
+of its own, and the host reads its verdict only before the CRT: where the guess holds, the device
+never waits for the host.
 """
 
 from __future__ import annotations
@@ -77,13 +78,24 @@ class OzakiRoute:
         return self._engines[n]
 
     def __call__(
-        self, a: cp.ndarray, b: cp.ndarray, alpha=1.0, beta=0.0, c=None, trans_a=False, trans_b=False
+        self,
+        a: cp.ndarray,
+        b: cp.ndarray,
+        alpha=1.0,
+        beta=0.0,
+        c=None,
+        trans_a=False,
+        trans_b=False,
+        *,
+        fallback: Callable | None = None,
+        advantage=None,
     ) -> Routed:
         """Return (alpha op(A) op(B) + beta C, the verdict, the moduli run); C updated in place.
 
         Args:
             a, b: float32 A (M x K, K x M with `trans_a`) and B (K x N, N x K with `trans_b`).
             c: float32 M x N with contiguous rows; a new one when None (then beta must be 0).
+            fallback, advantage: this call's, where not the route's (one route serves many shapes).
         Raises:
             ValueError: shapes that do not multiply, or the check sent the call away and there is
                 no fallback.
@@ -95,23 +107,26 @@ class OzakiRoute:
             raise ValueError("beta != 0 needs C")
         (m, k), n = opa.shape, int(opb.shape[1])
         na, nb = self.guard.norms(opa, 0), self.guard.norms(opb, 1)
-        args = (opa, opb, self.max_moduli, 0, (na, nb), self.advantage)
+        ready = cp.cuda.Event(block=False, disable_timing=True)
+        ready.record()  # the norms made: what the check waits for on its stream
+        guess = self._guess((m, n, k))
+        # The guess's GEMMs first: the host enqueues the check while the device runs them.
+        run = self._stages(guess, opa, opb, na, nb, k) if guess is not None else None
+        args = (opa, opb, self.max_moduli, 0, (na, nb), self.advantage if advantage is None else advantage)
         if self.overlap:
-            ready = cp.cuda.Event(block=False, disable_timing=True)
-            ready.record()
-            self._side = self._side or cp.cuda.Stream(non_blocking=True)
+            if self._side is None:  # the highest priority (CUDA clamps to it): its blocks go first
+                self._side = cp.cuda.Stream(non_blocking=True, priority=-(2**20))
             self._side.wait_event(ready)
             with self._side:
                 pending = self.guard.launch(*args)
         else:
             pending = self.guard.launch(*args)
-        guess = self._guess((m, n, k))
-        run = self._stages(guess, opa, opb, na, nb, k) if guess is not None else None
         v = pending.verdict()
         if v.moduli is None:
-            if self.fallback is None:
+            fallback = fallback or self.fallback
+            if fallback is None:
                 raise ValueError(f"the check sends these inputs to another method ({v})")
-            return Routed(self.fallback(a, b, alpha, beta, c, trans_a, trans_b), v, None)
+            return Routed(fallback(a, b, alpha, beta, c, trans_a, trans_b), v, None)
         self._remember((m, n, k), v.moduli)
         if run is None or run[0].n < v.moduli:  # no guess, or too few: the GEMMs run again
             run = self._stages(v.moduli, opa, opb, na, nb, k)

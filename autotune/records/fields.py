@@ -331,3 +331,63 @@ def _check_contract(at: str, contract: Any) -> None:
             lim < c * (1 - 1e-9) for lim, c in zip(limit, cublas, strict=True)
         ):
             raise Corrupt(f"{where}: an error past its limit, or a limit below cuBLAS's error")
+
+
+ROUTES = ("ozaki_int8",)  # dispatch/routes.py's: methods a record may hold beside its families
+_MAX_MODULI = 20
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_ROUTE_FIELDS = {
+    "moduli",
+    "advantage",
+    "time_ms",
+    "time_iqr_ms",
+    "versus",
+    "versus_ms",
+    "cublas_ms",
+    "contract",
+    "date",
+}
+
+
+def check_routes(routes: Any, precision: str) -> None:
+    """Check a record's "routes": each a method measured beside the families (`high` only).
+
+    An entry: the moduli run, the check's advantage (>= 1), its time and the family's (versus,
+    versus_ms) timed in the same process, cuBLAS's, the contract on each input kind, the date.
+    """
+    if routes is None:
+        return
+    if not isinstance(routes, dict) or len(routes) > len(ROUTES):
+        raise Corrupt("'routes' is not an object of at most one entry a route")
+    if routes and precision != "high":
+        raise Corrupt(f"'routes' in a {precision} record: only `high` has any")
+    for name, entry in routes.items():
+        if name not in ROUTES:
+            raise Corrupt(f"route {shown(name)} is not one of {', '.join(ROUTES)}")
+        at = f"route {name}: "
+        entry = obj(at.rstrip(": "), entry, optional=False)
+        integer(f"{at}moduli", entry.get("moduli"), 1, _MAX_MODULI, optional=False)
+        advantage = entry.get("advantage")
+        if not number(advantage) or not 1 <= advantage <= 1e6:
+            raise Corrupt(f"{at}advantage is {shown(advantage)}, not a number from 1 to 1e6")
+        for key in ("time_ms", "versus_ms", "cublas_ms"):
+            positive(f"{at}{key}", entry.get(key), TIME_MAX_MS)
+        not_negative(f"{at}time_iqr_ms", entry.get("time_iqr_ms"), TIME_MAX_MS)
+        matching(f"{at}versus", entry.get("versus"), NAME, "a family's name", optional=False)
+        matching(f"{at}date", entry.get("date"), _DATE, "a date (YYYY-MM-DD)", optional=False)
+        if not entry.get("contract"):
+            raise Corrupt(f"{at}no contract: a route is recorded only where it met the tier's")
+        _check_contract(at, entry["contract"])
+        known = {
+            "moduli",
+            "advantage",
+            "time_ms",
+            "time_iqr_ms",
+            "versus",
+            "versus_ms",
+            "cublas_ms",
+            "contract",
+            "date",
+        }
+        if extra := sorted(set(entry) - known):
+            raise Corrupt(f"{at}unknown field {shown(extra[0])}")

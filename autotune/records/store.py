@@ -213,6 +213,33 @@ def update_record(
     return path, changed
 
 
+def update_route(root: Path | str, slug: str, problem: Problem, name: str, entry: dict | None) -> Path | None:
+    """Put a route's entry (dispatch/routes.measure) in the shape's record, or take it out (None).
+
+    Returns:
+        The record's path; None where the shape has no record (a route is measured beside a
+        family's best, so after the search that wrote it).
+    """
+    path = record_path(root, slug, problem)
+    if not os.path.lexists(path):
+        return None
+    with _folder_lock(path.parent):
+        data = load_record(path)
+        routes = dict(data.get("routes") or {})
+        if entry is None:
+            routes.pop(name, None)
+        else:
+            routes[name] = entry
+        data.pop("routes", None)
+        if routes:
+            data["routes"] = routes
+        text = record_text(data)
+        if parse_record(text, path, "not written, the record would not be valid") != json.loads(json.dumps(data)):
+            raise UserError(f"{path}: not written, the record would not read back as it is")
+        atomic_write_text(path, text)
+    return path
+
+
 def _same(a: Any, b: Any) -> bool:
     """Whether two values are the same JSON (1 is not 1.0 nor true, as Python's == has them)."""
     return json.dumps(a) == json.dumps(b)

@@ -151,6 +151,7 @@ def _check_record(data: Any, path: Path) -> None:
             raise Corrupt(f"entry {fam} is not an object")
         _check_entry(fam, entry, problem, gpu)
     _check_best(data.get("best"), families)
+    fields.check_routes(data.get("routes"), problem.precision)
     _check_tree(data, "", 0)
 
 

@@ -99,7 +99,7 @@ def test_a_guess_that_holds_is_too_few_or_too_many_gives_the_engine_s_c_at_the_c
     from autotune.gpu.ozaki_route import OzakiRoute
 
     rng = np.random.default_rng(5)
-    ints, unif, coupled = ((cp.asarray(x) for x in operands(kind, 256, 1024, 192, rng)) for kind in KINDS3)
+    ints, unif, coupled = (tuple(cp.asarray(x) for x in operands(kind, 256, 1024, 192, rng)) for kind in KINDS3)
     c0 = cp.asarray(rng.standard_normal((256, 192)).astype(np.float32))
     seen = []
     route = OzakiRoute(fallback=lambda *args: seen.append(args[4].copy()) or "fallback", overlap=overlap)

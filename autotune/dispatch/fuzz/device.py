@@ -16,8 +16,9 @@ import cupy as cp
 import numpy as np
 from cupy_backends.cuda.api import driver, runtime
 
+from ...core.types import Problem
 from ...gpu import launcher
-from .. import api
+from .. import api, routes
 from .case import Case, bound_factor
 
 _FATAL = (driver.CUDADriverError, runtime.CUDARuntimeError)
@@ -166,6 +167,21 @@ class Executor:
         if kernel is None:
             kernel = self.kernels[config.name] = self.load(config=config)
         return kernel
+
+
+def routed_matmul(A, B, out=None, alpha=1.0, beta=0.0, *, trans_a=False, trans_b=False, precision="highest"):
+    """Return autotune.matmul's C, each `high` call of one matrix on the Ozaki route (fuzz --route).
+
+    Whatever the records say; its check takes cuBLAS for one FP32 chain (advantage 1), the least
+    a search may record, so that it admits the fewest moduli any record can lead to.
+    """
+    if precision != "high":
+        return api.matmul(A, B, out, alpha, beta, trans_a=trans_a, trans_b=trans_b, precision=precision)
+    ops = api.gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
+    kernel = api._choose(ops.device, Problem(ops.M, ops.N, ops.K, ops.layout, ops.batch, beta, precision))
+    if not getattr(kernel, "routed", False):
+        kernel = routes.Routed(kernel, 1.0, ops.device, " (fuzz --route)")
+    return kernel._launch(ops, alpha, beta)
 
 
 def _alive() -> bool:
