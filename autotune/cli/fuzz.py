@@ -103,7 +103,7 @@ def cmd_fuzz(args) -> int:
     calls = fuzz.interleave(random_cases, covered, args.seed)
     tally, failures, fatal = _run(executor, calls, args)
     print(tally.table())
-    for index in failures[: args.shrink]:
+    for index in failures[: 0 if fatal else args.shrink]:  # after a CUDA fault nothing more runs
         _show_failure(executor, calls, index, args)
     if fatal:
         print(f"fuzz: stopped after a CUDA error at call {failures[-1] + 1}; the context is gone", file=sys.stderr)

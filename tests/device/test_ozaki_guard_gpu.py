@@ -131,3 +131,21 @@ def test_the_device_advantage_is_numpy_s_of_the_same_c(m, k, n):
     got = DeviceGuard().advantage(da, db, c, seed=3)
     assert got >= 1.0
     assert got == pytest.approx(measured_advantage(a, b, c.get(), seed=3), rel=1e-6)
+
+
+@pytest.mark.parametrize("m", [1, 3, 40])
+def test_nan_norms_go_to_3xtf32_and_are_never_read_past(m):
+    """A NaN norm (an infinity's compensated sum of squares) is no smaller than any: the pick
+    kernel once left no index for it and read 2^31 doubles past the norms (fuzz --route, seed 21)."""
+    import cupy as cp
+
+    from autotune.gpu.ozaki_guard import DeviceGuard
+
+    a, b = (cp.asarray(x) for x in operands("smallint", m, 1, 96, np.random.default_rng(m)))
+    a[0, 0] = np.inf
+    guard = DeviceGuard()
+    na, nb = guard.norms(a, 0), guard.norms(b, 1)
+    for norms in ((na, nb), (cp.full(m, np.nan), nb), (na, cp.full(96, np.nan))):
+        v = guard.admit(a, b, norms=norms)
+        assert v.moduli is None and v.method != "ozaki-int8"
+    cp.cuda.Device().synchronize()  # a read past the norms would fault here
