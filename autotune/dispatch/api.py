@@ -87,7 +87,7 @@ def _choose(dev: int, problem: Problem, family: str | None = None, results: str 
         else:
             kernel = fallback()
         route = (table.routes.get(p.with_beta(0.0)) or {}).get(routes.NAME)
-        if family is None and routes.usable(p, arch) and routes.faster(route):
+        if family is None and routes.usable(p, arch) and routes.faster(route) and routes.enabled():
             ratio = route["versus_ms"] / route["time_ms"]
             kernel = routes.Routed(kernel, route["advantage"], dev, f" (measured {ratio:.2f}x it)")
         table.remember(key, kernel)

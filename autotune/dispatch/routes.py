@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import statistics
 
 from ..core.tiers import tier
-from ..core.types import Config, Problem
+from ..core.types import Config, Problem, UserError
 from ..kernels.ozaki_choice import MAX_MODULI
+from ..records.fields import shown
 from .kernel import Kernel
 
 NAME = "ozaki_int8"  # the route's name in a record's "routes"
@@ -29,6 +31,22 @@ _SEEDS = 2
 def usable(problem: Problem, arch: str) -> bool:
     """Return whether the route may serve `problem` on `arch`: `high`, one matrix, Hopper."""
     return problem.precision == "high" and problem.batch == 1 and arch in ARCHES
+
+
+def enabled() -> bool:
+    """Return whether $AUTOTUNE_ROUTE asks matmul for the Ozaki route ("ozaki"; unset or "" not).
+
+    Opt-in: its check holds the tier's contract (normwise and median errors against cuBLAS's), but
+    not yet the tier's elementwise bound on every input (`fuzz --route` finds misses where a row's
+    magnitudes spread over 2^30 and more at K in the hundreds or less).
+
+    Raises:
+        UserError: any other value.
+    """
+    value = os.environ.get("AUTOTUNE_ROUTE", "")
+    if value not in ("", "ozaki"):
+        raise UserError(f"AUTOTUNE_ROUTE must be 'ozaki' or unset, not {shown(value)}")
+    return value == "ozaki"
 
 
 def faster(entry: dict | None) -> bool:

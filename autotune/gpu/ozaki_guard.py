@@ -14,10 +14,12 @@ import math
 import cupy as cp
 import numpy as np
 
+from ..core.tiers import tier
 from ..kernels.ozaki import norm_bits
 from ..kernels.ozaki_choice import MAX_MODULI, OTHER
 from ..kernels.ozaki_guard import (
     ADVANTAGE,
+    ELEMENT_MARGIN,
     GUARD_COUNTS,
     GUARD_KERNEL,
     GUARD_THREADS,
@@ -136,15 +138,16 @@ class DeviceGuard:
         shape = (np.int32(m), np.int32(n), np.int32(k), np.int32(q))
         self._pick((2, 1, 1), (GUARD_THREADS, 1, 1), (*shape, na, nb, head[q:], self._sample(m, n, seed), idx, hdr))
         self._launch_stats(a, b, idx, sums, p, q)
-        out = cp.empty(2 * q + 3, cp.float64)  # the counts' ratios, then the verdict
+        out = cp.empty(3 * q + 3, cp.float64)  # the counts' ratios, then the verdict
         adv2 = np.float64(advantage) * np.float64(advantage)
-        args = (np.int32(k), np.int32(q), head[:q], idx, sums, hdr, np.float64(RATIO), adv2, out, out[2 * q :])
+        element = np.float64(tier("high").bound(k) / ELEMENT_MARGIN)
+        args = (np.int32(k), np.int32(q), head[:q], idx, sums, hdr, np.float64(RATIO), adv2, element, out, out[3 * q :])
         self._judge((q, 1, 1), (GUARD_THREADS, 1, 1), args)
         # The verdict's three numbers to pinned memory, and an event the host can wait on alone.
         host = cp.cuda.alloc_pinned_memory(24)
         stream = cp.cuda.get_current_stream()
         to_host = cp.cuda.runtime.memcpyDeviceToHost
-        cp.cuda.runtime.memcpyAsync(host.ptr, out.data.ptr + 8 * 2 * q, 24, to_host, stream.ptr)
+        cp.cuda.runtime.memcpyAsync(host.ptr, out.data.ptr + 8 * 3 * q, 24, to_host, stream.ptr)
         done = cp.cuda.Event(block=False, disable_timing=True)
         done.record(stream)
         return Pending(None, np.frombuffer(host, np.float64, 3), done, (out, host))

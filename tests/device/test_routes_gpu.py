@@ -45,6 +45,7 @@ def _route(time_ms=0.04, advantage=1.0):
 @pytest.fixture
 def results(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_RESULTS", str(tmp_path))
+    monkeypatch.setenv("AUTOTUNE_ROUTE", "ozaki")
     monkeypatch.setattr(dispatch_table, "_TABLES", {})
     return tmp_path
 

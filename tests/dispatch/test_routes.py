@@ -115,6 +115,7 @@ class FakeRouted:
 
 @pytest.fixture
 def fakes(monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_ROUTE", "ozaki")
     monkeypatch.setattr(dispatch_table, "_TABLES", {})
     monkeypatch.setattr(routes, "Routed", FakeRouted)
     return fake_kernels(monkeypatch, SLUG)
@@ -135,6 +136,25 @@ def test_a_high_call_takes_the_route_only_where_its_record_measured_it_faster(tm
     assert not isinstance(api._choose(0, HIGH, "wgmma_tf32", root), FakeRouted)
     assert not isinstance(api._choose(0, Problem(4096, 4096, 4096, batch=2, precision="high"), None, root), FakeRouted)
     assert not isinstance(api._choose(0, Problem(4096, 4096, 4095, precision="high"), None, root), FakeRouted)
+
+
+def test_the_route_is_opt_in_and_a_bad_value_is_one_line(tmp_path, fakes, monkeypatch):
+    """$AUTOTUNE_ROUTE=ozaki asks for it (its check is normwise: the tier's elementwise bound is not
+    yet held on every input); unset or empty, matmul keeps the family's kernel."""
+    root = tmp_path / "results"
+    _high_record(root, routes_={"ozaki_int8": route_entry()})
+    for value in ("", None):
+        if value is None:
+            monkeypatch.delenv("AUTOTUNE_ROUTE")
+        else:
+            monkeypatch.setenv("AUTOTUNE_ROUTE", value)
+        monkeypatch.setattr(dispatch_table, "_TABLES", {})
+        assert not isinstance(api._choose(0, HIGH, None, root), FakeRouted)
+    monkeypatch.setenv("AUTOTUNE_ROUTE", "ozaki; rm -rf ~")
+    monkeypatch.setattr(dispatch_table, "_TABLES", {})
+    with pytest.raises(UserError, match="AUTOTUNE_ROUTE must be 'ozaki' or unset") as exc:
+        api._choose(0, HIGH, None, root)
+    assert "\n" not in str(exc.value)
 
 
 def test_no_route_off_hopper(tmp_path, fakes, monkeypatch):
