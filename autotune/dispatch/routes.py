@@ -98,8 +98,8 @@ class Routed:
         return self._launch(ops.as_layout(self.layout), alpha, beta)
 
     def _launch(self, ops, alpha: float, beta: float):
-        c = ops.c
-        if ops.batch != 1 or min(ops.M, ops.N, ops.K) == 0 or c.strides[1] != 4:
+        c = ops.c  # a column-major C is the kernel's (it writes C^T = op(B)^T op(A)^T)
+        if ops.batch != 1 or min(ops.M, ops.N, ops.K) == 0 or c.shape != (ops.M, ops.N) or c.strides[1] != 4:
             return self.kernel._launch(ops, alpha, beta)
 
         def fallback(*_):  # C untouched: the family's kernel takes the call whole
