@@ -18,23 +18,10 @@ import time
 
 import cupy as cp
 import numpy as np
+from ozaki_gpu import _time
 
 from autotune.gpu.ozaki import OzakiGemm
 from autotune.gpu.ozaki_route import OzakiRoute
-
-
-def _one(fn, reps: int) -> float:
-    """Return the median us of `fn()` alone on the device (CUDA events, synchronized between)."""
-    fn()
-    times = []
-    for _ in range(reps):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) * 1e3)
-    return float(np.median(times))
 
 
 def _loop(fn, reps: int) -> float:
@@ -111,7 +98,7 @@ def main() -> None:
             "SGEMM": lambda a=a, b=b: cp.matmul(a, b),
         }
         for trial in range(2):
-            got = {name: (_one(fn, reps), _loop(fn, reps)) for name, fn in calls.items()}
+            got = {name: (_time(fn, reps) * 1e6, _loop(fn, reps)) for name, fn in calls.items()}
             sg = got["SGEMM"]
             print(
                 f"{size}^3 #{trial + 1}: "

@@ -378,16 +378,5 @@ def check_routes(routes: Any, precision: str) -> None:
         if not entry.get("contract"):
             raise Corrupt(f"{at}no contract: a route is recorded only where it met the tier's")
         _check_contract(at, entry["contract"])
-        known = {
-            "moduli",
-            "advantage",
-            "time_ms",
-            "time_iqr_ms",
-            "versus",
-            "versus_ms",
-            "cublas_ms",
-            "contract",
-            "date",
-        }
-        if extra := sorted(set(entry) - known):
+        if extra := sorted(set(entry) - _ROUTE_FIELDS):
             raise Corrupt(f"{at}unknown field {shown(extra[0])}")
