@@ -125,6 +125,7 @@ OPTIONS: dict[str, dict] = {
         "--quiet": None,
         "--verbose": None,
         "--yes": None,
+        "--no-route": None,
     },
     "export": {
         **SHAPE,
@@ -169,6 +170,7 @@ OPTIONS: dict[str, dict] = {
         "--gpu": _pool([SLUG], GPUS),
         "--arch": _pool(["sm_90"], ARCHS),
         "--seconds": _pool(["0", "10"], INTS),
+        "--route": None,
         "--quiet": None,
     },
 }
