@@ -45,7 +45,8 @@ class OzakiRoute:
         fallback: f(a, b, alpha, beta, c, trans_a, trans_b) -> C, for what the check sends away;
             None raises instead.
         advantage: the check's (ozaki_guard.ADVANTAGE; 1 where cuBLAS was measured to sum as one chain).
-        overlap: the check on a stream of its own, beside the residues and GEMMs (else before them).
+        overlap: the check on a stream of its own, beside the residues and GEMMs (else on the
+            caller's stream, after any enqueued before it).
         speculate: the residues and GEMMs of the shape's last count (else of any shape's) enqueued
             before the verdict is read; else after it, the host waiting for the check.
 
