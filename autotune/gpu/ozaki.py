@@ -1,10 +1,10 @@
 """Ozaki scheme II on the device: FP32 GEMM as scaling, one INT8 GEMM a modulus, and the CRT.
 
 The three stages of kernels/ozaki.py's `gemm` as CUDA kernels (kernels/ozaki_passes.py's scaling
-and reconstruction, kernels/ozaki_int8.py's GEMMs), driven through CuPy; not a family (the
-dispatch reaches it through gpu/ozaki_route.py and dispatch/routes.py). The GEMMs run on the pipelined kernel, every modulus in one launch ("fast"), on
-the reference kernel, one launch a modulus ("reference"), or on Hopper's wgmma, every modulus in
-one launch (sm_90a only), its tiles copied by cp.async ("wgmma") or by the tensor memory
+and reconstruction, kernels/ozaki_int8.py's GEMMs), driven through CuPy; the dispatch reaches it
+through gpu/ozaki_route.py. The GEMMs run on the pipelined kernel, every modulus in one launch
+("fast"), on the reference kernel, one launch a modulus ("reference"), or on Hopper's wgmma, every
+modulus in one launch (sm_90a only), its tiles copied by cp.async ("wgmma") or by the tensor memory
 accelerator from maps of the residue planes ("wgmma_tma"). Every stage is exact, so C equals
 ozaki.gemm's bit for bit (the one rounding is the last), given the same exponents: the norms are
 summed in another order than NumPy's, which can move an exponent only where a norm lies within
