@@ -88,14 +88,7 @@ class Routed:
     def __repr__(self) -> str:
         return f"<autotune.Routed ozaki_int8 ({self.source})>"
 
-    def __call__(
-        self, A, B, out=None, alpha: float = 1.0, beta: float = 0.0, *, trans_a: bool = False, trans_b: bool = False
-    ):
-        """Return C = alpha * op(A) @ op(B) + beta * C, taking what `autotune.matmul` takes."""
-        from .kernel import gpu_arrays
-
-        ops = gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
-        return self._launch(ops.as_layout(self.layout), alpha, beta)
+    __call__ = Kernel.__call__  # the same placement; then this class's _launch
 
     def _launch(self, ops, alpha: float, beta: float):
         c = ops.c  # a column-major C is the kernel's (it writes C^T = op(B)^T op(A)^T)
@@ -110,19 +103,16 @@ class Routed:
         return ops.finish()
 
 
-def _timed(fn, reps: int) -> list[float]:
-    """Return `reps` times (ms) of `fn()` by CUDA events, each call alone on the device."""
+def _timed(fn) -> float:
+    """Return the time (ms) of one call of `fn()` by CUDA events, alone on the device."""
     import cupy as cp
 
-    out = []
-    for _ in range(reps):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        out.append(cp.cuda.get_elapsed_time(start, end))
-    return out
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    fn()
+    end.record()
+    end.synchronize()
+    return cp.cuda.get_elapsed_time(start, end)
 
 
 def _iqr(times: list[float]) -> float:
@@ -167,8 +157,9 @@ def _measure(problem: Problem, config: Config, reps: int, seed: int) -> dict:
         return a, b, (a.T if ta else a), (b.T if tb else b)
 
     kernel = Kernel(config, f"sm_{cp.cuda.Device().compute_capability}", "the search's best")
-    adv = _advantage(operands)
-    routed = Routed(kernel, adv, cp.cuda.Device().id)
+    dev = cp.cuda.Device().id
+    adv = _advantage(operands, _route(dev).guard)
+    routed = Routed(kernel, adv, dev)
     rows, ok = _contract(routed, operands, ta, tb)
     a, b, opa, opb = operands("uniform")
     out = cp.empty((m, n), cp.float32)
@@ -182,7 +173,7 @@ def _measure(problem: Problem, config: Config, reps: int, seed: int) -> dict:
         fn()
     for _ in range(reps):  # interleaved: a clock that drifts moves all three alike
         for name, fn in calls.items():
-            times[name] += _timed(fn, 1)
+            times[name].append(_timed(fn))
     moduli = routed.route(opa, opb, advantage=adv, fallback=lambda *_: None).moduli
     return {
         "moduli": moduli,
@@ -198,13 +189,11 @@ def _measure(problem: Problem, config: Config, reps: int, seed: int) -> dict:
     }
 
 
-def _advantage(operands) -> float:
-    """Return cuBLAS's advantage at the shape: the largest over _KINDS and _SEEDS."""
+def _advantage(operands, guard) -> float:
+    """Return cuBLAS's advantage at the shape: the largest over _KINDS and _SEEDS (`guard`'s)."""
     import cupy as cp
 
-    from ..gpu.ozaki_guard import DeviceGuard
-
-    guard, adv = DeviceGuard(), 1.0
+    adv = 1.0
     for kind in _KINDS:
         for s in range(_SEEDS):
             _, _, opa, opb = operands(kind)
@@ -217,9 +206,10 @@ def _contract(routed: Routed, operands, ta: bool, tb: bool) -> tuple[list[dict],
     import cupy as cp
 
     from ..gpu.precision import contract_errors
+    from ..gpu.runner import Runner
 
     rows, ok = [], True
-    for kind in ("uniform", "normal", "wide"):
+    for kind in Runner.CONTRACT_KINDS:  # the kinds a family's record holds its contract on
         a, b, opa, opb = operands(kind)
         a64, b64 = opa.astype(cp.float64), opb.astype(cp.float64)
         ref, scale = a64 @ b64, cp.abs(a64) @ cp.abs(b64)
