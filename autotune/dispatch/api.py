@@ -265,7 +265,7 @@ def matmul(
     arrays = gpu_arrays()
     try:
         table = key = None
-        if out is None and type(A) in types and type(B) in types:
+        if out is None and type(A) in (kinds := (arrays.NDARRAY, *types)) and type(B) in kinds:
             table, key, cut = _shortcut_for(arrays, A, B, trans_a, trans_b, precision)
             if cut is not None and beta == 0:
                 return cut(A, B, alpha)
@@ -275,7 +275,7 @@ def matmul(
         kernel = _choose(ops.device, _problem(ops.M, ops.N, ops.K, ops.layout, ops.batch, beta, precision))
         result = kernel._launch(ops, alpha, beta)
         if key is not None and shortcut.fits(A, B, ops, kernel):  # the next such call skips placement and choice
-            shortcut.remember(table, key, shortcut.Shortcut(kernel, ops))
+            shortcut.remember(table, key, shortcut.made(A, kernel, ops))
         return result
     except RuntimeError as exc:  # free when nothing is raised: a call costs no check of the device
         if (missing := _no_gpu(exc)) is None:

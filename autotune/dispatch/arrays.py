@@ -13,6 +13,7 @@ import cupy as cp
 import numpy as np
 from cupy_backends.cuda.api import runtime
 
+from .checks import _F32, _new_output, check, check_batched
 from .interop import adopt, new_output_like, torch_stream
 
 current_device = runtime.getDevice  # cheaper than cupy.cuda.Device().id, which builds an object
@@ -27,8 +28,7 @@ def no_device() -> str | None:
     return None if count > 0 else "CUDA reports no device"
 
 
-_F32 = np.dtype(np.float32)
-_NDARRAY = cp.ndarray
+NDARRAY = _NDARRAY = cp.ndarray  # the type the short road (shortcut.py) takes besides torch's
 
 
 class Operands:
@@ -94,12 +94,15 @@ def prepare(A, B, out, beta: float, trans_a: bool = False, trans_b: bool = False
     """
     # Copies, workspaces and new outputs are made on the launch stream (torch's current one for a
     # torch operand, else CuPy's), so nothing runs out of order with the caller's own work.
-    if type(A) is _NDARRAY and type(B) is _NDARRAY and (out is None or type(out) is _NDARRAY) and A.ndim == B.ndim == 2:
-        dev = current_device()
-        a, b = (A.T if trans_a else A), (B.T if trans_b else B)
-        M, K, N = check(a, b, out, dev)
-        c = out if out is not None else _new_output(M, N, beta)
-        return _placed(a, b, c, (M, N, K), dev, cp.cuda.get_current_stream(), c)
+    if type(A) is _NDARRAY and type(B) is _NDARRAY and (out is None or type(out) is _NDARRAY):
+        if A.ndim == B.ndim == 2:
+            dev = current_device()
+            a, b = (A.T if trans_a else A), (B.T if trans_b else B)
+            M, K, N = check(a, b, out, dev)
+            c = out if out is not None else _new_output(M, N, beta)
+            return _placed(a, b, c, (M, N, K), dev, cp.cuda.get_current_stream(), c)
+        if A.ndim <= 3 and B.ndim <= 3 and (ops := _plain_batch(A, B, out, beta, trans_a, trans_b)) is not None:
+            return ops
     stream = torch_stream((("A", A), ("B", B), ("out", out)))
     if stream is None:
         return _adopted(A, B, out, beta, None, trans_a, trans_b)
@@ -157,6 +160,60 @@ def _placed_batch(a, b, c, lead, shape, dev, stream, result, wrap) -> Operands:
         a, ta, lda, sa = _stored_batch(a, sa)
         b, tb, ldb, sb = _stored_batch(b, sb)
     return Operands(a, b, c, (M, N, K), ta + tb, (lda, ldb, ldc), dev, stream, result, wrap, count, (sa, sb, sc))
+
+
+def _plain_batch(A, B, out, beta: float, trans_a: bool, trans_b: bool) -> Operands | None:
+    """Return `_placed_batch`'s operands for the usual CuPy batch, or None for the full placement.
+
+    The usual batch: 3-D (or one 2-D, shared) float32 operands on this device, a batch of at least
+    two, each matrix with a contiguous axis, a new or row-major `out` apart from them; anything
+    else (and every error) goes the full way.
+    """
+    # The same answer as _adopted and _placed_batch give these operands, at a few microseconds of
+    # host time rather than some sixty (broadcasts, views and checks of the general placement),
+    # which is most of a small batch's call.
+    dev = current_device()
+    a, b = (A.swapaxes(-1, -2) if trans_a else A), (B.swapaxes(-1, -2) if trans_b else B)
+    for x in (a, b, out):
+        if x is not None and (x.dtype is not _F32 or x.data.device_id != dev):
+            return None
+    (M, K), (K2, N) = a.shape[-2:], b.shape[-2:]
+    na, nb = (a.shape[0] if a.ndim == 3 else 1), (b.shape[0] if b.ndim == 3 else 1)
+    count = max(na, nb)
+    if K != K2 or min(M, N, K) < 1 or count < 2 or na not in (1, count) or nb not in (1, count):
+        return None
+    stream = cp.cuda.get_current_stream()
+    if out is None:
+        if beta != 0:
+            return None
+        c = cp.empty((count, M, N), dtype=cp.float32)
+        ldc, sc = N, M * N
+    else:
+        c = out
+        placed = _as_stored(M, N, *c.strides[1:])
+        if c.shape != (count, M, N) or placed is None or placed[0] != "n" or c.strides[0] % 4:
+            return None
+        ldc, sc = placed[1], c.strides[0] // 4
+        extent = _extent(c)
+        if not _apart(((count, sc), (M, ldc), (N, 1))) or _overlaps(c, extent, a) or _overlaps(c, extent, b):
+            return None
+    placed = [_plain_matrices(x, n, count) for x, n in ((a, na), (b, nb))]
+    if None in placed:
+        return None
+    (a, ta, lda, sa), (b, tb, ldb, sb) = placed
+    return Operands(a, b, c, (M, N, K), ta + tb, (lda, ldb, ldc), dev, stream, c if out is None else out, None,
+                    count, (sa, sb, sc))  # fmt: skip
+
+
+def _plain_matrices(x: cp.ndarray, n: int, count: int) -> tuple[cp.ndarray, str, int, int] | None:
+    """Return `_stored_batch` of an operand of `n` (1 or `count`) matrices, or None for a copy."""
+    stored = _as_stored(*x.shape[-2:], *x.strides[-2:])
+    if stored is None or (n > 1 and x.strides[0] % 4):
+        return None
+    if n > 1:
+        return x, *stored, x.strides[0] // 4
+    view = cp.lib.stride_tricks.as_strided(x, (count, *x.shape[-2:]), (0, *x.strides[-2:]))  # one, shared
+    return view, *stored, 0
 
 
 def _batch_of(x: cp.ndarray, lead: tuple[int, ...], count: int) -> tuple[cp.ndarray, int]:
@@ -274,10 +331,15 @@ def _check_apart(c: cp.ndarray, c_extent: tuple[int, int], x: cp.ndarray, name: 
     """Raise ValueError where `out` shares memory with an operand (read while C is written)."""
     # Arrays whose extents overlap (slices of one buffer side by side, interleaved heads) are
     # checked element by element: NumPy solves it from the addresses and strides alone.
+    if _overlaps(c, c_extent, x):
+        raise ValueError(f"out overlaps {name}: the result would overwrite an operand while it is read")
+
+
+def _overlaps(c: cp.ndarray, c_extent: tuple[int, int], x: cp.ndarray) -> bool:
+    """Return whether `out` (c, whose extent is `c_extent`) shares an element's memory with `x`."""
     lo, hi = c_extent
     xlo, xhi = _extent(x)
-    if lo < xhi and xlo < hi and np.shares_memory(_Addresses(c).array(), _Addresses(x).array()):
-        raise ValueError(f"out overlaps {name}: the result would overwrite an operand while it is read")
+    return lo < xhi and xlo < hi and bool(np.shares_memory(_Addresses(c).array(), _Addresses(x).array()))
 
 
 class _Addresses:
@@ -306,60 +368,3 @@ def _extent(x: cp.ndarray) -> tuple[int, int]:
         else:
             low += (n - 1) * s
     return low, high + x.itemsize
-
-
-def check(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int) -> tuple[int, int, int]:
-    """Return (M, K, N) of float32 2-D operands on `device` that chain, and `out` of their shape."""
-    _check_array("A", A, device)
-    _check_array("B", B, device)
-    if out is not None:
-        _check_array("out", out, device)
-    (M, K), (K2, N) = A.shape, B.shape
-    if K != K2:
-        raise ValueError(f"shapes {A.shape} and {B.shape} do not chain (A is MxK, B is KxN)")
-    if min(M, N, K) < 1:
-        raise ValueError(f"empty operand: M={M}, N={N}, K={K}")
-    if out is not None and out.shape != (M, N):
-        raise ValueError(f"out must have shape {(M, N)}, got {out.shape}")
-    return M, K, N
-
-
-def check_batched(A: cp.ndarray, B: cp.ndarray, out: cp.ndarray | None, device: int):
-    """Return (batch shape, (M, K, N)) of float32 batches of matrices that chain and broadcast.
-
-    The matrices are the last two axes; the batch shapes broadcast as `cupy.matmul`'s do.
-    """
-    _check_array("A", A, device, batch=True)
-    _check_array("B", B, device, batch=True)
-    if out is not None:
-        _check_array("out", out, device, batch=True)
-    (M, K), (K2, N) = A.shape[-2:], B.shape[-2:]
-    if K != K2:
-        raise ValueError(f"shapes {A.shape} and {B.shape} do not chain (A is ...xMxK, B is ...xKxN)")
-    try:
-        lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
-    except ValueError:
-        raise ValueError(f"batch shapes {A.shape[:-2]} and {B.shape[:-2]} do not broadcast") from None
-    if min(M, N, K) < 1 or 0 in lead:
-        raise ValueError(f"empty operand: batch {lead}, M={M}, N={N}, K={K}")
-    if out is not None and out.shape != (*lead, M, N):
-        raise ValueError(f"out must have shape {(*lead, M, N)}, got {out.shape}")
-    return tuple(lead), (M, K, N)
-
-
-def _check_array(name: str, x: cp.ndarray, device: int, batch: bool = False) -> None:
-    """Check that `x` is float32, a matrix (a batch of them, with `batch`), on `device`."""
-    dtype = x.dtype
-    if dtype is not _F32 and dtype != _F32:  # identity first: the usual case, and cheaper
-        raise TypeError(f"{name} must be float32 (strict FP32 SGEMM), got {dtype}")
-    if x.ndim < 2 or (x.ndim > 2 and not batch):
-        raise ValueError(f"{name} must be 2-D (or a batch of matrices, with more), got shape {x.shape}")
-    if x.data.device_id != device:
-        raise ValueError(f"{name} is on device {x.data.device_id}, the current device is {device}")
-
-
-def _new_output(M: int, N: int, beta: float) -> cp.ndarray:
-    """Return a new M x N CuPy output (beta must be 0: there is no C to scale)."""
-    if beta != 0:
-        raise ValueError("beta != 0 needs an `out` array holding C")
-    return cp.empty((M, N), dtype=cp.float32)

@@ -100,7 +100,7 @@ class _Table:
         self.routes: dict[Problem, dict] = routes or {}
         self.choices: dict[tuple, Kernel] = {}
         self.plans: dict[str, object] = {}  # config name -> its launch plan (the model's)
-        self.shortcuts: dict[tuple, object] = {}  # shortcut.key -> shortcut.Shortcut (torch calls)
+        self.shortcuts: dict[tuple, object] = {}  # shortcut.key -> shortcut.Shortcut
         self.fresh_until = 0.0  # time.monotonic() until which the folder is not looked at again
 
     def _pool(self, problem: Problem) -> list[tuple[Problem, dict]]:

@@ -109,7 +109,7 @@ class LoadedKernel:
         if batch == 1:
             return self._launch(M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc)
         sa, sb, sc = strides if strides is not None else (M * K, K * N, M * N)
-        a, b, c = a.data.ptr, b.data.ptr, c.data.ptr
+        a, b, c = _address(a), _address(b), _address(c)  # arrays, or addresses (a shortcut's)
         per = BATCH_GRID_MAX if self.plan.batched else 1
         for first in range(0, batch, per):
             at = (a + 4 * first * sa, b + 4 * first * sb, c + 4 * first * sc)

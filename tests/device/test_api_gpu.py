@@ -310,3 +310,43 @@ def test_torch_calls_seen_before_take_the_short_road_and_stay_right(torch, monke
     for _ in range(2):  # refused on the full road, and so every time
         with pytest.raises(TypeError, match="requires grad"):
             autotune.matmul(x, w[:, :128].t())
+
+
+def test_cupy_calls_and_batches_seen_before_take_the_short_road_and_stay_right(torch):
+    # CuPy arrays and batches (broadcast, 4-D, transposed matrices, a copied operand) on the
+    # short road: each result equal to float64's on its first and repeated calls, on two streams.
+    from autotune.dispatch import api, shortcut
+
+    rng = cp.random.default_rng(5)
+    x = rng.random((6, 40, 33), dtype=cp.float32) - 0.5
+    w = rng.random((33, 24), dtype=cp.float32) - 0.5
+    wide = rng.random((2, 3, 24, 33), dtype=cp.float32) - 0.5
+    cases = [
+        (x, w, {}),  # B 2-D, shared by every matrix
+        (x[:1], rng.random((5, 33, 24), dtype=cp.float32) - 0.5, {}),  # A's batch of 1 broadcast
+        (rng.random((2, 3, 40, 33), dtype=cp.float32) - 0.5, wide, {"trans_b": True}),  # 4-D, nt
+        (x.swapaxes(1, 2), w, {"trans_a": True}),  # A's matrices column-major, read in place
+        (x[::2], w, {}),  # every other matrix: one stride apart still
+        (x[:, :, ::2], w[:17], {}),  # no contiguous axis: copied on the full road, never cut short
+        (rng.random((40, 33), dtype=cp.float32) - 0.5, w, {}),  # 2-D CuPy
+    ]
+    side = cp.cuda.Stream(non_blocking=True)
+    for a, b, kw in cases:
+        oa = a.swapaxes(-1, -2) if kw.get("trans_a") else a
+        ob = b.swapaxes(-1, -2) if kw.get("trans_b") else b
+        want = cp.matmul(oa.astype(cp.float64), ob.astype(cp.float64)) * 0.5
+        for stream in (None, side, None):
+            with stream or cp.cuda.get_current_stream():
+                got = autotune.matmul(a, b, alpha=0.5, **kw)
+            cp.cuda.Device().synchronize()
+            assert got.shape == want.shape
+            assert float(cp.linalg.norm(got - want) / cp.linalg.norm(want)) < 1e-5, (a.shape, a.strides, kw)
+    table = api.table_for(None, api._device_props(cp.cuda.Device().id)[0])
+    cuts = [c for c in table.shortcuts.values() if isinstance(c, shortcut.CupyShortcut)]
+    assert any(c.batch > 1 for c in cuts) and any(c.batch == 1 for c in cuts)
+    t = torch.rand(4, 40, 33, device="cuda") - 0.5  # torch batches too
+    for _ in range(2):
+        got = autotune.matmul(t, torch.as_tensor(w, device="cuda"))
+        want = t.double() @ torch.as_tensor(w, device="cuda").double()
+        assert float((got - want).norm() / want.norm()) < 1e-5
+    assert any(isinstance(c, shortcut.TorchShortcut) and c.batch == 4 for c in table.shortcuts.values())

@@ -5,6 +5,7 @@ batches matmul refuses, and a batched header's example program against
 cublasSgemmStridedBatched."""
 
 import cupy as cp
+import numpy as np
 import pytest
 from helpers import have_nvcc, run_example_program
 from test_correctness import CONFIGS
@@ -167,3 +168,70 @@ def test_example_program_checks_a_batched_header_against_cublas(tmp_path, h100, 
     assert "runs a batch in one launch" in (tmp_path / "tuned_sgemm.h").read_text()
     out = run_example_program(tmp_path)
     assert out.count("batch 3 strided") == 6
+
+
+def _operand(rng, n: int, rows: int, cols: int, trans: bool):
+    """Return a random float32 batch operand of op() rows x cols, lying one of seven ways."""
+    r, c = (cols, rows) if trans else (rows, cols)
+    kind = rng.choice(["3d", "2d", "one", "colmajor", "step", "padded", "nocontig"])
+    if kind == "2d":
+        return cp.random.rand(r, c, dtype=cp.float32)
+    if kind == "one":
+        return cp.random.rand(1, r, c, dtype=cp.float32)
+    if kind == "colmajor":  # each matrix column-major
+        return cp.random.rand(n, c, r, dtype=cp.float32).swapaxes(1, 2)
+    if kind == "step":  # every other matrix
+        return cp.random.rand(2 * n, r, c, dtype=cp.float32)[::2]
+    if kind == "padded":  # rows padded
+        return cp.random.rand(n, r, c + 3, dtype=cp.float32)[:, :, :c]
+    if kind == "nocontig":  # no contiguous axis: copied
+        return cp.random.rand(n, r, 2 * c, dtype=cp.float32)[:, :, ::2]
+    return cp.random.rand(n, r, c, dtype=cp.float32)
+
+
+def _forms(seed: int):
+    """Yield random batches of CuPy operands and outs, plain and not: (A, B, out, trans_a, trans_b)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        n, M, N, K = int(rng.choice([1, 2, 3, 7])), *(int(v) for v in rng.integers(1, 9, 3))
+        ta, tb = bool(rng.integers(2)), bool(rng.integers(2))
+        A, B = _operand(rng, n, M, K, ta), _operand(rng, n, K, N, tb)
+        lead = np.broadcast_shapes(A.shape[:-2], B.shape[:-2])
+        kind = str(rng.choice(["none", "plain", "padded", "colmajor", "overlap"]))
+        if kind == "overlap":  # out over A's memory: refused
+            base = cp.empty(max(A.size, int(np.prod(lead)) * M * N) + 64, dtype=cp.float32)
+            A = base[: A.size].reshape(A.shape)
+        out = {
+            "none": None,
+            "plain": cp.empty((*lead, M, N), dtype=cp.float32),
+            "padded": cp.empty((*lead, M, N + 2), dtype=cp.float32)[..., :N],
+            "colmajor": cp.empty((*lead, N, M), dtype=cp.float32).swapaxes(-1, -2),
+            "overlap": base[: int(np.prod(lead)) * M * N].reshape(*lead, M, N) if kind == "overlap" else None,
+        }[kind]
+        yield A, B, out, ta, tb
+
+
+def test_a_plain_batch_is_placed_as_the_full_placement_places_it():
+    # The short placement (_plain_batch) answers for the batches it takes exactly what the full
+    # one does (the same views, pitches, strides and layout), and takes no other: a copy, a
+    # column-major out and an overlapping out (refused) go the full way.
+    taken = 0
+    for A, B, out, ta, tb in _forms(11):
+        beta = 0.0 if out is None else 1.0
+        fast = arrays._plain_batch(A, B, out, beta, ta, tb)
+        try:
+            full = arrays._adopted(A, B, out, beta, None, ta, tb)
+        except ValueError:
+            assert fast is None
+            continue
+        if fast is None:
+            continue
+        taken += 1
+        for f in ("M", "N", "K", "layout", "pitches", "batch", "strides", "result"):
+            if f != "result" or out is not None:
+                assert getattr(fast, f) is getattr(full, f) or getattr(fast, f) == getattr(full, f), f
+        for x, y in ((fast.a, full.a), (fast.b, full.b)):
+            assert (x.data.ptr, x.shape, x.strides) == (y.data.ptr, y.shape, y.strides)
+        assert (fast.c.shape, fast.c.strides) == (full.c.shape, full.c.strides)
+        assert out is None or fast.c.data.ptr == full.c.data.ptr
+    assert taken >= 40, taken
