@@ -101,7 +101,7 @@ def prepare(A, B, out, beta: float, trans_a: bool = False, trans_b: bool = False
             M, K, N = check(a, b, out, dev)
             c = out if out is not None else _new_output(M, N, beta)
             return _placed(a, b, c, (M, N, K), dev, cp.cuda.get_current_stream(), c)
-        if A.ndim <= 3 and B.ndim <= 3 and (ops := _plain_batch(A, B, out, beta, trans_a, trans_b)) is not None:
+        if (ops := _plain_batch(A, B, out, beta, trans_a, trans_b)) is not None:
             return ops
     stream = torch_stream((("A", A), ("B", B), ("out", out)))
     if stream is None:
@@ -172,6 +172,8 @@ def _plain_batch(A, B, out, beta: float, trans_a: bool, trans_b: bool) -> Operan
     # The same answer as _adopted and _placed_batch give these operands, at a few microseconds of
     # host time rather than some sixty (broadcasts, views and checks of the general placement),
     # which is most of a small batch's call.
+    if not (2 <= A.ndim <= 3 and 2 <= B.ndim <= 3 and (out is None or out.ndim == 3)):
+        return None
     dev = current_device()
     a, b = (A.swapaxes(-1, -2) if trans_a else A), (B.swapaxes(-1, -2) if trans_b else B)
     for x in (a, b, out):
@@ -182,25 +184,25 @@ def _plain_batch(A, B, out, beta: float, trans_a: bool, trans_b: bool) -> Operan
     count = max(na, nb)
     if K != K2 or min(M, N, K) < 1 or count < 2 or na not in (1, count) or nb not in (1, count):
         return None
-    stream = cp.cuda.get_current_stream()
+    placed = [_plain_matrices(x, n, count) for x, n in ((a, na), (b, nb))]
+    if None in placed or (out is None and beta != 0):
+        return None
+    (a, ta, lda, sa), (b, tb, ldb, sb) = placed
     if out is None:
-        if beta != 0:
-            return None
         c = cp.empty((count, M, N), dtype=cp.float32)
         ldc, sc = N, M * N
     else:
         c = out
-        placed = _as_stored(M, N, *c.strides[1:])
-        if c.shape != (count, M, N) or placed is None or placed[0] != "n" or c.strides[0] % 4:
+        if c.shape != (count, M, N):
             return None
-        ldc, sc = placed[1], c.strides[0] // 4
+        stored = _as_stored(M, N, *c.strides[1:])
+        if stored is None or stored[0] != "n" or c.strides[0] % 4:
+            return None
+        ldc, sc = stored[1], c.strides[0] // 4
         extent = _extent(c)
         if not _apart(((count, sc), (M, ldc), (N, 1))) or _overlaps(c, extent, a) or _overlaps(c, extent, b):
             return None
-    placed = [_plain_matrices(x, n, count) for x, n in ((a, na), (b, nb))]
-    if None in placed:
-        return None
-    (a, ta, lda, sa), (b, tb, ldb, sb) = placed
+    stream = cp.cuda.get_current_stream()
     return Operands(a, b, c, (M, N, K), ta + tb, (lda, ldb, ldc), dev, stream, c if out is None else out, None,
                     count, (sa, sb, sc))  # fmt: skip
 
