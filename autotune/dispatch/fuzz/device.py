@@ -153,6 +153,8 @@ class Executor:
             out = None if out is None else self.torch.from_dlpack(out)
         if case.config is None:
             result = self.matmul(a, b, out, case.alpha, case.beta, precision=case.precision, **flags)
+            if out is None and case.seed % 2:  # half of them made again: the short road's (shortcut.py)
+                result = self.matmul(a, b, out, case.alpha, case.beta, precision=case.precision, **flags)
         else:
             result = self._kernel(case.kernel)(a, b, out, case.alpha, case.beta, **flags)
         if out is not None:
