@@ -7,7 +7,8 @@ to an integer, off by at most 1/2, so before C's own rounding C_ij is off by at 
 g_i |b_j|_1 + h_j |a_i|_1 + g_i h_j K (g_i = 2^-e_i / 2, h_j = 2^-f_j / 2): per-vector 1-norms.
 And |A||B| is bounded below by the magnitudes rounded down to QBITS bits a vector, multiplied
 exactly (one INT8 GEMM more on the device). A count passes where the first stays within the
-tier's bound of the second at every element. The NumPy form; the device's is to come.
+tier's bound of the second at every element. The NumPy form here, and the device kernels' source
+(templates/_ozaki_element.cu.j2; gpu/ozaki_element.py runs them).
 """
 
 from __future__ import annotations
@@ -16,8 +17,19 @@ import numpy as np
 
 from ..core.tiers import U, tier
 from . import ozaki
+from .family import TEMPLATE_DIR
+from .render import render_template, template
 
 QBITS = 7  # magnitudes as 0..127: an INT8 GEMM's operands, INT32 sums exact to K of 2^17
+ELEMENT_KERNEL = "autotune_ozaki_element"
+ELEMENT_TEMPLATE = "_ozaki_element.cu.j2"
+ELEMENT_THREADS = 256
+
+
+def element_source() -> str:
+    """Return the device kernels' source: ELEMENT_KERNEL + _rows, _cols, _q and _judge."""
+    src = template(TEMPLATE_DIR, ELEMENT_TEMPLATE)
+    return render_template(src, NAME=ELEMENT_KERNEL, QBITS=QBITS, THREADS=ELEMENT_THREADS)
 
 
 def magnitudes(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:

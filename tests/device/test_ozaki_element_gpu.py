@@ -1,0 +1,106 @@
+"""The Ozaki route's elementwise guarantee on device arrays (gpu/ozaki_element.py): NumPy's
+magnitudes, floor and verdict (kernels/ozaki_element.py) for the same operands, whatever their
+layout and row pitch, by the raw INT8 GEMM and by float64 alike."""
+
+import numpy as np
+import pytest
+
+from autotune.kernels import ozaki
+from autotune.kernels.ozaki_choice import KINDS, operands
+from autotune.kernels.ozaki_element import holds, magnitude_floor, magnitudes
+
+pytestmark = pytest.mark.gpu
+
+RAWS = ["int8", "float64"]
+
+
+@pytest.fixture(scope="module")
+def elements():
+    """One DeviceElement of each raw GEMM (int8 only on Hopper)."""
+    import cupy as cp
+
+    from autotune.gpu.ozaki_element import DeviceElement
+
+    hopper = cp.cuda.Device().compute_capability == "90"
+    return {raw: DeviceElement(raw) for raw in RAWS if raw != "int8" or hopper}
+
+
+def _element(elements, raw):
+    if raw not in elements:
+        pytest.skip("the raw INT8 GEMM needs Hopper")
+    return elements[raw]
+
+
+def _device(x, transposed, pad):
+    """Return op(X) stored on the device (transposed: X^T's rows), rows `pad` floats longer."""
+    import cupy as cp
+
+    s = np.ascontiguousarray(x.T if transposed else x)
+    big = cp.full((s.shape[0], s.shape[1] + pad), np.nan, cp.float32)
+    big[:, : s.shape[1]] = cp.asarray(s)
+    view = big[:, : s.shape[1]]
+    return view.T if transposed else view
+
+
+@pytest.mark.parametrize("raw", RAWS)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("ta", "tb", "pad"), [(False, False, 0), (True, False, 3), (False, True, 5), (True, True, 1)])
+def test_the_floor_is_numpy_s(elements, raw, kind, ta, tb, pad):
+    el = _element(elements, raw)
+    a, b = operands(kind, 45, 300, 37, np.random.default_rng(5))
+    floor = el.floor(_device(a, ta, pad), _device(b, tb, pad))
+    (qa, sa), (qb, sb) = magnitudes(a, 1), magnitudes(b, 0)
+    np.testing.assert_array_equal(floor.sa.get(), sa)
+    np.testing.assert_array_equal(floor.sb.get(), sb)
+    np.testing.assert_array_equal(floor.raw.get(), qa @ qb)
+    got = np.ldexp(floor.raw.get().astype(np.float64), -(floor.sa.get()[:, None] + floor.sb.get()[None, :]))
+    np.testing.assert_array_equal(got, magnitude_floor(a, b))
+    a64, b64 = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
+    np.testing.assert_allclose(floor.l1a.get(), a64.sum(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(floor.l1b.get(), b64.sum(axis=0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("raw", RAWS)
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (64, 4096, 48), (130, 17, 260), (7, 2000, 3), (300, 64, 200)])
+def test_the_verdict_is_numpy_s_at_every_count(elements, raw, m, k, n):
+    import cupy as cp
+
+    el = _element(elements, raw)
+    rng = np.random.default_rng(m + k + n)
+    seen = set()
+    for kind in KINDS:
+        a, b = operands(kind, m, k, n, rng)
+        floor = el.floor(cp.asarray(a), cp.asarray(b))
+        for count in (4, 5, 6, 7, 8, 10):
+            want = holds(a, b, count)
+            if ozaki.fits(count, k):
+                s = ozaki.scale(a, b, count)
+                e, f = cp.asarray(s.e), cp.asarray(s.f)
+            else:
+                e, f = cp.zeros(m, cp.int32), cp.zeros(n, cp.int32)
+            assert el.holds(floor, e, f, count) == want, (kind, count)
+            seen.add(want)
+    assert seen == {True, False} or (m, k, n) == (1, 1, 1)
+
+
+def test_an_input_that_is_not_finite_never_holds(elements):
+    import cupy as cp
+
+    el = next(iter(elements.values()))
+    a, b = operands("uniform", 20, 64, 30, np.random.default_rng(1))
+    for bad in (np.nan, np.inf, -np.inf):
+        x = a.copy()
+        x[3, 7] = bad
+        floor = el.floor(cp.asarray(x), cp.asarray(b))
+        zeros = cp.zeros(20, cp.int32), cp.zeros(30, cp.int32)
+        assert int(el.failures(floor, *zeros, 7)[0]) >= 30  # row 3 of C, at least
+
+
+def test_k_past_the_raw_sums_exact_range_is_refused(elements):
+    import cupy as cp
+
+    from autotune.gpu.ozaki_element import MAX_K
+
+    el = _element(elements, "int8")
+    with pytest.raises(ValueError, match="exact to K"):
+        el.floor(cp.ones((2, MAX_K + 1), cp.float32), cp.ones((MAX_K + 1, 2), cp.float32))
