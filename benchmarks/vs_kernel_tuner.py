@@ -55,8 +55,8 @@ SPACE = {"BM": [32, 64, 128, 256], "BN": [32, 64, 128, 256], "BK": [8, 16, 32], 
 WARPTILE_PINS = {"SCHEDULE": ["data_parallel"], "SPLITK": [1], "PACKB": [1]}
 # autotune's NVRTC options but ptxas's report (CuPy names the target itself).
 KT_OPTIONS = tuple(o for o in OPTIONS if not o.startswith("-Xptxas"))
-# Kernel Tuner's strategies with the best fraction of the optimum by replay (vs_kernel_tuner_replay.py, in git at 3168ff9,
-# the recorded 4096^3 landscape), and its classic simulated annealing and random sample.
+# Kernel Tuner's strategies with the best fraction of the optimum by replay (vs_kernel_tuner_replay.py,
+# in git at 3168ff9; the recorded 4096^3 landscape), and its classic simulated annealing and random sample.
 KT_STRATEGIES = ["hybrid_vndx", "diff_evo", "simulated_annealing", "random_sample"]
 
 
