@@ -1,7 +1,8 @@
 """The Ozaki route with its check against its engine alone and cuBLAS SGEMM, and where its time goes.
 
 At each size (M = N = K, uniform inputs): the route (gpu/ozaki_route.py, the check at `--advantage`:
-1 where cuBLAS was measured to sum as one chain), the engine alone at 7 moduli and cuBLAS SGEMM
+1 where cuBLAS was measured to sum as one chain), with `--element` the route holding every
+element within the bound too (gpu/ozaki_element.py), the engine alone at 7 moduli and cuBLAS SGEMM
 (CuPy's matmul, TF32 off), each timed two ways in one process: a call alone (CUDA events around
 it, the device idle before: what a single call pays, the host's launches included) and
 back-to-back (events around --reps calls: what a program calling it in a loop pays), twice each.
@@ -9,6 +10,7 @@ Then the route's timeline at the size: when each stage ends on the device and th
 the start of a call (CUDA events and the host clock; medians of 8 calls).
 
     PYTHONPATH=. python benchmarks/ozaki_route_gpu.py [--sizes 2048 4096 8192] [--reps 20] [--advantage 1.1]
+        [--element]
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def _timeline(route: OzakiRoute, a: cp.ndarray, b: cp.ndarray, count: int) -> st
         h0, e0 = time.perf_counter(), _event()
         na, nb = g.norms(a, 0), g.norms(b, 1)
         e_norms, h_norms = _event(), time.perf_counter()
-        eng, ra, rb, p = route._stages(count, a, b, na, nb, k)
+        eng, ra, rb, p, _ = route._stages(count, a, b, na, nb, k)
         e_gemm, h_stages = _event(), time.perf_counter()
         route._side.wait_event(e_norms)
         with route._side:
@@ -84,6 +86,7 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096, 8192])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--advantage", type=float, default=1.1)
+    p.add_argument("--element", action="store_true", help="time the route with its elementwise guarantee too")
     args = p.parse_args()
     print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; us; x SGEMM (one call, back to back)")
     for size in args.sizes:
@@ -91,9 +94,11 @@ def main() -> None:
         a = rng.random((size, size), dtype=cp.float32) * 2 - 1
         b = rng.random((size, size), dtype=cp.float32) * 2 - 1
         route, eng = OzakiRoute(advantage=args.advantage), OzakiGemm(7)
+        sure = OzakiRoute(advantage=args.advantage, element=True) if args.element else None
         reps = args.reps if size < 8192 else max(4, args.reps // 3)
         calls = {
             "route": lambda route=route, a=a, b=b: route(a, b),
+            **({"route+element": lambda r=sure, a=a, b=b: r(a, b)} if sure else {}),
             "engine 7": lambda eng=eng, a=a, b=b: eng(a, b),
             "SGEMM": lambda a=a, b=b: cp.matmul(a, b),
         }

@@ -18,9 +18,10 @@ from typing import NamedTuple
 import cupy as cp
 
 from ..kernels.ozaki import fits
-from ..kernels.ozaki_choice import MAX_MODULI
+from ..kernels.ozaki_choice import MAX_MODULI, OTHER
 from ..kernels.ozaki_guard import ADVANTAGE, Verdict
 from .ozaki import OzakiGemm, Residues
+from .ozaki_element import DeviceElement, Floor
 from .ozaki_guard import DeviceGuard
 
 
@@ -36,6 +37,16 @@ class Routed(NamedTuple):
     moduli: int | None
 
 
+class _Run(NamedTuple):
+    """One count's stages enqueued: engine, residues, products, an event after the exponents."""
+
+    eng: OzakiGemm
+    ra: Residues
+    rb: Residues
+    p: cp.ndarray
+    exponents: cp.cuda.Event
+
+
 class OzakiRoute:
     """FP32 GEMM on the INT8 tensor cores where the check admits it, else `fallback`.
 
@@ -49,6 +60,9 @@ class OzakiRoute:
             caller's stream, after any enqueued before it).
         speculate: the residues and GEMMs of the shape's last count (else of any shape's) enqueued
             before the verdict is read; else after it, the host waiting for the check.
+        element: also hold every element of C within the tier's bound (gpu/ozaki_element.py: the
+            |A||B| floor beside the check, judged at the count that runs); a call it fails goes
+            to the fallback, its verdict OTHER.
 
     Example:
         route = OzakiRoute(fallback=lambda a, b, al, be, c, ta, tb: autotune.matmul(...))
@@ -63,10 +77,12 @@ class OzakiRoute:
         advantage=ADVANTAGE,
         overlap: bool = True,
         speculate: bool = True,
+        element: bool = False,
     ):
         self.max_moduli, self.kernel, self.fallback, self.advantage = max_moduli, kernel, fallback, advantage
         self.overlap, self.speculate = overlap, speculate
         self.guard = DeviceGuard()
+        self.element = DeviceElement() if element else None
         self._engines: dict[int, OzakiGemm] = {}
         self._last: dict[tuple[int, int, int], int] = {}  # a shape's last admitted count
         self._recent: int | None = None  # any shape's
@@ -114,34 +130,65 @@ class OzakiRoute:
         # The guess's GEMMs first: the host enqueues the check while the device runs them.
         run = self._stages(guess, opa, opb, na, nb, k) if guess is not None else None
         args = (opa, opb, self.max_moduli, 0, (na, nb), self.advantage if advantage is None else advantage)
-        if self.overlap:
-            if self._side is None:  # the highest priority (CUDA clamps to it): its blocks go first
-                self._side = cp.cuda.Stream(non_blocking=True, priority=-(2**20))
-            self._side.wait_event(ready)
-            with self._side:
-                pending = self.guard.launch(*args)
-        else:
+        with self._check_stream(ready):
             pending = self.guard.launch(*args)
+            floor = self._floor(opa, opb)
         v = pending.verdict()
+        if v.moduli is not None:
+            self._remember((m, n, k), v.moduli)
+            if run is None or run.eng.n < v.moduli:  # no guess, or too few: the GEMMs run again
+                run = self._stages(v.moduli, opa, opb, na, nb, k)
+            if self.element is not None and not self._holds(floor, run):
+                v = Verdict(OTHER, None, v.normwise, v.median)
         if v.moduli is None:
             fallback = fallback or self.fallback
             if fallback is None:
                 raise ValueError(f"the check sends these inputs to another method ({v})")
             return Routed(fallback(a, b, alpha, beta, c, trans_a, trans_b), v, None)
-        self._remember((m, n, k), v.moduli)
-        if run is None or run[0].n < v.moduli:  # no guess, or too few: the GEMMs run again
-            run = self._stages(v.moduli, opa, opb, na, nb, k)
-        eng, ra, rb, p = run
+        eng, ra, rb, p, _ = run
         if c is None:
             c = cp.empty((m, n), cp.float32)
         return Routed(eng.reconstruct(p, ra.e, rb.e, c, alpha, beta), v, eng.n)
 
-    def _stages(self, count: int, opa, opb, na, nb, k: int) -> tuple[OzakiGemm, Residues, Residues, cp.ndarray]:
-        """Enqueue the residues and GEMMs at `count` moduli: the engine, residues, products."""
+    def _check_stream(self, ready: cp.cuda.Event) -> cp.cuda.Stream:
+        """Return the checks' stream: a side one after `ready` (overlap), else the current one."""
+        if not self.overlap:
+            return cp.cuda.get_current_stream()
+        if self._side is None:  # the highest priority (CUDA clamps to it): its blocks go first
+            self._side = cp.cuda.Stream(non_blocking=True, priority=-(2**20))
+        self._side.wait_event(ready)
+        return self._side
+
+    def _floor(self, opa, opb) -> Floor | None:
+        """Enqueue the elementwise guarantee's floor (None: not asked for, or K too deep for it)."""
+        if self.element is None:
+            return None
+        try:
+            return self.element.floor(opa, opb)
+        except ValueError:  # K past the raw sums' exact range: the guarantee cannot be shown
+            return None
+
+    def _holds(self, floor: Floor | None, run) -> bool:
+        """Return whether the run's count keeps every element within the bound (the host waits)."""
+        if floor is None:
+            return False
+        stream = self._side if self.overlap else cp.cuda.get_current_stream()
+        stream.wait_event(run.exponents)
+        with stream:
+            bad = self.element.failures(floor, run.ra.e, run.rb.e, run.eng.n)
+            done = cp.cuda.Event(block=False, disable_timing=True)
+            done.record(stream)
+        done.synchronize()  # the judge alone: the GEMMs enqueued before it run on
+        return int(bad[0]) == 0
+
+    def _stages(self, count: int, opa, opb, na, nb, k: int) -> _Run:
+        """Enqueue the exponents, residues and GEMMs at `count` moduli."""
         eng = self.engine(count)
-        ra = eng.scale(opa, 0, eng.exponents_of(na, k))
-        rb = eng.scale(opb, 1, eng.exponents_of(nb, k))
-        return eng, ra, rb, eng.products(ra, rb)
+        e, f = eng.exponents_of(na, k), eng.exponents_of(nb, k)
+        exponents = cp.cuda.Event(block=False, disable_timing=True)
+        exponents.record()  # what the elementwise judge reads, before the GEMMs
+        ra, rb = eng.scale(opa, 0, e), eng.scale(opb, 1, f)
+        return _Run(eng, ra, rb, eng.products(ra, rb), exponents)
 
     def _guess(self, shape: tuple[int, int, int]) -> int | None:
         """Return the count to enqueue before the verdict: the shape's last, else any shape's."""

@@ -144,3 +144,36 @@ def test_bad_shapes_and_beta_without_c():
         route(cp.ones((4, 5), cp.float32), cp.ones((6, 3), cp.float32))
     with pytest.raises(ValueError, match="needs C"):
         route(cp.ones((4, 5), cp.float32), cp.ones((5, 3), cp.float32), beta=1.0)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_with_the_elementwise_guarantee_a_call_it_holds_for_is_the_route_s_and_one_it_fails_falls_back(overlap):
+    """element=True: dense inputs take the route as before, bit for bit; the adversarial row of
+    kernels/tests' guarantee test (tiny a's lost in the scaling, most of C_00) goes to the fallback
+    with C untouched, where the route alone would miss the bound."""
+    import cupy as cp
+
+    from autotune.core.tiers import tier
+    from autotune.gpu.ozaki_route import OzakiRoute
+
+    rng = np.random.default_rng(8)
+    a, b = operands("uniform", 96, 512, 80, rng)
+    sa, sb = cp.asarray(a), cp.asarray(b)
+    sure = OzakiRoute(fallback=lambda *args: "fallback", overlap=overlap, element=True)
+    got, v, ran = sure(sa, sb)
+    want, w, _ = OzakiRoute()(sa, sb)
+    assert v.method == "ozaki-int8" and ran == w.moduli
+    np.testing.assert_array_equal(got.get(), want.get())
+
+    a, b = operands("uniform", 8, 32, 8, rng)
+    a[0], b[:, 0] = 2.0**-30, 1.0
+    a[0, 0], b[0, 0] = 1.0, 2.0**-30
+    sa, sb = cp.asarray(a), cp.asarray(b)
+    c0 = cp.full((8, 8), 3.0, cp.float32)
+    out, v, ran = sure(sa, sb, 1.0, 0.0, c0, False, False)
+    assert out == "fallback" and v.moduli is None and ran is None and bool((c0 == 3.0).all())
+    plain, w, _ = OzakiRoute(fallback=lambda *args: None)(sa, sb)
+    if w.moduli is not None:  # the sampled check let it through: the guarantee is what stops it
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        err = np.abs(plain.get() - a64 @ b64)
+        assert (err > tier("high").bound(32) * (np.abs(a64) @ np.abs(b64))).any()
