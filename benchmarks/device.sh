@@ -154,7 +154,7 @@ sys.exit(main(sys.argv[1:]))' fuzz --problems "$count" --coverage 0 --shrink 2 -
       tar cJf - -C /tmp atcache $([ -d /tmp/cupycache ] && echo cupycache) | split -b 15M - "$OUT/cache.tar.xz.part-"
       echo "cache: $(ls /tmp/atcache/nvrtc | wc -l) files, $(du -ch "$OUT"/cache.tar.xz.part-* | tail -1 | cut -f1)" ;;
     ozaki)
-      for f in test_ozaki_int8_gpu test_ozaki_passes_gpu test_ozaki_gpu test_ozaki_guard_gpu test_ozaki_route_gpu; do
+      for f in test_ozaki_int8_gpu test_ozaki_passes_gpu test_ozaki_gpu test_ozaki_guard_gpu test_ozaki_element_gpu test_ozaki_route_gpu; do
         timeout 150 python3 -m pytest -q -p no:cacheprovider -n 4 "tests/device/$f.py" >> "$L/ozaki_tests.txt" 2>&1
         echo "$f exit $?" >> "$L/ozaki_tests.txt"
       done
