@@ -247,3 +247,15 @@ def one_clear_line(r):
     assert len(lines) == 1 and lines[0].startswith("autotune: error: "), r.stderr
     assert "Traceback" not in r.stderr + r.stdout
     return lines[0]
+
+
+def padded_on_device(x, transposed: bool, pad: int):
+    """Return op(X) stored on the device (transposed: X^T's rows), rows `pad` floats longer (NaN)."""
+    import cupy as cp
+    import numpy as np
+
+    s = np.ascontiguousarray(x.T if transposed else x)
+    big = cp.full((s.shape[0], s.shape[1] + pad), np.nan, cp.float32)
+    big[:, : s.shape[1]] = cp.asarray(s)
+    view = big[:, : s.shape[1]]
+    return view.T if transposed else view

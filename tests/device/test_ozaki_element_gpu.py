@@ -4,6 +4,7 @@ layout and row pitch, by the raw INT8 GEMM and by float64 alike."""
 
 import numpy as np
 import pytest
+from helpers import padded_on_device
 
 from autotune.kernels import ozaki
 from autotune.kernels.ozaki_choice import KINDS, operands
@@ -31,24 +32,13 @@ def _element(elements, raw):
     return elements[raw]
 
 
-def _device(x, transposed, pad):
-    """Return op(X) stored on the device (transposed: X^T's rows), rows `pad` floats longer."""
-    import cupy as cp
-
-    s = np.ascontiguousarray(x.T if transposed else x)
-    big = cp.full((s.shape[0], s.shape[1] + pad), np.nan, cp.float32)
-    big[:, : s.shape[1]] = cp.asarray(s)
-    view = big[:, : s.shape[1]]
-    return view.T if transposed else view
-
-
 @pytest.mark.parametrize("raw", RAWS)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("ta", "tb", "pad"), [(False, False, 0), (True, False, 3), (False, True, 5), (True, True, 1)])
 def test_the_floor_is_numpy_s(elements, raw, kind, ta, tb, pad):
     el = _element(elements, raw)
     a, b = operands(kind, 45, 300, 37, np.random.default_rng(5))
-    floor = el.floor(_device(a, ta, pad), _device(b, tb, pad))
+    floor = el.floor(padded_on_device(a, ta, pad), padded_on_device(b, tb, pad))
     (qa, sa), (qb, sb) = magnitudes(a, 1), magnitudes(b, 0)
     np.testing.assert_array_equal(floor.sa.get(), sa)
     np.testing.assert_array_equal(floor.sb.get(), sb)

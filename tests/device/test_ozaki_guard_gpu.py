@@ -4,6 +4,7 @@ their layout and row pitch on the device, with the sums of NumPy's form to round
 
 import numpy as np
 import pytest
+from helpers import padded_on_device
 
 from autotune.kernels.ozaki_choice import KINDS, operands
 from autotune.kernels.ozaki_guard import GUARD_COUNTS, admit, sample_stats
@@ -18,23 +19,12 @@ def device_admit(a, b, **kw):
     return on_device(a, b, **kw)
 
 
-def _device(x, transposed, pad):
-    """Return op(X) stored on the device (transposed: X^T's rows), rows `pad` floats longer."""
-    import cupy as cp
-
-    s = np.ascontiguousarray(x.T if transposed else x)
-    big = cp.full((s.shape[0], s.shape[1] + pad), np.nan, cp.float32)
-    big[:, : s.shape[1]] = cp.asarray(s)
-    view = big[:, : s.shape[1]]
-    return view.T if transposed else view
-
-
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("ta", "tb", "pad"), [(False, False, 0), (True, False, 3), (False, True, 5)])
 def test_the_device_verdict_is_numpy_s(kind, ta, tb, pad):
     a, b = operands(kind, 72, 600, 56, np.random.default_rng(11))
     want = admit(a, b, max_moduli=12, seed=2)
-    got = device_admit(_device(a, ta, pad), _device(b, tb, pad), max_moduli=12, seed=2)
+    got = device_admit(padded_on_device(a, ta, pad), padded_on_device(b, tb, pad), max_moduli=12, seed=2)
     assert got.method == want.method and got.moduli == want.moduli
     assert got.normwise == pytest.approx(want.normwise, rel=1e-9)
     assert got.median == pytest.approx(want.median, rel=1e-9)
@@ -53,7 +43,7 @@ def test_the_device_sums_are_numpy_s(k):
     q = GUARD_COUNTS + 3
     e, f = rng.integers(-5, 30, (q, 50)), rng.integers(-5, 30, (q, 50))
     want = sample_stats(a, b)(rows, cols, e, f)
-    got = DeviceGuard().stats(_device(a, True, 1), cp.asarray(b))(rows, cols, e, f)
+    got = DeviceGuard().stats(padded_on_device(a, True, 1), cp.asarray(b))(rows, cols, e, f)
     assert got.shape == want.shape == (3 + 3 * q, 50)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
 
@@ -74,7 +64,7 @@ def test_the_device_verdict_at_odd_shapes(m, k, n):
     for kind in ("uniform", "wide", "coupled"):
         a, b = operands(kind, m, k, n, np.random.default_rng(m + k + n))
         want = admit(a, b, max_moduli=20, seed=1)
-        got = device_admit(_device(a, False, 0), _device(b, True, 2), max_moduli=20, seed=1)
+        got = device_admit(padded_on_device(a, False, 0), padded_on_device(b, True, 2), max_moduli=20, seed=1)
         assert (got.method, got.moduli) == (want.method, want.moduli), (kind, got, want)
         assert got.normwise == pytest.approx(want.normwise, rel=1e-9)
         assert got.median == pytest.approx(want.median, rel=1e-9)
