@@ -119,12 +119,18 @@ def _search_process(
 
 
 PR_SET_PDEATHSIG = 1  # prctl(2), Linux
+EXIT_GRACE_S = 20.0  # how long a search process whose parent died may take to end through its exit
 
 
 # A search process left behind went on measuring into the study, holding its GPU. Linux sends
 # SIGTERM at once (prctl PR_SET_PDEATHSIG); everywhere, a thread waits on the parent's sentinel and
 # sends it too (and catches a parent that died before the prctl). SIGTERM ends the process through
-# SystemExit, so that its evaluator (and its GPU worker) is closed.
+# SystemExit, so that its evaluator (and its GPU worker) is closed. That exit runs the finally
+# blocks of whatever it interrupted, and one of them can wait for good (all three search processes
+# of a killed parent once outlived it by a minute on a loaded 2-core machine, a lock they waited
+# on never let go): past EXIT_GRACE_S the thread ends the process without it. Nothing is lost that
+# a resumed search needs: its trials in flight are retried by their heartbeats (heartbeats.py),
+# and its GPU worker ends when its pipe closes.
 def _die_with_parent() -> None:  # pragma: no cover - subprocess
     """End this search process when the one that started it ends, however it ends."""
 
@@ -143,6 +149,8 @@ def _die_with_parent() -> None:  # pragma: no cover - subprocess
         def _watch() -> None:
             parent.join()
             os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(EXIT_GRACE_S)
+            os._exit(128 + signal.SIGTERM)
 
         threading.Thread(target=_watch, name="parent-watch", daemon=True).start()
 

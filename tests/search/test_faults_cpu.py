@@ -607,6 +607,58 @@ def test_search_processes_end_with_their_parent(tmp_path, table):
     assert not left, "search processes outlived their parent"
 
 
+_HANGING_CHILD = """
+import signal, sys, time
+def child(ready, grace):
+    from autotune.search import parallel
+    parallel.EXIT_GRACE_S = grace
+    parallel._die_with_parent()
+    signal.signal(signal.SIGTERM, lambda *a: None)  # an exit that never comes
+    open(ready, "w").close()
+    while True:
+        time.sleep(0.1)
+"""
+
+_ITS_PARENT = """
+import multiprocessing as mp, sys, time
+sys.path.insert(0, sys.argv[1])
+import hanging_child
+p = mp.get_context("spawn").Process(target=hanging_child.child, args=(sys.argv[2], 1.0))
+p.start()
+print(p.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_search_process_whose_exit_hangs_still_ends_after_its_parent(tmp_path):
+    # A search process whose SIGTERM never ends it (here ignored: a finally block that waits for
+    # good) is ended by its watch thread EXIT_GRACE_S after its parent died.
+    import signal
+    import time
+
+    (tmp_path / "hanging_child.py").write_text(_HANGING_CHILD)
+    ready = tmp_path / "ready"
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _ITS_PARENT, str(tmp_path), str(ready)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    child = int(parent.stdout.readline())
+    deadline = time.monotonic() + 120
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ready.exists() and _alive(child)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    killed = time.monotonic()
+    while _alive(child) and time.monotonic() < killed + 60:
+        time.sleep(0.1)
+    alive = _alive(child)
+    if alive:
+        os.kill(child, signal.SIGKILL)
+    assert not alive, "a search process outlived its parent"
+    assert time.monotonic() - killed >= 0.9  # the grace, not SIGTERM, ended it
+
+
 # ---- a search interrupted and resumed ----------------------------------------------------------
 
 # The child: a replayed search that appends each config it measures to a log (the evaluator's own
