@@ -86,6 +86,18 @@ def _module(source: str, kernel: str, arch: str) -> cp.cuda.function.Module:
     return mod
 
 
+def int8_function(source: str, name: str, arch: str, smem_bytes: int):
+    """Return kernel `name` of `source` compiled for `arch` and loaded, opted in to `smem_bytes`.
+
+    The opt-in is to that much dynamic shared memory, where it passes the default 48 KiB.
+    """
+    fn = _module(source, name, arch).get_function(name)
+    if smem_bytes > 48 * 1024:  # above the default, a kernel must opt in
+        attr = cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        cp.cuda.driver.funcSetAttribute(fn.ptr, attr, smem_bytes)
+    return fn
+
+
 def _planes_map(r: cp.ndarray, k: int, box: tuple[int, int]) -> tensor_map.TensorMap:
     """Return the map of int8 planes `r` (n x V x pitch, K = k) in `box`es; zeros where k = 0."""
     n, v, pitch = r.shape
@@ -191,11 +203,7 @@ class OzakiGemm:
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         if kernel in ONE_LAUNCH:
             source, name = ONE_LAUNCH[kernel]
-            self._int8 = _module(source(tile), name, WGMMA_ARCH if kernel != "fast" else arch).get_function(name)
-            if tile.smem_bytes > 48 * 1024:  # above the default, a kernel must opt in
-                cp.cuda.driver.funcSetAttribute(
-                    self._int8.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.smem_bytes
-                )
+            self._int8 = int8_function(source(tile), name, WGMMA_ARCH if kernel != "fast" else arch, tile.smem_bytes)
             self._mods = cp.asarray(self.moduli, cp.int32)
         else:
             self._int8 = _module(int8_source(tile), INT8_KERNEL, arch).get_function(INT8_KERNEL)

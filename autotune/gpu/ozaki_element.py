@@ -22,7 +22,7 @@ from ..kernels.ozaki_passes import residue_pitch
 from ..kernels.ozaki_wgmma import WGMMA_ARCH
 from ..kernels.ozaki_wgmma_tma import WgmmaTmaTile, tma_source
 from .compile import compile_source
-from .ozaki import _module, _vectors, tma_products
+from .ozaki import _vectors, int8_function, tma_products
 
 # The raw INT32 sums are exact while K products of magnitudes below 2^QBITS cannot pass 2^31.
 MAX_K = (2**31 - 1) // (2**QBITS - 1) ** 2
@@ -70,12 +70,8 @@ class DeviceElement:
         )
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         if self.raw == "int8":
-            self._tile = WgmmaTmaTile()
-            self._gemm = _module(tma_source(self._tile, _RAW_KERNEL, out="int32"), _RAW_KERNEL, WGMMA_ARCH)
-            self._gemm = self._gemm.get_function(_RAW_KERNEL)
-            if self._tile.smem_bytes > 48 * 1024:  # above the default, a kernel must opt in
-                attr = cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                cp.cuda.driver.funcSetAttribute(self._gemm.ptr, attr, self._tile.smem_bytes)
+            self._tile = t = WgmmaTmaTile()
+            self._gemm = int8_function(tma_source(t, _RAW_KERNEL, out="int32"), _RAW_KERNEL, WGMMA_ARCH, t.smem_bytes)
             self._mods = cp.zeros(1, cp.int32)  # m = 0: the raw sums
 
     def floor(self, a: cp.ndarray, b: cp.ndarray) -> Floor:

@@ -9,7 +9,6 @@ from functools import cache
 import numpy as np
 import pytest
 
-from autotune.gpu.compile import compile_source
 from autotune.kernels.ozaki import K_CHUNK, residues
 from autotune.kernels.ozaki_int8 import FAST_KERNEL, KERNEL, FastTile, Int8Tile, fast_source, source
 from autotune.kernels.ozaki_wgmma import WGMMA_ARCH, WGMMA_KERNEL, WgmmaTile, wgmma_source
@@ -40,7 +39,7 @@ def _tile_id(t):
 @cache
 def _function(tile, out):
     """Return the tile's kernel for planes of `out` (one of OUTPUTS), loaded."""
-    import cupy as cp
+    from autotune.gpu.ozaki import int8_function
 
     fast = isinstance(tile, (FastTile, WgmmaTile))
     if isinstance(tile, WgmmaTmaTile):
@@ -51,14 +50,7 @@ def _function(tile, out):
         src, name, arch = fast_source(tile, out=out), FAST_KERNEL, "sm_90"
     else:
         src, name, arch = source(tile, out=out), KERNEL, "sm_90"
-    mod = cp.cuda.function.Module()
-    mod.load(compile_source(src, arch, name).cubin)
-    fn = mod.get_function(name)
-    if fast and tile.smem_bytes > 48 * 1024:
-        cp.cuda.driver.funcSetAttribute(
-            fn.ptr, cp.cuda.driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.smem_bytes
-        )
-    return fn
+    return int8_function(src, name, arch, tile.smem_bytes if fast else 0)
 
 
 def _out(ms):
