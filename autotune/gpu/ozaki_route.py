@@ -172,14 +172,11 @@ class OzakiRoute:
         """Return whether the run's count keeps every element within the bound (the host waits)."""
         if floor is None:
             return False
-        stream = self._side if self.overlap else cp.cuda.get_current_stream()
-        stream.wait_event(run.exponents)
-        with stream:
+        with self._check_stream(run.exponents) as stream:
             bad = self.element.failures(floor, run.ra.e, run.rb.e, run.eng.n)
-            done = cp.cuda.Event(block=False, disable_timing=True)
-            done.record(stream)
-        done.synchronize()  # the judge alone: the GEMMs enqueued before it run on
-        return int(bad[0]) == 0
+            # Read on the checks' stream: a copy on the caller's (or a synchronous one, which
+            # waits on the legacy default stream) would wait for the GEMMs enqueued before it.
+            return int(bad.get(stream=stream)[0]) == 0
 
     def _stages(self, count: int, opa, opb, na, nb, k: int) -> _Run:
         """Enqueue the exponents, residues and GEMMs at `count` moduli."""
