@@ -127,8 +127,8 @@ EXIT_GRACE_S = 20.0  # how long a search process whose parent died may take to e
 # sends it too (and catches a parent that died before the prctl). SIGTERM ends the process through
 # SystemExit, so that its evaluator (and its GPU worker) is closed. That exit runs the finally
 # blocks of whatever it interrupted, and one of them can wait for good (all three search processes
-# of a killed parent once outlived it by a minute on a loaded 2-core machine, a lock they waited
-# on never let go): past EXIT_GRACE_S the thread ends the process without it. Nothing is lost that
+# of a killed parent once outlived it by a minute on a loaded 2-core machine; what they waited on
+# was not found): past EXIT_GRACE_S the thread ends the process without it. Nothing is lost that
 # a resumed search needs: its trials in flight are retried by their heartbeats (heartbeats.py),
 # and its GPU worker ends when its pipe closes.
 def _die_with_parent() -> None:  # pragma: no cover - subprocess
