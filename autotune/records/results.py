@@ -87,7 +87,7 @@ def load_record(path: Path) -> dict:
 
 def _load_record(path: Path) -> dict:
     data = parse_record(_read_record_text(path), path)
-    best = data["best"]
+    best = data.setdefault("best", None)  # absent where it holds no families (the check allows it)
     if best is not None:
         fams = data["families"]
         data["families"] = {best: fams[best], **{f: e for f, e in fams.items() if f != best}}
