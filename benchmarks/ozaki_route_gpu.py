@@ -53,30 +53,36 @@ def _timeline(route: OzakiRoute, a: cp.ndarray, b: cp.ndarray, count: int) -> st
         h0, e0 = time.perf_counter(), _event()
         na, nb = g.norms(a, 0), g.norms(b, 1)
         e_norms, h_norms = _event(), time.perf_counter()
-        eng, ra, rb, p, _ = route._stages(count, a, b, na, nb, k)
+        run = route._stages(count, a, b, na, nb, k)
         e_gemm, h_stages = _event(), time.perf_counter()
         route._side.wait_event(e_norms)
         with route._side:
             s0 = _event(route._side)
             pending = g.launch(a, b, route.max_moduli, 0, (na, nb), route.advantage)
             s1 = _event(route._side)
+            floor = route._floor(a, b)
+            s2 = _event(route._side)
         h_check = time.perf_counter()
         pending.verdict()
         h_verdict = time.perf_counter()
-        eng.reconstruct(p, ra.e, rb.e, cp.empty((a.shape[0], b.shape[1]), cp.float32))
+        if floor is not None:
+            route._holds(floor, run)
+        h_element = time.perf_counter()
+        run.eng.reconstruct(run.p, run.ra.e, run.rb.e, cp.empty((a.shape[0], b.shape[1]), cp.float32))
         e_end = _event()
         e_end.synchronize()
 
         def us(x, y):
             return cp.cuda.get_elapsed_time(x, y) * 1e3
 
-        dev = [us(e0, e_norms), us(e0, s0), us(e0, s1), us(e0, e_gemm), us(e0, e_end)]
-        host = [(h - h0) * 1e6 for h in (h_norms, h_stages, h_check, h_verdict)]
+        dev = [us(e0, e_norms), us(e0, s0), us(e0, s1), us(e0, s2), us(e0, e_gemm), us(e0, e_end)]
+        host = [(h - h0) * 1e6 for h in (h_norms, h_stages, h_check, h_verdict, h_element)]
         rows.append(dev + host)
     m = np.median(np.array(rows), axis=0)
+    floor = f" (+ floor {m[3]:.0f}; judged, host {m[10]:.0f})" if route.element is not None else ""
     return (
-        f"device: norms {m[0]:.0f}, check {m[1]:.0f}-{m[2]:.0f}, GEMMs {m[3]:.0f}, end {m[4]:.0f}; host: norms "
-        f"enqueued {m[5]:.0f}, residues and GEMMs {m[6]:.0f}, check {m[7]:.0f}, verdict read {m[8]:.0f}"
+        f"device: norms {m[0]:.0f}, check {m[1]:.0f}-{m[2]:.0f}, GEMMs {m[4]:.0f}, end {m[5]:.0f}; host: norms "
+        f"enqueued {m[6]:.0f}, residues and GEMMs {m[7]:.0f}, check {m[8]:.0f}, verdict read {m[9]:.0f}{floor}"
     )
 
 
@@ -111,7 +117,8 @@ def main() -> None:
                 flush=True,
             )
         count = route(a, b).moduli
-        print(f"{size}^3 timeline at {count} moduli (us from a call's start): {_timeline(route, a, b, count)}")
+        for r in (route, sure) if sure else (route,):
+            print(f"{size}^3 timeline at {count} moduli (us from a call's start): {_timeline(r, a, b, count)}")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 Each operand's vectors give their largest magnitude and 1-norm in one pass and their QBITS-bit
 magnitudes in another (templates/_ozaki_element.cu.j2); the magnitudes' product comes exactly from
-the INT8 engine's raw sums (one TMA-fed wgmma launch of one plane, m = 0, on Hopper; a float64
-GEMM elsewhere), and one kernel judges every element of C. The floor does not depend on the
+the INT8 engine's raw sums over the subset of K that kernels/ozaki_element.stride leaves (one
+TMA-fed wgmma launch of one plane, m = 0, on Hopper; a float64 GEMM elsewhere), and one kernel
+judges every element of C. The floor does not depend on the
 count: a call makes it once and judges each count it runs against it. A first form, outside the
 route's own passes: right first, then folded into them.
 """
@@ -17,7 +18,7 @@ import numpy as np
 
 from ..core.tiers import U, tier
 from ..kernels.ozaki import fits
-from ..kernels.ozaki_element import ELEMENT_KERNEL, ELEMENT_THREADS, QBITS, element_source
+from ..kernels.ozaki_element import ELEMENT_KERNEL, ELEMENT_THREADS, QBITS, element_source, stride, subset
 from ..kernels.ozaki_passes import residue_pitch
 from ..kernels.ozaki_wgmma import WGMMA_ARCH
 from ..kernels.ozaki_wgmma_tma import WgmmaTmaTile, tma_source
@@ -74,28 +75,33 @@ class DeviceElement:
             self._gemm = int8_function(tma_source(t, _RAW_KERNEL, out="int32"), _RAW_KERNEL, WGMMA_ARCH, t.smem_bytes)
             self._mods = cp.zeros(1, cp.int32)  # m = 0: the raw sums
 
-    def floor(self, a: cp.ndarray, b: cp.ndarray) -> Floor:
+    def floor(self, a: cp.ndarray, b: cp.ndarray, r: int | None = None) -> Floor:
         """Return the Floor of float32 op(A) `a` (M x K) and op(B) `b` (K x N) (the current stream).
 
         Any non-negative strides (a transpose's view included).
 
+        Args:
+            r: the stride of the subset of K multiplied (ozaki_element.stride(K) when None).
         Raises:
-            ValueError: shapes that do not multiply, or K past MAX_K with the int8 GEMM.
+            ValueError: shapes that do not multiply, or a subset past MAX_K with the int8 GEMM.
         """
         (m, k), (kb, n) = a.shape, b.shape
         if k != kb:
             raise ValueError(f"op(A) {a.shape} and op(B) {b.shape} do not multiply")
-        if self.raw == "int8" and k > MAX_K:
-            raise ValueError(f"K = {k}: the raw INT32 sums are exact to K = {MAX_K}")
-        qa, sa, l1a = self._magnitudes(a, 0)
-        qb, sb, l1b = self._magnitudes(b, 1)
+        r = stride(k) if r is None else int(r)
+        kq = len(subset(k, r))
+        if self.raw == "int8" and kq > MAX_K:
+            raise ValueError(f"K = {k} ({kq} at stride {r}): the raw INT32 sums are exact to K = {MAX_K}")
+        qa, sa, l1a = self._magnitudes(a, 0, r, kq)
+        qb, sb, l1b = self._magnitudes(b, 1, r, kq)
         if self.raw == "int8":
-            raw = cp.zeros((1, m, n), cp.int32)
-            if m and n and k:
-                tma_products(self._gemm, self._tile, qa, qb, k, raw, self._mods)
+            # Every element of C is written where K > 0 (the kernel's stores cover its tiles).
+            raw = (cp.empty if m and n and kq else cp.zeros)((1, m, n), cp.int32)
+            if m and n and kq:
+                tma_products(self._gemm, self._tile, qa, qb, kq, raw, self._mods)
             raw = raw[0]
         else:
-            raw = (qa[0, :, :k].astype(cp.float64) @ qb[0, :, :k].astype(cp.float64).T).astype(cp.int32)
+            raw = (qa[0, :, :kq].astype(cp.float64) @ qb[0, :, :kq].astype(cp.float64).T).astype(cp.int32)
         return Floor(raw, sa, sb, l1a, l1b, k)
 
     def failures(self, floor: Floor, e: cp.ndarray, f: cp.ndarray, n: int) -> cp.ndarray:
@@ -115,23 +121,24 @@ class DeviceElement:
         if m and nn:
             factor = np.float64(tier("high").bound(k) - U)
             args = (np.int32(m), np.int32(nn), floor.raw, floor.l1a, floor.l1b, floor.sa, floor.sb, e, f)
-            blocks = -(-m * nn // ELEMENT_THREADS)
-            self._judge((blocks, 1, 1), (ELEMENT_THREADS, 1, 1), (*args, np.float64(k), factor, bad))
+            grid = (-(-nn // ELEMENT_THREADS), min(m, 65535), 1)  # rows past 65,535 in turns
+            self._judge(grid, (ELEMENT_THREADS, 1, 1), (*args, np.float64(k), factor, bad))
         return bad
 
     def holds(self, floor: Floor, e: cp.ndarray, f: cp.ndarray, n: int) -> bool:
         """Return whether `n` moduli keep every element within the tier's bound (NumPy's holds)."""
         return int(self.failures(floor, e, f, n)[0]) == 0
 
-    def _magnitudes(self, x: cp.ndarray, axis: int) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
+    def _magnitudes(self, x: cp.ndarray, axis: int, r: int, kq: int) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
         """Return (q, s, l1) of `x`'s vectors along `axis` (0: its rows, 1: its columns).
 
-        q: ozaki_element.magnitudes's, one int8 plane 1 x V x residue_pitch(K), K-major as the INT8
-        GEMM reads it (zero past K); s int32; l1 the 1-norms (float64).
+        q: ozaki_element.magnitudes's at the kq k's of subset(K, r), one int8 plane
+        1 x V x residue_pitch(kq), K-major as the INT8 GEMM reads it (zero past kq); s int32; l1
+        the 1-norms over all of K (float64).
         """
         v, k, sv, sk = _vectors(x, axis)
         top, l1 = cp.zeros(v, cp.uint32), cp.zeros(v, cp.float64)
-        q, s = cp.zeros((1, v, residue_pitch(k)), cp.int8), cp.empty(v, cp.int32)
+        q, s = cp.empty((1, v, residue_pitch(kq)), cp.int8), cp.empty(v, cp.int32)
         if v == 0:
             return q, s, l1
         threads = (ELEMENT_THREADS, 1, 1)
@@ -144,8 +151,10 @@ class DeviceElement:
         if k == 0:
             s.fill(QBITS - 1)  # top 0: frexp(1) = 0.5 x 2^1
             return q, s, l1
-        blocks = -(-v * k // ELEMENT_THREADS)
+        blocks = -(-v * kq // ELEMENT_THREADS)
         kfast = np.int32(sk == 1 or sv != 1)
-        args = (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), kfast, top, q, np.int32(q.shape[2]), s)
-        self._q((blocks, 1, 1), threads, args)
+        sizes = (np.int32(v), np.int32(kq), np.int32(r))
+        self._q(
+            (blocks, 1, 1), threads, (*sizes, x, np.int64(sv), np.int64(sk), kfast, top, q, np.int32(q.shape[2]), s)
+        )
         return q, s, l1

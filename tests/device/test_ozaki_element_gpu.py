@@ -8,7 +8,7 @@ from helpers import padded_on_device
 
 from autotune.kernels import ozaki
 from autotune.kernels.ozaki_choice import KINDS, operands
-from autotune.kernels.ozaki_element import holds, magnitude_floor, magnitudes
+from autotune.kernels.ozaki_element import holds, magnitude_floor, magnitudes, stride, subset
 
 pytestmark = pytest.mark.gpu
 
@@ -35,23 +35,28 @@ def _element(elements, raw):
 @pytest.mark.parametrize("raw", RAWS)
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(("ta", "tb", "pad"), [(False, False, 0), (True, False, 3), (False, True, 5), (True, True, 1)])
-def test_the_floor_is_numpy_s(elements, raw, kind, ta, tb, pad):
+@pytest.mark.parametrize("k", [300, 2300])  # the floor at stride 1 and 2 (a part run at the end)
+def test_the_floor_is_numpy_s(elements, raw, kind, ta, tb, pad, k):
     el = _element(elements, raw)
-    a, b = operands(kind, 45, 300, 37, np.random.default_rng(5))
+    a, b = operands(kind, 45, k, 37, np.random.default_rng(5))
     floor = el.floor(padded_on_device(a, ta, pad), padded_on_device(b, tb, pad))
     (qa, sa), (qb, sb) = magnitudes(a, 1), magnitudes(b, 0)
     np.testing.assert_array_equal(floor.sa.get(), sa)
     np.testing.assert_array_equal(floor.sb.get(), sb)
-    np.testing.assert_array_equal(floor.raw.get(), qa @ qb)
+    ks = subset(k, stride(k))
+    np.testing.assert_array_equal(floor.raw.get(), qa[:, ks] @ qb[ks])
     got = np.ldexp(floor.raw.get().astype(np.float64), -(floor.sa.get()[:, None] + floor.sb.get()[None, :]))
-    np.testing.assert_array_equal(got, magnitude_floor(a, b))
+    np.testing.assert_array_equal(got, magnitude_floor(a, b, stride(k)))
     a64, b64 = np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64))
     np.testing.assert_allclose(floor.l1a.get(), a64.sum(axis=1), rtol=1e-12)
     np.testing.assert_allclose(floor.l1b.get(), b64.sum(axis=0), rtol=1e-12)
 
 
 @pytest.mark.parametrize("raw", RAWS)
-@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (64, 4096, 48), (130, 17, 260), (7, 2000, 3), (300, 64, 200)])
+@pytest.mark.parametrize(
+    ("m", "k", "n"),
+    [(1, 1, 1), (64, 4096, 48), (130, 17, 260), (7, 2000, 3), (300, 64, 200), (20, 9000, 24), (70000, 40, 3)],
+)
 def test_the_verdict_is_numpy_s_at_every_count(elements, raw, m, k, n):
     import cupy as cp
 
@@ -93,4 +98,4 @@ def test_k_past_the_raw_sums_exact_range_is_refused(elements):
 
     el = _element(elements, "int8")
     with pytest.raises(ValueError, match="exact to K"):
-        el.floor(cp.ones((2, MAX_K + 1), cp.float32), cp.ones((MAX_K + 1, 2), cp.float32))
+        el.floor(cp.ones((2, MAX_K + 1), cp.float32), cp.ones((MAX_K + 1, 2), cp.float32), r=1)

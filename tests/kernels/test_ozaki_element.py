@@ -3,13 +3,15 @@ of the route's C is within the tier's bound (the fuzzer's criterion), whatever t
 lower bound on |A||B| is one; it rejects the wide-range inputs the sampled check let through and
 costs dense inputs no modulus."""
 
+import itertools
+
 import numpy as np
 import pytest
 
 from autotune.core.tiers import tier
 from autotune.kernels import ozaki
 from autotune.kernels.ozaki_choice import KINDS, operands
-from autotune.kernels.ozaki_element import QBITS, holds, magnitude_floor, magnitudes, worst_error
+from autotune.kernels.ozaki_element import QBITS, RUN, holds, magnitude_floor, magnitudes, stride, subset, worst_error
 from autotune.kernels.ozaki_guard import admit, route_product
 
 
@@ -22,7 +24,9 @@ def _within_bound(a, b, n) -> float:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize(("m", "k", "n"), [(1, 16, 6), (40, 4, 30), (120, 64, 90), (64, 700, 48), (9, 1, 7)])
+@pytest.mark.parametrize(
+    ("m", "k", "n"), [(1, 16, 6), (40, 4, 30), (120, 64, 90), (64, 700, 48), (9, 1, 7), (12, 4500, 10)]
+)
 def test_where_it_holds_every_element_is_within_the_bound(kind, m, k, n):
     rng = np.random.default_rng(m * k + n)
     for _ in range(2):
@@ -57,6 +61,23 @@ def test_the_magnitude_floor_is_a_lower_bound_and_tight_for_dense_inputs():
     assert s_[1] == 5 and q.max() < 2**QBITS
 
 
+def test_the_strided_floor_sums_every_stride_th_run_of_k_alone():
+    assert [stride(k) for k in (1, 1023, 1024, 2047, 2048, 5000, 8192, 10**6)] == [1, 1, 1, 1, 2, 4, 8, 8]
+    k = 2 * RUN * 3 + 5  # three whole pairs of runs and a part of a fourth run
+    np.testing.assert_array_equal(subset(k, 1), np.arange(k))
+    np.testing.assert_array_equal(subset(k, 2), np.r_[0:32, 64:96, 128:160, 192:197])
+    np.testing.assert_array_equal(subset(k, 8), np.arange(RUN))
+    rng = np.random.default_rng(8)
+    a, b = operands("normal", 20, k, 15, rng)
+    whole = magnitude_floor(a, b)
+    (qa, sa), (qb, sb) = magnitudes(a, 1), magnitudes(b, 0)
+    for r in (2, 3, 8):
+        ks = subset(k, r)
+        low = magnitude_floor(a, b, r)
+        np.testing.assert_array_equal(low, np.ldexp((qa[:, ks] @ qb[ks]).astype(np.float64), -(sa[:, None] + sb)))
+        assert (low <= whole).all() and (low < whole).any(), r
+
+
 def test_the_worst_error_bounds_the_scaling_error_at_every_element():
     rng = np.random.default_rng(5)
     for kind in KINDS:
@@ -73,7 +94,7 @@ def test_it_rejects_wide_inputs_at_small_k_and_costs_dense_inputs_no_modulus():
     rng = np.random.default_rng(6)
     wide = operands("wide", 300, 64, 300, rng)
     assert not any(holds(*wide, count) for count in range(1, 13))
-    for kind in ("uniform", "normal", "cancelling", "rowscaled"):
-        a, b = operands(kind, 200, 2048, 100, rng)
+    for kind, k in itertools.product(("uniform", "normal", "cancelling", "rowscaled"), (2048, 8192)):
+        a, b = operands(kind, 100, k, 60, rng)  # the floor at stride 2 and 8
         contract = admit(a, b, max_moduli=12, advantage=1.0).moduli
-        assert contract is not None and holds(a, b, contract), kind
+        assert contract is not None and holds(a, b, contract), (kind, k)
