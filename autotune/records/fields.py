@@ -334,6 +334,7 @@ def _check_contract(at: str, contract: Any) -> None:
 
 
 ROUTES = ("ozaki_int8",)  # dispatch/routes.py's: methods a record may hold beside its families
+GUARANTEES = ("element",)  # what a route held when it was timed: every element within the tier's bound
 _MAX_MODULI = 20
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _ROUTE_FIELDS = {
@@ -346,6 +347,7 @@ _ROUTE_FIELDS = {
     "cublas_ms",
     "contract",
     "date",
+    "guarantee",
 }
 
 
@@ -353,7 +355,8 @@ def check_routes(routes: Any, precision: str) -> None:
     """Check a record's "routes": each a method measured beside the families (`high` only).
 
     An entry: the moduli run, the check's advantage (>= 1), its time and the family's (versus,
-    versus_ms) timed in the same process, cuBLAS's, the contract on each input kind, the date.
+    versus_ms) timed in the same process, cuBLAS's, the contract on each input kind, the date, and
+    the guarantee it was timed with (GUARANTEES; absent in entries timed before it).
     """
     if routes is None:
         return
@@ -375,6 +378,8 @@ def check_routes(routes: Any, precision: str) -> None:
         not_negative(f"{at}time_iqr_ms", entry.get("time_iqr_ms"), TIME_MAX_MS)
         matching(f"{at}versus", entry.get("versus"), NAME, "a family's name", optional=False)
         matching(f"{at}date", entry.get("date"), _DATE, "a date (YYYY-MM-DD)", optional=False)
+        if "guarantee" in entry and entry["guarantee"] not in GUARANTEES:
+            raise Corrupt(f"{at}guarantee is {shown(entry['guarantee'])}, not one of {', '.join(GUARANTEES)}")
         if not entry.get("contract"):
             raise Corrupt(f"{at}no contract: a route is recorded only where it met the tier's")
         _check_contract(at, entry["contract"])

@@ -39,7 +39,8 @@ def _record(root, layout: str, route: dict) -> Problem:
 def _route(time_ms=0.04, advantage=1.0):
     row = {"kind": "uniform", "errors": [1e-7, 1e-9], "limit": [2e-6, 2e-8], "cublas": [1.3e-6, 1.3e-8]}
     return {"moduli": 7, "advantage": advantage, "time_ms": time_ms, "time_iqr_ms": 0.001, "versus": "wgmma_tf32",
-            "versus_ms": 0.05, "cublas_ms": 0.1, "contract": [row], "date": "2026-11-29"}  # fmt: skip
+            "versus_ms": 0.05, "cublas_ms": 0.1, "contract": [row], "date": "2026-11-29",
+            "guarantee": "element"}  # fmt: skip
 
 
 @pytest.fixture

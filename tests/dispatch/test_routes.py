@@ -35,6 +35,7 @@ def route_entry(**change) -> dict:
         "cublas_ms": 2.7,
         "contract": [CONTRACT_ROW],
         "date": "2026-11-29",
+        "guarantee": "element",
     }
     entry.update(change)
     return {k: v for k, v in entry.items() if v is not None}
@@ -70,6 +71,7 @@ def test_a_route_entry_is_read_back_and_every_bad_field_refused(tmp_path):
         ({"ozaki_int8": route_entry(contract=None)}, "no contract"),
         ({"ozaki_int8": route_entry(contract=[{**route_entry()["contract"][0], "errors": [1e-5, 4e-9]}])}, "limit"),
         ({"ozaki_int8": route_entry(ok=True)}, "unknown field"),
+        ({"ozaki_int8": route_entry(guarantee="none; rm -rf ~")}, "guarantee"),
         ({"tf32x9": route_entry()}, "is not one of"),
         ([route_entry()], "not an object"),
     ]
@@ -115,7 +117,7 @@ class FakeRouted:
 
 @pytest.fixture
 def fakes(monkeypatch):
-    monkeypatch.setenv("AUTOTUNE_ROUTE", "ozaki")
+    monkeypatch.delenv("AUTOTUNE_ROUTE", raising=False)  # the default: taken where faster
     monkeypatch.setattr(dispatch_table, "_TABLES", {})
     monkeypatch.setattr(routes, "Routed", FakeRouted)
     return fake_kernels(monkeypatch, SLUG)
@@ -138,23 +140,31 @@ def test_a_high_call_takes_the_route_only_where_its_record_measured_it_faster(tm
     assert not isinstance(api._choose(0, Problem(4096, 4096, 4095, precision="high"), None, root), FakeRouted)
 
 
-def test_the_route_is_opt_in_and_a_bad_value_is_one_line(tmp_path, fakes, monkeypatch):
-    """$AUTOTUNE_ROUTE=ozaki asks for it (its check is normwise: the tier's elementwise bound is not
-    yet held on every input); unset or empty, matmul keeps the family's kernel."""
+def test_the_route_is_taken_unless_turned_off_and_a_bad_value_is_one_line(tmp_path, fakes, monkeypatch):
+    """Unset, empty or "ozaki" (the old opt-in), matmul takes a route measured faster; "off" keeps
+    the family's kernel."""
     root = tmp_path / "results"
     _high_record(root, routes_={"ozaki_int8": route_entry()})
-    for value in ("", None):
+    for value, taken in (("", True), (None, True), ("ozaki", True), ("off", False)):
         if value is None:
             monkeypatch.delenv("AUTOTUNE_ROUTE")
         else:
             monkeypatch.setenv("AUTOTUNE_ROUTE", value)
         monkeypatch.setattr(dispatch_table, "_TABLES", {})
-        assert not isinstance(api._choose(0, HIGH, None, root), FakeRouted)
+        assert isinstance(api._choose(0, HIGH, None, root), FakeRouted) == taken, value
     monkeypatch.setenv("AUTOTUNE_ROUTE", "ozaki; rm -rf ~")
     monkeypatch.setattr(dispatch_table, "_TABLES", {})
-    with pytest.raises(UserError, match="AUTOTUNE_ROUTE must be 'ozaki' or unset") as exc:
+    with pytest.raises(UserError, match="AUTOTUNE_ROUTE must be 'off', 'ozaki' or unset") as exc:
         api._choose(0, HIGH, None, root)
     assert "\n" not in str(exc.value)
+
+
+def test_a_route_timed_without_the_elementwise_guarantee_is_not_taken(tmp_path, fakes):
+    """An entry from before the guarantee ran without its cost: faster there is not faster now."""
+    root = tmp_path / "results"
+    _high_record(root, routes_={"ozaki_int8": route_entry(guarantee=None)})
+    assert not routes.faster(load_record(record_path(root, SLUG, HIGH))["routes"]["ozaki_int8"])
+    assert not isinstance(api._choose(0, HIGH, None, root), FakeRouted)
 
 
 def test_no_route_off_hopper(tmp_path, fakes, monkeypatch):
