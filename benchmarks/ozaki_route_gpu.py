@@ -22,7 +22,7 @@ import cupy as cp
 import numpy as np
 from ozaki_gpu import _time
 
-from autotune.gpu.ozaki import OzakiGemm
+from autotune.gpu.ozaki import OzakiGemm, Stats
 from autotune.gpu.ozaki_route import OzakiRoute
 
 
@@ -51,7 +51,10 @@ def _timeline(route: OzakiRoute, a: cp.ndarray, b: cp.ndarray, count: int) -> st
     for _ in range(8):
         cp.cuda.Device().synchronize()
         h0, e0 = time.perf_counter(), _event()
-        na, nb = g.norms(a, 0), g.norms(b, 1)
+        sa = sb = None
+        if route.element is not None:
+            sa, sb = Stats.empty(a.shape[0]), Stats.empty(b.shape[1])
+        na, nb = g.norms(a, 0, stats=sa), g.norms(b, 1, stats=sb)
         e_norms, h_norms = _event(), time.perf_counter()
         run = route._stages(count, a, b, na, nb, k)
         e_gemm, h_stages = _event(), time.perf_counter()
@@ -60,7 +63,7 @@ def _timeline(route: OzakiRoute, a: cp.ndarray, b: cp.ndarray, count: int) -> st
             s0 = _event(route._side)
             pending = g.launch(a, b, route.max_moduli, 0, (na, nb), route.advantage)
             s1 = _event(route._side)
-            floor = route._floor(a, b)
+            floor = route._floor(a, b, (sa, sb))
             s2 = _event(route._side)
         h_check = time.perf_counter()
         pending.verdict()

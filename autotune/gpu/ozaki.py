@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import cupy as cp
 import numpy as np
@@ -143,28 +144,51 @@ def _float4_rows(x: cp.ndarray, sv: int) -> bool:
     return x.data.ptr % 16 == 0 and sv % 4 == 0
 
 
-def exponent_pass(sq, exp, sms: int, x: cp.ndarray, axis: int, norms: cp.ndarray | None = None) -> cp.ndarray:
+class Stats(NamedTuple):
+    """What the norms' pass also gives the elementwise guarantee: l1 (float64), top (uint32 bits).
+
+    One of each a vector, contiguous: its 1-norm and its largest magnitude as a float's bits.
+    """
+
+    l1: cp.ndarray
+    top: cp.ndarray
+
+    @classmethod
+    def empty(cls, v: int) -> Stats:
+        """Return room for `v` vectors' stats."""
+        return cls(cp.empty(v, cp.float64), cp.empty(v, cp.uint32))
+
+
+def exponent_pass(
+    sq, exp, sms: int, x: cp.ndarray, axis: int, norms: cp.ndarray | None = None, stats: Stats | None = None
+) -> cp.ndarray:
     """Launch the scaling's sum-of-squares and exponent kernels (`sq`, `exp`) over `x`'s vectors.
 
     Args:
         sms: the device's multiprocessors (the chunks of K that fill it).
         norms: float64, one a vector, contiguous: the 2-norms are written there where given.
+        stats: the vectors' 1-norms and largest magnitudes are written there where given.
     Returns:
         int32 e, one a vector (the exponents for the moduli `exp` was rendered for).
     """
     v, k, sv, sk = _vectors(x, axis)
     e = cp.empty(v, cp.int32)
-    if norms is not None and (norms.dtype != cp.float64 or norms.shape != (v,) or not norms.flags.c_contiguous):
-        raise ValueError(f"norms must be contiguous float64 of {v}, not {norms.dtype} {norms.shape}")
+    outs = [("norms", norms, cp.float64)]
+    if stats is not None:
+        outs += [("l1", stats.l1, cp.float64), ("top", stats.top, cp.uint32)]
+    for name, out, dtype in outs:
+        if out is not None and (out.dtype != dtype or out.shape != (v,) or not out.flags.c_contiguous):
+            raise ValueError(f"{name} must be contiguous {dtype.__name__} of {v}, not {out.dtype} {out.shape}")
     if v == 0:
         return e
     chunk = exp_chunk(v, k, sk == 1, sms)
     grid = exp_grid(v, k, sk == 1, chunk)
-    part = cp.empty((grid[1], v, 2), cp.float64)
+    part = cp.empty((grid[1], v, 4), cp.float64)
     vec = np.int32(_float4_rows(x, sv))
     sq(grid, EXP_BLOCK, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), np.int32(chunk), part, vec))
-    out = norms if norms is not None else np.uint64(0)  # a null pointer: no norms written
-    exp((-(-v // 256), 1, 1), (256, 1, 1), (np.int32(v), np.int32(k), np.int32(grid[1]), part, e, out))
+    null = np.uint64(0)  # a null pointer: not written
+    outs = [norms if norms is not None else null, *(stats if stats is not None else (null, null))]
+    exp((-(-v // 256), 1, 1), (256, 1, 1), (np.int32(v), np.int32(k), np.int32(grid[1]), part, e, *outs))
     return e
 
 
@@ -238,8 +262,9 @@ class OzakiGemm:
         v = int(norms.shape[0])
         e = cp.empty(v, cp.int32)
         if v:
-            null = np.uint64(0)  # no partial sums: the kernel reads the norms
-            self._exp((-(-v // 256), 1, 1), (256, 1, 1), (np.int32(v), np.int32(k), np.int32(0), null, e, norms))
+            null = np.uint64(0)  # no partial sums: the kernel reads the norms (and writes no stats)
+            args = (np.int32(v), np.int32(k), np.int32(0), null, e, norms, null, null)
+            self._exp((-(-v // 256), 1, 1), (256, 1, 1), args)
         return e
 
     def scale(self, x: cp.ndarray, axis: int, e: cp.ndarray | None = None) -> Residues:

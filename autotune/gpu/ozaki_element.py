@@ -23,7 +23,7 @@ from ..kernels.ozaki_passes import residue_pitch
 from ..kernels.ozaki_wgmma import WGMMA_ARCH
 from ..kernels.ozaki_wgmma_tma import WgmmaTmaTile, tma_source
 from .compile import compile_source
-from .ozaki import _vectors, int8_function, tma_products
+from .ozaki import Stats, _vectors, int8_function, tma_products
 
 # The raw INT32 sums are exact while K products of magnitudes below 2^QBITS cannot pass 2^31.
 MAX_K = (2**31 - 1) // (2**QBITS - 1) ** 2
@@ -75,13 +75,17 @@ class DeviceElement:
             self._gemm = int8_function(tma_source(t, _RAW_KERNEL, out="int32"), _RAW_KERNEL, WGMMA_ARCH, t.smem_bytes)
             self._mods = cp.zeros(1, cp.int32)  # m = 0: the raw sums
 
-    def floor(self, a: cp.ndarray, b: cp.ndarray, r: int | None = None) -> Floor:
+    def floor(
+        self, a: cp.ndarray, b: cp.ndarray, r: int | None = None, stats: tuple[Stats | None, Stats | None] | None = None
+    ) -> Floor:
         """Return the Floor of float32 op(A) `a` (M x K) and op(B) `b` (K x N) (the current stream).
 
         Any non-negative strides (a transpose's view included).
 
         Args:
             r: the stride of the subset of K multiplied (ozaki_element.stride(K) when None).
+            stats: op(A)'s rows' and op(B)'s columns' Stats where a pass made them already (the
+                route's norms: DeviceGuard.norms); this makes any that is None.
         Raises:
             ValueError: shapes that do not multiply, or a subset past MAX_K with the int8 GEMM.
         """
@@ -92,8 +96,9 @@ class DeviceElement:
         kq = len(subset(k, r))
         if self.raw == "int8" and kq > MAX_K:
             raise ValueError(f"K = {k} ({kq} at stride {r}): the raw INT32 sums are exact to K = {MAX_K}")
-        qa, sa, l1a = self._magnitudes(a, 0, r, kq)
-        qb, sb, l1b = self._magnitudes(b, 1, r, kq)
+        sta, stb = stats if stats is not None else (None, None)
+        qa, sa, l1a = self._magnitudes(a, 0, r, kq, sta)
+        qb, sb, l1b = self._magnitudes(b, 1, r, kq, stb)
         if self.raw == "int8":
             # Every element of C is written where K > 0 (the kernel's stores cover its tiles).
             raw = (cp.empty if m and n and kq else cp.zeros)((1, m, n), cp.int32)
@@ -129,32 +134,42 @@ class DeviceElement:
         """Return whether `n` moduli keep every element within the tier's bound (NumPy's holds)."""
         return int(self.failures(floor, e, f, n)[0]) == 0
 
-    def _magnitudes(self, x: cp.ndarray, axis: int, r: int, kq: int) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
+    def _magnitudes(
+        self, x: cp.ndarray, axis: int, r: int, kq: int, stats: Stats | None = None
+    ) -> tuple[cp.ndarray, cp.ndarray, cp.ndarray]:
         """Return (q, s, l1) of `x`'s vectors along `axis` (0: its rows, 1: its columns).
 
         q: ozaki_element.magnitudes's at the kq k's of subset(K, r), one int8 plane
-        1 x V x residue_pitch(kq), K-major as the INT8 GEMM reads it (zero past kq); s int32; l1
-        the 1-norms over all of K (float64).
+        1 x V x residue_pitch(kq), K-major as the INT8 GEMM reads it (unset past kq: it reads no
+        further); s int32; l1 the 1-norms over all of K (float64).
         """
         v, k, sv, sk = _vectors(x, axis)
-        top, l1 = cp.zeros(v, cp.uint32), cp.zeros(v, cp.float64)
         q, s = cp.empty((1, v, residue_pitch(kq)), cp.int8), cp.empty(v, cp.int32)
+        if stats is None:
+            stats = self._stats(x, v, k, sv, sk)
+        elif stats.l1.shape != (v,) or stats.top.shape != (v,):
+            raise ValueError(f"stats of {stats.l1.shape} and {stats.top.shape} for {v} vectors")
+        l1, top = stats
         if v == 0:
             return q, s, l1
-        threads = (ELEMENT_THREADS, 1, 1)
-        if sv == 1 and sk != 1:  # vectors side by side: a thread a vector, K in runs
-            per = -(-v // ELEMENT_THREADS)
-            runs = max(1, min(-(-k // 32), -(-4 * self._sms // per)))
-            self._cols((per, runs, 1), threads, (np.int32(v), np.int32(k), x, np.int64(sk), top, l1))
-        else:
-            self._rows((v, 1, 1), threads, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), top, l1))
         if k == 0:
             s.fill(QBITS - 1)  # top 0: frexp(1) = 0.5 x 2^1
             return q, s, l1
         blocks = -(-v * kq // ELEMENT_THREADS)
         kfast = np.int32(sk == 1 or sv != 1)
         sizes = (np.int32(v), np.int32(kq), np.int32(r))
-        self._q(
-            (blocks, 1, 1), threads, (*sizes, x, np.int64(sv), np.int64(sk), kfast, top, q, np.int32(q.shape[2]), s)
-        )
+        args = (*sizes, x, np.int64(sv), np.int64(sk), kfast, top, q, np.int32(q.shape[2]), s)
+        self._q((blocks, 1, 1), (ELEMENT_THREADS, 1, 1), args)
         return q, s, l1
+
+    def _stats(self, x: cp.ndarray, v: int, k: int, sv: int, sk: int) -> Stats:
+        """Return the 1-norms and tops of `x`'s vectors by a pass of their own."""
+        top, l1 = cp.zeros(v, cp.uint32), cp.zeros(v, cp.float64)
+        threads = (ELEMENT_THREADS, 1, 1)
+        if v and sv == 1 and sk != 1:  # vectors side by side: a thread a vector, K in runs
+            per = -(-v // ELEMENT_THREADS)
+            runs = max(1, min(-(-k // 32), -(-4 * self._sms // per)))
+            self._cols((per, runs, 1), threads, (np.int32(v), np.int32(k), x, np.int64(sk), top, l1))
+        elif v:
+            self._rows((v, 1, 1), threads, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), top, l1))
+        return Stats(l1, top)

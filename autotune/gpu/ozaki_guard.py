@@ -34,7 +34,7 @@ from ..kernels.ozaki_guard import (
 )
 from ..kernels.ozaki_passes import SCALE_KERNEL, scale_source
 from .compile import compile_source
-from .ozaki import _module, _vectors, exponent_pass
+from .ozaki import Stats, _module, _vectors, exponent_pass
 
 
 class DeviceGuard:
@@ -47,7 +47,7 @@ class DeviceGuard:
     def __init__(self, arch: str | None = None):
         arch = arch or f"sm_{cp.cuda.Device().compute_capability}"
         # Any count's scaling source: its norms do not depend on the count (only its exponents do).
-        scale = _module(scale_source(MAX_MODULI), f"{SCALE_KERNEL}_exp", arch)
+        scale = _module(scale_source(MAX_MODULI, stats=True), f"{SCALE_KERNEL}_exp", arch)
         self._sq, self._exp = (scale.get_function(f"{SCALE_KERNEL}_{k}") for k in ("sq", "exp"))
         # No contracted multiply-adds: the judge rounds as NumPy's form does, so both give one verdict.
         mod = cp.cuda.function.Module()
@@ -57,14 +57,16 @@ class DeviceGuard:
         self._random: dict[tuple[int, int, int], cp.ndarray] = {}
         self._heads: dict[tuple[int, ...], cp.ndarray] = {}
 
-    def norms(self, x: cp.ndarray, axis: int, out: cp.ndarray | None = None) -> cp.ndarray:
+    def norms(self, x: cp.ndarray, axis: int, out: cp.ndarray | None = None, stats: Stats | None = None) -> cp.ndarray:
         """Return the 2-norms (float64) of `x`'s vectors along `axis` (0: its rows, 1: its columns).
 
         Args:
             out: contiguous float64, one a vector, written where given.
+            stats: the vectors' 1-norms and largest magnitudes (gpu/ozaki.Stats), written where
+                given: the elementwise guarantee's, from the same loads.
         """
         out = cp.empty(_vectors(x, axis)[0], cp.float64) if out is None else out
-        exponent_pass(self._sq, self._exp, self._sms, x, axis, out)
+        exponent_pass(self._sq, self._exp, self._sms, x, axis, out, stats)
         return out
 
     def _launch_stats(self, a, b, idx: cp.ndarray, out: cp.ndarray, p: int, q: int) -> None:

@@ -20,7 +20,7 @@ import cupy as cp
 from ..kernels.ozaki import fits
 from ..kernels.ozaki_choice import MAX_MODULI, OTHER
 from ..kernels.ozaki_guard import ADVANTAGE, Verdict
-from .ozaki import OzakiGemm, Residues
+from .ozaki import OzakiGemm, Residues, Stats
 from .ozaki_element import DeviceElement, Floor
 from .ozaki_guard import DeviceGuard
 
@@ -123,7 +123,10 @@ class OzakiRoute:
         if c is None and beta != 0:
             raise ValueError("beta != 0 needs C")
         (m, k), n = opa.shape, int(opb.shape[1])
-        na, nb = self.guard.norms(opa, 0), self.guard.norms(opb, 1)
+        sa = sb = None
+        if self.element is not None:  # the guarantee's 1-norms and tops, from the norms' loads
+            sa, sb = Stats.empty(m), Stats.empty(n)
+        na, nb = self.guard.norms(opa, 0, stats=sa), self.guard.norms(opb, 1, stats=sb)
         ready = cp.cuda.Event(block=False, disable_timing=True)
         ready.record()  # the norms made: what the check waits for on its stream
         guess = self._guess((m, n, k))
@@ -132,7 +135,7 @@ class OzakiRoute:
         args = (opa, opb, self.max_moduli, 0, (na, nb), self.advantage if advantage is None else advantage)
         with self._check_stream(ready):
             pending = self.guard.launch(*args)
-            floor = self._floor(opa, opb)
+            floor = self._floor(opa, opb, (sa, sb))
         v = pending.verdict()
         if v.moduli is not None:
             self._remember((m, n, k), v.moduli)
@@ -159,12 +162,16 @@ class OzakiRoute:
         self._side.wait_event(ready)
         return self._side
 
-    def _floor(self, opa, opb) -> Floor | None:
-        """Enqueue the elementwise guarantee's floor (None: not asked for, or K too deep for it)."""
+    def _floor(self, opa, opb, stats=None) -> Floor | None:
+        """Enqueue the elementwise guarantee's floor (None: not asked for, or K too deep for it).
+
+        Args:
+            stats: op(A)'s and op(B)'s Stats where the norms' pass made them (a None: the floor does).
+        """
         if self.element is None:
             return None
         try:
-            return self.element.floor(opa, opb)
+            return self.element.floor(opa, opb, stats=stats)
         except ValueError:  # K past the raw sums' exact range: the guarantee cannot be shown
             return None
 

@@ -44,12 +44,18 @@ def residue_pitch(k: int) -> int:
     return -(-k // ROW_ALIGN) * ROW_ALIGN
 
 
-def scale_source(n: int, name: str = SCALE_KERNEL) -> str:
-    """Return the scaling pass's source for `n` moduli: `<name>_` sq, exp, resk and rest."""
+def scale_source(n: int, name: str = SCALE_KERNEL, stats: bool = False) -> str:
+    """Return the scaling pass's source for `n` moduli: `<name>_` sq, exp, resk and rest.
+
+    Args:
+        stats: the sum-of-squares pass also makes each vector's 1-norm and largest magnitude (the
+            check's pass, for the elementwise guarantee); else it writes NaN 1-norms.
+    """
     ms, h = moduli(n), norm_bits(n)
     # The float residues need |x / m| < 2^22 for every |x| <= 2^H: 7 moduli or fewer.
     float_res = 2**h < 2**22 * min(ms)
-    return render_template(template(TEMPLATE_DIR, SCALE_TEMPLATE), NAME=name, MODULI=list(ms), H=h, FLOAT_RES=float_res)
+    env = {"NAME": name, "MODULI": list(ms), "H": h, "FLOAT_RES": float_res, "STATS": stats}
+    return render_template(template(TEMPLATE_DIR, SCALE_TEMPLATE), **env)
 
 
 def float_residue(x: int, m: int) -> int:

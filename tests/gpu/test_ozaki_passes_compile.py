@@ -32,11 +32,20 @@ def test_the_passes_compile_for_sm90_without_spills(n):
         (scale_source(n), f"{SCALE_KERNEL}_exp"),
         (scale_source(n), f"{SCALE_KERNEL}_resk"),
         (scale_source(n), f"{SCALE_KERNEL}_rest"),
+        (scale_source(n, stats=True), f"{SCALE_KERNEL}_sq"),  # the check's pass, with the stats
+        (scale_source(n, stats=True), f"{SCALE_KERNEL}_exp"),
         (crt_source(n), CRT_KERNEL),
     ):
         r = compile_source(src, "sm_90", kernel).resources
         print(f"{n} moduli, {kernel}: {r.registers} registers, {r.smem_static_bytes} B shared")
         assert r.spill_bytes == 0 and r.stack_bytes == 0 and r.registers <= 255
+
+
+def test_only_the_check_s_pass_makes_the_stats_and_the_engines_fail_any_judge_that_reads_theirs():
+    """An engine's pass writes NaN 1-norms: stats read from it could never pass the guarantee."""
+    plain, stats = scale_source(8), scale_source(8, stats=True)
+    assert "l1 += (double)a;" in stats and "l1 += (double)a;" not in plain
+    assert "0x7ff8000000000000" in plain and "0x7ff8000000000000" not in stats
 
 
 def test_the_check_compiles_for_sm90_without_spills():
