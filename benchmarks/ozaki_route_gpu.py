@@ -10,7 +10,7 @@ Then the route's timeline at the size: when each stage ends on the device and th
 the start of a call (CUDA events and the host clock; medians of 8 calls).
 
     PYTHONPATH=. python benchmarks/ozaki_route_gpu.py [--sizes 2048 4096 8192] [--reps 20] [--advantage 1.1]
-        [--element]
+        [--element [--low-side]]
 """
 
 from __future__ import annotations
@@ -96,6 +96,12 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--advantage", type=float, default=1.1)
     p.add_argument("--element", action="store_true", help="time the route with its elementwise guarantee too")
+    p.add_argument(
+        "--low-side",
+        action="store_true",
+        help="with --element, also a route whose check and floor stream has the default priority (their blocks "
+        "after the GEMMs' instead of before them)",
+    )
     args = p.parse_args()
     print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}; us; x SGEMM (one call, back to back)")
     for size in args.sizes:
@@ -104,10 +110,14 @@ def main() -> None:
         b = rng.random((size, size), dtype=cp.float32) * 2 - 1
         route, eng = OzakiRoute(advantage=args.advantage), OzakiGemm(7)
         sure = OzakiRoute(advantage=args.advantage, element=True) if args.element else None
+        low = OzakiRoute(advantage=args.advantage, element=True) if args.element and args.low_side else None
+        if low is not None:
+            low._side = cp.cuda.Stream(non_blocking=True)  # the default priority
         reps = args.reps if size < 8192 else max(4, args.reps // 3)
         calls = {
             "route": lambda route=route, a=a, b=b: route(a, b),
             **({"route+element": lambda r=sure, a=a, b=b: r(a, b)} if sure else {}),
+            **({"route+element, low side": lambda r=low, a=a, b=b: r(a, b)} if low else {}),
             "engine 7": lambda eng=eng, a=a, b=b: eng(a, b),
             "SGEMM": lambda a=a, b=b: cp.matmul(a, b),
         }
@@ -120,7 +130,7 @@ def main() -> None:
                 flush=True,
             )
         count = route(a, b).moduli
-        for r in (route, sure) if sure else (route,):
+        for r in [x for x in (route, sure, low) if x is not None]:
             print(f"{size}^3 timeline at {count} moduli (us from a call's start): {_timeline(r, a, b, count)}")
 
 
