@@ -21,6 +21,7 @@ import cupy as cp
 import numpy as np
 
 from ..kernels.ozaki import fits, moduli
+from ..kernels.ozaki_choice import MAX_MODULI
 from ..kernels.ozaki_int8 import FAST_KERNEL, FastTile, Int8Tile, fast_source
 from ..kernels.ozaki_int8 import KERNEL as INT8_KERNEL
 from ..kernels.ozaki_int8 import source as int8_source
@@ -142,6 +143,15 @@ def _vectors(x: cp.ndarray, axis: int) -> tuple[int, int, int, int]:
 def _float4_rows(x: cp.ndarray, sv: int) -> bool:
     """Return whether each vector of `x` (`sv` floats apart) starts 16-byte aligned, for float4."""
     return x.data.ptr % 16 == 0 and sv % 4 == 0
+
+
+def stats_pass(arch: str):
+    """Return the check's norms pass (sq, exp): the scaling's, its sum-of-squares kernel with Stats.
+
+    One source for DeviceGuard and DeviceElement, so one compile; for exponent_pass.
+    """
+    mod = _module(scale_source(MAX_MODULI, stats=True), f"{SCALE_KERNEL}_exp", arch)
+    return tuple(mod.get_function(f"{SCALE_KERNEL}_{k}") for k in ("sq", "exp"))
 
 
 class Stats(NamedTuple):

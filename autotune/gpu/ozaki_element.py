@@ -23,7 +23,7 @@ from ..kernels.ozaki_passes import residue_pitch
 from ..kernels.ozaki_wgmma import WGMMA_ARCH
 from ..kernels.ozaki_wgmma_tma import WgmmaTmaTile, tma_source
 from .compile import compile_source
-from .ozaki import Stats, _vectors, int8_function, tma_products
+from .ozaki import Stats, _vectors, exponent_pass, int8_function, stats_pass, tma_products
 
 # The raw INT32 sums are exact while K products of magnitudes below 2^QBITS cannot pass 2^31.
 MAX_K = (2**31 - 1) // (2**QBITS - 1) ** 2
@@ -66,9 +66,10 @@ class DeviceElement:
             raise ValueError(f"raw must be 'int8' or 'float64', not {raw!r}")
         mod = cp.cuda.function.Module()
         mod.load(compile_source(element_source(), arch, f"{ELEMENT_KERNEL}_judge", ("--fmad=false",)).cubin)
-        self._rows, self._cols, self._q, self._judge = (
-            mod.get_function(f"{ELEMENT_KERNEL}_{x}") for x in ("rows", "cols", "q", "judge")
-        )
+        self._q, self._judge = (mod.get_function(f"{ELEMENT_KERNEL}_{x}") for x in ("q", "judge"))
+        # The 1-norms and tops where no pass gave them: the check's norms pass, its 2-norms and
+        # exponents left unread.
+        self._sq, self._exp = stats_pass(arch)
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         if self.raw == "int8":
             self._tile = t = WgmmaTmaTile()
@@ -146,7 +147,7 @@ class DeviceElement:
         v, k, sv, sk = _vectors(x, axis)
         q, s = cp.empty((1, v, residue_pitch(kq)), cp.int8), cp.empty(v, cp.int32)
         if stats is None:
-            stats = self._stats(x, v, k, sv, sk)
+            stats = self._stats(x, axis)
         elif stats.l1.shape != (v,) or stats.top.shape != (v,):
             raise ValueError(f"stats of {stats.l1.shape} and {stats.top.shape} for {v} vectors")
         l1, top = stats
@@ -162,14 +163,8 @@ class DeviceElement:
         self._q((blocks, 1, 1), (ELEMENT_THREADS, 1, 1), args)
         return q, s, l1
 
-    def _stats(self, x: cp.ndarray, v: int, k: int, sv: int, sk: int) -> Stats:
-        """Return the 1-norms and tops of `x`'s vectors by a pass of their own."""
-        top, l1 = cp.zeros(v, cp.uint32), cp.zeros(v, cp.float64)
-        threads = (ELEMENT_THREADS, 1, 1)
-        if v and sv == 1 and sk != 1:  # vectors side by side: a thread a vector, K in runs
-            per = -(-v // ELEMENT_THREADS)
-            runs = max(1, min(-(-k // 32), -(-4 * self._sms // per)))
-            self._cols((per, runs, 1), threads, (np.int32(v), np.int32(k), x, np.int64(sk), top, l1))
-        elif v:
-            self._rows((v, 1, 1), threads, (np.int32(v), np.int32(k), x, np.int64(sv), np.int64(sk), top, l1))
-        return Stats(l1, top)
+    def _stats(self, x: cp.ndarray, axis: int) -> Stats:
+        """Return the 1-norms and tops of `x`'s vectors along `axis` by the norms pass."""
+        stats = Stats.empty(_vectors(x, axis)[0])
+        exponent_pass(self._sq, self._exp, self._sms, x, axis, None, stats)
+        return stats

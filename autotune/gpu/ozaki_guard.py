@@ -32,9 +32,8 @@ from ..kernels.ozaki_guard import (
     measured_advantage,
     random_pairs,
 )
-from ..kernels.ozaki_passes import SCALE_KERNEL, scale_source
 from .compile import compile_source
-from .ozaki import Stats, _module, _vectors, exponent_pass
+from .ozaki import Stats, _vectors, exponent_pass, stats_pass
 
 
 class DeviceGuard:
@@ -46,9 +45,8 @@ class DeviceGuard:
 
     def __init__(self, arch: str | None = None):
         arch = arch or f"sm_{cp.cuda.Device().compute_capability}"
-        # Any count's scaling source: its norms do not depend on the count (only its exponents do).
-        scale = _module(scale_source(MAX_MODULI, stats=True), f"{SCALE_KERNEL}_exp", arch)
-        self._sq, self._exp = (scale.get_function(f"{SCALE_KERNEL}_{k}") for k in ("sq", "exp"))
+        # Any count's scaling pass: its norms do not depend on the count (only its exponents do).
+        self._sq, self._exp = stats_pass(arch)
         # No contracted multiply-adds: the judge rounds as NumPy's form does, so both give one verdict.
         mod = cp.cuda.function.Module()
         mod.load(compile_source(guard_source(), arch, f"{GUARD_KERNEL}_judge", ("--fmad=false",)).cubin)
