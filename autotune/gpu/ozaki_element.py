@@ -1,12 +1,12 @@
 """The Ozaki route's elementwise guarantee on the device: kernels/ozaki_element.py for CuPy arrays.
 
-Each operand's vectors give their largest magnitude and 1-norm in one pass and their QBITS-bit
-magnitudes in another (templates/_ozaki_element.cu.j2); the magnitudes' product comes exactly from
-the INT8 engine's raw sums over the subset of K that kernels/ozaki_element.stride leaves (one
-TMA-fed wgmma launch of one plane, m = 0, on Hopper; a float64 GEMM elsewhere), and one kernel
-judges every element of C. The floor does not depend on the
-count: a call makes it once and judges each count it runs against it. A first form, outside the
-route's own passes: right first, then folded into them.
+Each operand's vectors give their largest magnitude and 1-norm in the check's norms pass
+(gpu/ozaki.stats_pass: the route's own, or one run here) and their QBITS-bit magnitudes in another
+(templates/_ozaki_element.cu.j2); the magnitudes' product comes exactly from the INT8 engine's raw
+sums over the subset of K that kernels/ozaki_element.stride leaves (one TMA-fed wgmma launch of
+one plane, m = 0, on Hopper; a float64 GEMM elsewhere), and one kernel judges every element of C.
+The floor does not depend on the count: a call makes it once and judges each count it runs
+against it.
 """
 
 from __future__ import annotations
