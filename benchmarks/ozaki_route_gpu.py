@@ -69,9 +69,9 @@ def _timeline(route: OzakiRoute, a: cp.ndarray, b: cp.ndarray, count: int) -> st
         pending.verdict()
         h_verdict = time.perf_counter()
         if floor is not None:
-            route._holds(floor, run)
+            route._holds(floor, run.ex)
         h_element = time.perf_counter()
-        run.eng.reconstruct(run.p, run.ra.e, run.rb.e, cp.empty((a.shape[0], b.shape[1]), cp.float32))
+        run.ex.eng.reconstruct(run.p, run.ra.e, run.rb.e, cp.empty((a.shape[0], b.shape[1]), cp.float32))
         e_end = _event()
         e_end.synchronize()
 

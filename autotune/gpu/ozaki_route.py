@@ -37,14 +37,22 @@ class Routed(NamedTuple):
     moduli: int | None
 
 
-class _Run(NamedTuple):
-    """One count's stages enqueued: engine, residues, products, an event after the exponents."""
+class _Exponents(NamedTuple):
+    """One count's exponents enqueued: its engine, op(A)'s and op(B)'s, and an event after them."""
 
     eng: OzakiGemm
+    e: cp.ndarray
+    f: cp.ndarray
+    made: cp.cuda.Event
+
+
+class _Run(NamedTuple):
+    """One count's stages enqueued: its exponents, residues and products."""
+
+    ex: _Exponents
     ra: Residues
     rb: Residues
     p: cp.ndarray
-    exponents: cp.cuda.Event
 
 
 class OzakiRoute:
@@ -84,7 +92,7 @@ class OzakiRoute:
         self.guard = DeviceGuard()
         self.element = DeviceElement() if element else None
         self._engines: dict[int, OzakiGemm] = {}
-        self._last: dict[tuple[int, int, int], int] = {}  # a shape's last admitted count
+        self._last: dict[tuple[int, int, int], int | None] = {}  # a shape's last count run (None: sent away)
         self._recent: int | None = None  # any shape's
         self._side: cp.cuda.Stream | None = None
 
@@ -138,20 +146,33 @@ class OzakiRoute:
             floor = self._floor(opa, opb, (sa, sb))
         v = pending.verdict()
         if v.moduli is not None:
-            self._remember((m, n, k), v.moduli)
-            if run is None or run.eng.n < v.moduli:  # no guess, or too few: the GEMMs run again
-                run = self._stages(v.moduli, opa, opb, na, nb, k)
-            if self.element is not None and not self._holds(floor, run):
+            run = self._admitted(v.moduli, run, floor, opa, opb, na, nb, k)
+            if run is None:
                 v = Verdict(OTHER, None, v.normwise, v.median)
         if v.moduli is None:
+            # No guess for the shape's next call: its GEMMs would run before a verdict that may
+            # send it away again.
+            self._remember((m, n, k), None)
             fallback = fallback or self.fallback
             if fallback is None:
                 raise ValueError(f"the check sends these inputs to another method ({v})")
             return Routed(fallback(a, b, alpha, beta, c, trans_a, trans_b), v, None)
-        eng, ra, rb, p, _ = run
+        self._remember((m, n, k), v.moduli)
+        eng = run.ex.eng
         if c is None:
             c = cp.empty((m, n), cp.float32)
-        return Routed(eng.reconstruct(p, ra.e, rb.e, c, alpha, beta), v, eng.n)
+        return Routed(eng.reconstruct(run.p, run.ra.e, run.rb.e, c, alpha, beta), v, eng.n)
+
+    def _admitted(self, count: int, run: _Run | None, floor, opa, opb, na, nb, k: int) -> _Run | None:
+        """Return the stages C is made from at the admitted `count` (None: the guarantee fails).
+
+        The guess's run where it has at least `count` moduli; else the count's, enqueued now.
+        """
+        if run is None or run.ex.eng.n < count:  # no guess, or too few: the GEMMs run again
+            ex = self._exponents(count, na, nb, k)
+            # Judged before these GEMMs: a call the guarantee fails costs them nothing.
+            return self._stages(count, opa, opb, na, nb, k, ex) if self._holds(floor, ex) else None
+        return run if self._holds(floor, run.ex) else None
 
     def _check_stream(self, ready: cp.cuda.Event) -> cp.cuda.Stream:
         """Return the checks' stream: a side one after `ready` (overlap), else the current one."""
@@ -175,34 +196,52 @@ class OzakiRoute:
         except ValueError:  # K past the raw sums' exact range: the guarantee cannot be shown
             return None
 
-    def _holds(self, floor: Floor | None, run) -> bool:
-        """Return whether the run's count keeps every element within the bound (the host waits)."""
+    def _holds(self, floor: Floor | None, ex: _Exponents) -> bool:
+        """Return whether the count keeps every element within the bound (the host waits).
+
+        True without the guarantee; False where it was asked for and has no floor (K too deep).
+        """
+        if self.element is None:
+            return True
         if floor is None:
             return False
-        with self._check_stream(run.exponents) as stream:
-            bad = self.element.failures(floor, run.ra.e, run.rb.e, run.eng.n)
+        with self._check_stream(ex.made) as stream:
+            bad = self.element.failures(floor, ex.e, ex.f, ex.eng.n)
             # Read on the checks' stream: a copy on the caller's (or a synchronous one, which
             # waits on the legacy default stream) would wait for the GEMMs enqueued before it.
             return int(bad.get(stream=stream)[0]) == 0
 
-    def _stages(self, count: int, opa, opb, na, nb, k: int) -> _Run:
-        """Enqueue the exponents, residues and GEMMs at `count` moduli."""
+    def _exponents(self, count: int, na, nb, k: int) -> _Exponents:
+        """Enqueue the exponents at `count` moduli, from the norms."""
         eng = self.engine(count)
         e, f = eng.exponents_of(na, k), eng.exponents_of(nb, k)
-        exponents = cp.cuda.Event(block=False, disable_timing=True)
-        exponents.record()  # what the elementwise judge reads, before the GEMMs
-        ra, rb = eng.scale(opa, 0, e), eng.scale(opb, 1, f)
-        return _Run(eng, ra, rb, eng.products(ra, rb), exponents)
+        made = cp.cuda.Event(block=False, disable_timing=True)
+        made.record()  # what the elementwise judge reads, before any GEMM
+        return _Exponents(eng, e, f, made)
+
+    def _stages(self, count: int, opa, opb, na, nb, k: int, ex: _Exponents | None = None) -> _Run:
+        """Enqueue the exponents (unless given), residues and GEMMs at `count` moduli."""
+        ex = ex or self._exponents(count, na, nb, k)
+        ra, rb = ex.eng.scale(opa, 0, ex.e), ex.eng.scale(opb, 1, ex.f)
+        return _Run(ex, ra, rb, ex.eng.products(ra, rb))
 
     def _guess(self, shape: tuple[int, int, int]) -> int | None:
-        """Return the count to enqueue before the verdict: the shape's last, else any shape's."""
+        """Return the count to enqueue before the verdict: the shape's last, else any shape's.
+
+        None where the shape's last call went elsewhere.
+        """
         if not self.speculate:
             return None
         guess = self._last.get(shape, self._recent)
         return guess if guess is not None and guess <= self.max_moduli and fits(guess, shape[2]) else None
 
-    def _remember(self, shape: tuple[int, int, int], count: int) -> None:
-        """Keep `count` as the shape's guess and any shape's (a bound on the shapes kept)."""
+    def _remember(self, shape: tuple[int, int, int], count: int | None) -> None:
+        """Keep `count` as the shape's guess and any shape's (a bound on the shapes kept).
+
+        None (the call went elsewhere): no guess for the shape, any shape's kept.
+        """
         if shape not in self._last and len(self._last) >= 256:
             self._last.clear()
-        self._last[shape], self._recent = count, count
+        self._last[shape] = count
+        if count is not None:
+            self._recent = count

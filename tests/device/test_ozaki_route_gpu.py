@@ -177,3 +177,35 @@ def test_with_the_elementwise_guarantee_a_call_it_holds_for_is_the_route_s_and_o
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
         err = np.abs(plain.get() - a64 @ b64)
         assert (err > tier("high").bound(32) * (np.abs(a64) @ np.abs(b64))).any()
+
+
+def test_a_shape_sent_away_is_not_guessed_again_and_the_guarantee_runs_before_its_gemms(monkeypatch):
+    """After a call the guarantee (or the check) sends away, the shape's next call enqueues no GEMMs
+    before its verdict, and none at all when it is sent away again; a call it holds for is the
+    route's as before."""
+    import cupy as cp
+
+    from autotune.gpu.ozaki import OzakiGemm
+    from autotune.gpu.ozaki_route import OzakiRoute
+
+    gemms = []
+    real = OzakiGemm.products
+    monkeypatch.setattr(OzakiGemm, "products", lambda self, ra, rb: gemms.append(self.n) or real(self, ra, rb))
+    rng = np.random.default_rng(9)
+    dense = tuple(cp.asarray(x) for x in operands("uniform", 96, 512, 80, rng))
+    a, b = operands("uniform", 8, 32, 8, rng)
+    a[0], b[:, 0] = 2.0**-30, 1.0
+    a[0, 0], b[0, 0] = 1.0, 2.0**-30
+    bad = cp.asarray(a), cp.asarray(b)
+    sure = OzakiRoute(fallback=lambda *args: "fallback", element=True)
+    assert sure(*dense).moduli is not None  # any shape's guess is now this count
+    sure(*bad)  # its first call: the guess's GEMMs ran before the verdict
+    assert sure._last[(8, 8, 32)] is None
+    before = len(gemms)
+    for _ in range(2):
+        out, v, ran = sure(*bad)
+        assert out == "fallback" and ran is None and v.moduli is None
+    assert len(gemms) == before  # no guess, and the guarantee judged before any GEMM
+    got, v, ran = sure(*dense)
+    assert ran is not None and gemms[-1] == ran
+    np.testing.assert_array_equal(got.get(), OzakiGemm(ran)(*dense).get())
