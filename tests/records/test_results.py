@@ -55,6 +55,16 @@ def test_corrupted_file_is_one_clear_error(tmp_path, text):
     assert str(path) in str(exc.value)
 
 
+def test_a_record_of_no_families_may_leave_out_best_and_reads_as_none(tmp_path):
+    """The check accepts it (nothing to name), so every reader gets best None, not a KeyError."""
+    path = tmp_path / "nvidia-h100-80gb-hbm3" / "64x64x64.json"
+    path.parent.mkdir()
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch": "sm_90"}
+    path.write_text(json.dumps({"schema": 1, "gpu": gpu, "problem": {"M": 64, "N": 64, "K": 64}, "families": {}}))
+    record = load_record(path)
+    assert record["best"] is None and record["families"] == {}
+
+
 def test_corrupted_file_is_not_overwritten(tmp_path, h100):
     path = record_path(tmp_path, GPU["slug"], P)
     path.parent.mkdir(parents=True)
