@@ -37,8 +37,8 @@ def enabled() -> bool:
     """Return whether matmul may take the Ozaki route: unless $AUTOTUNE_ROUTE is "off".
 
     Its check holds the tier's contract (normwise and median errors against cuBLAS's) and its
-    elementwise guarantee every element of C within the tier's bound, or the call goes to the
-    family's kernel. "ozaki" (once the opt-in) and unset or "" alike take it where faster.
+    elementwise guarantee holds every element of C within the tier's bound, or the call goes to
+    the family's kernel. "ozaki" (once the opt-in) and unset or "" alike take it where faster.
 
     Raises:
         UserError: any other value.
