@@ -98,3 +98,15 @@ def test_it_rejects_wide_inputs_at_small_k_and_costs_dense_inputs_no_modulus():
         a, b = operands(kind, 100, k, 60, rng)  # the floor at stride 2 and 8
         contract = admit(a, b, max_moduli=12, advantage=1.0).moduli
         assert contract is not None and holds(a, b, contract), (kind, k)
+
+
+@pytest.mark.parametrize("k", [2048, 8192])
+def test_the_strided_floor_costs_activations_and_sparse_inputs_no_modulus(k):
+    """A ReLU's output (half zeros) and a 90%-sparse operand hold at 7 moduli with K's subset, as
+    with all of K: the subset's floor shrinks with the products it leaves out, zeros or not."""
+    rng = np.random.default_rng(k)
+    b = rng.standard_normal((k, 48)).astype(np.float32)
+    relu = np.maximum(rng.standard_normal((64, k)), 0).astype(np.float32)
+    sparse = (rng.standard_normal((64, k)) * (rng.random((64, k)) > 0.9)).astype(np.float32)
+    for a in (relu, sparse):
+        assert holds(a, b, 7) and holds(a, b, 7, 1)
