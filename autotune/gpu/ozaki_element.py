@@ -68,9 +68,7 @@ class DeviceElement:
         mod = cp.cuda.function.Module()
         mod.load(compile_source(element_source(), arch, f"{ELEMENT_KERNEL}_judge", ("--fmad=false",)).cubin)
         self._q, self._judge = (mod.get_function(f"{ELEMENT_KERNEL}_{x}") for x in ("q", "judge"))
-        # The 1-norms and tops where no pass gave them: the check's norms pass, its 2-norms and
-        # exponents left unread.
-        self._sq, self._exp = stats_pass(arch)
+        self._arch, self._norms_pass = arch, None  # loaded on the first floor not given its stats
         self._sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         if self.raw == "int8":
             self._tile = t = WgmmaTmaTile()
@@ -169,6 +167,10 @@ class DeviceElement:
 
     def _stats(self, x: cp.ndarray, axis: int) -> Stats:
         """Return the 1-norms and tops of `x`'s vectors along `axis` by the norms pass."""
+        # The check's norms pass, its 2-norms and exponents left unread. Loaded here, not at start:
+        # the route hands every floor the stats its own pass made.
+        if self._norms_pass is None:
+            self._norms_pass = stats_pass(self._arch)
         stats = Stats.empty(_vectors(x, axis)[0])
-        exponent_pass(self._sq, self._exp, self._sms, x, axis, None, stats)
+        exponent_pass(*self._norms_pass, self._sms, x, axis, None, stats)
         return stats

@@ -45,7 +45,7 @@ def subset(k: int, r: int) -> np.ndarray:
 
 
 def element_source() -> str:
-    """Return the device kernels' source: ELEMENT_KERNEL + _rows, _cols, _q and _judge."""
+    """Return the device kernels' source: ELEMENT_KERNEL + _q and _judge."""
     src = template(TEMPLATE_DIR, ELEMENT_TEMPLATE)
     return render_template(src, NAME=ELEMENT_KERNEL, QBITS=QBITS, THREADS=ELEMENT_THREADS, RUN=RUN)
 
