@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("CUPY_TF32", "0")
 
 from untuned import SHAPES as SCORE_SHAPES
-from untuned import gpu_ms, write_rows
+from untuned import draw, gpu_ms, write_rows
 
 FIT_SHAPES = [
     "2500", "640", "160", "48", "5x4096x4096", "24x8192x4096", "100x4096x4096", "500x8192x2048",
@@ -97,8 +97,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", type=Path, default=None, help="results folder (default: results_dir())")
     ap.add_argument("--sets", default="fit,score", help="comma list of: " + ", ".join(SETS))
+    ap.add_argument("--draw", type=int, metavar="N", help="N shapes of untuned.py's seeded draw instead (as NN)")
+    ap.add_argument("--seed", type=int, default=57, help="the draw's seed (default 57)")
     ap.add_argument("--out", type=Path, required=True, help="write the timings as JSON here")
     args = ap.parse_args()
+    if args.draw:  # measure() times a @ b, so the draw's shapes without their layouts
+        SETS["draw"] = [t.split("_")[0] for t in draw(args.seed, args.draw)]
+        args.sets = "draw"
 
     import cupy as cp
 

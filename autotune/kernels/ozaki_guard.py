@@ -33,7 +33,7 @@ from .render import render_template, template
 # where C's last rounding is most of both). RATIO: the contract allows 1.5x cuBLAS's errors, and
 # the modelled ratio ran up to 1.35x low (tiny K): 1.5 / 1.35. ADVANTAGE: cuBLAS is no one chain.
 # Where M and N are small and K large it splits K, and its errors on the device ran up to 6.6x
-# (median) below the chain's (benchmarks/ozaki_guard_cublas.py, H200, 140 draws of M, N <= 512 a
+# (median) below the chain's (benchmarks/ozaki_guard_cublas.py in git at 3b20b88, H200, 140 draws of M, N <= 512 a
 # seed): against one chain, 5-8 of 140 draws broke the contract at a ratio of 0.75, 1-2 at 0.4, none
 # at 0.3 on either seed. So the SGEMM the route must match is the chain 3.7x (1.1 / 0.3) more
 # accurate, but never below C's own rounding to FP32, which no SGEMM escapes: where that rounding
