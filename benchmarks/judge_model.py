@@ -82,8 +82,8 @@ def main() -> int:
         sys.exit("the files were measured on different GPUs")
     table = dispatch_table.table_for(args.results, datas[0]["device"])
     rows = [r for d in datas for r in d["rows"]]
-    sets = {name: got for name in ("fit", "score", "check") if (got := [r for r in rows if r["set"] == name])}
-    if "fit" not in sets:
+    sets = {name: [r for r in rows if r["set"] == name] for name in dict.fromkeys(r["set"] for r in rows)}
+    if args.grid and "fit" not in sets:
         sys.exit("no fit shapes in the files: the constants are chosen on those")
     for item in args.set:
         name, _, value = item.partition("=")
