@@ -266,6 +266,7 @@ def _kernel_part(cfg: Config, i: int, prefix: str) -> dict:
         steps=steps,
         batched=resolved.plan.batched,
         tile=resolved.plan.tile,
+        stream_k=model.stream_k(resolved.plan),
     )
 
 
@@ -313,6 +314,7 @@ def header_context(d: Dispatch, gpu: str, arch: str, prefix: str = "autotune") -
         SHARE_EXP=_number(1 - model.SHARING),
         LAUNCH_MS=_number(model.LAUNCH_US * 1e-3),
         DISTANCE=_number(model.DISTANCE_WEIGHT),
+        FIXUP_K=_number(model.FIXUP_K),
         ROOF_BYTES=_number(d.roof.bytes_per_ms),
         ROOF_FLOPS=_number(d.roof.flops_per_ms),
     )

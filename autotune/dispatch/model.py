@@ -46,6 +46,9 @@ SHARING = 0.5
 # layout's own best at the H100's big shapes lies within 3% of nn's (4096^3, 8192 x 8192 x 1024),
 # the nt batch 512^3 x 64 15% behind nn's: a tenth is between the two.
 FOREIGN_WEIGHT = 0.1
+# A stream-K tile's owner adds each peer's partial tile in turn: this many k-steps of the tile a
+# peer (`fixup`).
+FIXUP_K = 8.0
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,33 @@ def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Lau
     per_block = padded / sum(sizes)
     launches = sum(1 for step, _ in geo.launches if not step.beta_only or problem.beta != 0)
     load = sum(sm_load(b, per_sm, sms) for b in sizes) * per_block
+    if stream_k(plan) and sizes:
+        load += fixup(M, N, tm, tn, sizes[0])
     return Launch(load, launches, sum(sizes), per_block / (2.0 * tm * tn))
+
+
+def stream_k(plan: LaunchPlan) -> bool:
+    """Return whether the plan is warptile's stream-K schedule, unbatched (`fixup` prices it)."""
+    return not plan.batched and dict(plan.env).get("SCHEDULE") == "stream_k"
+
+
+def fixup(M: int, N: int, tm: int, tn: int, g: int) -> float:
+    """Return the load a stream-K tile's owner adds by summing its peers' partial tiles in turn.
+
+    Args:
+        g: The persistent grid's blocks. The S tiles that would not fill a last wave, plus one
+            wave, are shared among them (g / S blocks a tile, as templates/_warptile_stream_k.cuh.j2
+            shares them); the owner adds the others' partials one after another.
+    """
+    # Without it the H200's untuned picks at deep K and small M x N were stream-K tiles shared by
+    # 66-132 blocks, predicted 2-3x low (128x128x32768: 36 us, ran 141). FIXUP_K is that sum's
+    # cost a peer in k-steps of the tile: 6.7-8.1 from those misses alone; the fit set cannot
+    # choose it (flat at 1.02-1.04x for 2-16), notes/performance.md has the figures.
+    tiles = -(-M // tm) * -(-N // tn)
+    if g <= 0 or tiles % g == 0:
+        return 0.0
+    shared = tiles % g + g if tiles > g else tiles
+    return FIXUP_K * max(g / shared - 1.0, 0.0) * 2.0 * tm * tn
 
 
 def foreign(measured: Problem, problem: Problem) -> float:

@@ -201,3 +201,23 @@ def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
         cwd=tmp_path,
     )
     assert b.returncode == 0 and "warning" not in b.stderr.lower(), b.stderr
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_the_stream_k_fixup_is_priced_alike_in_c_and_python(tmp_path):
+    # The H100's records hold no stream-K config, the H200's do: their owner's fixup (model.fixup)
+    # decides at deep K and small M x N, so a header of H200 records whose stream-K tiles compete
+    # there picks as the Python model does at such shapes, and elsewhere.
+    slug = "nvidia-h200"
+    picked = [Problem.parse(t) for t in "1000x1000x1000 200x3000x1000 4096x16x4096 137x2112x3520 512x256x256".split()]
+    header = tmp_path / "h200.h"
+    _, d = export_dispatch(ROOT / "results", slug, header, shapes=picked, kernels=24)
+    table = narrowed(table_for(ROOT / "results", slug), picked, slug)
+    rng = random.Random(5)
+    deep = [Problem(rng.randint(60, 400), rng.randint(60, 400), rng.randint(4000, 40000)) for _ in range(30)]
+    problems = deep + _draw(59, 40)
+    got = _host_choices(header, tmp_path, problems)
+    want = [_held_choice(table, d, p) for p in problems]
+    missed = [(p.name, w, g) for p, w, g in zip(problems, want, got, strict=True) if w != g]
+    assert not missed, missed
+    assert any("stream_k" in c.name for c in d.configs)

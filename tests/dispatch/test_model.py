@@ -165,3 +165,13 @@ def test_the_copy_of_c_in_counts_as_a_launch_only_with_beta():
     assert (at_zero, at_three) == (3, 4)  # packed B, the kernel, packed C back; then the copy in
     aligned = Problem(300, 4096, 700)
     assert model.busiest_sm(plan, aligned.with_beta(3.0), 1, 132).launches == 1
+
+
+def test_a_stream_k_owner_pays_for_its_peers_partials():
+    # g / S blocks share each stream-K tile; the owner adds the others' partials in turn.
+    from autotune.dispatch import model
+
+    assert model.fixup(128, 128, 64, 128, 396) == model.FIXUP_K * (396 / 2 - 1) * 2 * 64 * 128
+    assert model.fixup(128 * 396, 128, 128, 128, 396) == 0.0  # whole waves: no tile shared
+    assert model.fixup(128 * 400, 128, 128, 128, 396) == 0.0  # 400 tiles shared by 396: none by two
+    assert model.fixup(128, 128, 64, 128, 0) == 0.0
