@@ -34,7 +34,12 @@ from autotune.core.types import Config, Problem, name_piece
 from autotune.dispatch import model
 from autotune.dispatch import table as dispatch_table
 
-GRID = {"SHARING": (0.25, 0.5, 0.75, 1.0), "DISTANCE_WEIGHT": (0.1, 0.2, 0.3, 0.5, 0.8), "LAUNCH_US": (2.0, 4.0)}
+GRID = {
+    "SHARING": (0.25, 0.5, 0.75, 1.0),
+    "DISTANCE_WEIGHT": (0.1, 0.2, 0.3, 0.5, 0.8),
+    "LAUNCH_US": (2.0, 4.0),
+    "FIXUP_K": (0.0, 4.0, 8.0, 16.0),
+}
 
 
 def timed_name(cfg: Config, ms: dict) -> str | None:

@@ -141,7 +141,8 @@ def summary(results: Path, slug: str, tiers: bool = False) -> str:
         return "no results"
     text = "; ".join(
         f"{'' if tier == 'highest' else tier + ': '}geometric mean {statistics.geometric_mean(r):.3f}x "
-        f"{'cuBLAS' if tier == 'highest' else 'its bar'}, lowest {min(r):.3f}x, {len(r)} shapes"
+        f"{'cuBLAS' if tier == 'highest' else 'its bar'}, lowest {min(r):.3f}x, {len(r)} shape"
+        f"{'s' if len(r) != 1 else ''}"
         for tier, r in groups.items()
     )
     return text[:1].upper() + text[1:]

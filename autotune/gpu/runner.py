@@ -292,8 +292,8 @@ class Runner:
         `spec` is a compiled kernel, or cuBLAS: "matmul" (cupy.matmul on the operands' views;
         beta = 0 only), "gemm" (cupy.cublas.gemm, for a batch cublasSgemmStridedBatched, with the
         transposes named: no copy whatever the layout) or "gemm_tf32"; or any `launch(a, b, c,
-        alpha, beta)` callable (benchmarks/launch_floor.py). Each launch runs with alpha 1 and
-        setup's beta.
+        alpha, beta)` callable (benchmarks/launch_floor.py, in git at 6a4c869). Each launch runs
+        with alpha 1 and setup's beta.
         """
         beta = self.problem.beta
         if spec == "matmul":
