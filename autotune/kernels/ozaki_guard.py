@@ -47,7 +47,7 @@ ADVANTAGE = 3.7
 # tier's elementwise bound, the fuzzer's), though the norms and medians pass. So the modelled
 # standard deviation at every sampled element is held to the tier's bound there over ELEMENT_MARGIN:
 # a sum of many roundings passes 8 standard deviations about once in 10^15. The elements the
-# sample does not see can be worse (notes/precision.md): hence the route is opt-in in the dispatch.
+# sample does not see can be worse (notes/precision.md): hence the elementwise floor behind it.
 ELEMENT_MARGIN = 8.0
 TOP = 8  # rows of A and columns of B with the largest norms, paired with each other
 SAMPLES = 256  # random elements of C beside those
