@@ -3,6 +3,7 @@
 //   autotune export --gpu nvidia-h100-80gb-hbm3 -o tuned_sgemm.h     # every record: one header
 //   nvcc -O2 -arch=sm_90 -I. examples/sgemm_dispatch.cu -lcublas -o sgemm_dispatch
 //   ./sgemm_dispatch [seed] [shapes] [padded|aligned]                 # default 57 24 padded
+//   ./sgemm_dispatch 4096x4096x4096 NN 1                              # one shape, op, extra rows
 // Or linked against the same kernels as a static library (built once, its files in parallel):
 //   autotune export --gpu nvidia-h100-80gb-hbm3 --library tuned_lib && echo '#include "autotune_sgemm.h"' > tuned_sgemm.h
 //   cmake -S tuned_lib -B tuned_lib/build && cmake --build tuned_lib/build -j
@@ -70,13 +71,32 @@ template <class F> static float median_ms(F call, int reps)
     return runs[2];
 }
 
+// One shape instead of the draw: "MxNxK" [op: NN, NT, TN or TT] [pad: extra rows, 0-64].
+static bool one_shape(int argc, char** argv, Shape& s)
+{
+    char tail = 0;
+    const std::string op = argc > 2 ? argv[2] : "NN";
+    char* end = nullptr;
+    s.pad = argc > 3 ? (int)std::strtol(argv[3], &end, 10) : 1;
+    if (argc > 3 && (end == argv[3] || *end != '\0')) return false;
+    if (argc > 4 || std::sscanf(argv[1], "%dx%dx%d%c", &s.m, &s.n, &s.k, &tail) != 3 || s.m < 1 || s.n < 1 ||
+        s.k < 1 || op.size() != 2 || (op[0] != 'N' && op[0] != 'T') || (op[1] != 'N' && op[1] != 'T') ||
+        s.pad < 0 || s.pad > 64)
+        return false;
+    s.ta = op[0]; s.tb = op[1];
+    return true;
+}
+
 int main(int argc, char** argv)
 {
-    const unsigned seed = argc > 1 ? (unsigned)std::atoi(argv[1]) : 57u;
-    const int count = argc > 2 ? std::atoi(argv[2]) : 24;
-    const std::string mode = argc > 3 ? argv[3] : "padded";
-    if (argc > 4 || count < 1 || (mode != "padded" && mode != "aligned")) {
-        std::printf("usage: %s [seed] [shapes >= 1] [padded|aligned]\n", argv[0]);
+    const bool single = argc > 1 && std::string(argv[1]).find('x') != std::string::npos;
+    Shape given{};
+    const unsigned seed = argc > 1 && !single ? (unsigned)std::atoi(argv[1]) : 57u;
+    const int count = single ? 1 : argc > 2 ? std::atoi(argv[2]) : 24;
+    const std::string mode = argc > 3 && !single ? argv[3] : "padded";
+    if (single ? !one_shape(argc, argv, given) : (argc > 4 || count < 1 || (mode != "padded" && mode != "aligned"))) {
+        std::printf("usage: %s [seed] [shapes >= 1] [padded|aligned]\n"
+                    "       %s MxNxK [NN|NT|TN|TT] [pad 0-64]\n", argv[0], argv[0]);
         return 2;
     }
     // The same shapes and pads either way: `aligned` only rounds each leading dimension up.
@@ -86,7 +106,7 @@ int main(int argc, char** argv)
     double log_sum = 0.0;
     int wrong = 0;
     std::printf("%-22s %-3s %9s %9s %6s  %s\n", "m x n x k", "op", "ours us", "cuBLAS us", "ratio", "kernel");
-    for (const Shape& s : draw(seed, count)) {
+    for (const Shape& s : single ? std::vector<Shape>{given} : draw(seed, count)) {
         // Column-major: op(A) is m x k, op(B) k x n, C m x n; each stored with `pad` extra rows.
         const int a_rows = s.ta == 'N' ? s.m : s.k, a_cols = s.ta == 'N' ? s.k : s.m;
         const int b_rows = s.tb == 'N' ? s.k : s.n, b_cols = s.tb == 'N' ? s.n : s.k;
@@ -131,8 +151,12 @@ int main(int argc, char** argv)
                     t_cublas / t_ours, autotune_kernel_config(kernel), ok ? "" : "  WRONG");
         cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R);
     }
-    std::printf("geomean %.3fx cuBLAS over %d shapes (seed %u, %s leading dimensions); %s\n", std::exp(log_sum / count),
-                count, seed, mode.c_str(), wrong ? "SOME WRONG" : "all ok");
+    if (single)
+        std::printf("%dx%dx%d %c%c, leading dimensions %d past the rows: %.3fx cuBLAS; %s\n", given.m, given.n, given.k,
+                    given.ta, given.tb, given.pad, std::exp(log_sum), wrong ? "WRONG" : "all ok");
+    else
+        std::printf("geomean %.3fx cuBLAS over %d shapes (seed %u, %s leading dimensions); %s\n",
+                    std::exp(log_sum / count), count, seed, mode.c_str(), wrong ? "SOME WRONG" : "all ok");
     cublasDestroy(handle);
     return wrong ? 1 : 0;
 }

@@ -49,3 +49,11 @@ def test_the_dispatch_example_matches_cublas_at_a_seeded_draw(tmp_path):
         assert run.returncode == 0 and f"{mode} leading dimensions); all ok" in run.stdout, run.stdout + run.stderr
     bad = subprocess.run([str(exe), "57", "24", "tight"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stdout.startswith("usage:"), bad.stdout
+    # One named shape: 4096^3 with every leading dimension one past the rows (not a multiple of 4).
+    one = subprocess.run([str(exe), "4096x4096x4096", "NT", "1"], capture_output=True, text=True, timeout=300)
+    print(one.stdout)
+    assert one.returncode == 0 and "NT, leading dimensions 1 past the rows" in one.stdout, one.stdout + one.stderr
+    assert "all ok" in one.stdout, one.stdout
+    for argv in (["4096x4096x4096", "NX"], ["4096x4096", "NN"], ["4096x4096x4096", "NN", "65"]):
+        bad = subprocess.run([str(exe), *argv], capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 2 and bad.stdout.startswith("usage:"), (argv, bad.stdout)
