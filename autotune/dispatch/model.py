@@ -113,7 +113,7 @@ def sm_load(blocks: int, per_sm: int, sms: int) -> float:
 class Launch:
     """A plan's launch at one problem, as the model sees it."""
 
-    load: float  # the busiest SM's load (sm_load) times the padded FLOPs of one block
+    load: float  # the busiest SM's load (sm_load) times one block's padded FLOPs, + stream-K's `fixup`
     launches: int  # launches in the sequence, helpers included
     blocks: int  # blocks of the SGEMM kernels (a split launch's main kernel and tail)
     depth: float  # the depth of K one block sums, on average
