@@ -156,8 +156,10 @@ def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Lau
     return Launch(load, launches, sum(sizes), per_block / (2.0 * tm * tn))
 
 
+@functools.lru_cache(maxsize=4096)
 def stream_k(plan: LaunchPlan) -> bool:
     """Return whether the plan is warptile's stream-K schedule, unbatched (`fixup` prices it)."""
+    # Cached: busiest_sm asks at every candidate and shape, and plan.env is a tuple.
     return not plan.batched and dict(plan.env).get("SCHEDULE") == "stream_k"
 
 
