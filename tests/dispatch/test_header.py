@@ -89,6 +89,15 @@ def _held_choice(table, d, p: Problem) -> str:
     return (cfg or built_for(fallback_config("sm_90"), p.layout, p.batch, TIER)).name
 
 
+def _chosen_as_in_python(header: Path, d, table, problems: list[Problem], tmp_path: Path) -> list[str]:
+    """Assert the header's C picks what the Python model picks at every problem; return its picks."""
+    got = _host_choices(header, tmp_path, problems)
+    want = [_held_choice(table, d, p) for p in problems]
+    missed = [(p.name, w, g) for p, w, g in zip(problems, want, got, strict=True) if w != g]
+    assert not missed, missed
+    return got
+
+
 @pytest.fixture(scope="module")
 def h100_header(tmp_path_factory):
     """A header of 14 of the H100 folder's records, every layout and batching, held to 48 kernels
@@ -104,11 +113,7 @@ def test_the_headers_choice_is_its_model_to_the_last_bit(h100_header, tmp_path):
     # nobody tuned, all four layouts, batches, beta 0 and not: the C arithmetic picks what the
     # Python model picks.
     header, d, table = h100_header
-    problems = _draw(57, 60)
-    got = _host_choices(header, tmp_path, problems)
-    want = [_held_choice(table, d, p) for p in problems]
-    missed = [(p.name, w, g) for p, w, g in zip(problems, want, got, strict=True) if w != g]
-    assert not missed, missed
+    got = _chosen_as_in_python(header, d, table, _draw(57, 60), tmp_path)
     assert set(got) <= {c.name for c in d.configs}
     assert len(d.configs) <= 48 + len(LAYOUTS) * 2  # the budget, the fallbacks beyond it
 
@@ -205,9 +210,8 @@ def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
 def test_the_stream_k_fixup_is_priced_alike_in_c_and_python(tmp_path):
-    # The H100's records hold no stream-K config, the H200's do: their owner's fixup (model.fixup)
-    # decides at deep K and small M x N, so a header of H200 records whose stream-K tiles compete
-    # there picks as the Python model does at such shapes, and elsewhere.
+    # Only the H200's records hold stream-K configs, whose owner's fixup (model.fixup) decides at
+    # deep K and small M x N: there and elsewhere the header picks as Python does.
     slug = "nvidia-h200"
     picked = [Problem.parse(t) for t in "1000x1000x1000 200x3000x1000 4096x16x4096 137x2112x3520 512x256x256".split()]
     header = tmp_path / "h200.h"
@@ -215,9 +219,5 @@ def test_the_stream_k_fixup_is_priced_alike_in_c_and_python(tmp_path):
     table = narrowed(table_for(ROOT / "results", slug), picked, slug)
     rng = random.Random(5)
     deep = [Problem(rng.randint(60, 400), rng.randint(60, 400), rng.randint(4000, 40000)) for _ in range(30)]
-    problems = deep + _draw(59, 40)
-    got = _host_choices(header, tmp_path, problems)
-    want = [_held_choice(table, d, p) for p in problems]
-    missed = [(p.name, w, g) for p, w, g in zip(problems, want, got, strict=True) if w != g]
-    assert not missed, missed
+    _chosen_as_in_python(header, d, table, deep + _draw(59, 40), tmp_path)
     assert any("stream_k" in c.name for c in d.configs)
