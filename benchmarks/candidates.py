@@ -3,6 +3,7 @@ autotune/dispatch/model.py is fitted on (one set of shapes) and judged on (anoth
 
     python benchmarks/candidates.py --out candidates.json                 # both sets below
     python benchmarks/candidates.py --sets fit --out fit.json
+    python benchmarks/candidates.py --draw 24 --seed 57 --layouts --out d57.json  # in their layouts
 
 For each shape: every candidate of the results table (each family's best at each tuned shape that
 can run the shape and is meant for it, built for its layout: `table._Table._candidates`), compiled
@@ -72,8 +73,11 @@ def _compile(args: tuple) -> str:
 def measure(cp, p, kernels: dict) -> tuple[dict, dict]:
     """({name: median ms}, {name: relative error}) of cuBLAS and each kernel at problem `p`."""
     rng = cp.random.default_rng(0)
-    a = rng.random((p.M, p.K), dtype=cp.float32) - 0.5
-    b = rng.random((p.K, p.N), dtype=cp.float32) - 0.5
+    ta, tb = p.trans
+    # Stored as the layout says; the kernels see op(A) and op(B) as views, as untuned.py's do.
+    a = rng.random((p.K, p.M) if ta else (p.M, p.K), dtype=cp.float32) - 0.5
+    b = rng.random((p.N, p.K) if tb else (p.K, p.N), dtype=cp.float32) - 0.5
+    a, b = (a.T if ta else a), (b.T if tb else b)
     out = cp.empty((p.M, p.N), dtype=cp.float32)
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
     calls = {"cublas": lambda: cp.matmul(a, b, out=out)}
@@ -98,11 +102,12 @@ def main() -> int:
     ap.add_argument("--results", type=Path, default=None, help="results folder (default: results_dir())")
     ap.add_argument("--sets", default="fit,score", help="comma list of: " + ", ".join(SETS))
     ap.add_argument("--draw", type=int, metavar="N", help="N shapes of untuned.py's seeded draw instead (as NN)")
+    ap.add_argument("--layouts", action="store_true", help="with --draw: each shape in the draw's layout, not NN")
     ap.add_argument("--seed", type=int, default=57, help="the draw's seed (default 57)")
     ap.add_argument("--out", type=Path, required=True, help="write the timings as JSON here")
     args = ap.parse_args()
-    if args.draw:  # measure() times a @ b, so the draw's shapes without their layouts
-        SETS["draw"] = [t.split("_")[0] for t in draw(args.seed, args.draw)]
+    if args.draw:
+        SETS["draw"] = [t if args.layouts else t.split("_")[0] for t in draw(args.seed, args.draw)]
         args.sets = "draw"
 
     import cupy as cp

@@ -267,6 +267,7 @@ def _kernel_part(cfg: Config, i: int, prefix: str) -> dict:
         batched=resolved.plan.batched,
         tile=resolved.plan.tile,
         stream_k=model.stream_k(resolved.plan),
+        k_step=model.k_step(resolved.plan),
     )
 
 
@@ -315,6 +316,8 @@ def header_context(d: Dispatch, gpu: str, arch: str, prefix: str = "autotune") -
         LAUNCH_MS=_number(model.LAUNCH_US * 1e-3),
         DISTANCE=_number(model.DISTANCE_WEIGHT),
         FIXUP_K=_number(model.FIXUP_K),
+        TILE_K=_number(model.TILE_K),
+        SPLIT_FIXUP_K=_number(model.SPLIT_FIXUP_K),
         ROOF_BYTES=_number(d.roof.bytes_per_ms),
         ROOF_FLOPS=_number(d.roof.flops_per_ms),
     )

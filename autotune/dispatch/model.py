@@ -49,6 +49,12 @@ FOREIGN_WEIGHT = 0.1
 # A stream-K tile's owner adds each peer's partial tile in turn: this many k-steps of the tile a
 # peer (`fixup`).
 FIXUP_K = 8.0
+# A split schedule's tail tile is summed by its blocks' atomic adds into C: this many k-steps of
+# the tile a block beyond the first (`split_fixup`).
+SPLIT_FIXUP_K = 2.0
+# Each tile a stream-K block visits costs it this many k-steps of the tile beyond the K it sums:
+# the tile's start (its first loads, the pipeline filling) and its end (C stored, partials shared).
+TILE_K = 64.0
 
 
 @dataclass(frozen=True)
@@ -150,9 +156,15 @@ def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Lau
     padded = 2.0 * (-(-M // tm) * tm) * (-(-N // tn) * tn) * K * problem.batch
     per_block = padded / sum(sizes)
     launches = sum(1 for step, _ in geo.launches if not step.beta_only or problem.beta != 0)
-    load = sum(sm_load(b, per_sm, sms) for b in sizes) * per_block
+    # A stream-K block visits tiles / blocks tiles or more, however short K is: at 4999 x 3489 x 14
+    # the H200's stream-K picks visited 6-8 tiles a block and ran 2.7-4x their prediction without
+    # it. The fit shapes rise with TILE_K up to 16 and are flat to 256 (notes/performance.md).
+    tiles = -(-M // tm) * -(-N // tn) * problem.batch
+    visits = TILE_K * 2.0 * tm * tn * max(tiles / sum(sizes), 1.0) if stream_k(plan) else 0.0
+    load = sum(sm_load(b, per_sm, sms) for b in sizes) * (per_block + visits)
     if stream_k(plan) and sizes:
         load += fixup(M, N, tm, tn, sizes[0])
+    load += split_fixup(geo.values.get("TAIL", 0), K, k_step(plan), per_sm * sms, tm, tn)
     return Launch(load, launches, sum(sizes), per_block / (2.0 * tm * tn))
 
 
@@ -180,6 +192,29 @@ def fixup(M: int, N: int, tm: int, tn: int, g: int) -> float:
         return 0.0
     shared = tiles % g + g if tiles > g else tiles
     return FIXUP_K * max(g / shared - 1.0, 0.0) * 2.0 * tm * tn
+
+
+@functools.lru_cache(maxsize=4096)
+def k_step(plan: LaunchPlan) -> int:
+    """Return the plan's BK (the k-step a block's tail work is counted in), 1 where it has none."""
+    return int(dict(plan.env).get("BK", 1))
+
+
+def split_fixup(tail: int, K: int, bk: int, slots: int, tm: int, tn: int) -> float:
+    """Return the load a split schedule's tail adds: each tail tile's blocks add into C in turn.
+
+    Args:
+        tail: The tiles past the last whole wave that the tail's blocks share (the launch value
+            TAIL of warptile's split schedules; 0 for every other plan).
+        slots: Resident blocks: the tail's min(slots, tail * cdiv(K, bk)) blocks share its tiles.
+    """
+    # Without it 32-row split tiles measured at deep K (137x2112x3520: 12 blocks a tile) were
+    # chosen at small and transposed shapes where 20-30 blocks share a tile, predicted 2-4x low;
+    # 2 k-steps a block is the best of 0-16 on the transposed draws 57-59 (notes/performance.md).
+    if tail <= 0:
+        return 0.0
+    blocks = min(slots, tail * -(-K // bk))
+    return SPLIT_FIXUP_K * max(blocks / tail - 1.0, 0.0) * 2.0 * tm * tn
 
 
 def foreign(measured: Problem, problem: Problem) -> float:

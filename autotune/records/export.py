@@ -118,7 +118,8 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
         PACKS_C=plan.packs_c,
         VALUES=values,
         STEPS=steps,
-        FIELDS=[(f, f if f in names else "0") for f in _PLAN_FIELDS],
+        # tail: the tiles a split schedule's tail shares (the dispatching header's model reads it)
+        FIELDS=[(f, f if f in names else "0") for f in _PLAN_FIELDS] + [("tail", "TAIL" if "TAIL" in names else "0")],
         SMEM_KERNELS=[s["kernel"] for s in steps if s["dynamic_smem"]],
         TENSOR_MAPS=plan.tensor_maps,
         # (floats along a stored row, rows) of A and B as stored, in the launcher's m, n, k

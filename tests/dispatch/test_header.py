@@ -209,9 +209,10 @@ def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-def test_the_stream_k_fixup_is_priced_alike_in_c_and_python(tmp_path):
+def test_the_stream_k_fixup_and_visits_are_priced_alike_in_c_and_python(tmp_path):
     # Only the H200's records hold stream-K configs, whose owner's fixup (model.fixup) decides at
-    # deep K and small M x N: there and elsewhere the header picks as Python does.
+    # deep K and small M x N, and their tiles visited (model.TILE_K) at short K and large M x N:
+    # there and elsewhere the header picks as Python does.
     slug = "nvidia-h200"
     picked = [Problem.parse(t) for t in "1000x1000x1000 200x3000x1000 4096x16x4096 137x2112x3520 512x256x256".split()]
     header = tmp_path / "h200.h"
@@ -219,5 +220,6 @@ def test_the_stream_k_fixup_is_priced_alike_in_c_and_python(tmp_path):
     table = narrowed(table_for(ROOT / "results", slug), picked, slug)
     rng = random.Random(5)
     deep = [Problem(rng.randint(60, 400), rng.randint(60, 400), rng.randint(4000, 40000)) for _ in range(30)]
-    _chosen_as_in_python(header, d, table, deep + _draw(59, 40), tmp_path)
+    short = [Problem(rng.randint(1000, 8000), rng.randint(1000, 8000), rng.randint(4, 64)) for _ in range(30)]
+    _chosen_as_in_python(header, d, table, deep + short + _draw(59, 40), tmp_path)
     assert any("stream_k" in c.name for c in d.configs)

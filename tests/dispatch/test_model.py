@@ -174,3 +174,34 @@ def test_a_stream_k_owner_pays_for_its_peers_partials():
     assert model.fixup(128 * 396, 128, 128, 128, 396) == 0.0  # whole waves: no tile shared
     assert model.fixup(128 * 400, 128, 128, 128, 396) == 0.0  # 400 tiles shared by 396: none by two
     assert model.fixup(128, 128, 64, 128, 0) == 0.0
+
+
+def test_a_stream_k_block_pays_for_each_tile_it_visits():
+    """At short K a stream-K block runs many tiles, each with its start and end: the load grows
+    by TILE_K k-steps a tile visited, so a deep-K measurement does not carry there as if free."""
+    stream = _warptile(SCHEDULE="stream_k")
+    data_parallel = _warptile()
+    p = Problem(128 * 40, 128 * 33, 16)  # 1320 tiles on 132 blocks: ten a block
+    visited = model.busiest_sm(stream, p, 1, 132)
+    assert visited.blocks == 132
+    steps = model.TILE_K * 2.0 * 128 * 128 * 10  # ten tiles' starts and ends
+    assert visited.load == pytest.approx(visited.depth * 2.0 * 128 * 128 + steps)
+    assert visited.load > 2 * visited.depth * 2.0 * 128 * 128  # more than the K it sums, at K = 16
+    # A data-parallel grid's blocks each run one tile: their start and end are in the measured time.
+    plain = model.busiest_sm(data_parallel, p, 1, 132)
+    assert plain.load == pytest.approx(10 * 2.0 * 128 * 128 * 16)
+
+
+def test_a_split_tail_pays_for_the_blocks_that_share_each_tile(monkeypatch):
+    """A split schedule's tail tiles are summed by atomic adds from every block sharing them: the
+    load grows by SPLIT_FIXUP_K k-steps a block beyond the first, a tile."""
+    assert model.split_fixup(20, 292, 8, 528, 32, 256) == model.SPLIT_FIXUP_K * (528 / 20 - 1) * 2 * 32 * 256
+    assert model.split_fixup(20, 16, 8, 528, 32, 256) == model.SPLIT_FIXUP_K * (40 / 20 - 1) * 2 * 32 * 256
+    assert model.split_fixup(20, 8, 8, 528, 32, 256) == 0.0  # one k-step a tile: one block each
+    assert model.split_fixup(0, 4096, 8, 528, 32, 256) == 0.0  # no tail
+    fused = _warptile(SCHEDULE="split_fused", BM=32, BN=256, WARPS_M=1, WARPS_N=2, BK=8)
+    p = Problem(292, 292, 292)  # 20 tiles, all in the tail of 528 slots
+    with_tail, k = model.busiest_sm(fused, p, 4, 132).load, model.SPLIT_FIXUP_K
+    monkeypatch.setattr(model, "SPLIT_FIXUP_K", 0.0)
+    without = model.busiest_sm(fused, p, 4, 132).load
+    assert k > 0 and with_tail - without == pytest.approx(k * (528 / 20 - 1) * 2 * 32 * 256)
