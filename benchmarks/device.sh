@@ -14,13 +14,10 @@
 #                    autotune.matmul and every stored kernel in each form   -> logs/fuzz_SEED.txt
 #   fuzz-before N    the same fuzzer (no stored-kernel pass) with workspaces zeroed only when
 #                    made, as before the workspace fix                      -> logs/fuzz_before.txt
-#   padding          benchmarks/padding_probe.py: every stored kernel form with NaN past K in its
-#                    operands' rows                                     -> logs/padding.txt
 #   ozaki            the Ozaki/INT8 GPU tests, the check's and the route's included (each file under
 #                    a timeout: a kernel that hangs costs minutes, not the call), then
-#                    benchmarks/ozaki_gpu.py (4096 and 8192, 6-8 moduli, each stage's time) and
-#                    ozaki_curve_gpu.py (errors per input kind, 4096, and the count the check admits)
-#                                                      -> logs/ozaki_{tests,gpu,curve}.txt
+#                    benchmarks/ozaki_gpu.py (4096 and 8192, 6-8 moduli, each stage's time)
+#                                                      -> logs/ozaki_{tests,gpu}.txt
 #   cache            pack the compile cache into $OUT/cache.tar.xz (carry it as .fuzzcache.tar.xz)
 #   pytorch          autotune.pytorch on the device: its GPU tests, benchmarks/pytorch_layer.py (host
 #                    time per call and a linear layer, torch beside it), examples/pytorch_mlp.py
@@ -68,7 +65,7 @@ usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
     gpu-suite) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
-    gpu-tests|ozaki|pytorch|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel|cache|padding) ;;
+    gpu-tests|ozaki|pytorch|dispatch|untuned|candidates|search4096|sass|compile-stress|wheel|cache) ;;
     gpu-shard) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+/[0-9]+$ ]] || { echo "gpu-shard needs K/N" >&2; usage; } ;;
     fuzz) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz needs a count" >&2; usage; }
       j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
@@ -146,10 +143,6 @@ from autotune.cli import main
 sys.exit(main(sys.argv[1:]))' fuzz --problems "$count" --coverage 0 --shrink 2 --seconds 150 > "$L/fuzz_before.txt" 2>&1
       echo "exit $?" >> "$L/fuzz_before.txt"
       echo "fuzz-before $count: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_before.txt")" ;;
-    padding)
-      timeout "$(left)" python3 benchmarks/padding_probe.py > "$L/padding.txt" 2>&1
-      echo "exit $?" >> "$L/padding.txt"
-      echo "padding: $(grep -E '^padding probe' "$L/padding.txt")" ;;
     cache)  # in 15-MB parts (what comes back is at most 16 MB a file): cat them into .fuzzcache.tar.xz
       tar cJf - -C /tmp atcache $([ -d /tmp/cupycache ] && echo cupycache) | split -b 15M - "$OUT/cache.tar.xz.part-"
       echo "cache: $(ls /tmp/atcache/nvrtc | wc -l) files, $(du -ch "$OUT"/cache.tar.xz.part-* | tail -1 | cut -f1)" ;;
@@ -161,11 +154,8 @@ sys.exit(main(sys.argv[1:]))' fuzz --problems "$count" --coverage 0 --shrink 2 -
       timeout 150 python3 benchmarks/ozaki_gpu.py --sizes 4096 8192 --moduli 6 7 8 --kernels wgmma_tma wgmma \
         > "$L/ozaki_gpu.txt" 2>&1
       echo "exit $?" >> "$L/ozaki_gpu.txt"
-      timeout 150 python3 benchmarks/ozaki_curve_gpu.py --sizes 4096 > "$L/ozaki_curve.txt" 2>&1
-      echo "exit $?" >> "$L/ozaki_curve.txt"
       echo "ozaki: $(grep -E 'passed|failed|exit' "$L/ozaki_tests.txt" | tr '\n' ' ')"
-      grep -E '^[0-9]+\^3' "$L/ozaki_gpu.txt" | cut -c1-150
-      tail -12 "$L/ozaki_curve.txt" ;;
+      grep -E '^[0-9]+\^3' "$L/ozaki_gpu.txt" | cut -c1-150 ;;
     pytorch)
       timeout "$(left)" python3 -m pytest -q -p no:cacheprovider --durations=10 tests/device/test_pytorch_gpu.py \
         > "$L/pytorch_tests.txt" 2>&1

@@ -27,7 +27,7 @@ from ..kernels.limits import DeviceLimits
 # out, as tiny's groups) gets no estimate, and its start-up stays random.
 #
 # The constants were chosen on one landscape (warptile at 2048^3 on the H100: 1016 sampled points,
-# benchmarks/landscape.py) and checked on two others (4096^3, 8192x8192x1024); see notes/search.md.
+# benchmarks/landscape.py, in git at 5ca3e14) and checked on two others (4096^3, 8192x8192x1024); see notes/search.md.
 
 STAGE_COST = 40  # instructions per thread per pipeline stage besides FFMAs, fragment reads, copies
 FULL_WARPS = 8  # warps per SM past which more hide no more latency
