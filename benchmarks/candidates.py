@@ -106,6 +106,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=57, help="the draw's seed (default 57)")
     ap.add_argument("--out", type=Path, required=True, help="write the timings as JSON here")
     args = ap.parse_args()
+    if args.layouts and not args.draw:
+        ap.error("--layouts goes with --draw")
     if args.draw:
         SETS["draw"] = [t if args.layouts else t.split("_")[0] for t in draw(args.seed, args.draw)]
         args.sets = "draw"
