@@ -119,7 +119,7 @@ def sm_load(blocks: int, per_sm: int, sms: int) -> float:
 class Launch:
     """A plan's launch at one problem, as the model sees it."""
 
-    load: float  # the busiest SM's load (sm_load) times one block's padded FLOPs, + stream-K's `fixup`
+    load: float  # the busiest SM's load (sm_load) times one block's padded FLOPs, + the serial costs
     launches: int  # launches in the sequence, helpers included
     blocks: int  # blocks of the SGEMM kernels (a split launch's main kernel and tail)
     depth: float  # the depth of K one block sums, on average
@@ -156,13 +156,13 @@ def busiest_sm(plan: LaunchPlan, problem: Problem, per_sm: int, sms: int) -> Lau
     padded = 2.0 * (-(-M // tm) * tm) * (-(-N // tn) * tn) * K * problem.batch
     per_block = padded / sum(sizes)
     launches = sum(1 for step, _ in geo.launches if not step.beta_only or problem.beta != 0)
-    # A stream-K block visits tiles / blocks tiles or more, however short K is: at 4999 x 3489 x 14
-    # the H200's stream-K picks visited 6-8 tiles a block and ran 2.7-4x their prediction without
-    # it. The fit shapes rise with TILE_K up to 16 and are flat to 256 (notes/performance.md).
+    # A stream-K block visits tiles / blocks tiles or more, however short K is (4999 x 3489 x 14 on
+    # the H200: 6-8 a block, 2.7-4x the prediction without TILE_K; notes/performance.md).
+    streamed = stream_k(plan)
     tiles = -(-M // tm) * -(-N // tn) * problem.batch
-    visits = TILE_K * 2.0 * tm * tn * max(tiles / sum(sizes), 1.0) if stream_k(plan) else 0.0
+    visits = TILE_K * 2.0 * tm * tn * max(tiles / sum(sizes), 1.0) if streamed else 0.0
     load = sum(sm_load(b, per_sm, sms) for b in sizes) * (per_block + visits)
-    if stream_k(plan) and sizes:
+    if streamed:
         load += fixup(M, N, tm, tn, sizes[0])
     load += split_fixup(geo.values.get("TAIL", 0), K, k_step(plan), per_sm * sms, tm, tn)
     return Launch(load, launches, sum(sizes), per_block / (2.0 * tm * tn))
@@ -191,12 +191,12 @@ def fixup(M: int, N: int, tm: int, tn: int, g: int) -> float:
     if g <= 0 or tiles % g == 0:
         return 0.0
     shared = tiles % g + g if tiles > g else tiles
-    return FIXUP_K * max(g / shared - 1.0, 0.0) * 2.0 * tm * tn
+    return in_turn(FIXUP_K, g, shared, tm, tn)
 
 
 @functools.lru_cache(maxsize=4096)
 def k_step(plan: LaunchPlan) -> int:
-    """Return the plan's BK (the k-step a block's tail work is counted in), 1 where it has none."""
+    """Return the plan's BK (a split tail's k-step), 1 where it has none."""
     return int(dict(plan.env).get("BK", 1))
 
 
@@ -206,15 +206,18 @@ def split_fixup(tail: int, K: int, bk: int, slots: int, tm: int, tn: int) -> flo
     Args:
         tail: The tiles past the last whole wave that the tail's blocks share (the launch value
             TAIL of warptile's split schedules; 0 for every other plan).
-        slots: Resident blocks: the tail's min(slots, tail * cdiv(K, bk)) blocks share its tiles.
+        slots: Resident blocks: min(slots, tail * cdiv(K, bk)) share the tail.
     """
-    # Without it 32-row split tiles measured at deep K (137x2112x3520: 12 blocks a tile) were
-    # chosen at small and transposed shapes where 20-30 blocks share a tile, predicted 2-4x low;
-    # 2 k-steps a block is the best of 0-16 on the transposed draws 57-59 (notes/performance.md).
+    # Without it 32-row split tiles measured at deep K (12 blocks a tile) were chosen where 20-30
+    # share a tile, predicted 2-4x low (notes/performance.md has SPLIT_FIXUP_K's judgment).
     if tail <= 0:
         return 0.0
-    blocks = min(slots, tail * -(-K // bk))
-    return SPLIT_FIXUP_K * max(blocks / tail - 1.0, 0.0) * 2.0 * tm * tn
+    return in_turn(SPLIT_FIXUP_K, min(slots, tail * -(-K // bk)), tail, tm, tn)
+
+
+def in_turn(k_steps: float, blocks: int, tiles: int, tm: int, tn: int) -> float:
+    """Return the load of `blocks` sharing `tiles` tiles, k_steps a block past one, in turn."""
+    return k_steps * max(blocks / tiles - 1.0, 0.0) * 2.0 * tm * tn
 
 
 def foreign(measured: Problem, problem: Problem) -> float:

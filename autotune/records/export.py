@@ -62,9 +62,11 @@ _C_ARGS = {
     "TMAP_B": "tmap_b",
 }
 assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS + LONGS + TENSOR_MAPS)
-_PLAN_FIELDS = (
+# The plan struct's fields and the launch values they hold (0 where a plan has none); tail, a
+# split tail's tiles, is read by the dispatching header's model.
+_PLAN_FIELDS = {f: f for f in (
     "ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "pack_c", "pack_c_at", "pitch_c", "tail_first",
-)  # fmt: skip
+)} | {"tail": "TAIL"}  # fmt: skip
 
 
 # What text may keep as it is in a header's comments and string literals: printable ASCII but the
@@ -118,8 +120,7 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
         PACKS_C=plan.packs_c,
         VALUES=values,
         STEPS=steps,
-        # tail: the tiles a split schedule's tail shares (the dispatching header's model reads it)
-        FIELDS=[(f, f if f in names else "0") for f in _PLAN_FIELDS] + [("tail", "TAIL" if "TAIL" in names else "0")],
+        FIELDS=[(f, v if v in names else "0") for f, v in _PLAN_FIELDS.items()],
         SMEM_KERNELS=[s["kernel"] for s in steps if s["dynamic_smem"]],
         TENSOR_MAPS=plan.tensor_maps,
         # (floats along a stored row, rows) of A and B as stored, in the launcher's m, n, k

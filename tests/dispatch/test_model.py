@@ -168,8 +168,6 @@ def test_the_copy_of_c_in_counts_as_a_launch_only_with_beta():
 
 
 def test_a_stream_k_owner_pays_for_its_peers_partials():
-    from autotune.dispatch import model
-
     assert model.fixup(128, 128, 64, 128, 396) == model.FIXUP_K * (396 / 2 - 1) * 2 * 64 * 128
     assert model.fixup(128 * 396, 128, 128, 128, 396) == 0.0  # whole waves: no tile shared
     assert model.fixup(128 * 400, 128, 128, 128, 396) == 0.0  # 400 tiles shared by 396: none by two
