@@ -8,6 +8,7 @@ and the best measured candidate (the bound on any choice).
     python benchmarks/judge_model.py a.json b.json   # two runs' sets, pooled
     python benchmarks/judge_model.py FILE --set SHARING=0.75 --set LAUNCH_US=2   # other constants
     python benchmarks/judge_model.py FILE --grid          # the search its constants were chosen by
+    python benchmarks/judge_model.py FILE --measure 3     # a first call timing 3 likeliest and cuBLAS
 
 The candidates are the ones the stored results give (`table._Table._candidates`) that the file
 timed: records added after that run are left out, so the choice is among what was measured. To
@@ -77,12 +78,27 @@ def judge(table, rows: list[dict], verbose: bool = False) -> tuple[float, float,
     return statistics.geometric_mean(chosen), min(chosen), statistics.geometric_mean(best), min(best)
 
 
+def judge_measured(table, rows: list[dict], count: int) -> tuple[float, float]:
+    """(geometric mean, lowest) x cuBLAS of the fastest of the model's `count` likeliest and cuBLAS."""
+    # What dispatch/measure.py keeps at a first call, by the file's times (kernel times alone).
+    got = []
+    for r in rows:
+        p, ms = Problem.parse(r["shape"]), r["ms"]
+        cands = [c for s, f in table._pool(p) for c in table._candidates(s, f, p, None) if timed_name(c.what[2], ms)]
+        names = list(
+            dict.fromkeys(timed_name(c.what[2], ms) for c in sorted(cands, key=lambda c: c.predict_ms(p, table.roof)))
+        )
+        got.append(ms["cublas"] / min([ms["cublas"]] + [ms[n] for n in names[:count]]))
+    return statistics.geometric_mean(got), min(got)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", type=Path, nargs="+", help="benchmarks/candidates.py outputs (their rows are pooled)")
     ap.add_argument("--results", default="results", help="results folder (default ./results)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a model constant")
     ap.add_argument("--grid", action="store_true", help="rank the constant sets of GRID on the fit shapes")
+    ap.add_argument("--measure", type=int, metavar="N", help="also the fastest of N likeliest and cuBLAS")
     ap.add_argument("-v", "--verbose", action="store_true", help="one line a shape")
     args = ap.parse_args()
     datas = [json.loads(f.read_text()) for f in args.files]
@@ -115,6 +131,9 @@ def main() -> int:
         g, lo, bg, blo = judge(table, got, args.verbose)
         print(f"{name}: chosen {g:.3f}x cuBLAS (lowest {lo:.2f}x), best candidate {bg:.3f}x (lowest {blo:.2f}x), "
               f"{len(got)} shapes")  # fmt: skip
+        if args.measure:
+            mg, mlo = judge_measured(table, got, args.measure)
+            print(f"{name}: the fastest of {args.measure} likeliest and cuBLAS {mg:.3f}x (lowest {mlo:.2f}x)")
     return 0
 
 

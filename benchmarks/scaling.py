@@ -22,7 +22,7 @@ worker's GPU, Optuna's ask and tell on the worker's main thread and the database
 The costs are drawn from measurements, not assumed:
 
 - a compile's and a GPU call's seconds: every one of autotune's warptile searches in
-  vs_kernel_tuner.py runs (its `each` lists, H100, 16 cores);
+  vs_kernel_tuner.py runs (its `each` lists, H100, 16 cores; the script is in git at e8529ef);
 - the start-up phases: runs' `startup.txt` (H100 host);
 - the trial loop's host seconds per trial and the database server's CPU seconds per trial,
   each as a function of the trials already in the study: `measure` on this machine.

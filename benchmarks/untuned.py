@@ -48,6 +48,8 @@ SHAPES = [
     "8192x8192x128", "6000x1000x3000", "1000x6000x3000", "33x33x33", "300x400x500", "2048x8192x1024",
 ]  # fmt: skip
 ROUNDS, WARMUP = 5, 3
+# The batches of the issue that found them 0.28-0.60x cupy.matmul, first in every batch draw.
+KNOWN_BATCHES = ["384x384x64_b96", "384x64x384_b96", "64x64x64_b512", "1024x1024x128_b12"]
 
 
 def gpu_ms(fn, reps: int) -> float:
@@ -105,6 +107,25 @@ def draw(seed: int, count: int) -> list[str]:
     return shapes
 
 
+def drawn_batches(seed: int, count: int) -> list[Problem]:
+    """Return a seeded draw of attention QK^T (nt) and PV (nn) batches and of many small matrices."""
+    rng = random.Random(seed)
+    out = [Problem.parse(s) for s in KNOWN_BATCHES]
+    while len(out) < count:
+        kind = rng.choice(["qk", "pv", "small"])
+        if kind == "small":
+            m, n, k = (rng.choice([8, 16, 24, 32, 48, 64, 96, 128]) for _ in range(3))
+            out.append(Problem(m, n, k, batch=rng.choice([256, 1024, 4096])))
+            continue
+        heads = rng.choice([12, 16, 32, 96]) * rng.choice([1, 2, 8])
+        seq, d = rng.choice([128, 197, 256, 512, 1024, 2048]), rng.choice([64, 80, 128])
+        if kind == "qk":  # Q (seq x d) @ K^T: K stored (seq x d), read transposed
+            out.append(Problem(seq, seq, d, "nt", heads))
+        else:  # softmax(QK^T) (seq x seq) @ V (seq x d)
+            out.append(Problem(seq, d, seq, "nn", heads))
+    return out
+
+
 def measure(problem: Problem, table, slug: str, arch: str) -> dict:
     M, N, K = problem.M, problem.N, problem.K
     ta, tb = problem.trans
@@ -122,6 +143,7 @@ def measure(problem: Problem, table, slug: str, arch: str) -> dict:
     calls = {
         "model": lambda: chosen(a, b, out),
         "nearest": lambda: nearest(a, b, out),
+        "matmul": lambda: autotune.matmul(a, b, out=out),  # its first call (here) times its contenders
         "cublas": lambda: cp.matmul(a, b, out=out),
     }
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
@@ -153,10 +175,19 @@ def measure(problem: Problem, table, slug: str, arch: str) -> dict:
         "nearest": nearest.config.name,
         "nearest_shape": near[0].name,
         "ms": med,
-        "x_cublas": {"model": med["cublas"] / med["model"], "nearest": med["cublas"] / med["nearest"]},
+        "matmul": repr(matmul_kernel(problem)),
+        "x_cublas": {k: med["cublas"] / med[k] for k in ("model", "nearest", "matmul")},
         "graph_ms": graph,
         "reps": reps,
     }
+
+
+def matmul_kernel(problem: Problem):
+    """Return what autotune.matmul settled on for the problem (its first call timed the contenders)."""
+    dev = cp.cuda.Device().id
+    table = dispatch_table.table_for(None, api._device_props(dev)[0])
+    return next((k for key, k in table.settled.items() if key[1:5] == (problem.M, problem.N, problem.K, problem.layout)
+                 and key[5] == problem.batch), None)  # fmt: skip
 
 
 def main() -> int:
@@ -175,8 +206,6 @@ def main() -> int:
     tuned = {shape for shape, _ in table.records}
     rows = []
     if args.batches:
-        from pool_choices import drawn_batches  # (benchmarks/ is this script's folder)
-
         shapes = [p.name for p in drawn_batches(args.seed, args.batches)]
     else:
         shapes = draw(args.seed, args.draw) if args.draw else args.shapes.split(",") if args.shapes else SHAPES
@@ -190,10 +219,11 @@ def main() -> int:
         x = row["x_cublas"]
         cublas = row["ms"]["cublas"]
         g = row["graph_ms"]["model"]
-        print(f"{row['shape']:>16}  model {x['model']:5.2f}x  nearest {x['nearest']:5.2f}x  cuBLAS {cublas:.4f} ms"
+        print(f"{row['shape']:>16}  model {x['model']:5.2f}x  nearest {x['nearest']:5.2f}x  matmul {x['matmul']:5.2f}x"
+              f"{' (cuBLAS)' if 'Cublas' in row['matmul'] else ''}  cuBLAS {cublas:.4f} ms"
               f"  model GPU-only {1e3 * g if g else math.nan:8.1f} us"
               f"  ({row['model_source']})", flush=True)  # fmt: skip
-    for key in ("model", "nearest"):
+    for key in ("model", "nearest", "matmul"):
         xs = [r["x_cublas"][key] for r in rows]
         if xs:
             geo = statistics.geometric_mean(xs)

@@ -99,6 +99,7 @@ class _Table:
         # A shape's (beta 0) measured routes beside its families: name -> entry (records/fields.py).
         self.routes: dict[Problem, dict] = routes or {}
         self.choices: dict[tuple, Kernel] = {}
+        self.settled: dict[tuple, object] = {}  # matmul's choices once its first call timed them (measure.py)
         self.plans: dict[str, object] = {}  # config name -> its launch plan (the model's)
         self.shortcuts: dict[tuple, object] = {}  # shortcut.key -> shortcut.Shortcut
         self.fresh_until = 0.0  # time.monotonic() until which the folder is not looked at again
@@ -183,6 +184,28 @@ class _Table:
             return None
         shape, entry, cfg = best[0].what
         return shape, entry, cfg, best[1]
+
+    def likeliest(self, problem: Problem, limits: DeviceLimits | None, count: int) -> list[Config]:
+        """Return the `count` distinct configs predicted fastest at `problem`, fastest first.
+
+        Empty for a shape with its own record (its best entry runs it: `choose`) or that none can run.
+        """
+        found = self.choose(problem, None, limits) if count > 0 else None
+        if found is None or found[3] is None:
+            return []
+        cands = [c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, None, limits)]
+        picked: dict[str, Config] = {}
+        for c in sorted(cands, key=lambda c: c.predict_ms(problem, self.roof)):
+            picked.setdefault(c.what[2].name, c.what[2])
+            if len(picked) == count:
+                break
+        return list(picked.values())
+
+    def settle(self, key: tuple, kernel) -> None:
+        """Keep matmul's timed choice for `key`, dropping the oldest past _CHOICES_MAX."""
+        if len(self.settled) >= _CHOICES_MAX:
+            del self.settled[next(iter(self.settled))]
+        self.settled[key] = kernel
 
     def _candidates(self, shape: Problem, fams: dict, problem: Problem, family: str | None, limits=None):
         """Yield a model.Candidate for each of `shape`'s entries that may run `problem`."""

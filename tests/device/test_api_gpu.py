@@ -350,3 +350,63 @@ def test_cupy_calls_and_batches_seen_before_take_the_short_road_and_stay_right(t
         want = t.double() @ torch.as_tensor(w, device="cuda").double()
         assert float((got - want).norm() / want.norm()) < 1e-5
     assert any(isinstance(c, shortcut.TorchShortcut) and c.batch == 4 for c in table.shortcuts.values())
+
+
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_cublas_behind_a_kernels_launch_is_right_in_each_layout_batch_and_pitch(layout):
+    # What a first call may keep (dispatch/measure.py): the same placement as the kernels, padded
+    # pitches, a column-major C, a broadcast batch, beta != 0.
+    from autotune.dispatch import api, measure
+
+    ta, tb = layout[0] == "t", layout[1] == "t"
+    cub = measure.CublasKernel(api._choose(0, Problem(67, 45, 33, layout)))
+    rng = cp.random.default_rng(7)
+
+    def stored(rows, cols, trans, lead=()):  # op(X) = rows x cols, stored as the layout says, padded
+        x = rng.random((*lead, *((cols, rows + 3) if trans else (rows, cols + 3))), dtype=cp.float32) - 0.5
+        x = x[..., :cols] if not trans else x[..., :rows]
+        return x.swapaxes(-1, -2) if trans else x
+
+    for lead_a, lead_b in (((), ()), ((3,), (3,)), ((3,), ())):
+        a, b = stored(67, 33, ta, lead_a), stored(33, 45, tb, lead_b)
+        lead = lead_a or lead_b
+        outs = [rng.random((*lead, 67, 48), dtype=cp.float32)[..., :45]]
+        if not lead:
+            outs.append(cp.asfortranarray(rng.random((67, 45), dtype=cp.float32)))
+        for c in outs:
+            c0 = c.copy()
+            cub(a, b, c, 1.5, -0.5)
+            want = _ref(a, b, c0, 1.5, -0.5)
+            assert float(cp.linalg.norm(c - want) / cp.linalg.norm(want)) < 1e-6, (lead_a, lead_b, c.strides)
+
+
+def test_a_first_call_with_beta_adds_c_once_and_a_captured_first_call_replays_right(monkeypatch):
+    # The first call of a new shape times its contenders: into a scratch C when beta != 0, so the
+    # caller's C is scaled once; a call being captured into a CUDA graph is not timed.
+    from autotune.dispatch import api, measure
+
+    monkeypatch.setenv(measure.ENV, "1")
+
+    rng = cp.random.default_rng(8)
+    for M, N, K in ((97, 61, 45), (1, 300, 70), (257, 129, 3)):
+        a = rng.random((M, K), dtype=cp.float32) - 0.5
+        b = rng.random((K, N), dtype=cp.float32) - 0.5
+        c = rng.random((M, N), dtype=cp.float32) - 0.5
+        for _ in range(2):  # the first call times, the second is settled
+            out = c.copy()
+            autotune.matmul(a, b, out=out, alpha=2.0, beta=-1.0)
+            want = _ref(a, b, c, 2.0, -1.0)
+            assert float(cp.linalg.norm(out - want) / cp.linalg.norm(want)) < 1e-5, (M, N, K)
+    a = rng.random((83, 59), dtype=cp.float32) - 0.5
+    b = rng.random((59, 71), dtype=cp.float32) - 0.5
+    out = cp.empty((83, 71), dtype=cp.float32)
+    stream = cp.cuda.Stream(non_blocking=True)
+    api._choose(0, Problem(83, 71, 59))  # the model's pick compiled and checked before the capture
+    with stream:
+        stream.begin_capture()
+        autotune.matmul(a, b, out=out)
+        graph = stream.end_capture()
+        graph.launch(stream)
+        stream.synchronize()
+    want = _ref(a, b)
+    assert float(cp.linalg.norm(out - want) / cp.linalg.norm(want)) < 1e-5
