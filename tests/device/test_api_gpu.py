@@ -401,8 +401,11 @@ def test_a_first_call_with_beta_adds_c_once_and_a_captured_first_call_replays_ri
     b = rng.random((59, 71), dtype=cp.float32) - 0.5
     out = cp.empty((83, 71), dtype=cp.float32)
     stream = cp.cuda.Stream(non_blocking=True)
-    api._choose(0, Problem(83, 71, 59))  # the model's pick compiled and checked before the capture
+    pick = api._choose(0, Problem(83, 71, 59))
     with stream:
+        pick(a, b, out)  # compiled, checked and its workspace on this stream made before the capture
+        stream.synchronize()
+        out.fill(cp.nan)
         stream.begin_capture()
         autotune.matmul(a, b, out=out)
         graph = stream.end_capture()
