@@ -94,8 +94,11 @@ def _choose(dev: int, problem: Problem, family: str | None = None, results: str 
     return kernel
 
 
-def _settled(ops, problem: Problem, alpha: float, beta: float):
-    """Return matmul's kernel for the call: the fastest of its first call's timing (measure.py)."""
+def _settled(ops, problem: Problem, alpha: float, beta: float) -> tuple[Any, bool]:
+    """Return (matmul's kernel for the call, whether it is settled): a first call's fastest.
+
+    Not settled: a call captured into a CUDA graph, which runs the model's pick untimed (measure.py).
+    """
     # A dict lookup once settled. The first call of a key times the model's likeliest kernels
     # and cuBLAS on its own operands; a call being captured into a CUDA graph, which cannot be
     # timed, runs the model's pick and leaves the choice to the next call.
@@ -106,12 +109,12 @@ def _settled(ops, problem: Problem, alpha: float, beta: float):
     key = (dev, p.M, p.N, p.K, p.layout, p.batch, p.beta != 0, p.precision)
     kernel = table.settled.get(key)
     if kernel is not None:
-        return kernel
+        return kernel, True
     kernel = _choose(dev, problem)
     count = measure.kernels_to_time()
     if count and not getattr(kernel, "routed", False) and min(p.M, p.N, p.K) > 0:
         if measure.capturing(ops.stream):
-            return kernel
+            return kernel, False
         contenders = [kernel]
         for cfg in table.likeliest(problem, _device_limits(dev, arch), count):
             if len(contenders) < count and cfg.name != kernel.config.name:
@@ -123,7 +126,7 @@ def _settled(ops, problem: Problem, alpha: float, beta: float):
         contenders.append(measure.CublasKernel(kernel, " (timed fastest at the first call)"))
         kernel = measure.fastest(contenders, ops, alpha, beta)[0]
     table.settle(key, kernel)
-    return kernel
+    return kernel, True
 
 
 def _kernel_or(fallback, cfg: Config, dev: int, arch: str, source: str) -> Kernel:
@@ -304,9 +307,9 @@ def matmul(
         if precision not in PRECISIONS:
             raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         ops = arrays.prepare(A, B, out, beta, trans_a, trans_b)
-        kernel = _settled(ops, _problem(ops.M, ops.N, ops.K, ops.layout, ops.batch, beta, precision), alpha, beta)
+        kernel, done = _settled(ops, _problem(ops.M, ops.N, ops.K, ops.layout, ops.batch, beta, precision), alpha, beta)
         result = kernel._launch(ops, alpha, beta)
-        if key is not None and shortcut.fits(A, B, ops, kernel):  # the next such call skips placement and choice
+        if key is not None and done and shortcut.fits(A, B, ops, kernel):  # the next skips placement and choice
             shortcut.remember(table, key, shortcut.made(A, kernel, ops))
         return result
     except RuntimeError as exc:  # free when nothing is raised: a call costs no check of the device

@@ -166,14 +166,15 @@ def settled(monkeypatch):
 def test_a_new_shapes_first_call_times_the_likeliest_and_cublas_then_keeps_the_winner(settled, monkeypatch):
     monkeypatch.setenv(measure.ENV, "3")
     p = Problem(64, 48, 32)
-    got = api._settled(_ops(), p, 1.0, 0.0)
+    got, settled_now = api._settled(_ops(), p, 1.0, 0.0)
+    assert settled_now
     timed = {name for name, _ in settled.log}
     assert timed == {"pick", "second", "third", "cublas"}  # three of the model's, not the fourth
     assert got.config.name == "cublas"
     settled.log.clear()
-    assert api._settled(_ops(), p, 1.0, 0.0) is got and not settled.log  # a lookup after
+    assert api._settled(_ops(), p, 1.0, 0.0) == (got, True) and not settled.log  # a lookup after
     settled.times["third"] = 1.0
-    assert api._settled(_ops(), Problem(64, 48, 33), 1.0, 0.0).config.name == "third"
+    assert api._settled(_ops(), Problem(64, 48, 33), 1.0, 0.0)[0].config.name == "third"
 
 
 def test_a_captured_call_runs_the_models_pick_untimed_and_the_next_call_times(settled, monkeypatch):
@@ -181,15 +182,16 @@ def test_a_captured_call_runs_the_models_pick_untimed_and_the_next_call_times(se
     ops = _ops()
     ops.stream = SimpleNamespace(is_capturing=lambda: True)
     p = Problem(64, 48, 32)
-    assert api._settled(ops, p, 1.0, 0.0).config.name == "pick" and not settled.log
-    assert api._settled(_ops(), p, 1.0, 0.0).config.name == "cublas"
+    got, settled_now = api._settled(ops, p, 1.0, 0.0)
+    assert got.config.name == "pick" and not settled_now and not settled.log
+    assert api._settled(_ops(), p, 1.0, 0.0)[0].config.name == "cublas"
 
 
 def test_by_default_the_models_pick_runs_untimed_and_one_meets_cublas_alone(settled, monkeypatch):
     monkeypatch.delenv(measure.ENV, raising=False)
-    assert api._settled(_ops(), Problem(64, 48, 32), 1.0, 0.0).config.name == "pick" and not settled.log
+    assert api._settled(_ops(), Problem(64, 48, 32), 1.0, 0.0)[0].config.name == "pick" and not settled.log
     monkeypatch.setenv(measure.ENV, "1")
-    assert api._settled(_ops(), Problem(64, 48, 31), 1.0, 0.0).config.name == "cublas"
+    assert api._settled(_ops(), Problem(64, 48, 31), 1.0, 0.0)[0].config.name == "cublas"
     assert {name for name, _ in settled.log} == {"pick", "cublas"}
 
 
