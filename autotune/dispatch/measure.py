@@ -85,12 +85,15 @@ def _cublas():
         import ctypes
 
         import cupy_backends.cuda.libs.cublas  # noqa: F401 - loads libcublas into the process
+        from cupy_backends.cuda.api import runtime
 
-        with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "/libcublas.so" in line}
-        if not paths:
-            raise RuntimeError("libcublas is not loaded in this process")
-        lib = ctypes.CDLL(sorted(paths)[0])
+        try:
+            with open("/proc/self/maps") as maps:
+                paths = sorted({line.split()[-1] for line in maps if "/libcublas.so" in line})
+        except OSError:
+            paths = []
+        # Else by its soname, which the loader matches to the one loaded (an OSError: no cuBLAS contender).
+        lib = ctypes.CDLL(paths[0] if paths else f"libcublas.so.{runtime.runtimeGetVersion() // 1000}")
         p, i, f, ll = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctypes.c_longlong
         lib.cublasCreate_v2.argtypes = [ctypes.POINTER(p)]
         lib.cublasSetStream_v2.argtypes = [p, p]
