@@ -25,6 +25,7 @@ MAX_KERNELS = 8
 # Each contender is timed for about BUDGET_MS (at most MAX_REPS launches) in each of ROUNDS
 # interleaved rounds, its least time kept: a few ms a first call beyond its compiles.
 BUDGET_MS = 1.0
+LONG_MS = 10.0  # a contender slower than this times steadily: one round, one run
 MAX_REPS = 20
 ROUNDS = 3
 _INT_MAX = 2**31 - 1  # cuBLAS's m, n, k and leading dimensions are 32-bit ints
@@ -234,7 +235,9 @@ def fastest(contenders: list, ops, alpha: float, beta: float, timer=None) -> tup
     runs = [run_of(k) for k in contenders]
     times = [float("inf")] * len(contenders)
     refused = set()
-    for _ in range(ROUNDS):
+    for round_ in range(ROUNDS):
+        if round_ and min(times) > LONG_MS:
+            break
         for i, run in enumerate(runs):
             if i in refused:
                 continue
@@ -260,6 +263,8 @@ def _event_ms(run, stream) -> float:
     e1.record(stream)
     e1.synchronize()
     once = cp.cuda.get_elapsed_time(e0, e1)
+    if once >= LONG_MS:
+        return once
     reps = int(min(MAX_REPS, max(1, BUDGET_MS / max(once, 1e-3))))
     e0.record(stream)
     for _ in range(reps):

@@ -131,6 +131,14 @@ def test_the_fastest_contender_is_kept_and_timed_on_the_calls_own_c_with_beta_ze
     assert len(log) == measure.ROUNDS * 3  # each contender in each round
 
 
+def test_contenders_slower_than_long_ms_are_timed_in_one_round():
+    log = []
+    kernels = [_Fake(n, log) for n in ("pick", "cublas")]
+    slow = measure.LONG_MS * 2
+    got, _ = measure.fastest(kernels, _ops(), 1.0, 0.0, _timer(log, {"pick": slow, "cublas": slow * 1.5}))
+    assert got is kernels[0] and len(log) == 2
+
+
 def test_a_contender_that_raises_is_left_out_and_the_picks_error_is_raised():
     log = []
     kernels = [_Fake(n, log) for n in ("pick", "cublas")]
