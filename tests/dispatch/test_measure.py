@@ -212,3 +212,13 @@ def test_the_likeliest_configs_are_distinct_the_models_pick_first_and_none_for_a
         assert table.likeliest(shape, None, 0) == []
     tuned = table.records[0][0]
     assert table.choose(tuned, None)[3] is None and table.likeliest(tuned, None, 3) == []
+
+
+def test_no_room_to_time_leaves_the_models_pick_settled(settled, monkeypatch):
+    monkeypatch.setenv(measure.ENV, "1")
+
+    def full(*args):
+        raise MemoryError("out of memory allocating the scratch C")
+
+    monkeypatch.setattr(measure, "fastest", full)
+    assert api._settled(_ops(), Problem(64, 48, 30), 1.0, 0.5) == (api._choose(0, None), True)
