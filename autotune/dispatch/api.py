@@ -116,7 +116,7 @@ def _settled(ops, problem: Problem, alpha: float, beta: float) -> tuple[Any, boo
         if measure.capturing(ops.stream):
             return kernel, False
         contenders = [kernel]
-        for cfg in table.likeliest(problem, _device_limits(dev, arch), count):
+        for cfg in table.likeliest(problem, _device_limits(dev, arch), count) if count > 1 else ():
             if len(contenders) < count and cfg.name != kernel.config.name:
                 try:
                     how = f"of the {count} the model predicts fastest here on {slug}, timed fastest at the first call"

@@ -146,8 +146,7 @@ class CublasLaunch:
         tb, ta, m, n, k, ldb, lda, ldc = args
         pa, pb, pc = address(a), address(b), address(c)
         stream = stream if stream is not None else current()
-        dev = device()
-        handle = _HANDLES.by_device.get(dev) or _handle(dev)
+        handle = _handle(device())
         _check(lib.cublasSetStream_v2(handle, stream.ptr), "setStream")
         one, other = c_float(alpha), c_float(beta)  # host scalars: read before the call returns
         if batch == 1:

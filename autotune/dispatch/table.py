@@ -156,6 +156,20 @@ class _Table:
         Below the highest precision the shape's FP32 record is the tier's own too (its kernels meet
         every contract): the faster of the two records' best entries serves.
         """
+        own = self._own(problem, family, limits)
+        if own is not None:
+            return own
+        candidates = [
+            c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, family, limits)
+        ]
+        best = model.fastest(candidates, problem, self.roof)
+        if best is None:
+            return None
+        shape, entry, cfg = best[0].what
+        return shape, entry, cfg, best[1]
+
+    def _own(self, problem: Problem, family: str | None, limits: DeviceLimits | None):
+        """Return `choose`'s answer from the problem's own record (predicted ms None), or None."""
         # The shape's own records: those timed with beta 0 or not, as this call, first.
         same = problem.with_beta(0.0)
         exact = [
@@ -176,22 +190,14 @@ class _Table:
             if picks:
                 _, shape, entry, cfg = max(picks, key=lambda p: p[0])
                 return shape, entry, cfg, None
-        candidates = [
-            c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, family, limits)
-        ]
-        best = model.fastest(candidates, problem, self.roof)
-        if best is None:
-            return None
-        shape, entry, cfg = best[0].what
-        return shape, entry, cfg, best[1]
+        return None
 
     def likeliest(self, problem: Problem, limits: DeviceLimits | None, count: int) -> list[Config]:
         """Return the `count` distinct configs predicted fastest at `problem`, fastest first.
 
         Empty for a shape with its own record (its best entry runs it: `choose`) or that none can run.
         """
-        found = self.choose(problem, None, limits) if count > 0 else None
-        if found is None or found[3] is None:
+        if count <= 0 or self._own(problem, None, limits) is not None:
             return []
         cands = [c for shape, fams in self._pool(problem) for c in self._candidates(shape, fams, problem, None, limits)]
         picked: dict[str, Config] = {}
