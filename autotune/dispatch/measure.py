@@ -2,10 +2,10 @@
 
 The model (dispatch/model.py) ranks the stored configs for a shape nobody tuned; its pick was
 0.67-0.85x cuBLAS's kernel time over seeded draws on the H200, the faster of it and cuBLAS
-1.03-1.10x (of its three likeliest and cuBLAS 1.05-1.12x; notes/performance.md). With
-$AUTOTUNE_MEASURE=N the first call of each (shape, layout, batch, beta, tier) times the model's N
-likeliest kernels and cuBLAS on the call's own operands, and the calls after it run the winner, as
-cudnn.benchmark does. Unset or 0: the model's pick, untimed.
+1.03-1.10x (of its three likeliest and cuBLAS 1.05-1.12x; notes/performance.md). The first call
+of each (shape, layout, batch, beta, tier) times the model's N likeliest kernels ($AUTOTUNE_MEASURE,
+default 1: the pick alone) and cuBLAS on the call's own operands, and the calls after it run the
+winner, as cudnn.benchmark does. 0: the model's pick, untimed.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from ..records.fields import shown
 from .kernel import Kernel
 
 ENV = "AUTOTUNE_MEASURE"
-# Off until the GPU suite and the fuzzer have run with it on; then 1 (each more is compiled and
-# checked at a first call, seconds with a cold cache, for 2-3% over the draws above).
-DEFAULT_KERNELS = 0
+# The pick against cuBLAS: each kernel more is compiled and checked at a first call (seconds with a
+# cold cache) for 2-3% over the draws above.
+DEFAULT_KERNELS = 1
 MAX_KERNELS = 8
 # Each contender is timed for about BUDGET_MS (at most MAX_REPS launches) in each of ROUNDS
 # interleaved rounds, its least time kept: a few ms a first call beyond its compiles.
@@ -34,8 +34,8 @@ _INT_MAX = 2**31 - 1  # cuBLAS's m, n, k and leading dimensions are 32-bit ints
 def kernels_to_time() -> int:
     """Return how many of the model's likeliest kernels a first call times ($AUTOTUNE_MEASURE).
 
-    Unset, "" or "0": none, and not cuBLAS either: each shape runs the model's pick. "1": the
-    model's pick timed against cuBLAS.
+    Unset, "" or "1": the model's pick timed against cuBLAS. "0": none, and not cuBLAS either:
+    each shape runs the model's pick.
 
     Raises:
         UserError: anything but a whole number 0-8.

@@ -74,7 +74,7 @@ def test_a_refused_call_runs_the_fallback_kernel_with_every_argument():
     ]
 
 
-@pytest.mark.parametrize(("value", "count"), [(None, 0), ("", 0), ("0", 0), ("1", 1), ("8", 8)])
+@pytest.mark.parametrize(("value", "count"), [(None, 1), ("", 1), ("0", 0), ("1", 1), ("8", 8)])
 def test_the_number_of_kernels_timed_comes_from_the_environment(monkeypatch, value, count):
     if value is None:
         monkeypatch.delenv(measure.ENV, raising=False)
@@ -195,12 +195,13 @@ def test_a_captured_call_runs_the_models_pick_untimed_and_the_next_call_times(se
     assert api._settled(_ops(), p, 1.0, 0.0)[0].config.name == "cublas"
 
 
-def test_by_default_the_models_pick_runs_untimed_and_one_meets_cublas_alone(settled, monkeypatch):
+def test_by_default_the_models_pick_meets_cublas_alone_and_zero_runs_it_untimed(settled, monkeypatch):
     monkeypatch.delenv(measure.ENV, raising=False)
-    assert api._settled(_ops(), Problem(64, 48, 32), 1.0, 0.0)[0].config.name == "pick" and not settled.log
-    monkeypatch.setenv(measure.ENV, "1")
     assert api._settled(_ops(), Problem(64, 48, 31), 1.0, 0.0)[0].config.name == "cublas"
     assert {name for name, _ in settled.log} == {"pick", "cublas"}
+    settled.log.clear()
+    monkeypatch.setenv(measure.ENV, "0")
+    assert api._settled(_ops(), Problem(64, 48, 32), 1.0, 0.0)[0].config.name == "pick" and not settled.log
 
 
 def test_the_likeliest_configs_are_distinct_the_models_pick_first_and_none_for_a_tuned_shape():
