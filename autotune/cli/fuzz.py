@@ -33,7 +33,7 @@ def add_parser(sub) -> None:
         description="Differential fuzzing of the dispatch on this GPU: random problems from every regime "
         "(few rows or columns, small K, tiny, general, large, batches, broadcast), layout, row pitch, "
         "offset, alpha and beta, data (integers whose result must be exact; NaN and Inf), precision tier, "
-        "out given or not (half the calls into a new output made twice: a call seen before), one after "
+        "out given or not (half the calls made twice: a call seen before), one after "
         "another and on two streams at once, through autotune.matmul; and "
         "each stored kernel in each layout and batching it can be built for, at shapes near its own. "
         "Each element is checked against the FP64 product within the worst-case rounding of its tier, "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -303,17 +304,17 @@ def matmul(
     arrays = gpu_arrays()
     try:
         table = key = None
-        if out is None and type(A) in (kinds := (arrays.NDARRAY, *types)) and type(B) in kinds:
-            table, key, cut = _shortcut_for(arrays, A, B, trans_a, trans_b, precision)
-            if cut is not None and beta == 0:
-                return cut(A, B, alpha)
+        if type(A) in (kinds := (arrays.NDARRAY, *types)) and type(B) in kinds and (out is None or type(out) in kinds):
+            table, key, cut = _shortcut_for(arrays, A, B, out, beta, trans_a, trans_b, precision)
+            if cut is not None and _plain(beta, out) and (got := cut(A, B, alpha, out, beta)) is not None:
+                return got
         if precision not in PRECISIONS:
             raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         ops = arrays.prepare(A, B, out, beta, trans_a, trans_b)
         kernel, done = _settled(ops, _problem(ops.M, ops.N, ops.K, ops.layout, ops.batch, beta, precision), alpha, beta)
         result = kernel._launch(ops, alpha, beta)
-        if key is not None and done and shortcut.fits(A, B, ops, kernel):  # the next skips placement and choice
-            shortcut.remember(table, key, shortcut.made(A, kernel, ops))
+        if key is not None and done and shortcut.fits(A, B, ops, kernel, out):  # the next skips placement and choice
+            shortcut.remember(table, key, shortcut.made(A, B, out, kernel, ops))
         return result
     except RuntimeError as exc:  # free when nothing is raised: a call costs no check of the device
         if (missing := _no_gpu(exc)) is None:
@@ -329,7 +330,7 @@ def cached_product(A, B, alpha: float, trans_a: bool, trans_b: bool, precision: 
     so the caller's own can wait for a miss; on a miss, call `matmul`.
     """
     try:
-        cut = _shortcut_for(gpu_arrays(), A, B, trans_a, trans_b, precision)[2]
+        cut = _shortcut_for(gpu_arrays(), A, B, None, 0.0, trans_a, trans_b, precision)[2]
         return None if cut is None else cut(A, B, alpha)
     except RuntimeError as exc:
         if (missing := _no_gpu(exc)) is None:
@@ -337,12 +338,19 @@ def cached_product(A, B, alpha: float, trans_a: bool, trans_b: bool, precision: 
         raise missing from exc
 
 
-def _shortcut_for(arrays, A, B, trans_a: bool, trans_b: bool, precision: str):
+def _shortcut_for(arrays, A, B, out, beta, trans_a: bool, trans_b: bool, precision: str):
     """Return (the results table, the call's shortcut key, the shortcut kept for it or None)."""
     dev = arrays.current_device()
     table = table_for(None, _device_props(dev)[0])
-    key = shortcut.key(A, B, trans_a, trans_b, precision, dev)
+    key = shortcut.key(A, B, out, beta, trans_a, trans_b, precision, dev)
     return table, key, table.shortcuts.get(key)
+
+
+def _plain(beta, out) -> bool:
+    """Whether the full road takes this beta: a finite number (Problem's check), 0 with no `out`."""
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)):
+        return False
+    return beta == 0 if out is None else math.isfinite(beta)
 
 
 def _no_gpu(exc: RuntimeError) -> NoGPUError | None:

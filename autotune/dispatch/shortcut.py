@@ -1,9 +1,10 @@
-"""The short road of `matmul` for two CuPy arrays or two torch tensors seen before: a cached launch.
+"""The short road of `matmul` for CuPy arrays or torch tensors seen before: a cached launch.
 
 A call with the same array types, shapes, strides, dtypes, devices, grad flags, 16-byte
-alignment, transposes and tier as one that the full road served without a copy runs the same
-kernel at the same pitches (and batch strides): the full road's checks and placement gave the
-same answer then.
+alignment, transposes, tier and beta zero or not as one that the full road served without a
+copy runs the same kernel at the same pitches (and batch strides): the full road's checks and
+placement gave the same answer then. A call into an `out` goes it while `out`'s bytes lie apart
+from A's and B's (the full road's overlap check, which depends on the addresses).
 """
 
 from __future__ import annotations
@@ -26,20 +27,22 @@ def compiling() -> bool:
     return sys.modules["torch"].compiler.is_compiling()
 
 
-def key(A, B, trans_a: bool, trans_b: bool, precision: str, dev: int) -> tuple:
-    """Return what decides the full road's answer for a new output (A and B both CuPy, or torch)."""
+def key(A, B, out, beta, trans_a: bool, trans_b: bool, precision: str, dev: int) -> tuple:
+    """Return what decides the full road's answer for A and B (both CuPy, or torch) and `out`."""
     # The pointers' alignment is in it (a misaligned operand may be copied, or read another way);
     # torch's grad flags too, so a tensor that requires grad keeps meeting the full road's refusal.
-    if type(A) is _ndarray():
-        a, b = A.data, B.data
-        return (
-            type(A), type(B), A.shape, A.strides, B.shape, B.strides, A.dtype, B.dtype,
-            a.device_id, b.device_id, a.ptr & 15, b.ptr & 15, trans_a, trans_b, precision, dev,
-        )  # fmt: skip
-    return (
-        type(A), type(B), A.shape, A.stride(), B.shape, B.stride(), A.dtype, B.dtype, A.device, B.device,
-        A.requires_grad, B.requires_grad, A.data_ptr() & 15, B.data_ptr() & 15, trans_a, trans_b, precision, dev,
-    )  # fmt: skip
+    # beta != 0 chooses another kernel (one that reads C).
+    return (*_form(A), *_form(B), _form(out), beta != 0, trans_a, trans_b, precision, dev)
+
+
+def _form(x) -> tuple:
+    """Return an array's type, shape, strides, dtype, device, grad flag and pointer mod 16."""
+    if x is None:
+        return ()
+    if type(x) is _ndarray():
+        data = x.data
+        return type(x), x.shape, x.strides, x.dtype, data.device_id, data.ptr & 15
+    return type(x), x.shape, x.stride(), x.dtype, x.device, x.requires_grad, x.data_ptr() & 15
 
 
 class _NoCupy:
@@ -52,73 +55,96 @@ def _ndarray() -> type:
 
 
 class Shortcut:
-    """One cached launch: a new output of the call's shape, then the kernel on A's and B's memory.
+    """One cached launch: the kernel on A's, B's and C's memory, C new or the call's `out`.
 
     A batch is one launch of every matrix at the full road's batch strides.
     """
 
-    __slots__ = ("K", "M", "N", "batch", "launch", "pitches", "shape", "strides")
+    __slots__ = ("K", "M", "N", "batch", "launch", "pitches", "shape", "spans", "strides")
 
-    def __init__(self, kernel, ops):
+    def __init__(self, kernel, ops, spans=None):
         self.M, self.N, self.K, self.pitches = ops.M, ops.N, ops.K, ops.pitches
         self.batch, self.strides, self.shape = ops.batch, ops.strides, tuple(ops.result.shape)
         self.launch = kernel._kernel.launch
+        # With an `out`: the byte extents of A, B and out from their pointers (their strides are
+        # in the key), for the full road's overlap check in two compares an operand.
+        self.spans = spans
 
-    def _run(self, a: int, b: int, c: int, alpha: float, stream) -> None:
-        self.launch(self.M, self.N, self.K, a, b, c, alpha, 0.0, stream, self.pitches, self.batch, self.strides)
+    def _apart(self, a: int, b: int, c: int) -> bool:
+        """Return whether C's bytes (at `c`) lie apart from A's (at `a`) and B's (at `b`)."""
+        (a_lo, a_hi), (b_lo, b_hi), (c_lo, c_hi) = self.spans
+        lo, hi = c + c_lo, c + c_hi
+        return (hi <= a + a_lo or a + a_hi <= lo) and (hi <= b + b_lo or b + b_hi <= lo)
+
+    def _run(self, a: int, b: int, c: int, alpha: float, beta: float, stream) -> None:
+        self.launch(self.M, self.N, self.K, a, b, c, alpha, beta, stream, self.pitches, self.batch, self.strides)
 
 
 class TorchShortcut(Shortcut):
-    """A Shortcut for torch tensors: the output torch's, on torch's current stream."""
+    """A Shortcut for torch tensors: a new output torch's, on torch's current stream."""
 
     __slots__ = ("empty", "f32", "stream")
 
-    def __init__(self, kernel, ops):
+    def __init__(self, kernel, ops, spans=None):
         import torch
 
         from .interop import torch_current_stream
 
-        super().__init__(kernel, ops)
+        super().__init__(kernel, ops, spans)
         self.empty, self.f32, self.stream = torch.empty, torch.float32, torch_current_stream
 
-    def __call__(self, A, B, alpha: float):
-        """Return alpha * op(A) @ op(B) in a new tensor, queued on torch's current stream."""
-        out = self.empty(self.shape, dtype=self.f32, device=A.device)
-        self._run(A.data_ptr(), B.data_ptr(), out.data_ptr(), alpha, self.stream(A.device))
+    def __call__(self, A, B, alpha: float, out=None, beta: float = 0.0):
+        """Return alpha * op(A) @ op(B) + beta * out, queued on torch's current stream, or None.
+
+        None (nothing queued): `out` overlaps A or B, which the full road tells apart.
+        """
+        a, b = A.data_ptr(), B.data_ptr()
+        if out is None:
+            out = self.empty(self.shape, dtype=self.f32, device=A.device)
+        elif not self._apart(a, b, out.data_ptr()):
+            return None
+        self._run(a, b, out.data_ptr(), alpha, beta, self.stream(A.device))
         return out
 
 
 class CupyShortcut(Shortcut):
-    """A Shortcut for CuPy arrays: the output from CuPy's pool, on CuPy's current stream."""
+    """A Shortcut for CuPy arrays: a new output from CuPy's pool, on CuPy's current stream."""
 
     __slots__ = ("cp",)
 
-    def __init__(self, kernel, ops):
+    def __init__(self, kernel, ops, spans=None):
         import cupy
 
-        super().__init__(kernel, ops)
+        super().__init__(kernel, ops, spans)
         self.cp = cupy
 
-    def __call__(self, A, B, alpha: float):
-        """Return alpha * op(A) @ op(B) in a new cupy.ndarray, queued on CuPy's current stream."""
+    def __call__(self, A, B, alpha: float, out=None, beta: float = 0.0):
+        """Return alpha * op(A) @ op(B) + beta * out, queued on CuPy's current stream, or None.
+
+        None (nothing queued): `out` overlaps A or B, which the full road tells apart.
+        """
         cp = self.cp
-        out = cp.empty(self.shape, dtype=cp.float32)
-        self._run(A.data.ptr, B.data.ptr, out.data.ptr, alpha, cp.cuda.get_current_stream())
+        a, b = A.data.ptr, B.data.ptr
+        if out is None:
+            out = cp.empty(self.shape, dtype=cp.float32)
+        elif not self._apart(a, b, out.data.ptr):
+            return None
+        self._run(a, b, out.data.ptr, alpha, beta, cp.cuda.get_current_stream())
         return out
 
 
-def fits(A, B, ops, kernel=None) -> bool:
-    """Whether the full road's operands are A, B and a new row-major output, in place and whole.
+def fits(A, B, ops, kernel=None, out=None) -> bool:
+    """Whether the full road's operands are A, B and a row-major C (new, or `out`), in place, whole.
 
-    Both operands of one kind (CuPy or torch), and `kernel` one launch (the Ozaki route,
-    dispatch/routes.Routed, is a check and its stages). A batch fits as one matrix does.
+    All of one kind (CuPy or torch), and `kernel` one launch (the Ozaki route, dispatch/routes.Routed,
+    is a check and its stages). A batch fits as one matrix does.
     """
     # Anything else (a copy, a swap for a column-major C, an empty product) stays on the full
     # road every time.
     cupy_kind = type(A) is _ndarray()
     if getattr(kernel, "routed", False) or ops.wrap is not None or min(ops.M, ops.N, ops.K) <= 0:
         return False
-    if cupy_kind != (type(B) is _ndarray()):
+    if len(kinds := {_kind(x) for x in (A, B, out) if x is not None}) != 1 or None in kinds:
         return False
     c = ops.result
     if cupy_kind:
@@ -137,9 +163,30 @@ def fits(A, B, ops, kernel=None) -> bool:
     )
 
 
-def made(A, kernel, ops) -> Shortcut:
+def _kind(x) -> str | None:
+    """Return "cupy" or "torch" for an array the short road takes, else None."""
+    if type(x) is _ndarray():
+        return "cupy"
+    return "torch" if type(x) in torch_types() else None
+
+
+def made(A, B, out, kernel, ops) -> Shortcut:
     """Return the shortcut of a call that `fits`: for a CuPy A a CupyShortcut, else torch's."""
-    return CupyShortcut(kernel, ops) if type(A) is _ndarray() else TorchShortcut(kernel, ops)
+    cupy_kind = type(A) is _ndarray()
+    spans = None if out is None else tuple(_span(x, cupy_kind) for x in (A, B, out))
+    return (CupyShortcut if cupy_kind else TorchShortcut)(kernel, ops, spans)
+
+
+def _span(x, cupy_kind: bool) -> tuple[int, int]:
+    """Return the byte offsets, from its pointer, of a float32 array's first and past-last bytes."""
+    strides = x.strides if cupy_kind else tuple(4 * s for s in x.stride())
+    lo = hi = 0
+    for n, s in zip(x.shape, strides, strict=True):
+        if s > 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    return lo, hi + 4
 
 
 def remember(table, k: tuple, shortcut: Shortcut) -> None:

@@ -352,6 +352,37 @@ def test_cupy_calls_and_batches_seen_before_take_the_short_road_and_stay_right(t
     assert any(isinstance(c, shortcut.TorchShortcut) and c.batch == 4 for c in table.shortcuts.values())
 
 
+def test_calls_into_an_out_seen_before_take_the_short_road_and_an_overlap_is_still_refused(torch):
+    # The short road into `out`: beta 0 and not, CuPy and torch, a batch; each repeated call right,
+    # and an `out` of a kept call's form laid over an operand meets the full road's refusal.
+    from autotune.dispatch import api, shortcut
+
+    rng = cp.random.default_rng(11)
+    cases = [((40, 33), (33, 40)), ((3, 24, 17), (17, 20)), ((70, 5), (5, 300))]
+    for sa, sb in cases:
+        a, b = rng.random(sa, dtype=cp.float32) - 0.5, rng.random(sb, dtype=cp.float32) - 0.5
+        c0 = rng.random((*sa[:-1], sb[-1]), dtype=cp.float32) - 0.5
+        for beta in (0.0, 1.5, 0.0, 1.5):
+            for kind in ("cupy", "torch"):
+                out = c0.copy()
+                x, y, o = (a, b, out) if kind == "cupy" else (torch.as_tensor(v, device="cuda") for v in (a, b, out))
+                assert autotune.matmul(x, y, o, 0.5, beta) is o
+                torch.cuda.synchronize()
+                err = float(cp.linalg.norm(out - _ref(a, b, c0, 0.5, beta)) / cp.linalg.norm(_ref(a, b, c0, 0.5, beta)))
+                assert err < 1e-5, (sa, sb, beta, kind)
+    table = api.table_for(None, api._device_props(cp.cuda.Device().id)[0])
+    cuts = [c for c in table.shortcuts.values() if c.spans is not None]
+    assert any(isinstance(c, shortcut.CupyShortcut) for c in cuts) and any(c.batch == 3 for c in cuts)
+    assert any(isinstance(c, shortcut.TorchShortcut) for c in cuts)
+    buf = rng.random(3 * 1600, dtype=cp.float32) - 0.5
+    x, y, w = (buf[i * 1600 : (i + 1) * 1600].reshape(40, 40) for i in range(3))
+    for _ in range(2):
+        autotune.matmul(x, w, out=y)  # apart: kept
+    for out, name in ((x, "A"), (w, "B")):
+        with pytest.raises(ValueError, match=f"overlaps {name}"):
+            autotune.matmul(x, w, out=out)
+
+
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
 def test_cublas_behind_a_kernels_launch_is_right_in_each_layout_batch_and_pitch(layout):
     # What a first call may keep (dispatch/measure.py): the same placement as the kernels, padded

@@ -9,8 +9,9 @@ from autotune.dispatch import shortcut
 torch = pytest.importorskip("torch")
 
 
-def _key(a, b, **kw):
-    return shortcut.key(a, b, kw.get("trans_a", False), kw.get("trans_b", False), kw.get("precision", "highest"), 0)
+def _key(a, b, out=None, beta=0.0, **kw):
+    trans_a, trans_b = kw.get("trans_a", False), kw.get("trans_b", False)
+    return shortcut.key(a, b, out, beta, trans_a, trans_b, kw.get("precision", "highest"), 0)
 
 
 def test_without_torch_imported_no_type_takes_it(monkeypatch):
@@ -33,8 +34,13 @@ def test_the_key_tells_apart_what_changes_the_full_roads_answer():
         _key(a.clone().requires_grad_(True), b),
         _key(torch.nn.Parameter(a.clone()), b),
         _key(big[:, :31], torch.rand(31, 16)),
+        _key(a, b, torch.empty(64, 16)),  # into an out
+        _key(a, b, torch.empty(64, 16), beta=0.5),  # reading it
+        _key(a, b, torch.empty(64, 17)[:, :16]),  # another pitch of out
+        _key(a, b, torch.empty(64, 16).requires_grad_(True)),
     ]
     assert base not in others and len(set(others)) == len(others)
+    assert _key(a, b, torch.empty(64, 16), beta=2) == _key(a, b, torch.empty(64, 16), beta=-1.5)
 
 
 def _ops(a, b, c, **kw):
@@ -63,7 +69,7 @@ def test_a_batch_is_kept_when_its_output_is_one_new_stack_of_matrices():
     assert not shortcut.fits(a, b, _ops(a, b, c, M=8, N=6, K=4, batch=3, strides=(32, 0, 64)))  # C's stride
     four = torch.empty(2, 3, 8, 6)
     assert shortcut.fits(a, b, _ops(a, b, four, M=8, N=6, K=4, batch=6, strides=(32, 0, 48)))
-    cut = shortcut.made(a, SimpleNamespace(_kernel=SimpleNamespace(launch=print)), ops)
+    cut = shortcut.made(a, b, None, SimpleNamespace(_kernel=SimpleNamespace(launch=print)), ops)
     assert isinstance(cut, shortcut.TorchShortcut)
     assert (cut.shape, cut.batch, cut.strides, cut.pitches) == ((3, 8, 6), 3, (32, 0, 48), ops.pitches)
 
@@ -74,3 +80,54 @@ def test_a_table_keeps_at_most_max_shortcuts_dropping_the_oldest(monkeypatch):
     for i in range(5):
         shortcut.remember(table, (i,), f"cut{i}")
     assert list(table.shortcuts) == [(2,), (3,), (4,)]
+
+
+def _cut_into(a, b, out, launches):
+    """A TorchShortcut made from a call into `out`, whose launches are recorded in `launches`."""
+    ops = _ops(a, b, out)
+    assert shortcut.fits(a, b, ops, out=out)
+    cut = shortcut.made(a, b, out, SimpleNamespace(_kernel=SimpleNamespace(launch=lambda *x: launches.append(x))), ops)
+    cut.stream = lambda device: "stream"
+    return cut
+
+
+def test_a_call_into_an_out_goes_the_short_road_only_while_out_lies_apart_from_a_and_b():
+    buf = torch.empty(200)
+    a, b = buf[:32].view(8, 4), buf[40:64].view(4, 6)
+    out, launches = torch.empty(8, 6), []
+    cut = _cut_into(a, b, out, launches)
+    assert cut(a, b, 0.5, out, 2.0) is out and launches[-1][3:9] == (
+        a.data_ptr(),
+        b.data_ptr(),
+        out.data_ptr(),
+        0.5,
+        2.0,
+        "stream",
+    )
+    for c in (buf[16:64].view(8, 6), buf[30:78].view(8, 6), buf[63:111].view(8, 6)):  # over A, A and B, B's last
+        assert cut(a, b, 1.0, c, 0.0) is None
+    assert len(launches) == 1
+    c = buf[64:112].view(8, 6)  # just past B
+    assert cut(a, b, 1.0, c, 0.0) is c and len(launches) == 2
+    assert shortcut.made(a, b, out, SimpleNamespace(_kernel=SimpleNamespace(launch=print)), _ops(a, b, out)).spans == (
+        (0, 128),
+        (0, 96),
+        (0, 192),
+    )
+
+
+def test_an_out_of_another_kind_or_not_whole_is_not_kept():
+    a, b = torch.rand(8, 4), torch.rand(4, 6)
+    for out in (torch.empty(8, 7)[:, :6], torch.empty(6, 8).t()):
+        assert not shortcut.fits(a, b, _ops(a, b, out), out=out)
+    other = SimpleNamespace()  # neither CuPy nor torch: no kind of A's
+    assert not shortcut.fits(a, b, _ops(a, b, torch.empty(8, 6)), out=other)
+
+
+def test_spans_count_negative_and_broadcast_strides():
+    x = torch.rand(5, 7)
+    assert shortcut._span(x, False) == (0, 4 * 35)
+    assert shortcut._span(x.expand(3, 5, 7), False) == (0, 4 * 35)
+    assert shortcut._span(x.t(), False) == (0, 4 * 35)
+    flipped = SimpleNamespace(shape=(3, 4), strides=(-16, 4))  # a CuPy view with a negative stride
+    assert shortcut._span(flipped, True) == (-32, 16)

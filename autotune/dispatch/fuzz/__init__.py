@@ -2,8 +2,8 @@
 
 Cases (`Case`) are drawn a regime at a time from a seed (`draw`) and called as programs call
 matmul: one after another in one process, a shape seen before coming back now and then (what a
-kernel keeps between launches is checked at the next call; half the calls into a new output made
-twice, the second on the short road), and in pairs on two streams. `device`
+kernel keeps between launches is checked at the next call; half the calls made twice, the second
+on the short road), and in pairs on two streams. `device`
 (which imports CuPy, so is not imported here) checks each result element by element within
 `bound_factor`; a failure is shrunk (`shrink`) to one `autotune fuzz --repro` line; `Tally` counts.
 """

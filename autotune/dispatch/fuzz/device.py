@@ -152,8 +152,14 @@ class Executor:
             a, b = self.torch.from_dlpack(a), self.torch.from_dlpack(b)
             out = None if out is None else self.torch.from_dlpack(out)
         if case.config is None:
+            # Half of them made again: the short road's (shortcut.py). C restored before a second
+            # call that reads it (CuPy's stream: not a torch call's, which is made once).
+            again = case.seed % 2 and (out is None or case.beta == 0 or case.kind != "torch")
+            kept = p.call[2].copy() if again and out is not None and case.beta != 0 else None
             result = self.matmul(a, b, out, case.alpha, case.beta, precision=case.precision, **flags)
-            if out is None and case.seed % 2:  # half of them made again: the short road's (shortcut.py)
+            if again:
+                if kept is not None:
+                    p.call[2][...] = kept
                 result = self.matmul(a, b, out, case.alpha, case.beta, precision=case.precision, **flags)
         else:
             result = self._kernel(case.kernel)(a, b, out, case.alpha, case.beta, **flags)
