@@ -4,6 +4,8 @@
 //   nvcc -O2 -arch=sm_90 -I. examples/sgemm_dispatch.cu -lcublas -o sgemm_dispatch
 //   ./sgemm_dispatch [seed] [shapes] [padded|aligned]                 # default 57 24 padded
 //   ./sgemm_dispatch 4096x4096x4096 NN 1                              # one shape, op, extra rows
+// Built with -DAUTOTUNE_WITH_CUBLAS, each shape's first call times the header's kernel against
+// cuBLAS and the calls after it run the faster (the kernel column then says "cuBLAS" where it won).
 // Or linked against the same kernels as a static library (built once, its files in parallel):
 //   autotune export --gpu nvidia-h100-80gb-hbm3 --library tuned_lib && echo '#include "autotune_sgemm.h"' > tuned_sgemm.h
 //   cmake -S tuned_lib -B tuned_lib/build && cmake --build tuned_lib/build -j
@@ -147,8 +149,13 @@ int main(int argc, char** argv)
         std::snprintf(name, sizeof name, "%d x %d x %d", s.m, s.n, s.k);
         // The row-major problem the header runs: (n, m, k) with the transposes swapped.
         const int kernel = autotune_choose(s.tb == 'T', s.ta == 'T', s.n, s.m, s.k, 1, 0);
+#ifdef AUTOTUNE_WITH_CUBLAS
+        const bool by_cublas = autotune_runs_cublas(s.tb == 'T', s.ta == 'T', s.n, s.m, s.k, 1, 0);
+#else
+        const bool by_cublas = false;
+#endif
         std::printf("%-22s %c%c  %9.1f %9.1f %6.2f  %.60s%s\n", name, s.ta, s.tb, 1e3 * t_ours, 1e3 * t_cublas,
-                    t_cublas / t_ours, autotune_kernel_config(kernel), ok ? "" : "  WRONG");
+                    t_cublas / t_ours, by_cublas ? "cuBLAS" : autotune_kernel_config(kernel), ok ? "" : "  WRONG");
         cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(R);
     }
     if (single)

@@ -209,6 +209,17 @@ def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
         cwd=tmp_path,
     )
     assert b.returncode == 0 and "warning" not in b.stderr.lower(), b.stderr
+    # With the first call's timing against cuBLAS (compiled only: cuBLAS's declarations are a stand-in).
+    fake = ROOT / "tests" / "data" / "fake_cublas"
+    c = subprocess.run(
+        ["nvcc", *flags, "-DDISP_WITH_CUBLAS", f"-I{fake}", "-c", "-o", str(tmp_path / "a.o"), str(tmp_path / "a.cu")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert c.returncode == 0 and "warning" not in c.stderr.lower(), c.stderr
+    text = header.read_text()
+    assert text.count("#ifdef DISP_WITH_CUBLAS") == 2 and "disp_runs_cublas" in text
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")

@@ -56,7 +56,9 @@ def test_the_kernels_are_split_over_files_and_the_public_header_holds_none(tmp_p
         assert name in public
     cmake = (out / "CMakeLists.txt").read_text()
     assert "CUDA_ARCHITECTURES 90 " in cmake and all(f"src/{f.name}" in cmake for f in files)
-    assert "__global__" not in (out / "src" / "dispatch.cu").read_text()
+    assert "option(AUTOTUNE_WITH_CUBLAS" in cmake and "CUDA::cublas" in cmake  # off unless asked
+    dispatch = (out / "src" / "dispatch.cu").read_text()
+    assert "__global__" not in dispatch and dispatch.count("#ifdef AUTOTUNE_WITH_CUBLAS") == 2
 
 
 def test_bad_library_paths_are_one_line_and_leave_nothing(tmp_path, monkeypatch):
