@@ -222,6 +222,60 @@ def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
     assert text.count("#ifdef DISP_WITH_CUBLAS") == 2 and "disp_runs_cublas" in text
 
 
+# Random row-major calls: P_arguments_ok (what a call that goes to cuBLAS is checked with) refuses
+# exactly what the chosen kernel's launcher refuses. Without a GPU a call it accepts fails at the
+# launch with another error; with one, only the refusals are compared (the buffer is host memory).
+_ARGUMENTS_PROGRAM = r"""
+#include <cstdio>
+#include <random>
+#include "tuned.h"
+int main()
+{
+    std::mt19937 rng(7);
+    static float buf[4096];
+    int devices = 0, wrong = 0, accepted = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+    (void)cudaGetLastError();
+    for (int t = 0; t < 20000; ++t) {
+        auto r = [&](int lo, int hi) { return lo + (int)(rng() % (unsigned)(hi - lo + 1)); };
+        const int ta = r(0, 1), tb = r(0, 1), m = r(-1, 5), n = r(-1, 5), k = r(-1, 5), batch = r(-1, 3);
+        const int lda = r(0, 8), ldb = r(0, 8), ldc = r(0, 8);
+        const long long sa = r(-1, 60), sb = r(-1, 60), sc = r(-1, 60);
+        const float* A = r(0, 20) ? buf + r(0, 200) : nullptr;
+        const float* B = r(0, 20) ? buf + r(0, 200) : nullptr;
+        float* C = r(0, 20) ? buf + r(0, 200) : nullptr;
+        const bool ok = disp_arguments_ok(ta, tb, m, n, k, A, lda, sa, B, ldb, sb, C, ldc, sc, batch);
+        accepted += ok;
+        if (ok && devices > 0) continue;
+        const int kernel = m > 0 && n > 0 && k > 0 && batch > 0 ? disp_choose(ta, tb, m, n, k, batch, 0) : -1;
+        cudaError_t e = cudaErrorInvalidValue;
+        if (kernel >= 0) e = disp_run(kernel, m, n, k, 1.0f, A, lda, sa, B, ldb, sb, 0.0f, C, ldc, sc, batch, 0);
+        wrong += ok == (e == cudaErrorInvalidValue);
+    }
+    std::printf("%d accepted, %d unlike the launchers\n", accepted, wrong);
+    return wrong != 0 || accepted < 100;
+}
+"""
+
+
+@pytest.mark.slow  # nvcc builds a header of two kernels: some 15 s
+@pytest.mark.skipif(not have_nvcc(), reason="no nvcc")
+def test_the_checks_of_a_call_to_cublas_refuse_what_the_kernels_refuse(tmp_path):
+    export_dispatch(
+        ROOT / "results",
+        "nvidia-h200",
+        tmp_path / "tuned.h",
+        prefix="disp",
+        shapes=[Problem(1000, 1000, 1000)],
+        kernels=2,
+    )
+    (tmp_path / "args.cu").write_text(_ARGUMENTS_PROGRAM)
+    b = subprocess.run(["nvcc", "-arch=sm_90", "-o", "args", "args.cu"], capture_output=True, text=True, cwd=tmp_path)
+    assert b.returncode == 0, b.stderr
+    r = subprocess.run([str(tmp_path / "args")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and ", 0 unlike the launchers" in r.stdout, r.stdout + r.stderr
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
 def test_the_stream_k_fixup_and_visits_are_priced_alike_in_c_and_python(tmp_path):
     # Only the H200's records hold stream-K configs, whose owner's fixup (model.fixup) decides at

@@ -58,7 +58,7 @@ def test_the_kernels_are_split_over_files_and_the_public_header_holds_none(tmp_p
     assert "CUDA_ARCHITECTURES 90 " in cmake and all(f"src/{f.name}" in cmake for f in files)
     assert "option(AUTOTUNE_WITH_CUBLAS" in cmake and "CUDA::cublas" in cmake  # off unless asked
     dispatch = (out / "src" / "dispatch.cu").read_text()
-    assert "__global__" not in dispatch and dispatch.count("#ifdef AUTOTUNE_WITH_CUBLAS") == 2
+    assert "__global__" not in dispatch and dispatch.count("#ifdef AUTOTUNE_WITH_CUBLAS") == 3
 
 
 def test_bad_library_paths_are_one_line_and_leave_nothing(tmp_path, monkeypatch):
@@ -108,13 +108,32 @@ def test_a_small_library_builds_warning_free_and_links_by_find_package_and_add_s
     _cmake("-S", str(lib), "-B", "build", warn, cwd=tmp_path)
     _cmake("--build", "build", "-j2", cwd=tmp_path)
     _cmake("--install", "build", "--prefix", "inst", cwd=tmp_path)
+    # Its dispatcher with the first call's timing against cuBLAS (compiled only: a stand-in cuBLAS header).
+    fake = ROOT / "tests" / "data" / "fake_cublas"
+    flags = ["-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings", "-DAUTOTUNE_WITH_CUBLAS"]
+    c = subprocess.run(
+        [
+            "nvcc",
+            *flags,
+            f"-I{lib / 'include'}",
+            f"-I{lib / 'src'}",
+            f"-I{fake}",
+            "-c",
+            str(lib / "src" / "dispatch.cu"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert c.returncode == 0 and "warning" not in c.stderr.lower(), c.stderr
     # A plain C++ program (no CUDA language of its own) that calls the entry points and the choice.
     main = (
         '#include "autotune_sgemm.h"\n'
         "int main() {\n"
         "    const int k = autotune_choose(0, 1, 33, 1, 4000, 1, 0);\n"
         "    const cudaError_t e = autotune_sgemm('N', 'T', 1, 1, 1, 1.0f, nullptr, 1, nullptr, 1, 0.0f, nullptr, 1);\n"
-        "    return e == cudaErrorInvalidValue && k >= 0 && autotune_kernel_config(k)[0] ? 0 : 1;\n"
+        "    const int cublas = autotune_runs_cublas(0, 1, 33, 1, 4000, 1, 0);  // built without it: 0\n"
+        "    return e == cudaErrorInvalidValue && k >= 0 && autotune_kernel_config(k)[0] && !cublas ? 0 : 1;\n"
         "}\n"
     )
     for how, find in (
