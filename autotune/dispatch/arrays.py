@@ -15,6 +15,7 @@ from cupy_backends.cuda.api import runtime
 
 from .checks import _F32, _new_output, check, check_batched
 from .interop import adopt, new_output_like, torch_stream
+from .shortcut import span
 
 current_device = runtime.getDevice  # cheaper than cupy.cuda.Device().id, which builds an object
 
@@ -362,11 +363,6 @@ class _Addresses:
 
 def _extent(x: cp.ndarray) -> tuple[int, int]:
     """Return [first byte, past the last byte] of an array's elements."""
-    # A loop: cheaper than sums.
-    low = high = x.data.ptr
-    for n, s in zip(x.shape, x.strides, strict=True):
-        if s > 0:
-            high += (n - 1) * s
-        else:
-            low += (n - 1) * s
-    return low, high + x.itemsize
+    lo, hi = span(x.shape, x.strides, x.itemsize)
+    ptr = x.data.ptr
+    return ptr + lo, ptr + hi

@@ -173,20 +173,30 @@ def _kind(x) -> str | None:
 def made(A, B, out, kernel, ops) -> Shortcut:
     """Return the shortcut of a call that `fits`: for a CuPy A a CupyShortcut, else torch's."""
     cupy_kind = type(A) is _ndarray()
-    spans = None if out is None else tuple(_span(x, cupy_kind) for x in (A, B, out))
+    if out is None:
+        spans = None
+    elif cupy_kind:
+        spans = tuple(span(x.shape, x.strides, 4) for x in (A, B, out))
+    else:
+        spans = tuple(span(x.shape, tuple(4 * s for s in x.stride()), 4) for x in (A, B, out))
     return (CupyShortcut if cupy_kind else TorchShortcut)(kernel, ops, spans)
 
 
-def _span(x, cupy_kind: bool) -> tuple[int, int]:
-    """Return the byte offsets, from its pointer, of a float32 array's first and past-last bytes."""
-    strides = x.strides if cupy_kind else tuple(4 * s for s in x.stride())
+def span(shape, strides, itemsize: int) -> tuple[int, int]:
+    """Return the byte offsets, from its pointer, of an array's first byte and past its last.
+
+    Args:
+        shape, strides: the array's, strides in bytes (any sign; 0 for a broadcast axis).
+        itemsize: bytes an element.
+    """
+    # A loop: cheaper than sums.
     lo = hi = 0
-    for n, s in zip(x.shape, strides, strict=True):
+    for n, s in zip(shape, strides, strict=True):
         if s > 0:
             hi += (n - 1) * s
         else:
             lo += (n - 1) * s
-    return lo, hi + 4
+    return lo, hi + itemsize
 
 
 def remember(table, k: tuple, shortcut: Shortcut) -> None:

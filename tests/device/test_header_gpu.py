@@ -15,14 +15,19 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
-def test_the_dispatch_example_matches_cublas_at_a_seeded_draw(tmp_path):
+def _shipped():
+    """Return this GPU's results-folder slug and its shipped records, smallest first (else skip)."""
     slug = live_gpu_slug()
     if slug is None or not (ROOT / "results" / slug).is_dir():
         pytest.skip(f"no shipped results for this GPU ({slug})")
+    return slug, sorted(table_for(ROOT / "results", slug).records, key=lambda r: r[0].flops)
+
+
+@pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
+def test_the_dispatch_example_matches_cublas_at_a_seeded_draw(tmp_path):
+    slug, records = _shipped()
     # Six records spread over the folder's sizes, small to large: nvcc builds a header in minutes
     # per few dozen kernels, and the dispatch's choices among six tuned shapes are the same code.
-    records = sorted(table_for(ROOT / "results", slug).records, key=lambda r: r[0].flops)
     picked = [records[round(i * (len(records) - 1) / 5)][0] for i in range(6)] if len(records) > 6 else None
     export_dispatch(ROOT / "results", slug, tmp_path / "tuned_sgemm.h", shapes=picked)
     exe = tmp_path / "sgemm_dispatch"
@@ -118,10 +123,7 @@ int main()
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 def test_a_header_with_cublas_times_the_first_call_and_keeps_c_whole(tmp_path):
-    slug = live_gpu_slug()
-    if slug is None or not (ROOT / "results" / slug).is_dir():
-        pytest.skip(f"no shipped results for this GPU ({slug})")
-    records = sorted(table_for(ROOT / "results", slug).records, key=lambda r: r[0].flops)
+    slug, records = _shipped()
     export_dispatch(ROOT / "results", slug, tmp_path / "tuned_sgemm.h", shapes=[records[len(records) // 2][0]])
     (tmp_path / "beta.cu").write_text(_BETA_PROGRAM)
     flags = ["-O2", "-arch=sm_90", "-DAUTOTUNE_WITH_CUBLAS", f"-I{tmp_path}"]

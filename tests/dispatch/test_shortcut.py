@@ -126,8 +126,8 @@ def test_an_out_of_another_kind_or_not_whole_is_not_kept():
 
 def test_spans_count_negative_and_broadcast_strides():
     x = torch.rand(5, 7)
-    assert shortcut._span(x, False) == (0, 4 * 35)
-    assert shortcut._span(x.expand(3, 5, 7), False) == (0, 4 * 35)
-    assert shortcut._span(x.t(), False) == (0, 4 * 35)
-    flipped = SimpleNamespace(shape=(3, 4), strides=(-16, 4))  # a CuPy view with a negative stride
-    assert shortcut._span(flipped, True) == (-32, 16)
+    bytes_of = lambda t: tuple(4 * s for s in t.stride())  # noqa: E731 - torch's strides are in elements
+    assert shortcut.span(x.shape, bytes_of(x), 4) == (0, 4 * 35)
+    assert shortcut.span((3, 5, 7), bytes_of(x.expand(3, 5, 7)), 4) == (0, 4 * 35)
+    assert shortcut.span((7, 5), bytes_of(x.t()), 4) == (0, 4 * 35)
+    assert shortcut.span((3, 4), (-16, 4), 4) == (-32, 16)  # a CuPy view with a negative stride
