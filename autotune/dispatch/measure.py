@@ -158,6 +158,41 @@ class CublasLaunch:
             )
         _check(status, "SGEMM")
 
+    def bind(self, M, N, K, pitches, batch=1, strides=None):
+        """Return run(a, b, c, alpha, beta, stream) of this shape, as `launch` runs it, or None.
+
+        For matmul's short road (dispatch/shortcut.py): cuBLAS's arguments are worked out once, not
+        at each call. Args as `launch`'s; a, b and c are then addresses, the stream a CuPy stream.
+        None where `launch` would call the fallback.
+        """
+        if pitches is None:
+            pitches = (M if self.layout[0] == "t" else K, K if self.layout[1] == "t" else N, N)
+        args = gemm_args(self.layout, M, N, K, pitches) if min(M, N, K) > 0 and batch <= _INT_MAX else None
+        if args is None:
+            return None
+        tb, ta, m, n, k, ldb, lda, ldc = args
+        c_float, _, _, device, lib = _pieces()
+        set_stream = lib.cublasSetStream_v2
+        if batch == 1:
+            sgemm = lib.cublasSgemm_v2
+
+            def run(a, b, c, alpha, beta, stream):
+                handle = _handle(device())
+                _check(set_stream(handle, stream.ptr), "setStream")
+                _check(sgemm(handle, tb, ta, m, n, k, c_float(alpha), b, ldb, a, lda, c_float(beta), c, ldc), "SGEMM")
+
+            return run
+        sa, sb, sc = strides if strides is not None else (M * K, K * N, M * N)
+        batched = lib.cublasSgemmStridedBatched
+
+        def run_batch(a, b, c, alpha, beta, stream):
+            handle = _handle(device())
+            _check(set_stream(handle, stream.ptr), "setStream")
+            one, other = c_float(alpha), c_float(beta)
+            _check(batched(handle, tb, ta, m, n, k, one, b, ldb, sb, a, lda, sa, other, c, ldc, sc, batch), "SGEMM")
+
+        return run_batch
+
 
 _PIECES: list = []  # what a launch uses, imported once: it is on every call's path
 

@@ -32,14 +32,18 @@ def key(A, B, out, beta, trans_a: bool, trans_b: bool, precision: str, dev: int)
     # The pointers' alignment is in it (a misaligned operand may be copied, or read another way);
     # torch's grad flags too, so a tensor that requires grad keeps meeting the full road's refusal.
     # beta != 0 chooses another kernel (one that reads C).
-    return (*_form(A), *_form(B), _form(out), beta != 0, trans_a, trans_b, precision, dev)
+    nd = _ndarray()
+    return (*_form(A, nd), *_form(B, nd), _form(out, nd), beta != 0, trans_a, trans_b, precision, dev)
 
 
-def _form(x) -> tuple:
-    """Return an array's type, shape, strides, dtype, device, grad flag and pointer mod 16."""
+def _form(x, nd: type) -> tuple:
+    """Return an array's type, shape, strides, dtype, device, grad flag and pointer mod 16.
+
+    `nd` is CuPy's array type (_ndarray()), looked up once a key.
+    """
     if x is None:
         return ()
-    if type(x) is _ndarray():
+    if type(x) is nd:
         data = x.data
         return type(x), x.shape, x.strides, x.dtype, data.device_id, data.ptr & 15
     return type(x), x.shape, x.stride(), x.dtype, x.device, x.requires_grad, x.data_ptr() & 15
@@ -60,12 +64,15 @@ class Shortcut:
     A batch is one launch of every matrix at the full road's batch strides.
     """
 
-    __slots__ = ("K", "M", "N", "batch", "launch", "pitches", "shape", "spans", "strides")
+    __slots__ = ("K", "M", "N", "batch", "bound", "launch", "pitches", "shape", "spans", "strides")
 
     def __init__(self, kernel, ops, spans=None):
         self.M, self.N, self.K, self.pitches = ops.M, ops.N, ops.K, ops.pitches
         self.batch, self.strides, self.shape = ops.batch, ops.strides, tuple(ops.result.shape)
         self.launch = kernel._kernel.launch
+        # A launch with this shape's arguments worked out once (measure.CublasLaunch.bind), or None.
+        bind = getattr(kernel._kernel, "bind", None)
+        self.bound = None if bind is None else bind(self.M, self.N, self.K, self.pitches, self.batch, self.strides)
         # With an `out`: the byte extents of A, B and out from their pointers (their strides are
         # in the key), for the full road's overlap check in two compares an operand.
         self.spans = spans
@@ -77,6 +84,8 @@ class Shortcut:
         return (hi <= a + a_lo or a + a_hi <= lo) and (hi <= b + b_lo or b + b_hi <= lo)
 
     def _run(self, a: int, b: int, c: int, alpha: float, beta: float, stream) -> None:
+        if self.bound is not None:
+            return self.bound(a, b, c, alpha, beta, stream)
         self.launch(self.M, self.N, self.K, a, b, c, alpha, beta, stream, self.pitches, self.batch, self.strides)
 
 

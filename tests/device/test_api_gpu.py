@@ -411,6 +411,37 @@ def test_cublas_behind_a_kernels_launch_is_right_in_each_layout_batch_and_pitch(
             assert float(cp.linalg.norm(c - want) / cp.linalg.norm(want)) < 1e-6, (lead_a, lead_b, c.strides)
 
 
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+def test_cublas_kept_for_the_short_road_is_right_on_new_operands_of_the_calls_form(layout):
+    # A shortcut of cuBLAS (its arguments bound once, measure.CublasLaunch.bind) run on other
+    # arrays of the same form: padded pitches, a batch, beta 0 and not, each result right.
+    from autotune.dispatch import api, arrays, measure, shortcut
+
+    ta, tb = layout[0] == "t", layout[1] == "t"
+    rng = cp.random.default_rng(13)
+
+    def stored(rows, cols, trans, lead):  # op(X) = rows x cols as a view of X stored as the layout says
+        x = rng.random((*lead, *((cols, rows + 3) if trans else (rows, cols + 3))), dtype=cp.float32) - 0.5
+        x = x[..., :cols] if not trans else x[..., :rows]
+        return x.swapaxes(-1, -2) if trans else x
+
+    for lead, beta in (((), 0.0), ((), -0.5), ((3,), 0.0), ((3,), 2.0)):
+        batch = lead[0] if lead else 1
+        cub = measure.CublasKernel(api._choose(0, Problem(67, 45, 33, layout, batch)))
+        a, b, c = stored(67, 33, ta, lead), stored(33, 45, tb, lead), cp.zeros((*lead, 67, 45), cp.float32)
+        ops = arrays.prepare(a, b, c, beta)
+        assert shortcut.fits(a, b, ops, cub, c)
+        cut = shortcut.made(a, b, c, cub, ops)
+        assert cut.bound is not None
+        for _ in range(3):
+            a, b = stored(67, 33, ta, lead), stored(33, 45, tb, lead)
+            c = rng.random((*lead, 67, 45), dtype=cp.float32) - 0.5
+            c0 = c.copy()
+            assert cut(a, b, 1.5, c, beta) is c
+            want = _ref(a, b, c0, 1.5, beta)
+            assert float(cp.linalg.norm(c - want) / cp.linalg.norm(want)) < 1e-6, (layout, lead, beta)
+
+
 def test_a_first_call_with_beta_adds_c_once_and_a_captured_first_call_replays_right(monkeypatch):
     # The first call of a new shape times its contenders: into a scratch C when beta != 0, so the
     # caller's C is scaled once; a call being captured into a CUDA graph is not timed.

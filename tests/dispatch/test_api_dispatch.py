@@ -156,6 +156,42 @@ def test_a_folder_is_looked_at_once_a_window_and_a_change_is_read_after_it(tmp_p
     assert len(stats) > looked
 
 
+def test_the_default_tables_are_one_lookup_a_window_and_the_environment_is_read_at_each_call(tmp_path, monkeypatch):
+    # matmul's default road (./results beside the shipped folder) is kept as one answer while both
+    # tables are fresh; AUTOTUNE_RESULTS, set or unset, counts at the very next call, and tables
+    # dropped or read again are never answered from what was kept.
+    clock = [1000.0]
+    monkeypatch.setattr(dispatch_table.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(dispatch_table, "RECHECK_S", 0.1)
+    monkeypatch.setattr(dispatch_table, "_SHIPPED", str(_results(tmp_path, "shipped")))
+    monkeypatch.setattr(dispatch_table, "_DEFAULT", {})
+    monkeypatch.delenv("AUTOTUNE_RESULTS", raising=False)
+    work = tmp_path / "work"
+    _results(work)
+    monkeypatch.chdir(work)
+    stats = []
+    real = dispatch_table._folder_state
+    monkeypatch.setattr(dispatch_table, "_folder_state", lambda f: stats.append(f) or real(f))
+    first = dispatch_table.table_for(None, SLUG)
+    looked = len(stats)
+    assert all(dispatch_table.table_for(None, SLUG) is first for _ in range(5)) and len(stats) == looked
+    other = _results(tmp_path, "other")
+    _put(other, Problem(64, 64, 64))
+    monkeypatch.setenv("AUTOTUNE_RESULTS", str(other))
+    theirs = dispatch_table.table_for(None, SLUG)
+    assert theirs.folder == str(other / SLUG) and Problem(64, 64, 64) in {p for p, _ in theirs.records}
+    monkeypatch.setenv("AUTOTUNE_RESULTS", "")  # set but empty: the default road, as unset
+    assert dispatch_table.table_for(None, SLUG) is first
+    monkeypatch.delenv("AUTOTUNE_RESULTS")
+    assert dispatch_table.table_for(None, SLUG) is first
+    monkeypatch.setattr(dispatch_table, "_TABLES", {})  # dropped: read again within the window
+    again = dispatch_table.table_for(None, SLUG)
+    assert again is not first and len(again.records) == len(first.records) and len(stats) > looked
+    looked = len(stats)
+    clock[0] += 0.11  # past the window: the folders are looked at again, the tables kept
+    assert dispatch_table.table_for(None, SLUG) is again and len(stats) > looked
+
+
 def test_the_shipped_tables_are_read_beside_the_users_own(tmp_path, reads, monkeypatch):
     # The shipped folder (a wheel's, or the checkout's) serves each shape ./results has no record
     # of; a shape the user tuned is the user's; run where ./results is the shipped folder, it is

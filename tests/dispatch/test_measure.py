@@ -1,6 +1,7 @@
 """matmul's first call of a new shape without a GPU: cuBLAS's arguments for each layout, the
 contenders it times, the one it keeps, and what it does where it cannot time."""
 
+import ctypes
 import itertools
 import random
 from types import SimpleNamespace
@@ -72,6 +73,46 @@ def test_a_refused_call_runs_the_fallback_kernel_with_every_argument():
         (4, 5, 6, 10, 20, 30, 1.5, 0.5, "s", (6, 4, 5), 1, None),
         (0, 5, 6, 10, 20, 30, 1.5, 0.5, "s", (6, 5, 5), 1, None),
     ]
+
+
+def test_a_bound_launch_asks_cublas_what_launch_asks(monkeypatch):
+    # matmul's short road runs cuBLAS through `bind`: the same calls as `launch` at every layout,
+    # pitch and batch, and None (the full launch, then its fallback) where launch would fall back.
+    calls = []
+
+    def recorder(name):
+        def call(*args):
+            calls.append((name, *(getattr(x, "value", x) for x in args)))
+            return 0
+
+        return call
+
+    names = ("cublasSetStream_v2", "cublasSgemm_v2", "cublasSgemmStridedBatched")
+    lib = SimpleNamespace(**{n: recorder(n) for n in names})
+    monkeypatch.setattr(measure, "_pieces", lambda: (ctypes.c_float, int, None, lambda: 0, lib))
+    monkeypatch.setattr(measure, "_handle", lambda dev: f"handle{dev}")
+    rng = random.Random(7)
+    stream, bound_some = SimpleNamespace(ptr=99), 0
+    for _ in range(300):
+        layout = rng.choice(["nn", "nt", "tn", "tt"])
+        M, N, K = (rng.choice([0, 1, 5, 64, 2**31]) if rng.random() < 0.1 else rng.randint(1, 300) for _ in range(3))
+        pitches = rng.choice([None, tuple(rng.randint(1, 400) for _ in range(3))])
+        batch = rng.choice([1, 1, 3])
+        strides = rng.choice([None, (7, 8, 9)])
+        alpha, beta = rng.random(), rng.choice([0.0, 0.5])
+        fell = []
+        launch = measure.CublasLaunch(layout, lambda *args, seen=fell: seen.append(args))
+        calls.clear()
+        launch.launch(M, N, K, 10, 20, 30, alpha, beta, stream, pitches, batch, strides)
+        want = list(calls)
+        run = launch.bind(M, N, K, pitches, batch, strides)
+        assert (run is None) == bool(fell)
+        if run is not None:
+            calls.clear()
+            run(10, 20, 30, alpha, beta, stream)
+            assert calls == want and calls[0] == ("cublasSetStream_v2", "handle0", 99)
+            bound_some += 1
+    assert bound_some > 50
 
 
 @pytest.mark.parametrize(("value", "count"), [(None, 1), ("", 1), ("0", 0), ("1", 1), ("8", 8)])
