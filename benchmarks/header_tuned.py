@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("CUPY_TF32", "0")
 
 import cupy as cp
+from untuned import gpu_ms  # benchmarks/untuned.py's timer: the same on both sides here as there
 
 import autotune
 from autotune.dispatch import api
@@ -78,16 +79,6 @@ def build(slug: str, folder: Path, cublas: bool) -> ctypes.CDLL:
     for name in ("ran_cublas", "choice"):
         getattr(dll, name).argtypes = [i, i, ll, ll, ll, ll]
     return dll
-
-
-def gpu_ms(fn, reps: int) -> float:
-    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-    e0.record()
-    for _ in range(reps):
-        fn()
-    e1.record()
-    e1.synchronize()
-    return cp.cuda.get_elapsed_time(e0, e1) / reps
 
 
 def measure(dll, M: int, N: int, K: int, layout: str, batch: int) -> dict:
