@@ -138,25 +138,16 @@ class CublasLaunch:
     def launch(self, M, N, K, a, b, c, alpha=1.0, beta=0.0, stream=None, pitches=None, batch=1, strides=None):
         """Compute C = alpha * op(A) @ op(B) + beta * C as LoadedKernel.launch does, by cuBLAS."""
         if pitches is None:
-            pitches = (M if self.layout[0] == "t" else K, K if self.layout[1] == "t" else N, N)
-        args = gemm_args(self.layout, M, N, K, pitches) if min(M, N, K) > 0 and batch <= _INT_MAX else None
-        if args is None:
+            pitches = self._contiguous(M, N, K)
+        run = self.bind(M, N, K, pitches, batch, strides)
+        if run is None:
             return self.fallback(M, N, K, a, b, c, alpha, beta, stream, pitches, batch, strides)
-        c_float, address, current, device, lib = _pieces()
-        tb, ta, m, n, k, ldb, lda, ldc = args
-        pa, pb, pc = address(a), address(b), address(c)
-        stream = stream if stream is not None else current()
-        handle = _handle(device())
-        _check(lib.cublasSetStream_v2(handle, stream.ptr), "setStream")
-        one, other = c_float(alpha), c_float(beta)  # host scalars: read before the call returns
-        if batch == 1:
-            status = lib.cublasSgemm_v2(handle, tb, ta, m, n, k, one, pb, ldb, pa, lda, other, pc, ldc)
-        else:
-            sa, sb, sc = strides if strides is not None else (M * K, K * N, M * N)
-            status = lib.cublasSgemmStridedBatched(
-                handle, tb, ta, m, n, k, one, pb, ldb, sb, pa, lda, sa, other, pc, ldc, sc, batch
-            )
-        _check(status, "SGEMM")
+        _, address, current, _, _ = _pieces()
+        run(address(a), address(b), address(c), alpha, beta, stream if stream is not None else current())
+
+    def _contiguous(self, M, N, K) -> tuple[int, int, int]:
+        """Return (lda, ldb, ldc) of contiguous operands in this layout."""
+        return (M if self.layout[0] == "t" else K, K if self.layout[1] == "t" else N, N)
 
     def bind(self, M, N, K, pitches, batch=1, strides=None):
         """Return run(a, b, c, alpha, beta, stream) of this shape, as `launch` runs it, or None.
@@ -166,7 +157,7 @@ class CublasLaunch:
         None where `launch` would call the fallback.
         """
         if pitches is None:
-            pitches = (M if self.layout[0] == "t" else K, K if self.layout[1] == "t" else N, N)
+            pitches = self._contiguous(M, N, K)
         args = gemm_args(self.layout, M, N, K, pitches) if min(M, N, K) > 0 and batch <= _INT_MAX else None
         if args is None:
             return None
@@ -188,7 +179,7 @@ class CublasLaunch:
         def run_batch(a, b, c, alpha, beta, stream):
             handle = _handle(device())
             _check(set_stream(handle, stream.ptr), "setStream")
-            one, other = c_float(alpha), c_float(beta)
+            one, other = c_float(alpha), c_float(beta)  # host scalars: read before the call returns
             _check(batched(handle, tb, ta, m, n, k, one, b, ldb, sb, a, lda, sa, other, c, ldc, sc, batch), "SGEMM")
 
         return run_batch

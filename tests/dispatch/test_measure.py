@@ -76,8 +76,9 @@ def test_a_refused_call_runs_the_fallback_kernel_with_every_argument():
 
 
 def test_a_bound_launch_asks_cublas_what_launch_asks(monkeypatch):
-    # matmul's short road runs cuBLAS through `bind`: the same calls as `launch` at every layout,
-    # pitch and batch, and None (the full launch, then its fallback) where launch would fall back.
+    # matmul's short road runs cuBLAS through `bind` (and `launch` through it too): the calls it
+    # makes are gemm_args' at every layout, pitch and batch, the same from either, and None (the
+    # full launch, then its fallback) where launch falls back.
     calls = []
 
     def recorder(name):
@@ -111,6 +112,15 @@ def test_a_bound_launch_asks_cublas_what_launch_asks(monkeypatch):
             calls.clear()
             run(10, 20, 30, alpha, beta, stream)
             assert calls == want and calls[0] == ("cublasSetStream_v2", "handle0", 99)
+            tb, ta, m, n, k, ldb, lda, ldc = measure.gemm_args(layout, M, N, K, pitches or launch._contiguous(M, N, K))
+            one, other = ctypes.c_float(alpha).value, ctypes.c_float(beta).value
+            if batch == 1:
+                sgemm = ("cublasSgemm_v2", "handle0", tb, ta, m, n, k, one, 20, ldb, 10, lda, other, 30, ldc)
+            else:
+                sa, sb, sc = strides or (M * K, K * N, M * N)
+                sgemm = ("cublasSgemmStridedBatched", "handle0", tb, ta, m, n, k, one, 20, ldb, sb, 10, lda, sa)
+                sgemm += (other, 30, ldc, sc, batch)
+            assert calls[1:] == [sgemm]
             bound_some += 1
     assert bound_some > 50
 
