@@ -317,6 +317,7 @@ class _Clock:
         self.now += seconds
 
 
+@pytest.mark.slow  # searches until its timeout: 40 s on two cores (CI's slow step)
 def test_a_timeout_alone_makes_the_time_the_budget(tmp_path, monkeypatch, capsys):
     """`search --timeout SEC` without --trials measures as many configs as the time allows (it
     stopped at the default 30 before), and its record says the trials were not bounded. Each

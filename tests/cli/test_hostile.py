@@ -39,6 +39,8 @@ def _params():
             marks.append(pytest.mark.skip(reason=f"checked by {c.handled_by}"))
         elif c.owner:
             marks.append(pytest.mark.xfail(reason=c.owner, strict=False))
+        if c.slow:
+            marks.append(pytest.mark.slow)
         out.append(pytest.param(c, id=c.input, marks=marks))
     return out
 

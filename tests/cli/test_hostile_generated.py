@@ -543,6 +543,7 @@ def _run(examples: int, seed: int, tmp_path: Path) -> None:
     assert codes[2] < len(done), codes  # not every line an error: the generator reaches the work too
 
 
+@pytest.mark.slow  # hundreds of generated command lines, each a process: 25 s on two cores (CI's slow step)
 def test_generated_command_lines_end_well(tmp_path):
     _run(EXAMPLES, SEED, tmp_path)
 

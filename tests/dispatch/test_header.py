@@ -108,6 +108,7 @@ def h100_header(tmp_path_factory):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.slow  # g++ builds a header of 48 kernels: most of a minute on two cores (CI's slow step)
 def test_the_headers_choice_is_its_model_to_the_last_bit(h100_header, tmp_path):
     # The tuned shapes' own kernels and the model's predictions among the held kernels at shapes
     # nobody tuned, all four layouts, batches, beta 0 and not: the C arithmetic picks what the
@@ -121,6 +122,7 @@ def test_the_headers_choice_is_its_model_to_the_last_bit(h100_header, tmp_path):
     assert len(d.configs) <= 48 + len(LAYOUTS) * 2  # the budget, the fallbacks beyond it
 
 
+@pytest.mark.slow  # shares the 48-kernel header above on two cores (CI's slow step)
 def test_a_sized_header_comes_near_every_choice(h100_header):
     # At shapes nobody tuned the held kernels' predicted best is near the best of all that
     # matmul chooses among (the budget spent where it buys the most).
@@ -160,6 +162,7 @@ def test_a_whole_header_chooses_as_matmul_on_its_grid(tmp_path):
     assert not missed, missed
 
 
+@pytest.mark.slow  # exports and compiles a whole folder's header: 10 s on two cores (CI's slow step)
 def test_a_header_holds_only_what_it_can_choose(tmp_path):
     # Two tuned shapes: their own kernels, and the model's winners for each layout and batching;
     # no kernel twice (one source each).

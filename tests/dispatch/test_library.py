@@ -42,6 +42,7 @@ def test_the_librarys_choice_is_the_headers(tmp_path):
     assert len(set(got)) >= 3  # a draw that tells kernels apart
 
 
+@pytest.mark.slow  # a library export and its build: 12 s on two cores (CI's slow step)
 def test_the_kernels_are_split_over_files_and_the_public_header_holds_none(tmp_path):
     out, d = export_library(ROOT / "results", SLUG, tmp_path / "lib", shapes=SHAPES, per_file=8)
     n = len(d.configs)
@@ -173,6 +174,7 @@ def test_one_kernel_that_needs_sm_90a_makes_the_whole_build_target_it():
     assert build_target(Dispatch(), "sm_90") == "sm_90"
 
 
+@pytest.mark.slow  # two library exports: 25 s on two cores (CI's slow step)
 def test_a_second_export_keeps_what_the_user_made_in_the_folder(tmp_path, monkeypatch):
     # The build line the library's own files show (cmake -S . -B build) makes a build folder in
     # it: exporting again replaces export's files (the old kernel files too) and keeps the rest.

@@ -35,6 +35,7 @@ def test_parse_resources_per_kernel():
         parse_resources(LOG, "missing")
 
 
+@pytest.mark.slow  # every family's seeds through NVRTC: 30 s on two cores (CI's slow step)
 def test_seed_kernels_compile_for_sm90_with_their_resources():
     seen = {}
     for fam in families():
@@ -176,6 +177,7 @@ def _without_branch_targets(sass: list[str]) -> list[str]:
 
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+@pytest.mark.slow  # NVRTC builds and SASS of both kernels: 20 s on two cores (CI's slow step)
 def test_split_launch_main_kernel_is_the_whole_tile_kernel():
     """The split launch's module holds the whole-tile kernel and the tail: its whole waves must
     run exactly the whole-tile config's code (an A/B of the two schedules rests on it)."""
@@ -187,6 +189,7 @@ def test_split_launch_main_kernel_is_the_whole_tile_kernel():
 
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
+@pytest.mark.slow  # NVRTC builds and SASS: 15 s on two cores (CI's slow step)
 def test_split_launch_tail_keeps_its_main_loop_out_of_the_loop_over_pieces():
     """Inlined into the tail kernel's loop over pieces, the main loop ran 6-7% slower per
     k-iteration than the whole-tile kernel's; out of line, 0.8% (benchmarks/logs/INDEX.md). Its hot loop
@@ -286,6 +289,7 @@ def _seeds_build_without_spills_in_both_b_layouts(fam: Family, sp: Space, every:
 
 
 @EVERY
+@pytest.mark.slow  # NVRTC builds and SASS of the seeds: 10 s on two cores (CI's slow step)
 def test_colstream_seeds_compile_without_spills_and_read_b_off_distinct_banks(every):
     """colstream: its seeds and fallback build for B stored K x N and N x K with no spills, and at
     every NR of its space the ring's padding puts the 16-byte reads of B by 8 consecutive lanes
@@ -333,6 +337,7 @@ def test_colstage_seeds_compile_without_spills_and_read_a_and_b_off_distinct_ban
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 @EVERY
+@pytest.mark.slow  # NVRTC builds of both kernels: 20 s on two cores (CI's slow step)
 def test_b_transposed_into_the_workspace_runs_the_nn_kernel(every):
     """PACKB 2 (B stored N x K copied transposed into the workspace first): the SGEMM kernel of an
     nt config is the nn config's, instruction for instruction, and tt's is tn's; the pack kernel

@@ -39,6 +39,7 @@ def _edit(path, fn):
     path.write_text(json.dumps(data))
 
 
+@pytest.mark.slow  # a static check of a folder: 20 s on two cores (CI's slow step)
 def test_static_check_fails_when_resources_change(one_record):
     root, path = one_record
     _edit(path, lambda d: d["families"]["warptile"].update(registers=12))
@@ -47,6 +48,7 @@ def test_static_check_fails_when_resources_change(one_record):
     assert rows["vectorized"].status == "pass"
 
 
+@pytest.mark.slow  # many NVRTC builds: 40 s on two cores (CI's slow step)
 def test_a_record_of_the_same_source_tells_a_compiler_difference_from_a_template_change(one_record):
     """A record that names the hash of the source it measured: a register difference on the
     same source is the compiler's (builds of one NVRTC version differ), a warning; on another
@@ -74,6 +76,7 @@ def test_a_record_of_the_same_source_tells_a_compiler_difference_from_a_template
     assert row.status == "fail"
 
 
+@pytest.mark.slow  # a static check of a folder: 15 s on two cores (CI's slow step)
 def test_static_check_fails_when_a_config_breaks_a_rule(one_record):
     root, path = one_record
 

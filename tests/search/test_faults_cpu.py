@@ -271,8 +271,11 @@ def test_yaml_text_and_its_values_in_messages_are_bounded(tmp_path):
 # The child: a search that prints each SQL statement it has run and pauses after it, so that the
 # test can kill it right after any statement of the database's creation.
 _PAUSED_SEARCH = """
-import sys, time
+import signal, sys, time
 from sqlalchemy import event
+
+# Ctrl-C's handler, as in a terminal: a background job inherits SIGINT ignored, and stays so.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from sqlalchemy.engine import Engine
 
 @event.listens_for(Engine, "after_cursor_execute")
@@ -589,6 +592,7 @@ def test_a_killed_search_process_s_trials_are_measured_and_the_budget_met(tmp_pa
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.slow  # waits for orphaned processes to end: 12 s on two cores (CI's slow step)
 def test_search_processes_end_with_their_parent(tmp_path, table):
     import signal
     import time
@@ -670,6 +674,8 @@ _INTERRUPTED_SEARCH = """
 import os, signal, sys
 from autotune.search import heartbeats, replay, trials
 
+# Ctrl-C's handler, as in a terminal: a background job inherits SIGINT ignored, and stays so.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 heartbeats.HEARTBEAT_S = 1
 heartbeats.GRACE_S = trials.GRACE_S = 3
 log, point, sig, at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -741,8 +747,14 @@ def test_a_search_interrupted_right_after_a_measurement_resumes_without_measurin
         return out
 
     monkeypatch.setattr(replay.ReplayEvaluator, "evaluate", evaluate)
-    args = _search(tmp_path / "r", table, "--trials", "16")
-    assert cli.main(args) == 130
+    # Ctrl-C's own handler, whatever this process inherited: a shell's background job starts with
+    # SIGINT ignored, and an ignored SIGINT stays ignored by the search (interrupts.py), as it should.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        args = _search(tmp_path / "r", table, "--trials", "16")
+        assert cli.main(args) == 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     url = f"sqlite:///{tmp_path}/r/{SLUG}/optuna.db"
     (name,) = optuna.get_all_study_names(url)
     assert not optuna.load_study(study_name=name, storage=url).get_trials(states=(optuna.trial.TrialState.RUNNING,))

@@ -144,6 +144,7 @@ def test_a_share_is_fixed_at_the_start_and_an_overrun_falls_on_the_last():
 # ---- timed searches ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # searches against a clock: 20 s on two cores (CI's slow step)
 def test_a_slow_first_family_by_name_leaves_the_family_with_priors_its_trials(tmp_path, h100, clock):
     """The search that recorded a SIMT kernel at 0.75x cuBLAS: coarse1d, first by name, slow to
     compile and time, took the whole timeout; wgmma_tf32, with priors, got none of it."""
@@ -171,6 +172,7 @@ def test_a_slow_first_family_by_name_leaves_the_family_with_priors_its_trials(tm
     assert got["wgmma_tf32"].study_name == first.name and 1 <= got["coarse1d"].evaluated <= 10
 
 
+@pytest.mark.slow  # searches against a clock: 15 s on two cores (CI's slow step)
 def test_an_overrun_of_the_likeliest_family_is_taken_from_the_last(tmp_path, h100, clock):
     wgmma = Space.load("wgmma_tf32")
     plans, spaces = _plans(HIGH_FAMILIES, HIGH, h100, {"wgmma_tf32": [_prior(wgmma, HIGH, h100)]})
@@ -188,6 +190,7 @@ def test_an_overrun_of_the_likeliest_family_is_taken_from_the_last(tmp_path, h10
     assert clock.t <= 40 + 10 * FAST_S  # past the timeout by the last family's first window at most
 
 
+@pytest.mark.slow  # several searches: 15 s on two cores (CI's slow step)
 def test_without_a_timeout_each_family_measures_what_it_measures_alone(tmp_path, h100):
     plans, spaces = _plans(HIGH_FAMILIES, HIGH, h100)
     table = _table(plans)

@@ -121,6 +121,7 @@ def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
     assert rec["families"]["coarse1d"]["config"]["name"] == best
 
 
+@pytest.mark.slow  # searches in processes: 12 s on two cores (CI's slow step)
 def test_a_retry_of_a_measured_trial_is_recorded_from_its_measurement(tmp_path, replay):
     """A worker killed after measuring a trial but before telling it leaves a retry that holds
     the measurement (Optuna's retry copies the user attributes): the next run records that
@@ -205,6 +206,7 @@ def test_three_workers_share_one_study(tmp_path, replay):
     assert multi["config"]["name"] == single["config"]["name"]
 
 
+@pytest.mark.slow  # worker processes on a cold study: 11 s on two cores (CI's slow step)
 def test_cold_workers_share_the_cold_study(tmp_path, replay):
     """--no-seeds with workers: every process loads the space again and must build the same cold
     study, or the workers would measure into a seeded one beside it."""
