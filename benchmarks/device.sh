@@ -43,8 +43,6 @@
 #                    tuned shape's winner on 20 shapes not tuned, vs cuBLAS  -> logs/untuned.{txt,json}
 #   header-tuned     benchmarks/header_tuned.py: the exported library (built here, with its cuBLAS
 #                    timing) against autotune.matmul at every tuned shape   -> logs/header_tuned.{txt,json}
-#   candidates       benchmarks/candidates.py: every stored config the dispatch chooses among, timed
-#                    at 40 untuned shapes (a fit set and untuned.py's), vs cuBLAS -> logs/candidates.{txt,json}
 #   search4096       default `autotune search --size 4096`, empty results folder and cold compile
 #                    cache, wall time included                         -> logs/search4096_fresh.txt
 #   check GPU        autotune check --gpu GPU (re-verify, re-time)     -> logs/check.txt
@@ -67,7 +65,7 @@ usage() { sed -n '2,/^# Needs/p' "$0" | sed '$d'; exit 2; }
 for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed or run
   case ${!i} in
     gpu-suite) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
-    gpu-tests|ozaki|pytorch|dispatch|untuned|header-tuned|candidates|search4096|sass|compile-stress|wheel|cache) ;;
+    gpu-tests|ozaki|pytorch|dispatch|untuned|header-tuned|search4096|sass|compile-stress|wheel|cache) ;;
     gpu-shard) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+/[0-9]+$ ]] || { echo "gpu-shard needs K/N" >&2; usage; } ;;
     fuzz) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz needs a count" >&2; usage; }
       j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
@@ -193,10 +191,6 @@ sys.exit(main(sys.argv[1:]))' fuzz --problems "$count" --coverage 0 --shrink 2 -
       timeout "$(left)" python3 benchmarks/header_tuned.py --out "$L/header_tuned.json" > "$L/header_tuned.txt" 2>&1
       echo "exit $?" >> "$L/header_tuned.txt"
       echo "header-tuned: $(grep -E 'tuned shapes|exit' "$L/header_tuned.txt" | tr '\n' ' ')" ;;
-    candidates)
-      timeout 540 python3 benchmarks/candidates.py --out "$L/candidates.json" > "$L/candidates.txt" 2>&1
-      echo "exit $?" >> "$L/candidates.txt"
-      echo "candidates: $(grep -cE '^ *(fit|score) ' "$L/candidates.txt") shapes, $(tail -1 "$L/candidates.txt")" ;;
     sweep)
       trials=40
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then trials=$1; shift; fi

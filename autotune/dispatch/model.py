@@ -27,8 +27,8 @@ from ..kernels.limits import resident_per_sm
 # benchmarks/candidates.py (every stored config timed at shapes nobody tuned; 40 of them, odd sizes
 # and row or column counts that no tile divides among them) for the best geometric mean of the
 # chosen kernel against cuBLAS, and are reported on its "score" and "check" shapes;
-# benchmarks/judge_model.py redoes that from the timings on the CPU, notes/performance.md has the
-# figures.
+# benchmarks/judge_model.py redoes that from the timings on the CPU (both in git at ca4e8c0),
+# notes/performance.md has the figures.
 REG_ALLOC_UNIT = 256  # registers are given to a warp in units of 256
 SMEM_RESERVED = 1024  # bytes the runtime keeps per block (sm_80 and newer)
 # Each launch of a sequence costs this much GPU time on its own, whatever it does (a split
