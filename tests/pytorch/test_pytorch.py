@@ -150,6 +150,28 @@ def test_mm_takes_the_operator_wherever_torch_must_see_it():
         mm(a.half(), b.half(), False, True)
 
 
+def test_tensors_a_finished_functorch_transform_left_take_the_eager_road_with_gradients():
+    """A tensor kept from inside torch.func.grad (a dead wrapper) is served as the plain tensor it
+    wraps, by mm and by Linear, and their gradients are torch's."""
+    kept = []
+
+    def f(t):
+        kept.append(t)
+        return t.sum()
+
+    x = torch.rand(3, 4, dtype=torch.float64)
+    torch.func.grad(f)(x)
+    (dead,) = kept
+    assert torch._C._functorch.is_functorch_wrapped_tensor(dead)
+    w = torch.rand(5, 4, dtype=torch.float64, requires_grad=True)
+    y = mm(dead, w, False, True)
+    torch.testing.assert_close(y, x @ w.T)
+    y.sum().backward()
+    torch.testing.assert_close(w.grad, torch.ones(3, 5, dtype=torch.float64).T @ x)
+    layer = Linear(4, 5).double()
+    torch.testing.assert_close(layer(dead), x @ layer.weight.T + layer.bias)
+
+
 class _Ops(TorchDispatchMode):
     """The operators run under it, by name."""
 
