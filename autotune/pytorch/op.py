@@ -8,6 +8,8 @@ runs the same kernels at less host cost.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor
 
@@ -72,6 +74,57 @@ def _backward(ctx, dc: Tensor):
 
 
 matmul.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _short_autograd_kernel():
+    """Return a short-road Autograd kernel for autotune::matmul (None: torch lacks its parts).
+
+    With no gradient to record and a plain CPU or CUDA tensor below autograd, it runs the product
+    itself. custom_op's own kernel would redispatch to a Python kernel of the backend, which
+    wraps the product in two more Python layers: some 15 us of host time a call, paid on every
+    call a compiled graph makes (AOTAutograd calls the operator with gradients off). Anything
+    else (a gradient to record, fake, functional or meta tensors, dispatch modes, vmap) takes
+    custom_op's kernel or the redispatch, as before.
+    """
+    try:
+        full = torch._library.autograd.make_autograd_impl(matmul._opoverload, matmul)
+        after_autograd = torch._C._after_autograd_keyset
+        kernels = {torch._C.DispatchKey.CUDA: impl.cuda_product, torch._C.DispatchKey.CPU: impl.cpu_product}
+    except (AttributeError, TypeError):
+        return None
+    is_grad_enabled, any_requires_grad = torch._C.is_grad_enabled, torch._C._any_requires_grad
+    redispatch = matmul._opoverload.redispatch
+
+    # As custom_op's kernel: no compile of the product's Python when dynamo is active around the call.
+    @torch._disable_dynamo
+    def kernel(keyset, *args, **kwargs):
+        if is_grad_enabled() and any_requires_grad(*args):
+            return full(keyset, *args, **kwargs)
+        below = keyset & after_autograd
+        product = kernels.get(below.highestPriorityTypeId())
+        if product is None:
+            return redispatch(below, *args, **kwargs)
+        return product(*args, **kwargs)
+
+    return kernel
+
+
+def _register_short_autograd_kernel(library: torch.library.Library) -> bool:
+    """Register that kernel over custom_op's; False (custom_op's kept) where torch cannot."""
+    kernel = _short_autograd_kernel()
+    if kernel is None:
+        return False
+    with warnings.catch_warnings():  # torch's note that a kernel is overridden: ours, on purpose
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+        try:
+            library.impl("matmul", kernel, "Autograd", with_keyset=True, allow_override=True)
+        except (TypeError, RuntimeError):  # a torch without allow_override, or one that refuses it
+            return False
+    return True
+
+
+_LIBRARY = torch.library.Library("autotune", "IMPL")  # kept: its registrations last as long as it
+_register_short_autograd_kernel(_LIBRARY)
 
 
 @torch.library.custom_op("autotune::matmul_out", mutates_args=("out",))

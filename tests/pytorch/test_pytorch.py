@@ -82,6 +82,22 @@ def test_fake_output_has_the_real_outputs_shape_and_strides(ta, tb, batch):
     torch.testing.assert_close(real, _reference(a, b, ta, tb))
 
 
+def test_the_operators_autograd_kernel_is_the_short_one_over_custom_ops():
+    """autotune::matmul's Autograd kernel is op.py's (a product with no gradient to record runs at
+    once), custom_op's kept beneath it; what it serves is what custom_op's served."""
+    dump = torch._C._dispatch_dump("autotune::matmul").splitlines()
+    active = [line for line in dump if line.startswith("Autograd[alias]:")]
+    assert len(active) == 1 and "autotune/pytorch/op.py" in active[0].replace("\\", "/"), dump
+    a, b = _operands(6, 5, 4, True, False)
+    with torch.no_grad():
+        torch.testing.assert_close(matmul(a, b, True, False, 0.5), 0.5 * a.T @ b)
+    ag = a.clone().requires_grad_(True)
+    y = matmul(ag, b, True, False)
+    assert y.grad_fn is not None
+    y.sum().backward()
+    torch.testing.assert_close(ag.grad, (torch.ones(6, 5, dtype=a.dtype) @ b.T).T)
+
+
 def test_refuses_what_it_does_not_serve():
     a, b = _operands(3, 4, 5, False, False)
     with pytest.raises(TypeError, match="float32 or float64"):
