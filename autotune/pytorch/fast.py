@@ -18,7 +18,6 @@ from .op import matmul
 # through a generated autograd.Function that rebuilds the schema's defaults: over 15 us without
 # gradients and over 60 us with them on a CPU, before the kernel runs.
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
-_KERNELS = {"cuda": impl.cuda_product, "cpu": impl.cpu_product}
 _is_compiling = torch.compiler.is_compiling
 _dispatch_modes = torch._C._len_torch_dispatch_stack
 _functorch_level = torch._C._functorch.peek_interpreter_stack
@@ -76,8 +75,7 @@ def _eager_kernel(x: Tensor, *others: Tensor | None):
     The road takes plain tensors (None is no tensor: a layer without bias) outside torch.compile,
     dispatch modes and functorch transforms (see the module's docstring).
     """
-    # is_cuda first: reading x.device.type costs several times more, on every call.
-    kernel = impl.cuda_product if x.is_cuda else _KERNELS.get(x.device.type)
+    kernel = _kernel_of(x)
     if kernel is None or type(x) not in _PLAIN or _is_compiling() or _dispatch_modes():
         return None
     if _functorch_level() is not None:
@@ -89,8 +87,9 @@ def _eager_kernel(x: Tensor, *others: Tensor | None):
 
 
 def _kernel_of(x: Tensor):
-    # is_cuda first, as in _eager_kernel.
-    return impl.cuda_product if x.is_cuda else _KERNELS[x.device.type]
+    """Return the product's function for x's device, or None for a device it does not serve."""
+    # is_cuda first: reading x.device.type costs several times more, on every call.
+    return impl.cuda_product if x.is_cuda else impl.PRODUCTS.get(x.device.type)
 
 
 def _linear_forward(kernel, x: Tensor, weight: Tensor, bias: Tensor | None, precision: str) -> Tensor:

@@ -152,6 +152,11 @@ def cpu_product_out(a, b, out, trans_a=False, trans_b=False, alpha=1.0, beta=0.0
         out.mul_(beta).add_(torch.matmul(opa, opb), alpha=alpha)
 
 
+# The product's function by device type: the eager road's (fast.py) and the operator's short
+# Autograd kernel's (op.py) kernels.
+PRODUCTS = {"cuda": cuda_product, "cpu": cpu_product}
+
+
 def cuda_product_out(a, b, out, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, precision="highest") -> None:
     """out = alpha op(a) op(b) + beta out by autotune's tuned kernel."""
     check_kinds(a, b, out)

@@ -89,7 +89,7 @@ def _short_autograd_kernel():
     try:
         full = torch._library.autograd.make_autograd_impl(matmul._opoverload, matmul)
         after_autograd = torch._C._after_autograd_keyset
-        kernels = {torch._C.DispatchKey.CUDA: impl.cuda_product, torch._C.DispatchKey.CPU: impl.cpu_product}
+        kernels = {getattr(torch._C.DispatchKey, device.upper()): f for device, f in impl.PRODUCTS.items()}
     except (AttributeError, TypeError):
         return None
     is_grad_enabled, any_requires_grad = torch._C.is_grad_enabled, torch._C._any_requires_grad

@@ -122,7 +122,7 @@ def test_the_headers_choice_is_its_model_to_the_last_bit(h100_header, tmp_path):
     assert len(d.configs) <= 48 + len(LAYOUTS) * 2  # the budget, the fallbacks beyond it
 
 
-@pytest.mark.slow  # shares the 48-kernel header above on two cores (CI's slow step)
+@pytest.mark.slow  # shares the 48-kernel header above (CI's slow step)
 def test_a_sized_header_comes_near_every_choice(h100_header):
     # At shapes nobody tuned the held kernels' predicted best is near the best of all that
     # matmul chooses among (the budget spent where it buys the most).
