@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import impl
+from . import impl, op
 from .op import matmul
 
 # Why a second road: a custom_op call goes through the dispatcher into Python, and with autograd
@@ -155,3 +155,14 @@ class _Linear(torch.autograd.Function):
 _unwrap = torch._C._functorch.unwrap_if_dead
 _apply_product = super(torch.autograd.Function, _Product).apply
 _apply_linear = super(torch.autograd.Function, _Linear).apply
+
+
+def product_node(a, b, trans_a=False, trans_b=False, alpha=1.0, precision="highest") -> Tensor:
+    """Return alpha op(a) op(b) as one node of the eager road; the operator's arguments.
+
+    op.py's Autograd kernel calls it for plain tensors with a gradient to record.
+    """
+    return _apply_product(_unwrap(a), _unwrap(b), trans_a, trans_b, alpha, precision)
+
+
+op.take_gradients_by(product_node)

@@ -76,34 +76,50 @@ def _backward(ctx, dc: Tensor):
 matmul.register_autograd(_backward, setup_context=_setup_context)
 
 
+_NODE: list = []  # fast.py's product node (fast imports this module: it hands it over)
+
+
+def take_gradients_by(node) -> None:
+    """Let the operator's Autograd kernel record a gradient by `node` (fast.py's product_node)."""
+    _NODE[:] = [node]
+
+
 def _short_autograd_kernel():
     """Return a short-road Autograd kernel for autotune::matmul (None: torch lacks its parts).
 
-    With no gradient to record and a plain CPU or CUDA tensor below autograd, it runs the product
-    itself. custom_op's own kernel would redispatch to a Python kernel of the backend, which
-    wraps the product in two more Python layers: some 15 us of host time a call, paid on every
-    call a compiled graph makes (AOTAutograd calls the operator with gradients off). Anything
-    else (a gradient to record, fake, functional or meta tensors, dispatch modes, vmap) takes
-    custom_op's kernel or the redispatch, as before.
+    For a plain CPU or CUDA tensor below autograd it runs the product itself, or with a gradient
+    to record makes the eager road's autograd node (fast.py: the same formulas, one Python layer).
+    custom_op's kernel would redispatch to the backend's Python kernel, two more Python layers
+    (some 15 us a call, on every call a compiled graph makes: AOTAutograd calls the operator with
+    gradients off), and with gradients add Function.apply's and a generated Function's (some 50 us
+    more). The rest (fake, functional or meta tensors, dispatch modes, functorch transforms) takes
+    custom_op's kernel or the redispatch.
     """
     try:
         full = torch._library.autograd.make_autograd_impl(matmul._opoverload, matmul)
         after_autograd = torch._C._after_autograd_keyset
+        # Beneath ADInplaceOrView (a tensor requiring grad has it; it passes an out-of-place
+        # operator through): the backend's key.
+        backend = torch._C._after_ADInplaceOrView_keyset
         kernels = {getattr(torch._C.DispatchKey, device.upper()): f for device, f in impl.PRODUCTS.items()}
+        # Function.apply's test for a functorch transform, whose path the node skips.
+        transforming = torch._C._are_functorch_transforms_active
     except (AttributeError, TypeError):
         return None
     is_grad_enabled, any_requires_grad = torch._C.is_grad_enabled, torch._C._any_requires_grad
     redispatch = matmul._opoverload.redispatch
+    node = _NODE
 
     # As custom_op's kernel: no compile of the product's Python when dynamo is active around the call.
     @torch._disable_dynamo
     def kernel(keyset, *args, **kwargs):
+        product = kernels.get((keyset & backend).highestPriorityTypeId())
         if is_grad_enabled() and any_requires_grad(*args):
-            return full(keyset, *args, **kwargs)
-        below = keyset & after_autograd
-        product = kernels.get(below.highestPriorityTypeId())
+            if product is None or not node or transforming():
+                return full(keyset, *args, **kwargs)
+            return node[0](*args, **kwargs)
         if product is None:
-            return redispatch(below, *args, **kwargs)
+            return redispatch(keyset & after_autograd, *args, **kwargs)
         return product(*args, **kwargs)
 
     return kernel
