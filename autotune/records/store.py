@@ -311,6 +311,9 @@ def save_search(
     from ..core.version import __version__
 
     gpu = _printable({"name": limits.name, "slug": limits.slug, "arch": limits.arch})
+    # The default storage is the optuna.db beside the record (search/storage.py): left implied, no
+    # tuning machine's path in a record that travels. Any other URL is kept (its password masked).
+    beside = storage == f"sqlite:///{Path(root) / limits.slug / 'optuna.db'}"
     entries = {}
     for r in family_results:
         if r.best is None:
@@ -328,7 +331,7 @@ def save_search(
                 "evaluated": r.evaluated,
                 "valid_points": r.valid_points,
                 "study": r.study_name,
-                "storage": storage,
+                **({} if beside else {"storage": storage}),
                 "seconds": round(r.seconds, 1),
             },
         )

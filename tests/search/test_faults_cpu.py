@@ -108,6 +108,17 @@ def test_a_record_holds_no_storage_password(tmp_path, table, monkeypatch):
     assert "--storage 'postgresql://autotune:***@db.example:5432/tune?sslpassword=***'" in entry["command"]
 
 
+def test_a_record_names_its_storage_only_where_it_is_not_the_one_beside_it(tmp_path, table):
+    """The default storage (optuna.db beside the record) is left implied: no machine's path travels."""
+    from autotune import cli
+
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    for results, extra, want in (("r", (), None), ("s", ("--storage", other), other)):
+        assert cli.main(_search(tmp_path / results, table, "--trials", "3", *extra)) == 0
+        entry = json.loads(next((tmp_path / results).glob("*/512x512x512.json")).read_text())["families"]["coarse1d"]
+        assert entry["search"].get("storage") == want and entry["search"]["study"]
+
+
 @pytest.mark.skipif(
     not os.environ.get("AUTOTUNE_TEST_POSTGRES"),
     reason="set AUTOTUNE_TEST_POSTGRES to a postgresql:// URL (.ci/run starts a server)",
