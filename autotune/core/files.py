@@ -79,3 +79,8 @@ def open_regular(path: Path | str, flags: int, mode: int = 0o666) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def default_database(results_dir, gpu_slug: str) -> Path:
+    """Return the SQLite file of a search's studies where no --storage is given (beside records)."""
+    return Path(results_dir) / gpu_slug / "optuna.db"

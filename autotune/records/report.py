@@ -7,6 +7,7 @@ import math
 import os
 from pathlib import Path
 
+from ..core.files import default_database
 from ..core.tiers import TIERS
 from ..core.types import Problem, UserError
 from . import plots
@@ -32,7 +33,7 @@ def _studies(root: Path, slug: str) -> dict[tuple[str, str], list]:
 
     from ..search.sqlite import check_files
 
-    db = root / slug / "optuna.db"
+    db = default_database(root, slug)
     if not os.path.lexists(db):
         return {}
     check_files(db)  # a link planted there would have Optuna's tables written wherever it points
@@ -89,7 +90,7 @@ def write_report(root: Path | str, slug: str, out_dir: Path | str | None = None,
             "## Explore the studies",
             "",
             "With the `dashboard` extra (`pip install -e '.[dashboard]'`), "
-            f"`optuna-dashboard sqlite:///{(root / slug / 'optuna.db').as_posix()}` opens every study of this GPU.",
+            f"`optuna-dashboard sqlite:///{default_database(root, slug).as_posix()}` opens every study of this GPU.",
             "",
         ]
     path = out / "report.md"

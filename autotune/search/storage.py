@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SAWarning, SQLAlchemyError
 
 from ..core import redact
+from ..core.files import default_database
 from ..core.types import UserError
 from . import heartbeats
 from .sqlite import (
@@ -27,11 +28,6 @@ from .sqlite import (
     serialize_sqlite,
     sqlite_file,
 )
-
-
-def default_database(results_dir, gpu_slug: str) -> Path:
-    """Return the SQLite file of a search's studies where no --storage is given (beside records)."""
-    return Path(results_dir) / gpu_slug / "optuna.db"
 
 
 def default_storage(results_dir, gpu_slug: str) -> str:
