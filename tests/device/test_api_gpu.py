@@ -461,8 +461,10 @@ def test_a_first_call_with_beta_adds_c_once_and_a_captured_first_call_replays_ri
             assert float(cp.linalg.norm(out - want) / cp.linalg.norm(want)) < 1e-5, (M, N, K)
     a = rng.random((83, 59), dtype=cp.float32) - 0.5
     b = rng.random((59, 71), dtype=cp.float32) - 0.5
+    a0, b0 = a.copy(), b.copy()  # a failure then says whether the operands changed under the calls
     out = cp.empty((83, 71), dtype=cp.float32)
     stream = cp.cuda.Stream(non_blocking=True)
+    stream.wait_event(cp.cuda.get_current_stream().record())  # it would not wait for A's and B's writes
     pick = api._choose(0, Problem(83, 71, 59))
     with stream:
         pick(a, b, out)  # compiled, checked and its workspace on this stream made before the capture
@@ -473,5 +475,7 @@ def test_a_first_call_with_beta_adds_c_once_and_a_captured_first_call_replays_ri
         graph = stream.end_capture()
         graph.launch(stream)
         stream.synchronize()
+    changed = int((a != a0).sum()), int((b != b0).sum())
+    assert changed == (0, 0), f"{changed} elements of A and B changed under {pick.config.name}'s calls"
     want = _ref(a, b)
-    assert float(cp.linalg.norm(out - want) / cp.linalg.norm(want)) < 1e-5
+    assert float(cp.linalg.norm(out - want) / cp.linalg.norm(want)) < 1e-5, pick.config.name
