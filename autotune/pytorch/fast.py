@@ -8,10 +8,13 @@ functorch transforms (vmap, grad).
 
 from __future__ import annotations
 
+import functools
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from . import impl, op
+from . import impl, op, route
 from .op import matmul
 
 # Why a second road: a custom_op call goes through the dispatcher into Python, and with autograd
@@ -62,9 +65,19 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, precision: str = "hig
     kernel = _eager_kernel(x, weight, bias)
     if kernel is None:
         return None
-    if torch.is_grad_enabled() and (
-        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
-    ):
+    grad = torch.is_grad_enabled()
+    grads = (grad and x.requires_grad, grad and weight.requires_grad, grad and bias is not None and bias.requires_grad)
+    if kernel is impl.cuda_product and precision == "highest" and not impl.LISTENERS:
+        # A recording (LISTENERS) sees every product, so it takes autotune's road alone.
+        ours = functools.partial(_linear_road, kernel, precision, True in grads)
+        if route.torch_is_faster(x, weight, bias, grads, ours):
+            return F.linear(x, weight, bias)
+    return _linear_road(kernel, precision, True in grads, x, weight, bias)
+
+
+def _linear_road(kernel, precision: str, grad: bool, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """Return x @ weight^T + bias on autotune's eager road: one autograd node where `grad`."""
+    if grad:
         return _apply_linear(_unwrap(x), _unwrap(weight), None if bias is None else _unwrap(bias), precision)
     return _linear_forward(kernel, x, weight, bias, precision)
 

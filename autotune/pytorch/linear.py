@@ -23,7 +23,9 @@ class Linear(nn.Linear):
     is the operator's own (dX = dY W is "nn", dW = dY^T X is "tn"; no operand copied).
 
     Inside an autocast region it is nn.Linear (torch's reduced-precision product, as asked);
-    float16 or bfloat16 inputs outside one are a TypeError, never cast.
+    float16 or bfloat16 inputs outside one are a TypeError, never cast. In eager mode a layer
+    shape's first strict-FP32 step is timed on autotune's kernels and on torch's own F.linear,
+    host time included, and the faster kept (small layers are host time: see pytorch/route.py).
 
     Args:
         in_features, out_features, bias, device, dtype: as for nn.Linear.

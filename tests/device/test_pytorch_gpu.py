@@ -14,7 +14,7 @@ if not torch.cuda.is_available():
 
 from torch import nn  # noqa: E402
 
-from autotune.pytorch import Linear, matmul, matmul_out, mm, record_shapes, swap_linear  # noqa: E402
+from autotune.pytorch import Linear, matmul, matmul_out, mm, record_shapes, route, swap_linear  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -155,7 +155,12 @@ def test_compile_reduce_overhead_cuda_graphs_a_linear_layer():
         assert _rel(y, nn.functional.linear(x, layer.weight, layer.bias)) < FP32_REL
 
 
-def test_linear_training_matches_torchs():
+@pytest.mark.parametrize("road", ["autotune", "timed"])
+def test_linear_training_matches_torchs(monkeypatch, road):
+    # "autotune": every step on autotune's kernels; "timed": each layer on the road its first step
+    # timed faster (route.py), which for layers this small may be torch's own.
+    if road == "autotune":
+        monkeypatch.setattr(route, "torch_is_faster", lambda *args: False)
     torch.manual_seed(0)
     ref = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 10)).cuda()
     ours = nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 10)).cuda()
@@ -180,6 +185,49 @@ def test_linear_training_matches_torchs():
     assert losses[-1][0] < 0.5 * losses[0][0]  # it learned (about 2.3 to 0.6 on a CPU)
     for want, got in losses:
         assert abs(got - want) <= 1e-4 * abs(want)
+
+
+def test_a_small_layers_step_is_timed_once_and_either_road_matches_torch(monkeypatch):
+    route.forget()
+    torch.manual_seed(0)
+    layer = Linear(48, 24).cuda()
+    x = (torch.rand(40, 48, device="cuda") - 0.5).requires_grad_(True)
+    dy = torch.rand(40, 24, device="cuda") - 0.5
+    layer(x).backward(dy)  # the first step: both roads timed, the faster kept
+    (key,) = route._TORCH_FASTER
+    layer(x).backward(dy)
+    assert list(route._TORCH_FASTER) == [key]  # no second timing
+    ref = nn.Linear(48, 24).cuda()
+    ref.load_state_dict(layer.state_dict())
+    xr = x.detach().clone().requires_grad_(True)
+    want = ref(xr)
+    want.backward(dy)
+    for faster, node in ((True, "AddmmBackward0"), (False, "_LinearBackward")):
+        monkeypatch.setitem(route._TORCH_FASTER, key, faster)
+        x.grad = None
+        layer.zero_grad(set_to_none=True)
+        y = layer(x)
+        assert type(y.grad_fn).__name__ == node
+        y.backward(dy)
+        assert _rel(y, want) < FP32_REL
+        assert _rel(x.grad, xr.grad) < FP32_REL
+        assert _rel(layer.weight.grad, ref.weight.grad) < FP32_REL
+        assert _rel(layer.bias.grad, ref.bias.grad) < FP32_REL
+
+
+def test_a_long_layer_step_keeps_autotunes_road_untimed_and_tf32_keeps_it_too(monkeypatch):
+    route.forget()
+    layer = Linear(4096, 4096, bias=False).cuda()
+    x = torch.rand(4096, 4096, device="cuda") - 0.5
+    with torch.no_grad():
+        y = layer(x)  # one product of about 2 ms on an H100: GPU-bound, autotune's road kept
+    assert list(route._TORCH_FASTER.values()) == [False]
+    assert _rel(y, x @ layer.weight.T) < FP32_REL
+    route.forget()
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    small = Linear(32, 16).cuda()
+    small(torch.rand(8, 32, device="cuda"))
+    assert not route._TORCH_FASTER  # torch's product would be TF32: not timed, autotune's road
 
 
 def test_recorder_on_cuda_names_the_linear_layers_gemms(tmp_path):

@@ -1,0 +1,109 @@
+"""autotune.pytorch.route on the CPU: which road a linear layer's step takes, and its timing.
+
+The timing runs on CPU tensors with the device's synchronize made a no-op; the roads are made
+slow on purpose (a sleep far longer than a small product), so no result hangs on the machine's speed.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from autotune.dispatch import measure  # noqa: E402
+from autotune.pytorch import route  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cpu_route(monkeypatch):
+    """The route as on a CUDA device without a capture, TF32 off, and no layer timed yet."""
+    monkeypatch.setattr(route, "_sync", lambda device: None)
+    monkeypatch.setattr(route, "_capturing", lambda: False)
+    monkeypatch.setattr(route, "_tf32", lambda: False)
+    monkeypatch.delenv(measure.ENV, raising=False)
+    route.forget()
+    yield
+    route.forget()
+
+
+def _layer(rows=8, grad=False):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, 6, generator=g).requires_grad_(grad)
+    w = torch.randn(4, 6, generator=g).requires_grad_(grad)
+    b = torch.randn(4, generator=g).requires_grad_(grad)
+    return x, w, b, (grad, grad, grad)
+
+
+def _slow(seconds, road):
+    def slow(*tensors):
+        time.sleep(seconds)
+        return road(*tensors)
+
+    return slow
+
+
+def test_a_layer_is_timed_once_per_key_and_the_answer_kept(monkeypatch):
+    timed = []
+    monkeypatch.setattr(route, "_time_both", lambda *args: timed.append(args[0].shape) or True)
+    x, w, b, grads = _layer()
+    ours = torch.nn.functional.linear
+    assert route.torch_is_faster(x, w, b, grads, ours)
+    assert route.torch_is_faster(x.clone(), w, b, grads, ours)  # the same key: no second timing
+    assert len(timed) == 1
+    assert route.torch_is_faster(x[:5], w, b, grads, ours)  # other rows: a key of its own
+    assert route.torch_is_faster(x, w, None, grads, ours)  # no bias: another
+    assert route.torch_is_faster(x.t().contiguous().t(), w, b, grads, ours)  # x not contiguous: another
+    assert route.torch_is_faster(x, w, b, (False, True, True), ours)  # other gradients: another
+    assert len(timed) == 5
+
+
+def test_tf32_a_capture_or_untimed_first_calls_keep_autotunes_road_and_time_nothing(monkeypatch):
+    def refuse(*args):
+        raise AssertionError("timed")
+
+    monkeypatch.setattr(route, "_time_both", refuse)
+    x, w, b, grads = _layer()
+    ours = torch.nn.functional.linear
+    monkeypatch.setattr(route, "_tf32", lambda: True)  # torch's product would be TF32
+    assert not route.torch_is_faster(x, w, b, grads, ours)
+
+    def mixed():
+        raise RuntimeError("mix of the legacy and new APIs")
+
+    monkeypatch.setattr(route, "_tf32", mixed)  # torch cannot say: not strict FP32 for sure
+    assert not route.torch_is_faster(x, w, b, grads, ours)
+    monkeypatch.setattr(route, "_tf32", lambda: False)
+    monkeypatch.setattr(route, "_capturing", lambda: True)
+    assert not route.torch_is_faster(x, w, b, grads, ours)
+    monkeypatch.setattr(route, "_capturing", lambda: False)
+    monkeypatch.setenv(measure.ENV, "0")
+    assert not route.torch_is_faster(x, w, b, grads, ours)
+    monkeypatch.setenv(measure.ENV, "1")
+    monkeypatch.setattr(route, "_time_both", lambda *args: True)
+    assert route.torch_is_faster(x, w, b, grads, ours)  # nothing above was kept as the answer
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_the_faster_road_wins_and_the_callers_tensors_keep_no_grad(monkeypatch, grad):
+    monkeypatch.setattr(route, "LONG_MS", 1e6)  # nothing here counts as GPU-bound
+    linear = torch.nn.functional.linear
+    x, w, b, grads = _layer(grad=grad)
+    assert route._time_both(x, w, b, grads, _slow(0.02, linear))
+    monkeypatch.setattr(route, "_torch_road", _slow(0.02, linear))
+    assert not route._time_both(x, w, b, grads, linear)
+    assert x.grad is None and w.grad is None and b.grad is None
+
+
+def test_a_long_step_ends_the_timing_and_keeps_autotunes_road(monkeypatch):
+    steps = []
+
+    def ours(*tensors):
+        steps.append(1)
+        time.sleep(0.003)  # longer than LONG_MS: GPU-bound
+        return torch.nn.functional.linear(*tensors)
+
+    x, w, b, grads = _layer()
+    assert not route._time_both(x, w, b, grads, ours)  # though torch's road is the faster
+    assert len(steps) == 2  # the first call's and one timed step: no rounds of repeats
