@@ -11,7 +11,8 @@ host (us per call, small tensors: kernels far shorter than a call): torch `x @ w
 and nn.Linear against autotune's Linear. Timed in batches of BATCH calls, a synchronize between
 batches outside the timed span; the median batch / BATCH, median of REPEATS interleaved rounds.
 layer (ms, CUDA events): forward + backward of nn.Linear and of autotune's Linear (weights
-shared), eager, and each under torch.compile (fullgraph), the median of ITERS.
+shared), eager, and each under torch.compile (fullgraph), the median of ITERS single steps;
+steps_ms times them back to back instead, as a training loop runs them.
 """
 
 from __future__ import annotations
@@ -98,6 +99,22 @@ def step_ms(layer, x) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end))
     return statistics.median(times)
+
+
+def steps_ms(layer, x, count: int = ITERS) -> float:
+    """Least ms a step of `count` forward + backward steps back to back (a training loop's pace)."""
+    g = torch.rand(x.shape[0], layer.out_features, device="cuda")
+    for _ in range(5):
+        layer(x).backward(g)
+    best = float("inf")
+    for _ in range(3):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(count):
+            layer(x).backward(g)
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - start) * 1e3 / count)
+    return best
 
 
 def layer_table(rows: int, features: int, out_features: int) -> dict[str, float]:

@@ -10,7 +10,9 @@ would (record the GEMMs, search them), then time forward + backward:
 The draw: rows (batch x tokens) log-uniform in 128..16384, in and out features log-uniform in
 64..8192, three in four of them rounded to a multiple of 64 as models' widths mostly are.
 A layer's time is pytorch_layer.py's step_ms: the median of ITERS forward + backward steps (CUDA
-events); ROUNDS rounds alternate torch and autotune, and the speedup's spread is over the rounds.
+events), each alone; "back to back" is its steps_ms, steps as a training loop runs them. ROUNDS
+rounds alternate torch and autotune, and the speedup's spread is over the rounds. "road" is the
+one Linear's eager training step took (torch's F.linear where its first step timed faster).
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
-from pytorch_layer import step_ms  # the same timer as the host-time benchmark
+from pytorch_layer import step_ms, steps_ms  # the same timers as the host-time benchmark
 from torch import nn
 
-from autotune.pytorch import Linear, record_shapes
+from autotune.pytorch import Linear, record_shapes, route
 
 ROUNDS = 3
 EXAMPLE = [(512, 64, 256), (512, 256, 256), (512, 256, 10)]  # examples/pytorch_mlp.py's layers
@@ -67,12 +69,13 @@ def measure(shape: tuple[int, int, int]) -> dict:
     torch._dynamo.reset()  # each shape compiles afresh: no recompile limit reached over the draw
     ref, ours, x = _layers(*shape)
     compiled = (torch.compile(ref, fullgraph=True), torch.compile(ours, fullgraph=True))
-    forms = {"eager": (ref, ours), "compiled": compiled}
+    forms = {"eager": (ref, ours), "compiled": compiled, "back to back": (ref, ours)}
     row = {"shape": list(shape), "rel_err": check(ref, ours, x)}
     for form, (r, o) in forms.items():
+        timer = steps_ms if form == "back to back" else step_ms
         speedups, t_ref, t_ours = [], [], []
         for _ in range(ROUNDS):
-            a, b = step_ms(r, x), step_ms(o, x)
+            a, b = timer(r, x), timer(o, x)
             t_ref.append(a)
             t_ours.append(b)
             speedups.append(a / b)
@@ -82,6 +85,9 @@ def measure(shape: tuple[int, int, int]) -> dict:
             "speedup": round(statistics.median(speedups), 3),
             "spread": [round(min(speedups), 3), round(max(speedups), 3)],
         }
+    # The road the layer's eager training step took (route.py): its first step timed both.
+    roads = [faster for key, faster in route._TORCH_FASTER.items() if key[1:4] == shape and all(key[-3:])]
+    row["road"] = ("torch" if roads[0] else "autotune") if roads else "untimed"
     return row
 
 
@@ -111,16 +117,18 @@ def main() -> None:
         for shape in shapes:
             row = measure(shape) | {"set": kind}
             rows.append(row)
-            e, c = row["eager"], row["compiled"]
+            forms = "  ".join(
+                f"{form} {f['torch_ms']:.4f} / {f['autotune_ms']:.4f} ms {f['speedup']:.3f}x {f['spread']}"
+                for form, f in ((form, row[form]) for form in ("eager", "compiled", "back to back"))
+            )
             print(
-                f"{kind:8s} {shape[0]:6d} x {shape[1]:5d} -> {shape[2]:5d}  eager {e['torch_ms']:.4f} / "
-                f"{e['autotune_ms']:.4f} ms {e['speedup']:.3f}x {e['spread']}  compiled {c['torch_ms']:.4f} / "
-                f"{c['autotune_ms']:.4f} ms {c['speedup']:.3f}x {c['spread']}  rel err {row['rel_err']:.1e}",
+                f"{kind:8s} {shape[0]:6d} x {shape[1]:5d} -> {shape[2]:5d}  {forms}  road {row['road']}"
+                f"  rel err {row['rel_err']:.1e}",
                 flush=True,
             )
     summary = {}
     for kind in ("example", "drawn"):
-        for form in ("eager", "compiled"):
+        for form in ("eager", "compiled", "back to back"):
             s = [r[form]["speedup"] for r in rows if r["set"] == kind]
             gm = math.exp(sum(map(math.log, s)) / len(s))
             summary[f"{kind} {form}"] = {"geomean": round(gm, 3), "min": min(s)}
