@@ -107,3 +107,19 @@ def test_a_long_step_ends_the_timing_and_keeps_autotunes_road(monkeypatch):
     x, w, b, grads = _layer()
     assert not route._time_both(x, w, b, grads, ours)  # though torch's road is the faster
     assert len(steps) == 2  # the first call's and one timed step: no rounds of repeats
+
+
+def test_a_torch_road_that_fails_keeps_autotunes_and_a_refusal_of_ours_reaches_the_caller(monkeypatch):
+    def broken(*tensors):
+        raise RuntimeError("CUDA out of memory")
+
+    x, w, b, grads = _layer(grad=True)
+    monkeypatch.setattr(route, "_torch_road", broken)
+    assert not route._time_both(x, w, b, grads, torch.nn.functional.linear)
+    monkeypatch.setattr(route, "_torch_road", torch.nn.functional.linear)
+
+    def refusing(*tensors):
+        raise TypeError("float16 refused")
+
+    with pytest.raises(TypeError, match="float16"):
+        route._time_both(x, w, b, grads, refusing)
