@@ -55,7 +55,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, precision: str = "hig
     """Return x @ weight^T + bias on the eager road as one autograd node, or None off that road.
 
     None where `mm` would take the operator (see the module's docstring): the caller then
-    composes the layer from `mm` and an add, which torch.compile fuses.
+    composes the layer from `mm` and an add, which torch.compile fuses. On CUDA in strict FP32,
+    torch's own F.linear where the layer shape's first step timed it faster (route.py).
 
     Args:
         x: the layer's input as a matrix (rows x in_features).
