@@ -84,3 +84,8 @@ def open_regular(path: Path | str, flags: int, mode: int = 0o666) -> int:
 def default_database(results_dir, gpu_slug: str) -> Path:
     """Return the SQLite file of a search's studies where no --storage is given (beside records)."""
     return Path(results_dir) / gpu_slug / "optuna.db"
+
+
+def default_database_url(results_dir, gpu_slug: str) -> str:
+    """Return default_database's URL, the storage a search names where no --storage is given."""
+    return f"sqlite:///{default_database(results_dir, gpu_slug)}"

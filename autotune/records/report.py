@@ -7,7 +7,7 @@ import math
 import os
 from pathlib import Path
 
-from ..core.files import default_database
+from ..core.files import default_database, default_database_url
 from ..core.tiers import TIERS
 from ..core.types import Problem, UserError
 from . import plots
@@ -37,7 +37,7 @@ def _studies(root: Path, slug: str) -> dict[tuple[str, str], list]:
     if not os.path.lexists(db):
         return {}
     check_files(db)  # a link planted there would have Optuna's tables written wherever it points
-    url = f"sqlite:///{db}"
+    url = default_database_url(root, slug)
     out: dict[tuple[str, str], list] = collections.defaultdict(list)
     for s in optuna.get_all_study_summaries(url, include_best_trial=False):
         parts = s.study_name.split("/")

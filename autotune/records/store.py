@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import redact
-from ..core.files import default_database, open_regular
+from ..core.files import default_database_url, open_regular
 from ..core.types import Config, Measurement, Problem, Status, UserError, one_line
 from ..gpu.nvml import FIELDS, clock_fields
 from .fields import DIGITS, MAX_TEXT
@@ -313,7 +313,7 @@ def save_search(
     gpu = _printable({"name": limits.name, "slug": limits.slug, "arch": limits.arch})
     # The default storage (search/storage.py's) is the database beside the record: left implied, no
     # tuning machine's path in a record that travels. Any other URL is kept (its password masked).
-    beside = storage == f"sqlite:///{default_database(root, limits.slug)}"
+    beside = storage == default_database_url(root, limits.slug)
     entries = {}
     for r in family_results:
         if r.best is None:

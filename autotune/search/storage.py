@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SAWarning, SQLAlchemyError
 
 from ..core import redact
-from ..core.files import default_database
+from ..core.files import default_database, default_database_url
 from ..core.types import UserError
 from . import heartbeats
 from .sqlite import (
@@ -32,9 +32,8 @@ from .sqlite import (
 
 def default_storage(results_dir, gpu_slug: str) -> str:
     """Return the URL of the default database (default_database), making its folder."""
-    path = default_database(results_dir, gpu_slug)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path}"
+    default_database(results_dir, gpu_slug).parent.mkdir(parents=True, exist_ok=True)
+    return default_database_url(results_dir, gpu_slug)
 
 
 _STORAGES: dict[str, optuna.storages.BaseStorage] = {}
