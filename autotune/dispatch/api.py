@@ -317,9 +317,9 @@ def matmul(
             shortcut.remember(table, key, shortcut.made(A, B, out, kernel, ops))
         return result
     except RuntimeError as exc:  # free when nothing is raised: a call costs no check of the device
-        if (missing := _no_gpu(exc)) is None:
-            raise
-        raise missing from exc
+        _raise_unless_bound(arrays, exc)
+    # The call failed before its first launch on a thread without a CUDA context, which has one now.
+    return matmul(A, B, out, alpha, beta, trans_a=trans_a, trans_b=trans_b, precision=precision)
 
 
 def cached_product(A, B, alpha: float, trans_a: bool, trans_b: bool, precision: str):
@@ -329,13 +329,13 @@ def cached_product(A, B, alpha: float, trans_a: bool, trans_b: bool, precision: 
     layer's eager road. A hit stands for every check of the full road (see dispatch/shortcut.py),
     so the caller's own can wait for a miss; on a miss, call `matmul`.
     """
+    arrays = gpu_arrays()
     try:
-        cut = _shortcut_for(gpu_arrays(), A, B, None, 0.0, trans_a, trans_b, precision)[2]
+        cut = _shortcut_for(arrays, A, B, None, 0.0, trans_a, trans_b, precision)[2]
         return None if cut is None else cut(A, B, alpha)
     except RuntimeError as exc:
-        if (missing := _no_gpu(exc)) is None:
-            raise
-        raise missing from exc
+        _raise_unless_bound(arrays, exc)
+    return cached_product(A, B, alpha, trans_a, trans_b, precision)  # as matmul: the context bound
 
 
 def _shortcut_for(arrays, A, B, out, beta, trans_a: bool, trans_b: bool, precision: str):
@@ -351,6 +351,18 @@ def _plain(beta, out) -> bool:
     if isinstance(beta, bool) or not isinstance(beta, (int, float)):
         return False
     return beta == 0 if out is None else math.isfinite(beta)
+
+
+def _raise_unless_bound(arrays, exc: RuntimeError) -> None:
+    """Raise `exc` (a NoGPUError where CUDA has no device) unless a context was bound for the call.
+
+    A thread that had no current CUDA context has one now (arrays.bind_context): the call is worth
+    one more try.
+    """
+    if (missing := _no_gpu(exc)) is not None:
+        raise missing from exc
+    if not arrays.bind_context():
+        raise exc
 
 
 def _no_gpu(exc: RuntimeError) -> NoGPUError | None:

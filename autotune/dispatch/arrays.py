@@ -11,13 +11,30 @@ import contextlib
 
 import cupy as cp
 import numpy as np
-from cupy_backends.cuda.api import runtime
+from cupy_backends.cuda.api import driver, runtime
 
 from .checks import _F32, _new_output, check, check_batched
 from .interop import adopt, new_output_like, torch_stream
 from .shortcut import span
 
 current_device = runtime.getDevice  # cheaper than cupy.cuda.Device().id, which builds an object
+
+
+def bind_context() -> bool:
+    """Make the current device's primary context current where this thread has none; say if it did.
+
+    A thread that has made no CUDA runtime call has no current context, and the driver refuses the
+    launches (CUDA_ERROR_INVALID_CONTEXT) and module loads the kernels make through it. torch's
+    autograd engine runs a backward on such a thread: its device switch skips cudaSetDevice where
+    cudaGetDevice already names the device. cudaSetDevice binds the primary context.
+    """
+    try:
+        if driver.ctxGetCurrent() != 0:
+            return False  # a context is current: what failed, failed for another reason
+        runtime.setDevice(runtime.getDevice())
+        return driver.ctxGetCurrent() != 0
+    except Exception:  # noqa: BLE001 - no driver to ask: nothing bound, the caller's error stands
+        return False
 
 
 def no_device() -> str | None:

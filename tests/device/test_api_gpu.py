@@ -479,3 +479,45 @@ def test_a_first_call_with_beta_adds_c_once_and_a_captured_first_call_replays_ri
     assert changed == (0, 0), f"{changed} elements of A and B changed under {pick.config.name}'s calls"
     want = _ref(a, b)
     assert float(cp.linalg.norm(out - want) / cp.linalg.norm(want)) < 1e-5, pick.config.name
+
+
+def _on_a_new_thread(fn):
+    """Return (the CUDA context current when a new thread began, fn() run on that thread)."""
+    import threading
+
+    from cupy_backends.cuda.api import driver
+
+    got = {}
+
+    def run():
+        try:
+            got["context"] = driver.ctxGetCurrent()
+            got["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - raised again on the test's thread
+            got["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if "error" in got:
+        raise got["error"]
+    return got["context"], got["value"]
+
+
+@pytest.mark.parametrize("kind", ["cupy", "torch"])
+def test_a_thread_that_made_no_cuda_call_gets_its_products(kind, request):
+    # torch's autograd engine runs a backward on such a thread: the driver refused the kernels'
+    # launches and module loads there (CUDA_ERROR_INVALID_CONTEXT) until matmul bound a context.
+    wrap = cp.asarray
+    if kind == "torch":
+        torch = request.getfixturevalue("torch")
+        wrap = torch.from_dlpack
+    rng = cp.random.default_rng(5)
+    a, b = (rng.random(s, dtype=cp.float32) - 0.5 for s in ((96, 64), (64, 80)))
+    seen = autotune.matmul(wrap(a), wrap(b))  # the main thread's call: the next takes the short road
+    assert _rel_err(seen, _ref(a, b)) < 1e-5
+    for a2, b2 in ((a, b), (a[:77, :40], b[:40, :53])):  # the short road, then a first call
+        context, c = _on_a_new_thread(lambda a2=a2, b2=b2: autotune.matmul(wrap(a2), wrap(b2)))
+        assert context == 0  # the case itself: the new thread had no current context
+        cp.cuda.Device().synchronize()
+        assert _rel_err(c, _ref(a2, b2)) < 1e-5

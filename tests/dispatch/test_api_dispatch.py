@@ -449,3 +449,72 @@ def test_choosing_from_the_records_reads_no_space_file(monkeypatch):
     for m, n, k in [(100, 200, 300), (1000, 999, 17), (5, 4096, 4096), (4096, 4096, 4096)]:
         api._choose(0, Problem(m, n, k), None, RESULTS)
     assert read == []
+
+
+@pytest.mark.parametrize("binds", [True, False])
+def test_a_call_failing_on_a_thread_without_a_cuda_context_runs_again_once_one_is_bound(monkeypatch, binds):
+    pytest.importorskip("cupy")
+    arrays = api.gpu_arrays()
+    calls, bound = [], []
+
+    def shortcut_for(_arrays, A, *rest):
+        calls.append(A)
+        if len(calls) == 1:
+            raise RuntimeError("CUDA_ERROR_INVALID_CONTEXT: invalid device context")
+        return None, None, lambda A, B, alpha: ("C", A, B, alpha)
+
+    def bind():
+        # The first failure binds a context where `binds`; a thread with one binds nothing more.
+        bound.append(binds and not bound)
+        return bound[-1]
+
+    monkeypatch.setattr(api, "_shortcut_for", shortcut_for)
+    monkeypatch.setattr(api, "_no_gpu", lambda exc: None)
+    monkeypatch.setattr(arrays, "bind_context", bind)
+    if binds:
+        assert api.cached_product("A", "B", 2.0, False, True, "highest") == ("C", "A", "B", 2.0)
+        assert len(calls) == 2 and bound == [True]
+    else:
+        with pytest.raises(RuntimeError, match="INVALID_CONTEXT"):
+            api.cached_product("A", "B", 2.0, False, True, "highest")
+        assert len(calls) == 1 and bound == [False]
+
+
+@pytest.mark.parametrize("current", [0, 0x1234])
+def test_bind_context_sets_the_current_device_only_where_no_context_is_current(monkeypatch, current):
+    pytest.importorskip("cupy")
+    arrays = api.gpu_arrays()
+    state = {"ctx": current, "set": []}
+
+    class Driver:
+        @staticmethod
+        def ctxGetCurrent():
+            return state["ctx"]
+
+    class Runtime:
+        @staticmethod
+        def getDevice():
+            return 3
+
+        @staticmethod
+        def setDevice(dev):
+            state["set"].append(dev)
+            state["ctx"] = 0x5678  # cudaSetDevice binds the device's primary context
+
+    monkeypatch.setattr(arrays, "driver", Driver)
+    monkeypatch.setattr(arrays, "runtime", Runtime)
+    assert arrays.bind_context() is (current == 0)
+    assert state["set"] == ([3] if current == 0 else [])
+
+
+def test_bind_context_without_a_driver_binds_nothing(monkeypatch):
+    pytest.importorskip("cupy")
+    arrays = api.gpu_arrays()
+
+    class Driver:
+        @staticmethod
+        def ctxGetCurrent():
+            raise RuntimeError("CuPy failed to load libcuda.so.1")
+
+    monkeypatch.setattr(arrays, "driver", Driver)
+    assert arrays.bind_context() is False

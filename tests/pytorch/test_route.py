@@ -87,7 +87,7 @@ def test_tf32_a_capture_or_untimed_first_calls_keep_autotunes_road_and_time_noth
 
 @pytest.mark.parametrize("grad", [False, True])
 def test_the_faster_road_wins_and_the_callers_tensors_keep_no_grad(monkeypatch, grad):
-    monkeypatch.setattr(route, "LONG_MS", 1e6)  # nothing here counts as GPU-bound
+    monkeypatch.setattr(route, "LONG_MS", 1e6)  # every step short: repeats after the first round
     linear = torch.nn.functional.linear
     x, w, b, grads = _layer(grad=grad)
     assert route._time_both(x, w, b, grads, _slow(0.02, linear))
@@ -96,17 +96,34 @@ def test_the_faster_road_wins_and_the_callers_tensors_keep_no_grad(monkeypatch, 
     assert x.grad is None and w.grad is None and b.grad is None
 
 
-def test_a_long_step_ends_the_timing_and_keeps_autotunes_road(monkeypatch):
+@pytest.mark.parametrize("torch_slow", [False, True])
+def test_a_long_step_is_timed_one_step_a_round_and_the_faster_road_still_wins(monkeypatch, torch_slow):
     steps = []
 
     def ours(*tensors):
         steps.append(1)
-        time.sleep(0.003)  # longer than LONG_MS: GPU-bound
+        time.sleep(0.003)  # longer than LONG_MS here
         return torch.nn.functional.linear(*tensors)
 
+    monkeypatch.setattr(route, "LONG_MS", 1.0)
+    if torch_slow:
+        monkeypatch.setattr(route, "_torch_road", _slow(0.02, torch.nn.functional.linear))
     x, w, b, grads = _layer()
-    assert not route._time_both(x, w, b, grads, ours)  # though torch's road is the faster
-    assert len(steps) == 2  # the first call's and one timed step: no rounds of repeats
+    assert route._time_both(x, w, b, grads, ours) is not torch_slow
+    assert len(steps) == 1 + route.ROUNDS  # the first call's, then one step a round: no repeats
+
+
+def test_short_steps_are_timed_in_repeats_after_the_first_round(monkeypatch):
+    steps = []
+
+    def ours(*tensors):
+        steps.append(1)
+        return torch.nn.functional.linear(*tensors)
+
+    monkeypatch.setattr(route, "LONG_MS", 1e6)
+    x, w, b, grads = _layer()
+    route._time_both(x, w, b, grads, ours)
+    assert len(steps) == 1 + 1 + (route.ROUNDS - 1) * route.REPS
 
 
 def test_a_torch_road_that_fails_keeps_autotunes_and_a_refusal_of_ours_reaches_the_caller(monkeypatch):
