@@ -11,6 +11,10 @@ from torch import Tensor, nn
 
 from .fast import linear, mm
 
+# Whether autocast is on for any device: a call of no argument, cheaper than asking for x's device
+# (a layer's host time is what the eager road saves), where torch has it.
+_any_autocast = getattr(torch._C, "_is_any_autocast_enabled", None) or (lambda: True)
+
 # Devices whose layers swap_linear takes: CUDA runs the tuned kernels, the CPU torch's product
 # (a model swapped on the CPU and moved to the GPU afterwards is served there).
 _DEVICES = ("cuda", "cpu")
@@ -42,22 +46,20 @@ class Linear(nn.Linear):
     def forward(self, x: Tensor) -> Tensor:
         """Return x @ W^T (+ bias), the weight read in place as the "nt" operand."""
         # The weight is stored out x in, the layout a linear layer's kernels are tuned for.
-        if torch.is_autocast_enabled("cuda" if x.is_cuda else x.device.type):  # is_cuda: far cheaper
+        if _any_autocast() and torch.is_autocast_enabled("cuda" if x.is_cuda else x.device.type):
             # Autocast asks for torch's reduced-precision product, which autotune's strict-FP32
             # kernels are not: the layer is nn.Linear inside such a region, by design.
             return super().forward(x)
-        lead = x.shape[:-1]
+        matrix = x.dim() == 2
         # reshape is a view for any x whose leading axes fold into one stride (every contiguous
         # x): the product reads it in place as an M x in matrix.
-        x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+        x2 = x if matrix else x.reshape(-1, x.shape[-1])
         y = linear(x2, self.weight, self.bias, self.precision)
         if y is None:  # the operator's road (torch.compile and the like): a product, then an add
             y = mm(x2, self.weight, False, True, 1.0, self.precision)
             if self.bias is not None:
                 y = y + self.bias  # one fused add under torch.compile
-        if x.dim() == 2:
-            return y
-        return y.view(*lead, self.out_features)
+        return y if matrix else y.view(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, precision={self.precision}"
