@@ -480,41 +480,23 @@ def test_a_call_failing_on_a_thread_without_a_cuda_context_runs_again_once_one_i
         assert len(calls) == 1 and bound == [False]
 
 
-@pytest.mark.parametrize("current", [0, 0x1234])
+@pytest.mark.parametrize("current", [0, 0x1234, None])  # None: no driver to ask
 def test_bind_context_sets_the_current_device_only_where_no_context_is_current(monkeypatch, current):
     pytest.importorskip("cupy")
     arrays = api.gpu_arrays()
     state = {"ctx": current, "set": []}
 
-    class Driver:
-        @staticmethod
-        def ctxGetCurrent():
-            return state["ctx"]
+    def ctx():
+        if state["ctx"] is None:
+            raise RuntimeError("CuPy failed to load libcuda.so.1")
+        return state["ctx"]
 
-    class Runtime:
-        @staticmethod
-        def getDevice():
-            return 3
+    def set_device(dev):
+        state["set"].append(dev)
+        state["ctx"] = 0x5678  # cudaSetDevice binds the device's primary context
 
-        @staticmethod
-        def setDevice(dev):
-            state["set"].append(dev)
-            state["ctx"] = 0x5678  # cudaSetDevice binds the device's primary context
-
-    monkeypatch.setattr(arrays, "driver", Driver)
-    monkeypatch.setattr(arrays, "runtime", Runtime)
+    monkeypatch.setattr(arrays, "driver", type("Driver", (), {"ctxGetCurrent": staticmethod(ctx)}))
+    fake = {"getDevice": staticmethod(lambda: 3), "setDevice": staticmethod(set_device)}
+    monkeypatch.setattr(arrays, "runtime", type("Runtime", (), fake))
     assert arrays.bind_context() is (current == 0)
     assert state["set"] == ([3] if current == 0 else [])
-
-
-def test_bind_context_without_a_driver_binds_nothing(monkeypatch):
-    pytest.importorskip("cupy")
-    arrays = api.gpu_arrays()
-
-    class Driver:
-        @staticmethod
-        def ctxGetCurrent():
-            raise RuntimeError("CuPy failed to load libcuda.so.1")
-
-    monkeypatch.setattr(arrays, "driver", Driver)
-    assert arrays.bind_context() is False
