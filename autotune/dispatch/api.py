@@ -214,6 +214,7 @@ def load(
     try:
         dev = arrays.current_device()
         slug, arch = _device_props(dev)
+        arrays.bind_context()  # the kernel's module is loaded through the driver, on this thread
     except RuntimeError as exc:
         if (missing := _no_gpu(exc)) is None:
             raise

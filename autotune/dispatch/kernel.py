@@ -50,8 +50,13 @@ class Kernel:
         A batch runs in one launch on a kernel built for batches (`batched`), one launch per
         matrix on another.
         """
-        ops = gpu_arrays().prepare(A, B, out, beta, trans_a, trans_b)
-        return self._launch(ops.as_layout(self.layout), alpha, beta)
+        arrays = gpu_arrays()
+        try:
+            return self._launch(arrays.prepare(A, B, out, beta, trans_a, trans_b).as_layout(self.layout), alpha, beta)
+        except RuntimeError:
+            if not arrays.bind_context():  # as matmul: a thread without a context gets one, once
+                raise
+        return self(A, B, out, alpha, beta, trans_a=trans_a, trans_b=trans_b)
 
     def _launch(self, ops, alpha: float, beta: float):
         self._kernel.launch(

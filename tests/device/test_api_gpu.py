@@ -516,8 +516,14 @@ def test_a_thread_that_made_no_cuda_call_gets_its_products(kind, request):
     a, b = (rng.random(s, dtype=cp.float32) - 0.5 for s in ((96, 64), (64, 80)))
     seen = autotune.matmul(wrap(a), wrap(b))  # the main thread's call: the next takes the short road
     assert _rel_err(seen, _ref(a, b)) < 1e-5
-    for a2, b2 in ((a, b), (a[:77, :40], b[:40, :53])):  # the short road, then a first call
-        context, c = _on_a_new_thread(lambda a2=a2, b2=b2: autotune.matmul(wrap(a2), wrap(b2)))
+    a2, b2 = a[:77, :40], b[:40, :53]
+    runs = {  # the short road, a first call, and a kernel loaded for another shape, then called
+        "short": (a, b, lambda: autotune.matmul(wrap(a), wrap(b))),
+        "first": (a2, b2, lambda: autotune.matmul(wrap(a2), wrap(b2))),
+        "load": (a2, b2, lambda: autotune.load((77, 53, 41))(wrap(a2), wrap(b2))),
+    }
+    for x, y, call in runs.values():
+        context, c = _on_a_new_thread(call)
         assert context == 0  # the case itself: the new thread had no current context
         cp.cuda.Device().synchronize()
-        assert _rel_err(c, _ref(a2, b2)) < 1e-5
+        assert _rel_err(c, _ref(x, y)) < 1e-5

@@ -1,6 +1,7 @@
 """autotune.matmul's dispatch without a GPU: the results tables, the choice per shape, the launch
 geometry per shape, and the arrays it refuses."""
 
+import functools
 import json
 import os
 import shutil
@@ -452,31 +453,39 @@ def test_choosing_from_the_records_reads_no_space_file(monkeypatch):
 
 
 @pytest.mark.parametrize("binds", [True, False])
-def test_a_call_failing_on_a_thread_without_a_cuda_context_runs_again_once_one_is_bound(monkeypatch, binds):
+@pytest.mark.parametrize("entry", ["cached_product", "a loaded kernel"])
+def test_a_call_failing_on_a_thread_without_a_cuda_context_runs_again_once_one_is_bound(monkeypatch, entry, binds):
     pytest.importorskip("cupy")
-    arrays = api.gpu_arrays()
-    calls, bound = [], []
+    from autotune.dispatch import kernel
 
-    def shortcut_for(_arrays, A, *rest):
-        calls.append(A)
+    arrays, calls, bound = api.gpu_arrays(), [], []
+
+    def first_fails(*args):
+        calls.append(args)
         if len(calls) == 1:
             raise RuntimeError("CUDA_ERROR_INVALID_CONTEXT: invalid device context")
-        return None, None, lambda A, B, alpha: ("C", A, B, alpha)
+        return None, None, lambda A, B, alpha: "C"  # cached_product's (table, key, shortcut)
 
     def bind():
         # The first failure binds a context where `binds`; a thread with one binds nothing more.
         bound.append(binds and not bound)
         return bound[-1]
 
-    monkeypatch.setattr(api, "_shortcut_for", shortcut_for)
-    monkeypatch.setattr(api, "_no_gpu", lambda exc: None)
     monkeypatch.setattr(arrays, "bind_context", bind)
+    if entry == "cached_product":
+        monkeypatch.setattr(api, "_shortcut_for", first_fails)
+        monkeypatch.setattr(api, "_no_gpu", lambda exc: None)
+        call = functools.partial(api.cached_product, "A", "B", 2.0, False, True, "highest")
+    else:
+        loaded = kernel.Kernel.__new__(kernel.Kernel)
+        loaded.layout, loaded._launch = "nn", lambda *args: first_fails(*args)[2](*args)
+        monkeypatch.setattr(arrays, "prepare", lambda *args: type("Ops", (), {"as_layout": lambda o, x: o})())
+        call = functools.partial(loaded, "A", "B", alpha=2.0)
     if binds:
-        assert api.cached_product("A", "B", 2.0, False, True, "highest") == ("C", "A", "B", 2.0)
-        assert len(calls) == 2 and bound == [True]
+        assert call() == "C" and len(calls) == 2 and bound == [True]
     else:
         with pytest.raises(RuntimeError, match="INVALID_CONTEXT"):
-            api.cached_product("A", "B", 2.0, False, True, "highest")
+            call()
         assert len(calls) == 1 and bound == [False]
 
 
