@@ -166,6 +166,20 @@ def test_coverage_runs_every_stored_entry_in_every_form_it_has(h100):
         assert c.layout == "nt"[c.config["params"].get("TRANS_A", 0)] + "nt"[c.config["params"].get("TRANS_B", 0)]
 
 
+def test_coverage_runs_a_kernel_stored_for_a_shape_its_family_is_not_meant_for(h100):
+    from autotune.kernels.family import cached_family
+
+    # A search that names a family stores its best even where the family's `suits` says no (the
+    # H200's records hold fewrows winners at thousands of rows); the dispatcher runs it there.
+    params = dict(AK=1, BATCHED=0, KCHUNK=128, KT=1, MR=16, REDUCE="last_block", STREAM=1, UNROLL=8, WARPS=8, WK=1)
+    entry = {"config": {"family": "fewrows", "params": {**params, "TRANS_A": 0, "TRANS_B": 0}}}
+    tuned = Problem(3261, 5286, 431)
+    assert cached_family("fewrows").unsuited(tuned)
+    calls = [c for c in fuzz.coverage([(tuned, {"fewrows": entry})], [], seed=3, per_kernel=2, limits=h100)]
+    assert calls and all(c.config["family"] == "fewrows" for c in calls)
+    assert all(c.M > 32 and c.K > 32 for c in calls)  # near the tuned shape, not at one fewrows suits
+
+
 def _autotune(*args, **kw):
     return subprocess.run([sys.executable, "-m", "autotune", *args], capture_output=True, text=True, **kw)
 

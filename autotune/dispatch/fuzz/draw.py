@@ -144,8 +144,13 @@ def cases(seed: int, count: int, torch: bool = False) -> Iterator[Case]:
 
 
 def near(rng: random.Random, problem: Problem, fits: Callable[[int, int, int], bool], batched: bool) -> tuple:
-    """Return (M, N, K, lead) near a tuned `problem` where `fits` holds; None if none is found."""
+    """Return (M, N, K, lead) near a tuned `problem` where `fits` holds; None if none is found.
+
+    Where `fits` does not hold at `problem` itself (a kernel a search stored for a shape its family
+    is not meant for, the family named), any shape near it: the dispatcher runs the kernel there.
+    """
     # Each size within a factor of two of the tuned one, a multiple of nothing in particular.
+    anywhere = not fits(problem.M, problem.N, problem.K)
     for _ in range(20):
         dims = []
         for d in (problem.M, problem.N, problem.K):
@@ -153,7 +158,7 @@ def near(rng: random.Random, problem: Problem, fits: Callable[[int, int, int], b
             dims.append(max(1, x))
         lead = (_dim(rng, 2, 9),) if batched else ()
         m, n, k = _fit(*dims, lead)
-        if fits(m, n, k):
+        if anywhere or fits(m, n, k):
             return m, n, k, lead
     return None
 
@@ -187,7 +192,7 @@ def coverage(
         extra: (shape, config) of each other config it may run (the fallback).
         seed: The draw's seed.
         per_kernel: How many cases each kernel gets, at shapes near its tuned one where its
-            family is meant to run.
+            family is meant to run (anywhere near it where the tuned shape is not one).
         limits: The device's: each config is built for each layout and batching it can be
             within them, as the dispatcher builds it. Required: without them a form past the
             device's shared memory or threads would be drawn, one the dispatcher never builds,
