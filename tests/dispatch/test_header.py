@@ -279,6 +279,7 @@ def test_the_checks_of_a_call_to_cublas_refuse_what_the_kernels_refuse(tmp_path)
     assert r.returncode == 0 and ", 0 unlike the launchers" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.slow  # a library or header built by g++ and compared: tens of seconds on two cores
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
 def test_the_stream_k_fixup_and_visits_are_priced_alike_in_c_and_python(tmp_path):
     # Only the H200's records hold stream-K configs, whose owner's fixup (model.fixup) decides at

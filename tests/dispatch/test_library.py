@@ -27,6 +27,7 @@ def _library_choices(lib: Path, tmp_path: Path, problems: list[Problem]) -> list
     return host_choices(tmp_path, problems, '#include "autotune_sgemm.h"\n', *flags, sources=[dispatch])
 
 
+@pytest.mark.slow  # a library or header built by g++ and compared: tens of seconds on two cores
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
 def test_the_librarys_choice_is_the_headers(tmp_path):
     # The same records and budget: at a seeded draw of every layout, batching and beta, the
