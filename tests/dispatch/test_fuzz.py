@@ -175,7 +175,7 @@ def test_coverage_runs_a_kernel_stored_for_a_shape_its_family_is_not_meant_for(h
     entry = {"config": {"family": "fewrows", "params": {**params, "TRANS_A": 0, "TRANS_B": 0}}}
     tuned = Problem(3261, 5286, 431)
     assert cached_family("fewrows").unsuited(tuned)
-    calls = [c for c in fuzz.coverage([(tuned, {"fewrows": entry})], [], seed=3, per_kernel=2, limits=h100)]
+    calls = fuzz.coverage([(tuned, {"fewrows": entry})], [], seed=3, per_kernel=2, limits=h100)
     assert calls and all(c.config["family"] == "fewrows" for c in calls)
     assert all(c.M > 32 and c.K > 32 for c in calls)  # near the tuned shape, not at one fewrows suits
 
