@@ -1364,14 +1364,17 @@ def _run_with_stdout(case: Case, argv: list[str], folder: Path, env: dict) -> Ou
 # ---- the table -------------------------------------------------------------------------------
 
 
+PREFIX = "autotune: error: "
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
 def _answer(case: Case) -> str:
-    """The error line as code (what is printed), words around it as words."""
-    i = case.answer.find("autotune: error: ")
-    text = case.answer if i < 0 else f"{case.answer[:i]}`{case.answer[i:]}`"
+    """The error line as code, less its `autotune: error: ` (the page says so once), words around it as words."""
+    i = case.answer.find(PREFIX)
+    text = case.answer if i < 0 else f"{case.answer[:i]}`{case.answer[i + len(PREFIX) :]}`"
     return _cell(text + (f" ({case.note})" if case.note else ""))
 
 
