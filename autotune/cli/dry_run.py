@@ -10,7 +10,7 @@ import re
 import time
 
 from ..core.types import PINNED_PARAMS, Config, Problem, UserError
-from ..kernels.counts import cached_valid, store_valid
+from ..kernels.counts import cached_valid, count_key, store_valid
 from ..kernels.enumeration import Enumeration
 from ..kernels.family import Family
 from ..kernels.limits import DeviceLimits, profile_for_arch
@@ -34,21 +34,12 @@ def dry_run_all(args, spaces: list[Space], problems: list[Problem]) -> int:
     counts = {sp.family.name: cached_valid(sp, limits) for sp in spaces}
     for sp in spaces:  # asked before any compile; counted now where the cache does not know
         if counts[sp.family.name] is None:
-            key = _enum_key(sp, Problem(1, 1, 1))
+            key = count_key(sp, limits)
             enums[key] = enumerate_space(sp, limits)
             counts[sp.family.name] = len(enums[key].valid)
     if not args.yes:
         ask_dry_run(counts, args.sample, jobs)
     return max(dry_run_shape(args, spaces, p, limits, arch, jobs, enums) for p in problems)
-
-
-def _enum_key(sp: Space, problem: Problem) -> str:
-    """Return the key of a space's enumeration: problems that fix the same parameters share one.
-
-    The tier counts only where the family declares it: an FP32 family's space is the same at every tier.
-    """
-    tier = problem.precision if "PRECISION" in sp.family.params else ""
-    return f"{sp.family.name}/{problem.layout}/{int(problem.batch > 1)}/{tier}"
 
 
 def enumerate_space(sp: Space, limits: DeviceLimits) -> Enumeration:
@@ -77,8 +68,8 @@ def dry_run_shape(
     empty, failed = [], []
     for sp in runs_on(readable(spaces, problem, bool(args.family)), limits, bool(args.family)):
         t0 = time.monotonic()
-        key = _enum_key(sp, problem)
-        sp = sp.for_problem(problem)  # built for the problem's layout and batching
+        sp = sp.for_problem(problem)  # built for the problem's layout, batching and alignment
+        key = count_key(sp, limits)  # problems that build the same space share one enumeration
         if key not in enums:
             enums[key] = enumerate_space(sp, limits)
         en = enums[key]

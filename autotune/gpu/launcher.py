@@ -118,8 +118,8 @@ class LoadedKernel:
 
     def _launch(self, M, N, K, a, b, c, alpha, beta, stream, lda, ldb, ldc, batch=None) -> None:
         geo, steps, ints = self._prepared(M, N, K, lda, ldb, ldc)
-        pb, pc = _address(b), _address(c)
-        values = {"A": _address(a), "B": pb, "B_IN": pb, "C": pc, "C_IN": pc, "alpha": alpha, "beta": beta}
+        pa, pb, pc = _address(a), _address(b), _address(c)
+        values = {"A": pa, "A_IN": pa, "B": pb, "B_IN": pb, "C": pc, "C_IN": pc, "alpha": alpha, "beta": beta}
         n = 0  # grid z as planned
         if self.plan.batched:
             n, values["stride_a"], values["stride_b"], values["stride_c"] = batch or (1, 0, 0, 0)
@@ -134,13 +134,15 @@ class LoadedKernel:
                     values["WS"] = ws.data.ptr
                 else:
                     values["WS"] = 0
+                if v.get("pack_a"):
+                    values["A"] = values["A_PACKED"] = values["WS"] + v["pack_a_at"]
                 if v.get("pack_b"):
                     values["B"] = values["B_PACKED"] = values["WS"] + v["pack_b_at"]
                 if v.get("pack_c"):
                     values["C"] = values["C_PACKED"] = values["WS"] + v["pack_c_at"]
             if self.plan.tensor_maps is not None:
-                # B as the kernel reads it (packed or not)
-                maps = self._tensor_maps(M, N, K, values["A"], values["B"], lda, ints["ldb_k"])
+                # A and B as the kernel reads them (packed or not)
+                maps = self._tensor_maps(M, N, K, values["A"], values["B"], ints["lda_k"], ints["ldb_k"])
                 values["TMAP_A"], values["TMAP_B"] = maps
             stream_ptr = stream.ptr
             for step in steps:
@@ -166,8 +168,9 @@ class LoadedKernel:
         geo = self.geometry(M, N, K)
         v = geo.values
         ints = dict(M=M, N=N, K=K, lda=lda, ldb=ldb, ldb_k=v["pitch_b"] if v.get("pack_b") else ldb, ldc=ldc)
+        ints["lda_k"] = v["pitch_a"] if v.get("pack_a") else lda
         ints["ldc_k"], ints["N_k"] = (v["pitch_c"], v["pitch_c"]) if v.get("pack_c") else (ldc, N)
-        ints.update({name: v[name] for name in ("pitch_b", "pitch_c", "tail_first") if name in v})
+        ints.update({name: v[name] for name in ("pitch_a", "pitch_b", "pitch_c", "tail_first") if name in v})
         steps = []
         for step, grid in geo.launches:
             smem = geo.dynamic_smem if step.dynamic_smem else 0

@@ -31,12 +31,19 @@ def _filter_code() -> str:
     return h.hexdigest()
 
 
-# A count is keyed by the family's template text (its fingerprint), the space's value lists, the
-# device limits and the code of the filter itself, so any of them changing makes it unknown again.
+# A count is keyed by the family's template text (its fingerprint), the space's value lists and a
+# problem's rules (Space.for_problem), the device limits and the code of the filter itself, so any
+# of them changing makes it unknown again.
 def count_key(sp: Space, lim: DeviceLimits) -> str:
     """Return the cache key of a space's count under a device's limits."""
     blob = json.dumps(
-        {"template": sp.family.fingerprint, "values": sp.values, "limits": lim.to_dict(), "filter": _filter_code()},
+        {
+            "template": sp.family.fingerprint,
+            "values": sp.values,
+            "rules": [r.label for r in sp.rules],
+            "limits": lim.to_dict(),
+            "filter": _filter_code(),
+        },
         sort_keys=True,
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:32]

@@ -28,7 +28,7 @@ LAUNCH_NAMES = frozenset({"M", "N", "K", "SLOTS"})  # what launch expressions ma
 #     constraints: [{expr: ..., why: ...}]
 #     suits:       [{expr: ..., why: ...}]       # shapes (M, N, K) the family is meant for
 #     launch:      {threads, grid, dynamic_smem, scale_c_first, workspace, workspace_zeroed,
-#                   pack_b, pack_b_at, pack_c, pack_c_at, prepare, values, tail_tiles, tail_first,
+#                   pack_a, pack_a_at, pack_b, pack_b_at, pack_c, pack_c_at, prepare, values, tail_tiles, tail_first,
 #                   tail_grid, tensor_maps, box_a, box_b}
 #     arch:        sm_90a                        # optional: the one target it compiles for
 #     -#}
@@ -49,6 +49,8 @@ _LAUNCH_KEYS = (
     "scale_c_first",
     "workspace",
     "workspace_zeroed",
+    "pack_a",
+    "pack_a_at",
     "pack_b",
     "pack_b_at",
     "pack_c",
@@ -103,10 +105,6 @@ class Param:
             return [c for c in self.choices if c in present]
         return sorted(present)
 
-    @property
-    def domain_text(self) -> str:
-        return "|".join(self.choices) if self.choices else f"[{self.lo}, {self.hi}]"
-
 
 @dataclass(frozen=True)
 class Launch:
@@ -118,6 +116,8 @@ class Launch:
     scale_c_first: Expr
     workspace: Expr | None  # None: the kernel takes no workspace argument
     workspace_zeroed: Expr
+    pack_a: Expr | None  # None: A is always read in place
+    pack_a_at: Expr
     pack_b: Expr | None  # None: the kernel takes no pitch argument for B
     pack_b_at: Expr
     pack_c: Expr | None  # None: C is always written in place
@@ -293,6 +293,8 @@ def _launch(raw: Any, path: str, known: set[str]) -> Launch:
         scale_c_first=expr("scale_c_first", 0),
         workspace=expr("workspace"),
         workspace_zeroed=expr("workspace_zeroed", 0),
+        pack_a=expr("pack_a"),
+        pack_a_at=expr("pack_a_at", 0),
         pack_b=expr("pack_b"),
         pack_b_at=expr("pack_b_at", 0),
         pack_c=expr("pack_c"),
@@ -337,6 +339,7 @@ def _check_together(launch: Launch, raw: Any, path: str) -> None:
     if ("tensor_maps" in raw) != (launch.box_a is not None and launch.box_b is not None):
         raise UserError(f"{yamlio.where(path, raw, 'tensor_maps')}: launch.tensor_maps, box_a and box_b go together")
     needs_workspace = (
+        ("pack_a", "packed A lives"),
         ("pack_b", "packed B lives"),
         ("pack_c", "packed C lives"),
         ("prepare", "prepared operands live"),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.types import Config, UserError, name_piece
+from .constraints import Constraint
 from .limits import DeviceLimits
 
 if TYPE_CHECKING:
@@ -42,10 +43,17 @@ class Enumeration:
 # that passed the rules before it; so a subtree is cut at once and counted against the first rule
 # that cut it, as a walk would. A walk in Python, one point at a time, took 7-10 s for warptile's
 # 600,000 valid points: most of a search's start-up, and paid again by every worker.
-def enumerate_space(family: Family, values: dict[str, list[Any]], limits: DeviceLimits, where: str = "") -> Enumeration:
+def enumerate_space(
+    family: Family,
+    values: dict[str, list[Any]],
+    limits: DeviceLimits,
+    where: str = "",
+    rules: Iterable[Constraint] = (),
+) -> Enumeration:
     """Return all statically valid points in depth-first walk order, with what each rule removed.
 
-    The walk takes the parameters in declaration order, each value list in order.
+    The walk takes the parameters in declaration order, each value list in order; `rules` (a
+    problem's, Space.for_problem) apply beside the family's.
 
     Raises:
         UserError: The space has more than MAX_POINTS points, or its rules would be evaluated more
@@ -54,7 +62,7 @@ def enumerate_space(family: Family, values: dict[str, list[Any]], limits: Device
     """
     total = check_size(family.name, values, where)
     order = list(values)
-    derived_at, rules_at = _levels(family, order)
+    derived_at, rules_at = _levels(family, order, rules)
     below = [math.prod(len(values[p]) for p in order[i + 1 :]) for i in range(len(order))]
     rejected: collections.Counter = collections.Counter()
     done: list[_Columns] = []
@@ -152,7 +160,7 @@ def _at(where: str) -> str:
     return f"{where}: " if where else ""
 
 
-def _levels(family: Family, order: list[str]) -> tuple[dict[int, list], dict[int, list]]:
+def _levels(family: Family, order: list[str], extra: Iterable[Constraint] = ()) -> tuple[dict, dict]:
     """Return the level (index in `order`) at which each derived value and each rule is computed.
 
     That is the level of the deepest parameter it reads, directly or through derived values.
@@ -170,7 +178,7 @@ def _levels(family: Family, order: list[str]) -> tuple[dict[int, list], dict[int
     for dname, ex in derived:
         derived_at[level(ex.names)].append((dname, ex))
     rules_at = collections.defaultdict(list)
-    for c in family.constraints:
+    for c in [*family.constraints, *extra]:
         rules_at[level(c.names)].append(c)
     return derived_at, rules_at
 

@@ -268,9 +268,6 @@ class Family:
             raise UserError(f"{where}: missing parameter {missing[0]!r} for family {self.name}")
         return {p: self.params[p].check(params[p], where) for p in self.params}
 
-    def check_value(self, pname: str, value: Any, where: str) -> Any:
-        return self.params[pname].check(value, where)
-
     def resolve(self, config: Config | Mapping[str, Any], where: str | None = None) -> Resolved:
         """Validate the config once and return it with its derived values and its launch plan.
 

@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from .decl import Launch
 from .expr import Expr
 
-HELPER_BLOCK = 256  # threads of a helper kernel (_scale_c, _pack_b, _prepare, _pack_c, _unpack_c, _scale_tiles)
+HELPER_BLOCK = 256  # threads of a helper kernel (_scale_c, _pack_*, _prepare, _pack_c, _unpack_c, _scale_tiles)
 HELPER_GRID_MAX = 4096  # grid-stride helpers need no more blocks than this
-HELPER_ITEMS = 4  # elements a thread of _scale_c, _pack_b, _pack_c, _unpack_c takes a pass (AT_ITEMS in _common)
+HELPER_ITEMS = 4  # elements a thread of _scale_c, _pack_*, _unpack_c takes a pass (AT_ITEMS in _common)
 
-# Kernel arguments: device pointers, floats, and the integer launch values a kernel reads.
-# B and C: those the SGEMM kernel reads and writes (packed or not); _IN: the caller's.
-POINTERS = ("A", "B", "B_IN", "B_PACKED", "C", "C_IN", "C_PACKED", "WS")
+# Kernel arguments (pointers, floats, integer launch values); A, B, C: as the SGEMM kernel sees them, _IN: the caller's
+POINTERS = ("A", "A_IN", "A_PACKED", "B", "B_IN", "B_PACKED", "C", "C_IN", "C_PACKED", "WS")
 FLOATS = ("alpha", "beta")
-INTS = ("M", "N", "K", "lda", "ldb", "ldc", "N_k", "ldb_k", "ldc_k", "pitch_b", "pitch_c", "tail_first")
+INTS = ("M", "N", "K", "lda", "ldb", "ldc", "N_k", "lda_k", "ldb_k", "ldc_k")
+INTS += ("pitch_a", "pitch_b", "pitch_c", "tail_first")
 LONGS = ("stride_a", "stride_b", "stride_c")  # a batched kernel's strides between matrices, in floats
 TENSOR_MAPS = ("TMAP_A", "TMAP_B")  # the SGEMM kernel's last arguments where the plan has tensor maps
 TENSOR_MAP_BYTES = 128
@@ -89,6 +89,7 @@ class LaunchPlan:
     needs_slots: bool  # a launch value reads SLOTS (resident blocks on the device)
     # Boxes of the tensor maps of A and B ((floats along a stored row, rows) each); None: no maps.
     tensor_maps: tuple[tuple[int, int], tuple[int, int]] | None = None
+    packs_a: bool = False  # A may be packed to a 16-byte pitch first (as stored: K x M with TRANS_A, else M x K)
     # (rows, columns) of C one block computes, as the family's YAML declares it (`model: tile`,
     # kernels/tiles.py); what dispatch/model.py pads the problem to. None: the family has no YAML.
     tile: tuple[int, int] | None = None
@@ -110,8 +111,7 @@ class LaunchPlan:
     @functools.cached_property
     def layout(self) -> tuple[int, int]:
         """Return (TRANS_A, TRANS_B) of the kernel: how it reads A and B as stored."""
-        env = dict(self.env)
-        return int(env.get("TRANS_A", 0)), int(env.get("TRANS_B", 0))
+        return int(dict(self.env).get("TRANS_A", 0)), int(dict(self.env).get("TRANS_B", 0))
 
     def contiguous_pitches(self, M: int, N: int, K: int) -> tuple[int, int, int]:
         """Return (lda, ldb, ldc) of contiguous operands in this kernel's layout."""
@@ -263,7 +263,7 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
     maps = None
     if int(launch.tensor_maps(config)):
         maps = tuple((int(box[0](config)), int(box[1](config))) for box in (launch.box_a, launch.box_b))
-    steps = _steps(launch, block, bool(config.get("BATCHED", 0)), maps is not None)
+    steps = _steps(launch, block, bool(config.get("BATCHED", 0)), maps is not None, bool(config.get("TRANS_A", 0)))
     # Fold the config in: the steps it can take, the values those read (a value the config fixes
     # is kept too: it costs nothing), and whether any of them reads SLOTS.
     folded, reads = dict(config), {}
@@ -275,7 +275,7 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
     kept = tuple(s for s in steps if _parsed(s.when).to_c(folded) != "0")
     todo = set().union(*(_identifiers(_parsed(t).to_c(folded)) for s in kept for t in (s.when, *s.grid)))
     todo |= {a for s in kept for a in s.args} | {"ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b"}
-    todo |= {"pack_c", "pack_c_at", "pitch_c"}
+    todo |= {"pack_c", "pack_c_at", "pitch_c", "pack_a", "pack_a_at", "pitch_a"}
     needed: set[str] = set()
     while todo:
         name = todo.pop()
@@ -292,6 +292,7 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
         has_workspace=launch.workspace is not None,
         packs_b=launch.pack_b is not None,
         packs_c=launch.pack_c is not None,
+        packs_a=launch.pack_a is not None,
         needs_slots=any("SLOTS" in reads[n] for n in needed),
         tensor_maps=maps,
     )
@@ -302,14 +303,10 @@ def plan_for(launch: Launch, env: Mapping[str, int | str]) -> LaunchPlan:
 #   scale_c     true: C is scaled by beta first (split-K adds into it)
 #   ws_bytes    the workspace argument's size in bytes (families that declare one)
 #   ws_zeroed   bytes at its start that are zero before the first launch
-#   pack_b      true: B is first copied into the workspace at a 16-byte row pitch (as K x N: the
-#               family's _pack_b kernel may transpose B stored N x K, warptile's PACKB 2)
-#   pack_b_at   where in the workspace
-#   pitch_b     that pitch in floats (4 * cdiv(N, 4))
-#   pack_c      true: the kernels write a copy of C in the workspace at a 16-byte row pitch, copied
-#               back at the end (and in first when beta != 0)
-#   pack_c_at   where in the workspace
-#   pitch_c     that pitch in floats (4 * cdiv(N, 4))
+#   pack_b, pack_c, pack_a   true: B (as K x N: warptile's PACKB 2 transposes B stored N x K), C or
+#               A (as stored: K x M with TRANS_A, else M x K) goes through a copy in the workspace at
+#               a 16-byte row pitch (C's copied back at the end, and in first when beta != 0)
+#   pack_*_at   where in the workspace; pitch_*: that pitch in floats (4 * cdiv(row length, 4))
 #   prepare     work items (threads) of the family's operand preparation, 0 for none
 #   tail_tiles, tail_first, tail_grid   a split launch's tail (tiles, first tile, blocks)
 #   grid_x, grid_y, grid_z              the SGEMM kernel's grid
@@ -322,11 +319,13 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
     if launch.workspace is not None:
         named += [("ws_bytes", launch.workspace.text), ("ws_zeroed", launch.workspace_zeroed.text)]
     if launch.pack_b is not None:
-        named += [("pack_b", launch.pack_b.text), ("pack_b_at", launch.pack_b_at.text)]
-        named.append(("pitch_b", "4 * cdiv(N, 4)"))
+        named += [("pack_b", launch.pack_b.text), ("pack_b_at", launch.pack_b_at.text), ("pitch_b", "4 * cdiv(N, 4)")]
     if launch.pack_c is not None:  # the kernels then see pitch_c as N: only where B is padded too
         named += [("pack_c", f"({launch.pack_c.text}) and pack_b"), ("pack_c_at", launch.pack_c_at.text)]
         named.append(("pitch_c", "4 * cdiv(N, 4)"))
+    if launch.pack_a is not None:
+        pitch = "4 * cdiv(M if TRANS_A == 1 else K, 4)"
+        named += [("pack_a", launch.pack_a.text), ("pack_a_at", launch.pack_a_at.text), ("pitch_a", pitch)]
     if launch.prepare is not None:
         named.append(("prepare", launch.prepare.text))
     if launch.tail_tiles is not None:
@@ -337,29 +336,28 @@ def _named_values(launch: Launch) -> list[tuple[str, str]]:
 
 # The steps, in order; each runs when its condition is true and its grid is not empty:
 #   _pack_c (C to the workspace; only when beta != 0: otherwise the kernels never read C), _scale_c
-#   (C *= beta), _pack_b (B to the workspace), _prepare (the family's own copy of A and B into the
-#   workspace, in the form its SGEMM kernel reads: converted, tiled, padded), _scale_tiles (the
-#   tail's tiles of C *= beta), the SGEMM kernel, _tail (the tail kernel, adding into C), _unpack_c
-#   (the packed C back to C).
-# The SGEMM kernel reads B through `ldb_k`: pitch_b when B was packed, else ldb. Every kernel but
-# the copies reads and writes C (the packed one when pack_c) through `ldc_k` and sees `N_k`
-# columns: pitch_c when C is packed, else N. So pack_c holds only where pack_b does (B's extra
-# columns are then zero: the kernels compute the extra columns of C as zeros, and the copy back
-# leaves them out).
+#   (C *= beta), _pack_b and _pack_a (B and A to the workspace), _prepare (the family's own copy of
+#   A and B into the workspace, as its SGEMM kernel reads them: converted, tiled, padded),
+#   _scale_tiles (the tail's tiles of C *= beta), the SGEMM kernel, _tail (adding into C), _unpack_c.
+# The SGEMM kernel reads A and B through `lda_k` and `ldb_k`: their copies' pitches when packed (`A`
+# and `B` then point into the workspace). Every kernel but the copies reads and writes C (the packed
+# one when pack_c) through `ldc_k` and sees `N_k` columns: pitch_c when C is packed, else N. So
+# pack_c holds only where pack_b does (B's extra columns are then zero: the kernels compute the
+# extra columns of C as zeros, and the copy back leaves them out).
 # A BATCHED config's SGEMM kernel takes the strides between matrices (stride_a, stride_b,
 # stride_c) last and the batch as its grid z (the family's grid z is 1 there, and no other step
 # runs: its declaration's constraints say so); the launcher sets that grid z, BATCH_GRID_MAX at
 # a time.
-# Tensor maps: a family that declares `tensor_maps` (true for a config) gets two more arguments
-# at the end of its SGEMM kernel's, TMAP_A and TMAP_B: CUtensorMap descriptors (128 bytes each,
-# passed by value) of A and B as stored -- 2-D, of type TF32 (the copy rounds each float to
-# TF32), rows `lda` / `ldb` floats apart, the 128-byte swizzle, zeros past the matrix -- with the
-# boxes the plan names (floats along a stored row, rows). A tensor map needs 16-byte aligned
-# rows: where A, B, lda or ldb do not give them the launcher passes zeros, and the kernel, seeing
-# the same pointers and pitches, must not use the maps.
-def _steps(launch: Launch, block: int, batched: bool, tensor_maps: bool) -> list[Step]:
-    """Return every step the family can take, in order (helpers are grid-stride)."""
-    main_args = ("M", "N_k", "K", "alpha", "A", "lda", "B", "ldb_k", "beta", "C", "ldc_k")
+# Tensor maps: a family that declares `tensor_maps` (true for a config) gets two more arguments at
+# the end of its SGEMM kernel's, TMAP_A and TMAP_B: CUtensorMap descriptors (128 bytes each, passed
+# by value) of A and B as stored -- 2-D, of type TF32 (the copy rounds each float to TF32), rows
+# `lda` / `ldb` floats apart, the 128-byte swizzle, zeros past the matrix -- with the boxes the plan
+# names (floats along a stored row, rows). A tensor map needs 16-byte aligned rows: where A, B, lda
+# or ldb do not give them the launcher passes zeros, and the kernel, seeing the same pointers and
+# pitches, must not use the maps.
+def _steps(launch: Launch, block: int, batched: bool, tensor_maps: bool, a_km: bool = False) -> list[Step]:
+    """Return every step the family can take, in order; `a_km`: A is stored K x M."""
+    main_args = ("M", "N_k", "K", "alpha", "A", "lda_k", "B", "ldb_k", "beta", "C", "ldc_k")
     main_args += ("WS",) if launch.workspace is not None else ()
     main_args += LONGS if batched else ()
     main_args += TENSOR_MAPS if tensor_maps else ()
@@ -379,8 +377,12 @@ def _steps(launch: Launch, block: int, batched: bool, tensor_maps: bool) -> list
         args = ("K", "N", "ldb", "pitch_b", "B_IN", "B_PACKED")
         # (PACKB 2's transposing _pack_b walks 32 x 32 tiles grid-stride: any grid serves it)
         steps.append(Step("_pack_b", "pack_b", (copies.format("K", "pitch_b"), "1", "1"), HELPER_BLOCK, False, args))
+    if launch.pack_a is not None:
+        args = (*(("K", "M") if a_km else ("M", "K")), "lda", "pitch_a", "A_IN", "A_PACKED")  # rows, columns as stored
+        over_a = (copies.format(args[0], "pitch_a"), "1", "1")
+        steps.append(Step("_pack_a", "pack_a", over_a, HELPER_BLOCK, False, args))
     if launch.prepare is not None:
-        args = ("M", "N_k", "K", "A", "lda", "B", "ldb_k", "WS")
+        args = ("M", "N_k", "K", "A", "lda_k", "B", "ldb_k", "WS")
         steps.append(Step("_prepare", "prepare", (grid.format("prepare"), "1", "1"), HELPER_BLOCK, False, args))
     if launch.tail_tiles is not None:
         args = ("M", "N_k", "ldc_k", "beta", "C", "tail_first")

@@ -18,6 +18,7 @@ from typing import Any
 from ..core import yamlio
 from ..core.types import LAYOUT_PARAMS, Config, Problem, UserError
 from . import tiles as _tiles
+from .constraints import Constraint
 from .enumeration import Enumeration, enumerate_space
 from .enumeration import check_size as _check_size
 from .family import Family, read_config
@@ -48,6 +49,8 @@ class Space:
     # Configs measured on other GPUs (search --priors): tried after the seeds like them, but only
     # where they are valid points here (another GPU's record may lie outside these value lists).
     priors: list[Config] = field(default_factory=list)
+    # Rules of the problem the space was built for (for_problem), beside the family's own.
+    rules: tuple[Constraint, ...] = ()
 
     def with_priors(self, priors: Iterable[Config]) -> Space:
         """Return this space with priors, as the family resolves them (missing defaults filled in).
@@ -168,16 +171,19 @@ class Space:
         if gaps:
             raise UserError(gaps[0])
         fixed = self.family.pinned_values(problem)
-        if all(self.values[p] == [v] for p, v in fixed.items()):
+        # (a space file that lists such a parameter keeps its own values)
+        held = self.family.defaults
+        opened = {p: v for p, v in _opened_at(problem).items() if p in held and self.values.get(p) == [held[p]]}
+        if all(self.values[p] == [v] for p, v in fixed.items()) and not opened:
             return self
 
         def pin(c: Config | None) -> Config | None:
             return None if c is None else self.family.built_for(c, problem)
 
-        values = {p: ([fixed[p]] if p in fixed else v) for p, v in self.values.items()}
+        values = {p: ([fixed[p]] if p in fixed else v) for p, v in self.values.items()} | opened
         seeds = [pin(c) for c in self.seeds]
         args = (self.source, pin(self.fallback), self.cold, self.seed_layouts, self.priors)
-        return Space(self.family, values, seeds, *args)
+        return Space(self.family, values, seeds, *args, rules=_rules_at(problem, values))
 
     def enumerate(self, limits: DeviceLimits) -> Enumeration:
         """Return all statically valid points, with how many points each rule removed.
@@ -185,11 +191,40 @@ class Space:
         The points come in the order of a depth-first walk over the parameters (declaration order,
         each value list in order).
         """
-        return enumerate_space(self.family, self.values, limits, self.source)
+        return enumerate_space(self.family, self.values, limits, self.source, self.rules)
 
     def describe_empty(self, en: Enumeration) -> str:
         reasons = "; ".join(f"{label!r} removed {n}" for label, n in en.top_reasons())
         return f"family {self.family.name}: no valid point among {en.total} ({self.source}); {reasons}"
+
+
+def _opened_at(problem: Problem) -> dict[str, list[int]]:
+    """Return the parameters a search tries at this shape only, with their values.
+
+    PACKA (warptile: A copied to a 16-byte row pitch first) changes a kernel only where the rows
+    it copies A along are not 16-byte aligned: M % 4 != 0 with A stored K x M, K % 4 != 0 with A
+    stored M x K (A_ROWS; the template's rules keep PACKA 1 to those), one matrix. Elsewhere the
+    search spends no trials on two builds that run the same, and the space file need not list it.
+    """
+    rows = problem.M if problem.trans[0] else problem.K
+    return {"PACKA": [0, 1]} if problem.batch == 1 and rows % 4 else {}
+
+
+def _rules_at(problem: Problem, values: dict[str, list[Any]]) -> tuple[Constraint, ...]:
+    """Return the points a search skips at this shape: A_ROWS 1 unpacked where K % 4 != 0.
+
+    There A_ROWS's rows are unaligned and every copy of both operands goes by 4 bytes, where A_ROWS
+    0 copies A by 4 bytes too but keeps B's 16-byte copies: nothing to gain (no stored K % 4 record
+    chose it), and at nt the points PACKA adds would pass the valid points a search holds.
+    """
+    if problem.trans[0] or problem.K % 4 == 0 or 1 not in values.get("PACKA", []) or "A_ROWS" not in values:
+        return ()
+    label = "A_ROWS 1 only with A packed where K % 4 != 0"
+
+    def check(env: dict[str, Any], _limits: DeviceLimits) -> str | None:
+        return None if env["A_ROWS"] == 0 or env["PACKA"] == 1 else label
+
+    return (Constraint(label, frozenset({"A_ROWS", "PACKA"}), check),)
 
 
 def _same_model(fam: Family, data: Any, where: str) -> None:

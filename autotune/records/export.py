@@ -39,7 +39,9 @@ _C_ARGS = {
     "K": "k",
     "alpha": "alpha",
     "beta": "beta",
-    "A": "A",
+    "A": "A_used",
+    "A_IN": "A",
+    "A_PACKED": "A_packed",
     "B": "B_used",
     "B_IN": "B",
     "B_PACKED": "B_packed",
@@ -50,8 +52,10 @@ _C_ARGS = {
     "lda": "lda",
     "ldb": "ldb",
     "ldc": "ldc",
+    "lda_k": "lda_used",
     "ldb_k": "ldb_used",
     "ldc_k": "ldc_used",
+    "pitch_a": "(int)p.pitch_a",
     "pitch_b": "(int)p.pitch_b",
     "pitch_c": "(int)p.pitch_c",
     "tail_first": "(int)p.tail_first",
@@ -65,7 +69,8 @@ assert set(_C_ARGS) == set(POINTERS + FLOATS + INTS + LONGS + TENSOR_MAPS)
 # The plan struct's fields and the launch values they hold (0 where a plan has none); tail, a
 # split tail's tiles, is read by the dispatching header's model.
 _PLAN_FIELDS = {f: f for f in (
-    "ws_bytes", "ws_zeroed", "pack_b", "pack_b_at", "pitch_b", "pack_c", "pack_c_at", "pitch_c", "tail_first",
+    "ws_bytes", "ws_zeroed", "pack_a", "pack_a_at", "pitch_a", "pack_b", "pack_b_at", "pitch_b",
+    "pack_c", "pack_c_at", "pitch_c", "tail_first",
 )} | {"tail": "TAIL"}  # fmt: skip
 
 
@@ -116,6 +121,7 @@ def launcher_context(resolved: Resolved, kernel_name: str) -> dict:
         DYNAMIC_SMEM=plan.dynamic_smem,
         NEEDS_SLOTS=plan.needs_slots,
         HAS_WS=plan.has_workspace,
+        PACKS_A=plan.packs_a,
         PACKS_B=plan.packs_b,
         PACKS_C=plan.packs_c,
         VALUES=values,

@@ -96,6 +96,10 @@ A_ROWS_CONFIGS = [
         {"SCHEDULE": "split_persistent", "PACKB": 0},
         {"SCHEDULE": "split_fused"},
         {"BM": 128, "BN": 16, "BK": 32, "WARPS_M": 4, "WARPS_N": 1, "LANES_N": 4, "SPLITK": 4, "STAGES": 4},
+        # A copied to a 16-byte pitch first where K % 4 != 0 (PACKA), after B, C and the schedule's own
+        {"PACKA": 1},
+        {"PACKA": 1, "SCHEDULE": "stream_k", "BK": 8},
+        {"PACKA": 1, "SCHEDULE": "split_launch"},
     )
 ]
 

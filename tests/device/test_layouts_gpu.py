@@ -8,7 +8,7 @@ from helpers import AWKWARD_SHAPES, ROOT, have_nvcc, run_example_program
 from test_correctness import A_ROWS_CONFIGS, CONFIGS
 
 import autotune
-from autotune.core.types import Problem, Status
+from autotune.core.types import Config, Problem, Status
 from autotune.dispatch.table import built_for
 from autotune.kernels.family import Family
 from autotune.kernels.space import Space
@@ -108,6 +108,26 @@ def test_a_kept_as_stored_reads_nothing_past_k(config):
         for b in (rng.random((K, N), dtype=cp.float32) - 0.5, (rng.random((N, K), dtype=cp.float32) - 0.5).T):
             c = kernel(a, b)
             ref = a.astype(cp.float64) @ b.astype(cp.float64)
+            err = float(cp.linalg.norm(c - ref) / cp.linalg.norm(ref))
+            assert err < 1e-5, (M, N, K, pad, offset, err)
+
+
+@pytest.mark.parametrize("schedule", ["data_parallel", "stream_k", "split_launch"])
+def test_a_stored_k_by_m_packed_to_a_16_byte_pitch_reads_only_the_matrix(schedule):
+    """warptile with TRANS_A and PACKA copies A (stored K x M) to a 16-byte row pitch first where
+    M % 4 != 0: NaN stored around A would show if the copy or the kernel read past M, and pitches
+    that are multiples of 4 (no copy) and 4-byte offsets are right too; B in either layout."""
+    params = {**Space.load("warptile").seeds[0].as_dict(), "TRANS_A": 1, "PACKA": 1, "SCHEDULE": schedule}
+    kernel = autotune.load(config=Config.make("warptile", params))
+    rng = cp.random.default_rng(6)
+    cases = [((67, 45, 33), 0, 0), ((1001, 130, 77), 2, 1), ((130, 3, 260), 2, 0), ((5, 7, 9), 0, 0)]
+    for (M, N, K), pad, offset in cases:
+        big_a = cp.full((K, M + pad + offset), cp.nan, dtype=cp.float32)
+        a = big_a[:, offset : offset + M]
+        a[...] = rng.random((K, M), dtype=cp.float32) * 2 - 1
+        for b in (rng.random((K, N), dtype=cp.float32) - 0.5, (rng.random((N, K), dtype=cp.float32) - 0.5).T):
+            c = kernel(a.T, b)
+            ref = a.T.astype(cp.float64) @ b.astype(cp.float64)
             err = float(cp.linalg.norm(c - ref) / cp.linalg.norm(ref))
             assert err < 1e-5, (M, N, K, pad, offset, err)
 

@@ -1,4 +1,5 @@
 import collections
+import dataclasses
 import itertools
 import math
 import random
@@ -7,8 +8,9 @@ import pytest
 from helpers import ROOT, families
 
 from autotune.core.types import Config, Problem, UserError
+from autotune.kernels.counts import count_key
 from autotune.kernels.family import Family, known_families
-from autotune.kernels.limits import DeviceLimits
+from autotune.kernels.limits import DeviceLimits, profile_for_arch
 from autotune.kernels.render import render
 from autotune.kernels.space import Space
 
@@ -89,6 +91,77 @@ def test_b_is_packed_to_a_16_byte_pitch_only_when_its_rows_are_unaligned():
     sk = _geo(_seed(SCHEDULE="stream_k"), 300, 4097, 70, slots=132)
     assert sk.pack_b_at == 16 * 33 + 4 * 132 * 128 * 256
     assert sk.ws_bytes == sk.pack_b_at + 4 * 70 * 4100
+
+
+def test_a_copied_along_its_rows_is_packed_to_a_16_byte_pitch_only_when_those_rows_are_unaligned():
+    # A stored K x M (TRANS_A): rows of M floats; the copy walks K rows, after packed B.
+    tn = _seed(TRANS_A=1, PACKA=1)
+    geo = _geo(tn, 3261, 4097, 70)
+    assert geo.pack_a and geo.pitch_a == 3264 and geo.pack_a_at == 4 * 70 * 4100
+    assert geo.ws_bytes == 4 * 70 * 4100 + 4 * 70 * 3264
+    assert geo.kernels == ["_pack_b", "_pack_a", ""]
+    step = next(s for s, _ in geo.launches if s.kernel == "_pack_a")
+    assert step.args == ("K", "M", "lda", "pitch_a", "A_IN", "A_PACKED") and not step.beta_only
+    main = next(s for s, _ in geo.launches if s.kernel == "")
+    assert main.args[4:6] == ("A", "lda_k")  # the kernel reads A through lda_k: pitch_a when packed
+    assert not _geo(tn, 3264, 4097, 70).pack_a  # M % 4 == 0: rows already aligned
+    assert not _geo(_seed(TRANS_A=1), 3261, 4097, 70).pack_a  # PACKA 0: in place, as before
+    # A stored M x K, its tile kept as stored (A_ROWS): rows of K floats, M of them.
+    rows = _geo(_seed(A_ROWS=1, PACKA=1), 300, 4096, 70)
+    assert rows.pack_a and rows.pitch_a == 72 and rows.pack_a_at == 0 and rows.ws_bytes == 4 * 300 * 72
+    step = next(s for s, _ in rows.launches if s.kernel == "_pack_a")
+    assert step.args[:2] == ("M", "K")
+    assert not _geo(_seed(A_ROWS=1, PACKA=1), 300, 4096, 72).pack_a
+
+
+def test_packa_is_only_for_an_a_copied_along_its_rows_and_one_matrix():
+    w = Family.load("warptile")
+    rule = "PACKA packs A where the kernel copies it along its rows (TRANS_A, A_ROWS), one matrix"
+    # nn with A's tile transposed reads A by 4-byte copies anyway; a batch reads A in place.
+    assert w.broken_rules(w.resolve(_seed(PACKA=1)).config) == [rule]
+    assert rule in w.broken_rules(w.resolve(_seed(PACKA=1, TRANS_A=1, BATCHED=1)).config)
+    assert w.broken_rules(w.resolve(_seed(PACKA=1, TRANS_A=1)).config) == []
+    # Built for a layout that cannot pack, the config drops PACKA.
+    built = w.built_for(w.resolve(_seed(PACKA=1, TRANS_A=1)).config, Problem(300, 300, 300))
+    assert built.as_dict()["PACKA"] == 0 and w.broken_rules(built) == []
+    # Only the configs that may pack hold the copy; the others render as before it existed.
+    assert "_pack_a(" in render(w.resolve(_seed(PACKA=1, TRANS_A=1)))
+    assert "_pack_a(" not in render(w.resolve(_seed(TRANS_A=1)))
+
+
+def test_a_search_weighs_packing_a_only_where_its_copied_rows_are_unaligned():
+    sp = Space.load("warptile")
+    assert sp.values["PACKA"] == [0]  # the space file leaves it out: no trials where it changes nothing
+    for problem, opened in [
+        (Problem(2293, 2293, 2293, "tn"), True),  # A stored K x M, M % 4 != 0
+        (Problem(2292, 2293, 2293, "tt"), False),
+        (Problem(300, 300, 301), True),  # A stored M x K, K % 4 != 0 (A_ROWS packs it)
+        (Problem(301, 300, 300, "nt"), False),
+        (Problem(300, 300, 301, batch=3), False),  # a batch reads A in place
+    ]:
+        assert sp.for_problem(problem).values["PACKA"] == ([0, 1] if opened else [0]), problem.name
+    # Families without the parameter are left as they are.
+    assert "PACKA" not in Space.load("vectorized").for_problem(Problem(301, 300, 300, "tn")).values
+
+
+def test_at_unaligned_k_a_search_tries_a_rows_only_with_a_packed():
+    # A_ROWS 1 unpacked at K % 4 != 0 copies both operands by 4 bytes; A_ROWS 0 keeps B's 16 bytes.
+    sp = Space.load("warptile")
+    seed = sp.seeds[0].as_dict()
+    narrow = dataclasses.replace(sp, values={p: [seed.get(p, v[0])] for p, v in sp.values.items()} | {"A_ROWS": [0, 1]})
+
+    def points(problem):
+        en = narrow.for_problem(problem).enumerate(profile_for_arch("sm_90"))
+        return sorted((dict(c.params)["A_ROWS"], dict(c.params)["PACKA"]) for c in en.valid)
+
+    assert points(Problem(300, 300, 301)) == [(0, 0), (1, 1)]
+    assert points(Problem(300, 300, 301, "nt")) == [(0, 0), (1, 1)]
+    assert points(Problem(300, 300, 300)) == [(0, 0), (1, 0)]  # aligned: nothing to pack
+    assert points(Problem(301, 300, 300, "tn")) == [(0, 0), (0, 1)]  # A stored K x M: no A_ROWS
+    assert points(Problem(300, 300, 301, batch=2)) == [(0, 0), (1, 0)]  # a batch is not packed
+    # The problem's rule is part of the space's identity: its count is cached apart.
+    lim = profile_for_arch("sm_90")
+    assert count_key(narrow.for_problem(Problem(300, 300, 301)), lim) != count_key(narrow, lim)
 
 
 def test_stream_k_launch_reads_the_device_slots():

@@ -57,7 +57,7 @@ def _builds_for_sm90(tmp_path):
 
 
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
-@pytest.mark.parametrize("family, params", CASES)
+@pytest.mark.parametrize("family, params", CASES + [("warptile", {**WARPTILE, "A_ROWS": 1, "PACKA": 1})])
 def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, params):
     P = Problem(1000, 1000, 1000)
     update_record(tmp_path, GPU, P, {family: _entry(family, params, 30000.0, h100, P)})
@@ -71,6 +71,8 @@ def test_exported_header_compiles_and_links_with_nvcc(tmp_path, h100, family, pa
     assert ("_scale_c<<<" in text) == (split_k > 1)  # split-K: C is scaled first
     if family == "warptile":  # B to a 16-byte pitch when N % 4 != 0 (in the workspace)
         assert "_pack_b<<<" in text and "cudaMallocAsync" in text
+        # A to a 16-byte pitch where it is copied along unaligned rows (PACKA), read as A_used
+        assert ("_pack_a<<<" in text) == bool(params.get("PACKA")) and "lda_used, B_used" in text
     if params.get("SCHEDULE", "data_parallel") != "data_parallel":  # a grid of at most the resident blocks
         assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in text
         assert "cudaMallocAsync" in text and "cudaMemsetAsync" in text and "cudaFreeAsync" in text
@@ -108,8 +110,9 @@ int main() {
     const long long shapes[][4] = { %(shapes)s };
     for (const auto& s : shapes) {
         const autotune_sgemm_plan_t p = autotune_sgemm_plan(s[0], s[1], s[2], s[3]);
-        printf("%%lld %%lld %%lld %%lld %%lld %%lld %%lld %%lld %%lld", p.ws_bytes, p.ws_zeroed, p.pack_b, p.pack_b_at,
-               p.pitch_b, p.pack_c, p.pack_c_at, p.pitch_c, p.tail_first);
+        printf("%%lld %%lld %%lld %%lld %%lld %%lld %%lld %%lld %%lld %%lld %%lld %%lld", p.ws_bytes, p.ws_zeroed,
+               p.pack_a, p.pack_a_at, p.pitch_a, p.pack_b, p.pack_b_at, p.pitch_b, p.pack_c, p.pack_c_at, p.pitch_c,
+               p.tail_first);
         for (const auto& st : p.step)
             if (st[0]) printf(" | %%lld %%lld %%lld", st[1], st[2], st[3]); else printf(" | -");
         printf("\n");
@@ -167,7 +170,7 @@ def test_a_header_of_a_kernel_reading_both_operands_in_place_encodes_their_tenso
     out, _ = export(tmp_path, GPU["slug"], P, tmp_path / "tuned.h")
     text = out.read_text()
     assert "cuTensorMapEncodeTiled" in text and "_prepare<<<" not in text
-    assert f"autotune_tensor_map(&tmap_a, A, k, m, lda, 32, {params['BM']});" in text
+    assert f"autotune_tensor_map(&tmap_a, A_used, k, m, lda_used, 32, {params['BM']});" in text
     dims_b = "k, n, ldb_used, 32, 256" if layout == "nt" else "n, k, ldb_used, 32, 32"
     assert f"autotune_tensor_map(&tmap_b, B_used, {dims_b});" in text
     assert ", tmap_a, tmap_b);" in text
@@ -181,10 +184,12 @@ def test_a_header_of_a_kernel_reading_both_operands_in_place_encodes_their_tenso
 @pytest.mark.skipif(not have_nvcc(), reason="needs nvcc")
 @pytest.mark.parametrize(
     "family, params",
-    # Then B stored N x K transposed into the workspace first (PACKB 2), and fewcols with all of
-    # its shared memory dynamic (A_STAGES), at every shape.
+    # Then B stored N x K transposed into the workspace first (PACKB 2), A to a 16-byte pitch as
+    # stored (PACKA: K x M with TRANS_A, M x K with A_ROWS), and fewcols with all of its shared
+    # memory dynamic (A_STAGES), at every shape.
     CASES
     + [("tiled", {"TILE": 16}), ("wgmma_tf32", WGMMA), ("warptile", {**WARPTILE, "TRANS_B": 1, "PACKB": 2})]
+    + [("warptile", {**WARPTILE, "TRANS_A": 1, "PACKA": 1}), ("warptile", {**WARPTILE, "A_ROWS": 1, "PACKA": 1})]
     + [("fewcols", FEWCOLS_STAGED)],
 )
 def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
@@ -210,6 +215,9 @@ def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
         want = [
             v.get("ws_bytes", 0),
             v.get("ws_zeroed", 0),
+            v.get("pack_a", 0),
+            v.get("pack_a_at", 0),
+            v.get("pitch_a", 0),
             v.get("pack_b", 0),
             v.get("pack_b_at", 0),
             v.get("pitch_b", 0),

@@ -644,7 +644,11 @@ def _mutated(draw) -> dict:
         elif op == "nest":
             parent[key] = draw(st.sampled_from([[old], {"x": old}, [[[[old]]]]]))
         elif op == "scale" and isinstance(old, (int, float)) and not isinstance(old, bool):
-            parent[key] = old * draw(st.sampled_from([-1, 0, 2, 1e300, 1e-300, 1.0005]))
+            factor = draw(st.sampled_from([-1, 0, 2, 1e300, 1e-300, 1.0005]))
+            try:
+                parent[key] = old * factor
+            except OverflowError:  # an int past a float's range (drawn by `replace`) times a float
+                parent[key] = math.inf if old > 0 else -math.inf
         elif op == "rename" and isinstance(parent, dict):
             parent[draw(_TEXT)] = parent.pop(key)
     return data
