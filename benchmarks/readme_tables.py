@@ -61,7 +61,8 @@ def sweep_shapes() -> list[str]:
 
 def schedule(entry: dict, problem: Problem) -> str:
     """'128x256x16, 7 stages, serpentine, split launch' for warptile, '128x256, 4 stages, summed on
-    the tensor cores' for the tensor-core families; params for other families."""
+    the tensor cores' for the tensor-core families; params for other families (but the layout and
+    the batch, which the shape column already says)."""
     p, family = entry["config"]["params"], entry["config"]["family"]
     if family in ("wgmma_tf32", "mma_tf32"):
         tile = f"{p['BM']}x{p['BN']}" + (f"x{p['BK']}" if "BK" in p else "")
@@ -70,7 +71,8 @@ def schedule(entry: dict, problem: Problem) -> str:
         extra += ["operands read in place"] if p.get("DIRECT") else []
         return ", ".join([f"{family} {tile}", f"{p['STAGES']} stages", acc, *extra])
     if family != "warptile":
-        return f"{family} " + " ".join(f"{k}={v}" for k, v in sorted(p.items()))
+        shown = sorted((k, v) for k, v in p.items() if k not in ("TRANS_A", "TRANS_B", "BATCHED"))
+        return f"{family} " + " ".join(f"{k}={v}" for k, v in shown)
     parts = [f"{p['BM']}x{p['BN']}x{p['BK']}", f"{p['STAGES']} stages", ORDERS.get(p["MMA_ORDER"], "?")]
     if p.get("SCHEDULE", "data_parallel") != "data_parallel":
         parts.append(SCHEDULES.get(p["SCHEDULE"], p["SCHEDULE"]))
@@ -82,6 +84,8 @@ def schedule(entry: dict, problem: Problem) -> str:
         parts.append("B transposed first")
     elif p.get("PACKB", 0) and not p.get("TRANS_B", 0) and problem.N % 4:
         parts.append("B packed")
+    if p.get("PACKA", 0) and (problem.M if p.get("TRANS_A", 0) else problem.K) % 4:
+        parts.append("A packed")
     return ", ".join(parts)
 
 

@@ -92,3 +92,8 @@ def test_the_page_in_the_results_folder_is_no_gpu_and_no_record(results):
     )
     assert r.returncode == 0, r.stderr
     assert "nvidia-h200" in r.stdout and "README" not in r.stdout
+
+
+def test_other_families_show_their_params_but_the_layout_and_the_batch():
+    entry = {"config": {"family": "fewrows", "params": {"BATCHED": 0, "MR": 4, "TRANS_A": 1, "TRANS_B": 0, "WK": 1}}}
+    assert readme_tables.schedule(entry, Problem.parse("5371x512x208_tn")) == "fewrows MR=4 WK=1"
