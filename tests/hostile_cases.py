@@ -4,7 +4,7 @@ table of bad inputs on the results page, results/README.md (README.md's Reliabil
     python tests/hostile_cases.py --markdown      # the table, as pasted into results/README.md
 
 Each case runs `autotune ARGS` in a fresh folder that its `setup` fills. The answer is one
-`autotune: error: ...` line on stderr holding every `expect` fragment, with exit code 2, or
+`autotune: error: ...` line on stderr holding every fragment (Case.fragments), with exit code 2, or
 the documented success (`code` 0 or 1, fragments looked for on stdout). Nothing may be left
 half-written: no temporary file anywhere in the folder, and `after` checks what must not exist.
 `owner` marks a case another piece of work fixes (the test expects it to fail until that is
@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SLUG = "nvidia-h100-80gb-hbm3"  # the replay evaluator's GPU (the H100 profile)
+PREFIX = "autotune: error: "
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,9 @@ class Case:
     input: str  # what the user did, in words
     args: tuple[str, ...]  # autotune's arguments, run in the case's folder
     answer: str  # what the table shows: the line (or the success), "…" where it varies
-    expect: tuple[str, ...] = ()  # fragments of the error line (exit 2) or of stdout (otherwise)
+    # Fragments of the error line (exit 2) or of stdout (otherwise); for an `answer` that is the
+    # error line itself, "…" where it varies, its pieces between those (`fragments`).
+    expect: tuple[str, ...] = ()
     code: int = 2
     setup: Callable[[Path], dict] | None = None  # fills the folder; returns environment additions
     readonly: tuple[str, ...] = ()  # folders made read-only after setup (run as 'nobody' under root)
@@ -49,6 +52,13 @@ class Case:
     handled_by: str = ""  # checked by this dedicated test instead
     timeout: int = 300
     slow: bool = False  # 15 s and more on two cores: under -m slow (CI's second step) only
+
+    @property
+    def fragments(self) -> tuple[str, ...]:
+        """What the output must hold: `expect`, else the pieces of an error line given whole."""
+        if self.expect or self.code != 2 or not self.answer.startswith(PREFIX):
+            return self.expect
+        return tuple(piece for piece in self.answer.split("…") if piece.strip())
 
     @property
     def command(self) -> str:
@@ -312,50 +322,42 @@ CASES: list[Case] = [
         "size 0",
         ("search", "--size", "0"),
         "autotune: error: argument --size: expected a positive integer, got 0 (see 'autotune search --help')",
-        ("--size: expected a positive integer, got 0",),
     ),
     Case(
         "size not an integer",
         ("search", "--size", "1e10"),
         "autotune: error: argument --size: expected a positive integer, got '1e10' (see …)",
-        ("expected a positive integer, got '1e10'",),
     ),
     Case(
         "size beyond a C int",
         ("search", "--size", "10000000000", "--dry-run"),
         f"autotune: error: argument --size: expected {_INT}, got '10000000000' (see …)",
-        (f"argument --size: expected {_INT}, got '10000000000'",),
     ),
     Case(
         "one dimension beyond a C int",
         ("search", "--m", "3000000000", "--n", "64", "--k", "64", "--dry-run"),
         f"autotune: error: argument --m: expected {_INT}, got '3000000000' (see …)",
-        (f"argument --m: expected {_INT}, got '3000000000'",),
     ),
     Case(
         "a batch beyond a C int",
         ("search", "--size", "64", "--batch", "2147483648", "--dry-run"),
         f"autotune: error: argument --batch: expected {_INT}, got '2147483648' (see …)",
-        (f"argument --batch: expected {_INT}, got '2147483648'",),
     ),
     Case(
         "beyond a C int in --sizes",
         ("search", "--sizes", "1024,3000000000", "--dry-run"),
         f"autotune: error: --sizes: M=3000000000 is {_BIG}",
-        (f"--sizes: M=3000000000 is {_BIG}",),
     ),
     Case(
         "beyond a C int in a shapes file",
         ("search", "--shapes-file", "shapes.txt", "--dry-run"),
         f"autotune: error: shapes.txt: N=5000000000 is {_BIG}",
-        ("shapes.txt:", f"N=5000000000 is {_BIG}"),
         setup=_files(**{"shapes.txt": "64x5000000000x64\n"}),
     ),
     Case(
         "beyond a C int on the replay path (once wrote a record)",
         ("search", "--m", "3000000000", "--n", "8", "--k", "8", *_REPLAY),
         f"autotune: error: argument --m: expected {_INT}, got '3000000000' (see …)",
-        (f"argument --m: expected {_INT}, got '3000000000'",),
         setup=replay_table,
         after=_absent("results"),
         note="nothing written",
@@ -364,7 +366,6 @@ CASES: list[Case] = [
         "operands no GPU holds, on the replay path (once made the study, then refused the record)",
         ("search", "--m", "8", "--n", "128", "--k", "2147483647", *_REPLAY),
         "autotune: error: 8x128x2147483647's operands take 1.17e+12 bytes, more than any GPU holds",
-        ("8x128x2147483647's operands take 1.17e+12 bytes, more than any GPU holds",),
         setup=replay_table,
         after=_absent("results"),
         silent=True,
@@ -374,57 +375,48 @@ CASES: list[Case] = [
         "a batch of operands no GPU holds in --sizes",
         ("search", "--sizes", "64,8192x8192x8192_b10000", "--dry-run"),
         "autotune: error: --sizes: 8192x8192x8192_b10000's operands take 8.05e+12 bytes, more than any GPU holds",
-        ("--sizes: 8192x8192x8192_b10000's operands take 8.05e+12 bytes",),
         silent=True,
     ),
     Case(
         "incomplete shape",
         ("search", "--m", "10", "--n", "10"),
         "autotune: error: give --size S, or all of --m, --n and --k",
-        ("give --size S, or all of --m, --n and --k",),
     ),
     Case(
         "two shapes at once",
         ("search", "--size", "8", "--m", "8", "--n", "8", "--k", "8"),
         "autotune: error: give either --size or --m/--n/--k, not both",
-        ("not both",),
     ),
     Case(
         "a beta FP32 cannot hold in --sizes",
         ("search", "--sizes", "64_beta1e39", "--family", "tiled", "--dry-run"),
         f"autotune: error: --sizes: shape '64_beta1e39': beta 1e39 is not a number FP32 holds ({_FP32_RANGE})",
-        ("--sizes: shape '64_beta1e39': beta 1e39 is not a number FP32 holds",),
     ),
     Case(
         "a batch of a digit that is not 0-9 (once a traceback)",
         ("search", "--sizes", "64_b²", "--family", "tiled", "--dry-run"),
         "autotune: error: --sizes: shape '64_b²': 'b²': expected N or MxNxK, optionally … after it",
-        ("--sizes: shape '64_b²': 'b²': expected N or MxNxK",),
     ),
     Case(
         "shape list with text",
         ("search", "--sizes", "1024,abc", "--family", "tiled", "--dry-run"),
         "autotune: error: --sizes: shape 'abc': not an integer",
-        ("--sizes: shape 'abc': not an integer",),
     ),
     Case(
         "shapes file missing",
         ("search", "--shapes-file", "nope.txt", "--dry-run"),
         "autotune: error: nope.txt: cannot read (No such file or directory)",
-        ("nope.txt: cannot read",),
     ),
     Case(
         "shapes file not UTF-8",
         ("search", "--shapes-file", "shapes.txt", "--dry-run"),
         "autotune: error: shapes.txt: not UTF-8 text (byte 0xff at offset 0)",
-        ("shapes.txt: not UTF-8 text (byte 0xff at offset 0)",),
         setup=_files(**{"shapes.txt": b"\xff\xfe1024\n"}),
     ),
     Case(
         "a line of a megabyte in a shapes file (masking passwords in it once took hours)",
         ("search", "--shapes-file", "shapes.txt", "--dry-run"),
         "autotune: error: shapes.txt: shape 'a://b:-a://b:…-a://b:': not an integer",
-        ("shapes.txt: shape 'a://b:-a://b:", "-a://b:': not an integer"),
         setup=_files(**{"shapes.txt": "-a://b:" * 150_000 + "\n"}),
         note="the value quoted by its start and end, 200 characters in all",
         timeout=120,
@@ -433,7 +425,6 @@ CASES: list[Case] = [
         "a family name of 130,000 letters (once 42 s before its line)",
         ("search", "--size", "64", "--family", "a" * 130_000),
         "autotune: error: family 'aaa…aaa': names are lower-case letters, digits and '_', at most 64",
-        ("family 'aaa", "aaa': names are lower-case letters, digits and '_', at most 64"),
         shown="autotune search --size 64 --family $(printf 'a%.0s' {1..130000})",
         timeout=120,
     ),
@@ -442,32 +433,27 @@ CASES: list[Case] = [
         "unknown family",
         ("search", "--size", "64", "--family", "nope"),
         "autotune: error: unknown family 'nope'; known: coarse1d, coarse2d, colstage, …",
-        ("unknown family 'nope'",),
     ),
     Case(
         "a path as a family",
         ("search", "--size", "64", "--family", "../etc"),
         "autotune: error: family '../etc': names are lower-case letters, digits and '_', at most 64",
-        ("family '../etc'",),
     ),
     Case(
         "unknown sampler",
         ("search", "--size", "64", "--sampler", "cmaes"),
         "autotune: error: argument --sampler: invalid choice: 'cmaes' (choose from …)",
-        ("invalid choice: 'cmaes'",),
     ),
     Case(
         "negative timeout",
         ("search", "--size", "64", "--timeout", "-1"),
-        "autotune: error: argument --timeout: expected a number >= 0, got '-1' (see …)",
-        ("expected a number >= 0",),
+        "autotune: error: argument --timeout: expected a number >= 0 and at most 1000000000, got '-1' (see …)",
     ),
     *(
         Case(
             f"{what} ({cmd[0]})",
             (*cmd, opt, value),
             f"autotune: error: argument {opt}: expected {want}, got '{value}' (see …)",
-            (f"argument {opt}: expected {want}, got '{value}'",),
         )
         for what, cmd, opt, value, want in (
             (
@@ -520,20 +506,17 @@ CASES: list[Case] = [
         "unknown command",
         ("frobnicate",),
         "autotune: error: argument COMMAND: invalid choice: 'frobnicate' (choose from …)",
-        ("invalid choice: 'frobnicate'",),
     ),
     Case(
         "an arch that is not sm_XX (search)",
         ("search", "--size", "64", "--arch", "x;rm", "--dry-run"),
         "autotune: error: argument --arch: expected sm_<digits> with an optional 'a' (e.g. sm_90, sm_90a), got 'x;rm' "
         "(see …)",
-        ("argument --arch: expected sm_<digits> with an optional 'a'", "got 'x;rm'"),
     ),
     Case(
         "an arch that is not sm_XX (fuzz, once a traceback)",
         ("fuzz", "--compile-only", "--arch", "x;rm"),
         "autotune: error: argument --arch: expected sm_<digits> with an optional 'a' (…), got 'x;rm' (see …)",
-        ("argument --arch: expected sm_<digits>", "got 'x;rm'"),
         setup=record,
     ),
     Case(
@@ -541,7 +524,6 @@ CASES: list[Case] = [
         ("search", "--size", "64", *_REPLAY, "--trials", "9223372036854775808"),
         "autotune: error: argument --trials: expected a positive integer at most 1000000000 (more than any search "
         "measures), got '9223372036854775808' (see …)",
-        ("argument --trials: expected a positive integer at most 1000000000",),
         setup=replay_table,
         after=_absent("results"),
         note="before anything is measured or made",
@@ -550,20 +532,17 @@ CASES: list[Case] = [
         "an arch that is not sm_XX (list)",
         ("list", "--arch", "x;rm"),
         "autotune: error: argument --arch: expected sm_<digits> with an optional 'a' (…), got 'x;rm' (see …)",
-        ("argument --arch: expected sm_<digits>", "got 'x;rm'"),
     ),
     Case(
         "replay table missing",
         ("search", "--size", "64", "--family", "tiled", "--replay", "nope.json"),
         "autotune: error: nope.json: cannot read (No such file or directory)",
-        ("nope.json: cannot read (No such file or directory)",),
     ),
     *(
         Case(
             f"replay table: {what}",
             ("search", "--size", "64", *_REPLAY),
             f"autotune: error: table.json: not a replay table ({answer})",
-            (f"table.json: not a replay table ({answer}",),
             setup=_files(**{"table.json": json.dumps(doc)}),
             after=_absent("results"),
         )
@@ -592,14 +571,17 @@ CASES: list[Case] = [
                 "timeout",
             ),
             ("a key that is not a config name", {"table": {"x\ny": 1}}, "table key 'x\\ny' is not a config name"),
-            ("a misspelled key", {"table": {}, "cublas_gflop": 9}, "unknown key 'cublas_gflop'"),
+            (
+                "a misspelled key",
+                {"table": {}, "cublas_gflop": 9},
+                "unknown key 'cublas_gflop'; allowed: table, cublas_gflops, delay_s",
+            ),
         )
     ),
     Case(
         "unreachable storage",
         ("search", "--size", "64", *_REPLAY, "--storage", "postgresql://nobody@127.0.0.1:9/none"),
         "autotune: error: storage 'postgresql://nobody@127.0.0.1:9/none': OperationalError: …",
-        ("storage 'postgresql://nobody@127.0.0.1:9/none'",),
         setup=replay_table,
         after=_absent("results"),
         note="no results written",
@@ -609,7 +591,6 @@ CASES: list[Case] = [
             f"a SQLite URL {what}",
             ("search", "--size", "64", *_REPLAY, "--storage", url),
             f"autotune: error: storage '{url}': {answer}",
-            (f"storage '{url}': {answer}",),
             setup=replay_table,
             after=_absent("results", "s.db", "s.db.lock"),
             note="no database left behind",
@@ -632,35 +613,31 @@ CASES: list[Case] = [
         "config: malformed YAML",
         _CFG,
         "autotune: error: space.yaml:2: malformed YAML: …",
-        ("space.yaml:2: malformed YAML",),
         setup=_files(**{"space.yaml": "space: {TILE: [8, 16\n"}),
     ),
     Case(
         "config: unknown parameter",
         _CFG,
-        "autotune: error: space.yaml:1: unknown parameter 'SIZE' for family tiled (has TILE)",
-        ("unknown parameter 'SIZE'",),
+        "autotune: error: space.yaml:1: unknown parameter 'SIZE' for family tiled (has TILE, TRANS_A, TRANS_B, "
+        "BATCHED)",
         setup=_files(**{"space.yaml": "space: {TILE: [8], SIZE: [2]}\n"}),
     ),
     Case(
         "config: code where an integer belongs",
         _CFG,
         "autotune: error: space.yaml:1: TILE must be an integer, got '16; asm(\"trap;\")'",
-        ("TILE must be an integer",),
         setup=_files(**{"space.yaml": "space: {TILE: ['16; asm(\"trap;\")']}\n"}),
     ),
     Case(
         "config: BM: 128.5",
         ("search", "--size", "64", "--family", "coarse2d", "--config", "space.yaml", "--dry-run"),
         "autotune: error: space.yaml:1: BM must be an integer, got 128.5",
-        ("space.yaml:1: BM must be an integer, got 128.5",),
         setup=_files(**{"space.yaml": "space: {BM: [128.5], BN: [64], BK: [8], TM: [4], TN: [4]}\n"}),
     ),
     Case(
         "config: value outside its domain",
         _CFG,
         "autotune: error: space.yaml:1: TILE=100 is outside its domain [1, 64]",
-        ("TILE=100 is outside its domain [1, 64]",),
         setup=_files(**{"space.yaml": "space: {TILE: [100]}\n"}),
     ),
     Case(
@@ -668,14 +645,12 @@ CASES: list[Case] = [
         _CFG,
         "autotune: error: family tiled: no valid point among 3 (space.yaml); 'threads per block <= device limit' "
         "removed 2; …",
-        ("no valid point among 3",),
         setup=_files(**{"space.yaml": "space: {TILE: [4, 48, 64]}\n"}),
     ),
     Case(
         "config: not UTF-8",
         _CFG,
         "autotune: error: space.yaml: not UTF-8 text (…)",
-        ("space.yaml", "UTF-8"),
         setup=_files(**{"space.yaml": b"space: {TILE: [\xff]}\n"}),
     ),
     # -- templates (front matter, Jinja, compile)
@@ -683,28 +658,24 @@ CASES: list[Case] = [
         "template: misspelled front-matter key",
         ("search", "--size", "64", "--family", "typo", "--dry-run", "--sample", "1"),
         "autotune: error: …/typo.cu.j2:…: unknown key 'constraint' in the declaration (allowed: …)",
-        ("typo.cu.j2:", "unknown key 'constraint'"),
         setup=_family("typo", lambda t: t.replace("constraints:", "constraint:", 1), base="coarse2d"),
     ),
     Case(
         "template: duplicate front-matter key",
         ("search", "--size", "64", "--family", "dup", "--dry-run"),
         "autotune: error: …/dup.cu.j2:…: malformed YAML: duplicate key 'description' (first at line …)",
-        ("dup.cu.j2:", "duplicate key 'description'"),
         setup=_family("dup", lambda t: t.replace("\ndescription:", "\ndescription: x\ndescription:", 1)),
     ),
     Case(
         "template: non-integer domain",
         ("search", "--size", "64", "--family", "frac", "--dry-run"),
         "autotune: error: …/frac.cu.j2:…: domain of TILE must be [lo, hi], two integers with lo <= hi, got [1, 64.5]",
-        ("frac.cu.j2:", "domain of TILE must be [lo, hi], two integers"),
         setup=_family("frac", lambda t: t.replace("domain: [1, 64]", "domain: [1, 64.5]", 1)),
     ),
     Case(
         "template: Jinja syntax error",
         ("search", "--size", "64", "--family", "jinja", "--dry-run"),
         "autotune: error: …/jinja.cu.j2:…: template syntax error: …",
-        ("jinja.cu.j2:", "template syntax error"),
         setup=_family("jinja", lambda t: t.replace("__syncthreads();", "{% if %}__syncthreads();", 1)),
     ),
     *(
@@ -736,7 +707,6 @@ CASES: list[Case] = [
         "AUTOTUNE_TEMPLATES names no folder",
         ("list",),
         "autotune: error: AUTOTUNE_TEMPLATES: /nonexistent is not a folder",
-        ("AUTOTUNE_TEMPLATES",),
         setup=lambda f: {"AUTOTUNE_TEMPLATES": "/nonexistent"},
     ),
     Case(
@@ -763,7 +733,6 @@ CASES: list[Case] = [
         ("search", "--size", "64", "--family", "tiled", "--dry-run"),
         'autotune: error: NVRTC cannot be loaded (no CUDA extra installed): pip install "autotune[cuda13]" (or '
         "[cuda12] for a CUDA 12 driver)",
-        ("NVRTC", 'pip install "autotune[cuda13]"'),
         setup=_no_nvrtc,
     ),
     Case(
@@ -778,7 +747,6 @@ CASES: list[Case] = [
         "config: a recursive alias (once looped for ever, a gigabyte in 30 s)",
         _CFG,
         "autotune: error: space.yaml:1: a recursive alias (an alias inside the node its anchor names)",
-        ("space.yaml:1: a recursive alias",),
         setup=_files(**{"space.yaml": "space: {TILE: &x [16, *x]}\n"}),
         timeout=60,
     ),
@@ -786,7 +754,6 @@ CASES: list[Case] = [
         "template: a recursive alias in the declaration (once hung `list`)",
         ("list",),
         "autotune: error: …/loop.cu.j2:2: a recursive alias (an alias inside the node its anchor names)",
-        ("loop.cu.j2:2: a recursive alias",),
         setup=_family("loop", lambda t: t.replace("\ndescription:", "\nx: &x [1, *x]\ndescription:", 1)),
         timeout=60,
     ),
@@ -795,7 +762,6 @@ CASES: list[Case] = [
         ("search", "--size", "64", "--family", "coarse1d", "--config", "space.yaml", "--dry-run"),
         "autotune: error: space.yaml: family coarse1d's space has 536,870,912 points (the product of its value "
         "lists' lengths), more than the 250,000,000 one search may walk; narrow its value lists",
-        ("space.yaml: family coarse1d's space has 536,870,912 points", "more than the 250,000,000"),
         setup=_files(
             **{
                 "space.yaml": "space: {"
@@ -810,14 +776,12 @@ CASES: list[Case] = [
         "template: its code raises while rendering ({{ 1 // 0 }})",
         ("search", "--size", "64", "--family", "raise", "--dry-run"),
         "autotune: error: …/raise.cu.j2:…: the template raised ZeroDivisionError: integer division or modulo by zero",
-        ("raise.cu.j2:", "the template raised ZeroDivisionError"),
         setup=_family("raise", lambda t: t.replace("__syncthreads();", "{{ 1 // 0 }}__syncthreads();", 1)),
     ),
     Case(
         "template: raises, on the replay path (once made the study, then stopped at its first compile)",
         ("search", "--size", "64", "--family", "raise", *_REPLAY[2:]),
         "autotune: error: …/raise.cu.j2:…: the template raised ZeroDivisionError: integer division or modulo by zero",
-        ("raise.cu.j2:", "the template raised ZeroDivisionError"),
         setup=lambda f: (
             replay_table(f)
             | _family("raise", lambda t: t.replace("__syncthreads();", "{{ 1 // 0 }}__syncthreads();", 1))(f)
@@ -831,7 +795,6 @@ CASES: list[Case] = [
         ("search", "--size", "64", "--family", "escape", "--dry-run"),
         "autotune: error: …/escape.cu.j2:…: outside the template sandbox: access to attribute '__init__' of "
         "'type' object is unsafe (a template reads its values and calls its macros, nothing of Python's)",
-        ("escape.cu.j2:", "outside the template sandbox"),
         setup=_family(
             "escape",
             lambda t: t.replace(
@@ -857,17 +820,15 @@ CASES: list[Case] = [
         "fuzz --repro nested too deeply (once a traceback)",
         ("fuzz", "--repro", "[" * 5000 + "]" * 5000),
         "autotune: error: --repro: JSON nested too deeply (a repro line is a list of flat cases)",
-        ("--repro: JSON nested too deeply",),
         shown="autotune fuzz --repro '[[[…]]]'  # 5,000 deep",
     ),
     # -- work that would take hours
     Case(
         "dry run of the default spaces",
         ("search", "--size", "4096", "--dry-run"),
-        "autotune: error: this dry run compiles … points (warptile …, …): about … h with … parallel compiles "
+        "autotune: error: this dry run compiles … points (warptile …, …): about … with … parallel compiles "
         "(estimated at 3 s of CPU per NVRTC compile; …); compile a random N per family with --sample N, or go "
         "ahead with --yes",
-        ("this dry run compiles", "warptile", "--sample N, or go ahead with --yes"),
         timeout=600,
         slow=True,
     ),
@@ -876,7 +837,6 @@ CASES: list[Case] = [
         ("search", "--size", "4096", "--trials", "100000", "--replay", "table.json"),
         "autotune: error: this search measures up to … configs (5 families, up to 100,000 trials each, 1 shape(s)): "
         "about … h (…); lower --trials, bound it with --timeout SEC, or go ahead with --yes",
-        ("this search measures up to", "lower --trials, bound it with --timeout SEC, or go ahead with --yes"),
         setup=replay_table,
         after=_absent("results"),
     ),
@@ -894,7 +854,6 @@ CASES: list[Case] = [
             f"--results names a file ({cmd[0]})",
             (*cmd, "--results", "f.txt"),
             "autotune: error: --results f.txt: is a file, not a folder",
-            ("--results f.txt: is a file, not a folder",),
             setup=_files(**{"f.txt": ""}),
         )
         for cmd in _EVERY_RESULTS_COMMAND
@@ -904,7 +863,6 @@ CASES: list[Case] = [
             f"--results a link to nothing ({cmd[0]})",
             (*cmd, "--results", "gone"),
             "autotune: error: --results gone: a symbolic link to nothing (nowhere)",
-            ("--results gone: a symbolic link to nothing (nowhere)",),
             setup=_both(_link("gone", "nowhere"), replay_table),
             after=_absent("nowhere", "results"),
         )
@@ -915,7 +873,6 @@ CASES: list[Case] = [
         ("search", "--size", "64", *_REPLAY),
         f"autotune: error: results/{SLUG}: a symbolic link to nothing, so no results can be written under it "
         "(--results results)",
-        (f"results/{SLUG}: a symbolic link to nothing, so no results can be written under it",),
         setup=_both(_dirs("results"), _link(f"results/{SLUG}", "nowhere"), replay_table),
         after=_absent("results/nowhere"),
     ),
@@ -925,7 +882,6 @@ CASES: list[Case] = [
             ("search", "--size", "64", *_REPLAY),
             f"autotune: error: results/{SLUG}/{name}: is {kind}, not a regular file: not followed or opened (remove "
             "it)",
-            (f"results/{SLUG}/{name}: is {kind}, not a regular file: not followed or opened",),
             setup=_both(replay_table, _victim, _planted(name, target)),
             after=lambda f: (_untouched_victim(f), _absent("created", f"results/{SLUG}/64x64x64.json")(f)),
             note="said before searching: nothing measured",
@@ -956,7 +912,6 @@ CASES: list[Case] = [
         ("search", "--size", "64", *_REPLAY),
         f"autotune: error: results/{SLUG}/64x64x64.json: not read as a results file: not a regular file (a symbolic "
         "link)",
-        (f"results/{SLUG}/64x64x64.json: not read as a results file: not a regular file (a symbolic link)",),
         setup=_both(replay_table, _victim, _planted("64x64x64.json", "../../victim.db")),
         after=_untouched_victim,
         note="said before searching: nothing measured",
@@ -967,7 +922,6 @@ CASES: list[Case] = [
         ("report",),
         f"autotune: error: results/{SLUG}/optuna.db: is a symbolic link, not a regular file: not followed or opened "
         "(remove it)",
-        (f"results/{SLUG}/optuna.db: is a symbolic link",),
         setup=_records_and(_victim, _planted("optuna.db", "../../victim.db")),
         after=_untouched_victim,
     ),
@@ -975,7 +929,6 @@ CASES: list[Case] = [
         "report -o a link to nothing",
         ("report", "-o", "gone"),
         "autotune: error: -o gone: a symbolic link to nothing (nowhere)",
-        ("-o gone: a symbolic link to nothing (nowhere)",),
         setup=_records_and(_link("gone", "nowhere")),
         after=_absent("nowhere"),
     ),
@@ -984,7 +937,6 @@ CASES: list[Case] = [
         ("search", "--size", "64", *_REPLAY, "--storage", "sqlite:///results"),
         "autotune: error: --storage sqlite:///results: the results folder's own path (--results results); name a "
         "file in it",
-        ("--storage sqlite:///results: the results folder's own path",),
         setup=replay_table,
         after=_absent("results", "results.lock"),
         note="said before searching: no database made where the folder goes",
@@ -994,7 +946,6 @@ CASES: list[Case] = [
         ("search", "--size", "64", *_REPLAY, "--storage", "sqlite:///s.db"),
         f"autotune: error: cannot write results under results/{SLUG} (--results results): permission denied or a "
         "read-only folder",
-        ("cannot write results under",),
         setup=_records_and(replay_table),
         readonly=(f"results/{SLUG}",),
         after=_absent("s.db"),
@@ -1005,7 +956,6 @@ CASES: list[Case] = [
             f"a GPU's results folder that cannot be read ({cmd[0]}; once {once})",
             cmd,
             f"autotune: error: results/{SLUG}: cannot read the GPU's results folder (Permission denied)",
-            (f"results/{SLUG}: cannot read the GPU's results folder (Permission denied)",),
             setup=record,
             unreadable=(f"results/{SLUG}",),
         )
@@ -1020,7 +970,6 @@ CASES: list[Case] = [
         "a results folder that cannot be read (list)",
         ("list",),
         "autotune: error: results: cannot read the results folder (Permission denied)",
-        ("results: cannot read the results folder (Permission denied)",),
         setup=record,
         unreadable=("results",),
     ),
@@ -1028,7 +977,6 @@ CASES: list[Case] = [
         "a record that cannot be read (list)",
         ("list",),
         f"autotune: error: results/{SLUG}/64x64x64.json: cannot read (Permission denied)",
-        (f"results/{SLUG}/64x64x64.json: cannot read (Permission denied)",),
         setup=record,
         unreadable=(f"results/{SLUG}/64x64x64.json",),
     ),
@@ -1036,7 +984,6 @@ CASES: list[Case] = [
         "export into a read-only folder",
         ("export", "--size", "64", "-o", "ro/t.h"),
         "autotune: error: -o ro/t.h: cannot write into ro (permission denied or a read-only folder)",
-        ("-o ro/t.h: cannot write into ro",),
         setup=_records_and(_dirs("ro")),
         readonly=("ro",),
     ),
@@ -1044,7 +991,6 @@ CASES: list[Case] = [
         "export onto a folder",
         ("export", "--size", "64", "-o", "out"),
         "autotune: error: -o out: is a folder; name the header file (e.g. out/tuned_sgemm.h)",
-        ("-o out: is a folder",),
         setup=_records_and(_dirs("out")),
         note="no temporary file left in it",
     ),
@@ -1052,7 +998,6 @@ CASES: list[Case] = [
         "export into a folder that does not exist",
         ("export", "--size", "64", "-o", "a/b/c.h"),
         "autotune: error: -o a/b/c.h: folder a/b does not exist (it is not created)",
-        ("-o a/b/c.h: folder a/b does not exist",),
         setup=record,
         after=_absent("a"),
         note="no folder made",
@@ -1061,14 +1006,12 @@ CASES: list[Case] = [
         "export onto a pipe",
         ("export", "--size", "64", "-o", "fifo"),
         "autotune: error: -o fifo: not a regular file",
-        ("-o fifo: not a regular file",),
         setup=_records_and(_fifo),
     ),
     Case(
         "report into a read-only folder",
         ("report", "-o", "ro"),
         "autotune: error: -o ro: cannot write into ro (permission denied or a read-only folder)",
-        ("-o ro: cannot write into ro",),
         setup=_records_and(_dirs("ro")),
         readonly=("ro",),
     ),
@@ -1076,14 +1019,12 @@ CASES: list[Case] = [
         "report onto a file",
         ("report", "-o", "f.txt"),
         "autotune: error: -o f.txt: is a file, not a folder",
-        ("-o f.txt: is a file, not a folder",),
         setup=_records_and(_files(**{"f.txt": ""})),
     ),
     Case(
         "report into a folder that does not exist",
         ("report", "-o", "a/b/c"),
         "autotune: error: -o a/b/c: folder a/b does not exist (it is not created)",
-        ("-o a/b/c: folder a/b does not exist",),
         setup=record,
         after=_absent("a"),
         note="no folder made",
@@ -1093,7 +1034,6 @@ CASES: list[Case] = [
             f"a name too long for the file system ({cmd[0]})",
             cmd,
             "autotune: error: xxx…x: File name too long",
-            ("xxx", ": File name too long"),
             setup=record,
             shown="autotune " + " ".join(cmd[:-1]) + " $(printf 'x%.0s' {1..300})",
         )
@@ -1103,20 +1043,17 @@ CASES: list[Case] = [
         "export of a shape never tuned",
         ("export", "--size", "128"),
         f"autotune: error: no result for 128x128x128 on {SLUG}; tuned shapes: 64x64x64",
-        ("no result for 128x128x128", "tuned shapes: 64x64x64"),
         setup=record,
     ),
     Case(
         "no results folder",
         ("export", "--size", "64", "--results", "nope"),
         "autotune: error: no results under nope: run 'autotune search' first",
-        ("no results under nope",),
     ),
     Case(
         "a GPU with no results",
         ("check", "--gpu", "Some GPU"),
         f"autotune: error: no results for GPU 'Some GPU' under results; have: {SLUG}",
-        ("no results for GPU 'Some GPU'",),
         setup=record,
     ),
     # -- stored records edited or damaged by hand
@@ -1124,14 +1061,12 @@ CASES: list[Case] = [
         "record: not JSON",
         ("list",),
         "autotune: error: results/…/64x64x64.json: corrupted results file (not JSON: …)",
-        ("64x64x64.json: corrupted results file (not JSON",),
         setup=lambda f: record(f) | _files(**{f"results__{SLUG}__64x64x64.json": "{broken"})(f),
     ),
     Case(
         "record: a FIFO (once waited for ever)",
         ("list",),
         "autotune: error: results/…/64x64x64.json: not read as a results file: not a regular file (a pipe)",
-        ("64x64x64.json: not read as a results file: not a regular file (a pipe)",),
         setup=lambda f: record(f) | _refifo(f / "results" / SLUG / "64x64x64.json"),
         timeout=120,
     ),
@@ -1139,7 +1074,6 @@ CASES: list[Case] = [
         "shapes file: /dev/zero",
         ("search", "--shapes-file", "/dev/zero", "--dry-run"),
         "autotune: error: /dev/zero: more than 64 MiB, too large for an input file",
-        ("/dev/zero: more than 64 MiB, too large for an input file",),
         timeout=120,
     ),
     Case(
@@ -1147,7 +1081,6 @@ CASES: list[Case] = [
         ("list",),
         "autotune: error: results/…/64x64x64.json: corrupted results file (entry tiled: gflops is 'fast', not a "
         "positive number)",
-        ("corrupted results file (entry tiled: gflops is 'fast', not a positive number)",),
         setup=lambda f: record(f, _set(("families", "tiled", "gflops"), "fast")),
     ),
     Case(
@@ -1155,7 +1088,6 @@ CASES: list[Case] = [
         ("export", "--size", "64"),
         "autotune: error: results/…/64x64x64.json: corrupted results file (entry tiled: cublas.gflops is '5000', not "
         "a positive number)",
-        ("entry tiled: cublas.gflops is '5000', not a positive number",),
         setup=lambda f: record(f, _set(("families", "tiled", "cublas", "gflops"), "5000")),
     ),
     Case(
@@ -1163,28 +1095,25 @@ CASES: list[Case] = [
         ("list",),
         "autotune: error: results/…/64x64x64.json: corrupted results file ('best' is 'warptile', not one of its "
         "families (tiled))",
-        ("'best' is 'warptile', not one of its families (tiled)",),
         setup=lambda f: record(f, _set(("best",), "warptile")),
     ),
     Case(
         "record: a parameter that is not an integer",
         ("export", "--size", "64"),
-        "autotune: error: stored config tiled_TILE32: TILE must be an integer, got '32'",
-        ("TILE must be an integer, got '32'",),
+        "autotune: error: results/…/64x64x64.json: corrupted results file (entry tiled: parameter TILE must be an "
+        "integer, got '32' (or the name of a choice: …))",
         setup=lambda f: record(f, _set(("families", "tiled", "config", "params", "TILE"), "32")),
     ),
     Case(
         "record: a size beyond a C int",
         ("list",),
         f"autotune: error: results/…/64x64x64.json: corrupted results file (M=3000000000 is {_BIG})",
-        (f"M=3000000000 is {_BIG}",),
         setup=lambda f: record(f, _set(("problem", "M"), 3000000000)),
     ),
     Case(
         "record: schema true (once read as 1)",
         ("list",),
         "autotune: error: results/…/64x64x64.json: results schema True, this autotune reads 1",
-        ("64x64x64.json: results schema True, this autotune reads 1",),
         setup=lambda f: record(f, _set(("schema",), True)),
     ),
     Case(
@@ -1192,7 +1121,6 @@ CASES: list[Case] = [
         ("list",),
         "autotune: error: results/…/64x64x64.json: corrupted results file (entry tiled: gflops is 1e+300, more than "
         "1e+12: no measurement)",
-        ("corrupted results file (entry tiled: gflops is 1e+300, more than 1e+12: no measurement)",),
         setup=lambda f: record(f, _agreeing(("families", "tiled", "gflops"), 1e300)),
     ),
     Case(
@@ -1200,7 +1128,6 @@ CASES: list[Case] = [
         ("export", "--size", "64"),
         "autotune: error: results/…/64x64x64.json: corrupted results file (it holds results of GPU "
         f"nvidia-a100-sxm4-80gb, not of its folder's ('{SLUG}'))",
-        (f"it holds results of GPU nvidia-a100-sxm4-80gb, not of its folder's ('{SLUG}')",),
         setup=lambda f: record(f, _another_gpu),
     ),
     # -- output
@@ -1216,7 +1143,6 @@ CASES: list[Case] = [
         "stdout on a full disk",
         ("list",),
         "autotune: error: cannot write to standard output (No space left on device)",
-        ("cannot write to standard output (No space left on device)",),
         stdout_to="full",
         shown="autotune list > /dev/full",
     ),
@@ -1224,7 +1150,6 @@ CASES: list[Case] = [
         "stdout closed",
         ("list",),
         "autotune: error: cannot write to standard output (Bad file descriptor)",
-        ("cannot write to standard output (Bad file descriptor)",),
         stdout_to="closed",
         shown="autotune list >&-",
     ),
@@ -1232,7 +1157,6 @@ CASES: list[Case] = [
         "export's message on a full disk",
         ("export", "--size", "64", "-o", "t.h"),
         "autotune: error: cannot write to standard output (No space left on device)",
-        ("cannot write to standard output (No space left on device)",),
         setup=record,
         stdout_to="full",
         after=lambda f: _whole_header(f / "t.h"),
@@ -1243,7 +1167,6 @@ CASES: list[Case] = [
         "export onto /dev/full",
         ("export", "--size", "64", "-o", "/dev/full"),
         "autotune: error: -o /dev/full: not a regular file",
-        ("-o /dev/full: not a regular file",),
         setup=record,
     ),
     Case(
@@ -1364,9 +1287,6 @@ def _run_with_stdout(case: Case, argv: list[str], folder: Path, env: dict) -> Ou
 # ---- the table -------------------------------------------------------------------------------
 
 
-PREFIX = "autotune: error: "
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -1379,9 +1299,11 @@ def _answer(case: Case) -> str:
 
 
 def markdown() -> str:
-    rows = ["| input | command | answer | exit code |", "|---|---|---|---|"]
+    """The results page's table: what the user did and the answer (the exit code where not 2)."""
+    rows = ["| input | answer |", "|---|---|"]
     for c in CASES:
-        rows.append(f"| {_cell(c.input)} | `{_cell(c.command)}` | {_answer(c)} | {c.code} |")
+        code = "" if c.code == 2 or c.handled_by else f" (exit {c.code})"  # a dedicated test's answer says it
+        rows.append(f"| {_cell(c.input)} | {_answer(c)}{code} |")
     return "\n".join(rows) + "\n"
 
 
