@@ -481,18 +481,6 @@ def test_a_seed_that_names_its_layout_is_tried_for_that_layout_only(h100):
         assert all(not sp.family.broken_rules(s) for s in seeds), layout
 
 
-def test_the_small_tile_experiment_space_loads_and_its_seeds_are_valid(h100):
-    """benchmarks/spaces/warptile_small_tiles.yaml (an experiment run with --config): warptile's
-    space with 32-row and 32-column tiles; its seeds break no rule of the family or the H100."""
-    sp = Space.load("warptile", ROOT / "benchmarks" / "spaces" / "warptile_small_tiles.yaml")
-    fam = Family.load("warptile")
-    assert 32 in sp.values["BM"] and 32 in sp.values["BN"]
-    tiles = {(s["BM"], s["BN"]) for s in sp.seeds}
-    assert {(32, 128), (128, 32)} <= tiles
-    for seed in sp.seeds:
-        assert not fam.violations(fam.resolve(seed).config, h100), seed.name
-
-
 def _walk(sp: Space, limits) -> tuple[list[Config], collections.Counter]:
     """The enumeration as a depth-first walk, one point at a time: the reference for its order,
     its points and the first rule blamed for each point removed."""
