@@ -323,6 +323,11 @@ def matmul(
     return matmul(A, B, out, alpha, beta, trans_a=trans_a, trans_b=trans_b, precision=precision)
 
 
+# Told of each call cached_product's shortcut served, as (shortcut, A, B, trans_a, trans_b,
+# precision): the C++ road (pytorch/native.py) arms its plan from it.
+on_shortcut_hit = None
+
+
 def cached_product(A, B, alpha: float, trans_a: bool, trans_b: bool, precision: str):
     """Return alpha op(A) op(B) for two plain torch tensors by a cached launch, or None for a miss.
 
@@ -333,7 +338,12 @@ def cached_product(A, B, alpha: float, trans_a: bool, trans_b: bool, precision: 
     arrays = gpu_arrays()
     try:
         cut = _shortcut_for(arrays, A, B, None, 0.0, trans_a, trans_b, precision)[2]
-        return None if cut is None else cut(A, B, alpha)
+        if cut is None:
+            return None
+        C = cut(A, B, alpha)
+        if on_shortcut_hit is not None:
+            on_shortcut_hit(cut, A, B, trans_a, trans_b, precision)
+        return C
     except RuntimeError as exc:
         _raise_unless_bound(arrays, exc)
     return cached_product(A, B, alpha, trans_a, trans_b, precision)  # as matmul: the context bound

@@ -131,15 +131,9 @@ class LoadedKernel:
                 v = geo.values
                 if v["ws_bytes"]:
                     ws = WORKSPACES.get(self.workspace_key(stream), v["ws_bytes"], v["ws_zeroed"], stream)
-                    values["WS"] = ws.data.ptr
+                    _place(v, values, ws.data.ptr)
                 else:
-                    values["WS"] = 0
-                if v.get("pack_a"):
-                    values["A"] = values["A_PACKED"] = values["WS"] + v["pack_a_at"]
-                if v.get("pack_b"):
-                    values["B"] = values["B_PACKED"] = values["WS"] + v["pack_b_at"]
-                if v.get("pack_c"):
-                    values["C"] = values["C_PACKED"] = values["WS"] + v["pack_c_at"]
+                    _place(v, values, 0)
             if self.plan.tensor_maps is not None:
                 # A and B as the kernel reads them (packed or not)
                 maps = self._tensor_maps(M, N, K, values["A"], values["B"], ints["lda_k"], ints["ldb_k"])
@@ -148,6 +142,36 @@ class LoadedKernel:
             for step in steps:
                 if beta != 0 or not step.beta_only:
                     step.launch(values, stream_ptr, n)
+
+    def recipe(self, M: int, N: int, K: int, pitches: tuple[int, int, int], stream) -> tuple[list, object] | None:
+        """Return one product's launches as native.cpp arms them, and a workspace of their own.
+
+        Each step is [fn, grid x, y, z, block, dynamic smem, then kind and value an argument]
+        (kinds: NATIVE_KINDS), with beta 0; a BATCHED kernel runs one matrix, as `launch` does.
+        None for a plan with tensor maps: it stays on the Python road. The workspace (zeroed in
+        `stream`, None if the plan needs none) is the steps' alone: no other launch dirties its
+        scratch or its zeroed counters.
+        """
+        if self.plan.tensor_maps is not None:
+            return None
+        geo, _, ints = self._prepared(M, N, K, *pitches)
+        values = {"A": "A", "A_IN": "A", "B": "B", "B_IN": "B", "C": "C", "C_IN": "C"}
+        values.update(dict.fromkeys(LONGS, 0))  # one matrix: a batch of one, grid z 1
+        ws = None
+        if geo.has_workspace:
+            v = geo.values
+            ws = _alloc_workspace(v["ws_bytes"], stream) if v["ws_bytes"] else None
+            _place(v, values, 0 if ws is None else ws.data.ptr)
+        steps = []
+        for step, grid in geo.launches:
+            if step.beta_only:
+                continue
+            grid = (grid[0], grid[1], 1) if self.plan.batched else grid
+            flat = [self.fns[step.kernel].ptr, *grid, step.block, geo.dynamic_smem if step.dynamic_smem else 0]
+            for name in step.args:
+                flat += native_arg(name, values.get(name), ints)
+            steps.append(flat)
+        return steps, ws
 
     def _tensor_maps(self, M: int, N: int, K: int, a: int, b: int, lda: int, ldb: int):
         """Return the maps of A and B as the SGEMM kernel reads them, or zeros unless both can.
@@ -176,6 +200,43 @@ class LoadedKernel:
             smem = geo.dynamic_smem if step.dynamic_smem else 0
             steps.append(_Step(self.fns[step.kernel].ptr, grid, step.block, smem, step.args, ints, step.beta_only))
         return geo, steps, ints
+
+
+# native.cpp's argument kinds: a constant of a C type, or the call's A, B, C or alpha.
+NATIVE_KINDS = {"i32": 0, "i64": 1, "f32": 2, "ptr": 3, "A": 4, "B": 5, "C": 6, "alpha": 7}
+
+
+def native_arg(name: str, value, ints: dict) -> list[int]:
+    """Return [kind, value] of one kernel argument for native.cpp, with beta 0.
+
+    Args:
+        name: the argument's name in the launch plan (launch.POINTERS, FLOATS, INTS).
+        value: a pointer's: "A", "B" or "C" for the call's operands, else an address; a batch
+            stride's (LONGS) in floats.
+        ints: the shape's integer arguments.
+    """
+    if name in INTS:
+        return [NATIVE_KINDS["i32"], int(ints[name])]
+    if name in LONGS:
+        return [NATIVE_KINDS["i64"], int(value)]
+    if name == "alpha":
+        return [NATIVE_KINDS["alpha"], 0]
+    if name == "beta":
+        return [NATIVE_KINDS["f32"], 0]  # the bits of 0.0f
+    if name in POINTERS and value is not None:
+        return [NATIVE_KINDS[value], 0] if isinstance(value, str) else [NATIVE_KINDS["ptr"], int(value)]
+    raise ValueError(f"no native argument for {name!r}")
+
+
+def _place(v: dict, values: dict, ws: int) -> None:
+    """Set the workspace's pointer in `values`, and A's, B's and C's where the plan packs them."""
+    values["WS"] = ws
+    if v.get("pack_a"):
+        values["A"] = values["A_PACKED"] = ws + v["pack_a_at"]
+    if v.get("pack_b"):
+        values["B"] = values["B_PACKED"] = ws + v["pack_b_at"]
+    if v.get("pack_c"):
+        values["C"] = values["C_PACKED"] = ws + v["pack_c_at"]
 
 
 def _address(x) -> int:

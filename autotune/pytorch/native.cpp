@@ -1,0 +1,170 @@
+// The eager road's products for torch tensors seen before, launched from C++ (native.py says how
+// plans are armed and lapse). A plan is the Python road's cached launch (dispatch/shortcut.py) for
+// one key: each step's kernel, grid and arguments, with A's, B's and C's pointers and alpha filled
+// in at the call; it keeps the kernel's module and its workspace alive.
+#include <torch/extension.h>
+
+#include <c10/cuda/CUDAStream.h>
+
+#include <chrono>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+using Launch = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
+                       void**, void**);
+Launch launch_kernel = nullptr;  // the driver's cuLaunchKernel, given by native.py
+
+// An argument's kind: a constant of a C type, or a value of the call.
+enum Kind : int64_t { I32 = 0, I64 = 1, F32 = 2, PTR = 3, A_PTR = 4, B_PTR = 5, C_PTR = 6, ALPHA = 7 };
+constexpr size_t MAX_ARGS = 64;
+constexpr size_t MAX_PLANS = 4096;  // past it every plan goes; the Python road arms them again
+// CUDA_ERROR_NOT_INITIALIZED, CUDA_ERROR_INVALID_CONTEXT: a thread with no current context, which
+// the Python road binds (dispatch/arrays.bind_context) before it launches.
+constexpr int NO_CONTEXT[] = {3, 201};
+
+struct Step {
+  void* fn;
+  unsigned grid[3];
+  unsigned block;
+  unsigned smem;
+  std::vector<int64_t> kinds, values;
+};
+
+struct Plan {
+  int64_t rows, cols, deadline_ns;
+  std::vector<Step> steps;
+  py::object keep;  // the kernel and the workspace the steps point into
+};
+
+struct Key {
+  int64_t v[12];
+  bool operator==(const Key& o) const { return std::memcmp(v, o.v, sizeof v) == 0; }
+};
+
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+    for (int64_t x : k.v) {
+      h ^= static_cast<uint64_t>(x);
+      h *= 1099511628211ull;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
+// Never destroyed: plans hold Python objects, which must not be released after Python has ended
+// (native.py clears them at exit, while it runs).
+auto& plans = *new std::unordered_map<Key, Plan, KeyHash>();
+int64_t hits = 0;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The key of a call, or false where no plan can serve it: not two float32 CUDA matrices on the
+// current device.
+bool make_key(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tier, Key& k, void*& stream) {
+  if (a.dim() != 2 || b.dim() != 2 || a.layout() != c10::kStrided || b.layout() != c10::kStrided) return false;
+  if (a.scalar_type() != at::kFloat || b.scalar_type() != at::kFloat || !a.is_cuda() || a.device() != b.device())
+    return false;
+  auto dev = a.device().index();
+  if (dev != c10::cuda::current_device()) return false;  // the launch goes to the current context
+  stream = c10::cuda::getCurrentCUDAStream(dev).stream();
+  auto pa = reinterpret_cast<uintptr_t>(a.data_ptr()), pb = reinterpret_cast<uintptr_t>(b.data_ptr());
+  int64_t v[12] = {a.size(0), a.size(1), a.stride(0), a.stride(1), b.size(0), b.size(1), b.stride(0), b.stride(1),
+                   dev, (ta ? 1 : 0) | (tb ? 2 : 0) | (tier << 2), static_cast<int64_t>((pa & 15) | (pb & 15) << 4),
+                   reinterpret_cast<int64_t>(stream)};
+  std::memcpy(k.v, v, sizeof v);
+  return true;
+}
+
+// alpha op(a) op(b) by the plan of this call, or None where none is armed (the Python road serves).
+py::object product(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tier, double alpha) {
+  Key k;
+  void* stream = nullptr;
+  if (launch_kernel == nullptr || !make_key(a, b, ta, tb, tier, k, stream)) return py::none();
+  auto it = plans.find(k);
+  if (it == plans.end() || now_ns() > it->second.deadline_ns) return py::none();
+  const Plan& p = it->second;
+  at::Tensor c = at::empty({p.rows, p.cols}, a.options());
+  const uint64_t ptrs[3] = {reinterpret_cast<uint64_t>(a.data_ptr()), reinterpret_cast<uint64_t>(b.data_ptr()),
+                            reinterpret_cast<uint64_t>(c.data_ptr())};
+  const float scale = static_cast<float>(alpha);
+  union Slot {
+    int32_t i32;
+    int64_t i64;
+    float f32;
+    uint64_t ptr;
+  } slots[MAX_ARGS];
+  void* params[MAX_ARGS];
+  bool first = true;
+  for (const Step& s : p.steps) {
+    for (size_t i = 0; i < s.kinds.size(); ++i) {
+      const int64_t v = s.values[i];
+      switch (s.kinds[i]) {
+        case I32: slots[i].i32 = static_cast<int32_t>(v); break;
+        case I64: slots[i].i64 = v; break;
+        case F32: std::memcpy(&slots[i].f32, &v, sizeof(float)); break;
+        case PTR: slots[i].ptr = static_cast<uint64_t>(v); break;
+        case ALPHA: slots[i].f32 = scale; break;
+        default: slots[i].ptr = ptrs[s.kinds[i] - A_PTR]; break;  // A_PTR, B_PTR, C_PTR
+      }
+      params[i] = &slots[i];
+    }
+    int rc = launch_kernel(s.fn, s.grid[0], s.grid[1], s.grid[2], s.block, 1, 1, s.smem, stream, params, nullptr);
+    if (rc != 0) {
+      if (first && (rc == NO_CONTEXT[0] || rc == NO_CONTEXT[1])) return py::none();  // nothing was queued
+      TORCH_CHECK(false, "autotune: cuLaunchKernel failed with CUDA error ", rc);
+    }
+    first = false;
+  }
+  ++hits;
+  return py::cast(c);
+}
+
+// Arm the plan of (a, b, ta, tb, tier) for ttl_ns: each step a list
+// [fn, grid x, grid y, grid z, block, dynamic smem, kind 0, value 0, kind 1, value 1, ...].
+void arm(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tier, int64_t rows, int64_t cols,
+         const std::vector<std::vector<int64_t>>& steps, py::object keep, int64_t ttl_ns) {
+  Key k;
+  void* stream = nullptr;
+  TORCH_CHECK(make_key(a, b, ta, tb, tier, k, stream), "autotune: a plan is for two float32 CUDA matrices");
+  Plan p{rows, cols, now_ns() + ttl_ns, {}, std::move(keep)};
+  for (const auto& s : steps) {
+    TORCH_CHECK(s.size() >= 6 && s.size() % 2 == 0 && (s.size() - 6) / 2 <= MAX_ARGS, "autotune: a malformed step");
+    Step st{reinterpret_cast<void*>(s[0]),
+            {static_cast<unsigned>(s[1]), static_cast<unsigned>(s[2]), static_cast<unsigned>(s[3])},
+            static_cast<unsigned>(s[4]),
+            static_cast<unsigned>(s[5]),
+            {},
+            {}};
+    for (size_t i = 6; i < s.size(); i += 2) {
+      TORCH_CHECK(s[i] >= I32 && s[i] <= ALPHA, "autotune: an unknown argument kind ", s[i]);
+      st.kinds.push_back(s[i]);
+      st.values.push_back(s[i + 1]);
+    }
+    p.steps.push_back(std::move(st));
+  }
+  if (plans.size() >= MAX_PLANS && plans.find(k) == plans.end()) plans.clear();
+  plans[k] = std::move(p);
+}
+
+void set_launch(int64_t fn) { launch_kernel = reinterpret_cast<Launch>(fn); }
+void clear() { plans.clear(); }
+int64_t size() { return static_cast<int64_t>(plans.size()); }
+int64_t hit_count() { return hits; }
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("product", &product, "alpha op(a) op(b) by an armed plan, or None");
+  m.def("arm", &arm, "arm the plan of a call");
+  m.def("set_launch", &set_launch, "the driver's cuLaunchKernel");
+  m.def("clear", &clear, "drop every plan");
+  m.def("size", &size, "plans armed");
+  m.def("hits", &hit_count, "products served");
+}

@@ -1,0 +1,180 @@
+"""The eager road's products launched from C++ (native.cpp) where the Python road armed a plan.
+
+The Python road's cached launch (dispatch/shortcut.py) still runs Python on every call. Once it
+has served a key (shapes, strides, alignment, device, stream, transposes, tier), it arms a C++
+plan of the same launches: the next calls are a lookup, torch's empty output and cuLaunchKernel.
+A plan lapses after the results table's recheck interval: the next call goes the Python road
+once (new records, another results folder) and arms it again. With $AUTOTUNE_NATIVE=1 the first
+eager CUDA product builds the extension on a thread of its own (torch.utils.cpp_extension, about
+25 s, into torch's extensions folder; later processes load it). Until it is ready, where it
+cannot be built (no compiler, no CUDA headers) and without the variable, the Python road serves
+every call; `status()` says which.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import glob
+import hashlib
+import os
+import sys
+import threading
+import warnings
+from pathlib import Path
+
+import torch
+
+from ..core.types import UserError
+from ..dispatch import api
+from ..dispatch.table import RECHECK_S
+from ..records.fields import shown
+
+ENV = "AUTOTUNE_NATIVE"
+SOURCE = Path(__file__).with_name("native.cpp")
+TIERS = {"highest": 0, "high": 1, "medium": 2}  # a plan's tier, in its key
+TTL_NS = int(RECHECK_S * 1e9)
+# Plans' own workspaces past these go, all at once (launches already queued keep theirs: the
+# memory returns to CuPy's pool of the stream it was made on, in that stream's order).
+MAX_RECIPES, MAX_WORKSPACE_BYTES = 1024, 1 << 30
+
+product = None  # native.cpp's product once built: (a, b, trans_a, trans_b, tier, alpha) -> Tensor | None
+_ext = None
+_status = "not started"
+_lock = threading.Lock()
+_built = threading.Event()
+_recipes: dict[tuple, tuple | None] = {}  # (kernel, M, N, K, pitches, stream) -> (steps, keep) or None
+_workspace_bytes = 0
+_capturing = torch.cuda.is_current_stream_capturing
+
+
+def wanted() -> bool:
+    """Return whether $AUTOTUNE_NATIVE turns the C++ road on: "1" yes; "0", "" or unset no.
+
+    Raises:
+        UserError: any other value.
+    """
+    # Off unless asked for until the whole GPU suite has run with it on.
+    value = os.environ.get(ENV, "")
+    if value in ("0", "1", ""):
+        return value == "1"
+    raise UserError(f"{ENV} must be 1 (the C++ road) or 0 (the Python road only), not {shown(value)}")
+
+
+def start() -> None:
+    """Build or load the extension on a thread of its own, once a process; return at once.
+
+    Nothing while $AUTOTUNE_NATIVE does not ask for it (see `wanted`).
+    """
+    global _status
+    with _lock:
+        if _status != "not started" or not wanted():
+            return
+        _status = "building"
+    threading.Thread(target=_build, name="autotune-native", daemon=True).start()
+
+
+def wait(timeout: float | None = None) -> str:
+    """Start the build if asked for, wait for it (at most `timeout` s) and return `status()`."""
+    start()
+    if _status != "not started":
+        _built.wait(timeout)
+    return status()
+
+
+def status() -> str:
+    """Return "ready", "building", "not started" or "not built: <why>"."""
+    return _status
+
+
+def _build() -> None:
+    global _ext, _status, product
+    try:
+        ext = _load()
+        ext.set_launch(ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value)
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the Python road, which works
+        _status = f"not built: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[-1]}"
+        warnings.warn(f"autotune: AUTOTUNE_NATIVE=1, but the C++ road was {_status}", RuntimeWarning, stacklevel=1)
+    else:
+        _ext, _status = ext, "ready"
+        atexit.register(clear)  # plans hold Python objects: drop them while Python can
+        api.on_shortcut_hit = arm
+        product = ext.product
+    finally:
+        _built.set()
+
+
+def _load():
+    """Return the built extension module (built here unless torch's extensions folder has it)."""
+    from torch.utils import cpp_extension
+
+    source = SOURCE.read_bytes()
+    name = "autotune_native_" + hashlib.sha256(source).hexdigest()[:12]
+    lib = Path(torch.__file__).parent / "lib"
+    return cpp_extension.load(
+        name,
+        [str(SOURCE)],
+        extra_include_paths=_cuda_includes(),
+        extra_ldflags=[f"-L{lib}", "-lc10_cuda"],
+        with_cuda=False,  # host code only: no nvcc, the CUDA headers c10's stream needs
+        verbose=False,
+    )
+
+
+def _cuda_includes() -> list[str]:
+    """Return folders that hold cuda_runtime_api.h: the toolkit's, then those of NVIDIA's wheels."""
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    homes = (CUDA_HOME, os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")
+    found = [os.path.join(home, "include") for home in homes if home]
+    for root in sys.path:
+        headers = glob.glob(os.path.join(root, "nvidia", "*", "include", "cuda_runtime_api.h"))
+        found += [os.path.dirname(h) for h in headers]
+    return [d for d in dict.fromkeys(found) if os.path.isfile(os.path.join(d, "cuda_runtime_api.h"))]
+
+
+def arm(cut, A, B, trans_a: bool, trans_b: bool, precision: str) -> None:
+    """Arm the plan of a call that the Python road's cached launch `cut` served.
+
+    Only a new output of one 2-D product by a kernel of ours (not cuBLAS's, no tensor maps), and
+    never during a CUDA graph capture (a plan's workspace is made at its first arming).
+    """
+    tier = TIERS.get(precision)
+    kernel = getattr(cut.launch, "__self__", None)
+    if _ext is None or tier is None or cut.spans is not None or cut.bound is not None or cut.batch != 1:
+        return
+    if not hasattr(kernel, "recipe") or len(cut.shape) != 2 or _capturing():
+        return
+    stream = cut.stream(A.device)
+    key = (kernel, cut.M, cut.N, cut.K, cut.pitches, stream.ptr)
+    # The Python road has served this call already: a plan that cannot be made (no memory for its
+    # workspace, say) leaves that road serving the key, and must not fail the call.
+    if key not in _recipes:
+        try:
+            recipe = kernel.recipe(cut.M, cut.N, cut.K, cut.pitches, stream)
+        except Exception:  # noqa: BLE001
+            recipe = None
+        _remember(key, recipe)
+    if (made := _recipes.get(key)) is not None:  # .get: another thread may have cleared them
+        try:
+            _ext.arm(A, B, trans_a, trans_b, tier, cut.M, cut.N, made[0], made[1], TTL_NS)
+        except Exception:  # noqa: BLE001
+            _recipes[key] = None
+
+
+def _remember(key: tuple, recipe) -> None:
+    global _workspace_bytes
+    nbytes = 0 if recipe is None or recipe[1] is None else recipe[1].nbytes
+    if len(_recipes) >= MAX_RECIPES or _workspace_bytes + nbytes > MAX_WORKSPACE_BYTES:
+        clear()
+    _workspace_bytes += nbytes
+    _recipes[key] = None if recipe is None else (recipe[0], (key[0], recipe[1]))
+
+
+def clear() -> None:
+    """Drop every plan and the workspaces they launch with (the next calls arm them again)."""
+    global _workspace_bytes
+    if _ext is not None:
+        _ext.clear()
+    _recipes.clear()
+    _workspace_bytes = 0

@@ -1,0 +1,137 @@
+"""On the GPU: the C++ road (pytorch/native.py) runs the Python road's products, right.
+
+A product's three calls: the full road, the Python road's cached launch (it arms), the C++ road.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("torch without CUDA", allow_module_level=True)
+
+from autotune.pytorch import Linear, mm, native  # noqa: E402
+from autotune.pytorch.impl import cuda_product  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+FP32_REL = 1e-5
+
+
+@pytest.fixture
+def ready(monkeypatch):
+    """The C++ road built and on; each shape's first call takes the model's pick (not cuBLAS's)."""
+    monkeypatch.setenv("AUTOTUNE_NATIVE", "1")
+    monkeypatch.setenv("AUTOTUNE_MEASURE", "0")
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    status = native.wait(900)
+    assert status == "ready", status
+    return native._ext
+
+
+def _matrix(rows, cols, trans, offset, g):
+    """A rows x cols operand (stored cols x rows where `trans`), `offset` floats into its storage."""
+    shape = (cols, rows) if trans else (rows, cols)
+    flat = torch.rand(offset + shape[0] * shape[1], device="cuda", generator=g) - 0.5
+    return flat[offset:].view(shape)
+
+
+def _op(x, trans):
+    return x.T if trans else x
+
+
+def _three_calls(ext, a, b, ta, tb, alpha):
+    before = ext.hits()
+    outs = [cuda_product(a, b, ta, tb, alpha) for _ in range(3)]
+    return outs, ext.hits() - before
+
+
+def test_random_products_on_the_cpp_road_are_right(ready):
+    rng, g = random.Random(11), torch.Generator(device="cuda").manual_seed(11)
+    served = 0
+    for _ in range(60):
+        M, N, K = (rng.choice([1, 2, 5, 16, 33, 64, 127, 256, 513, 1000, 2048]) for _ in range(3))
+        ta, tb = rng.random() < 0.5, rng.random() < 0.5
+        a = _matrix(M, K, ta, rng.choice([0, 1, 4]), g)
+        b = _matrix(K, N, tb, rng.choice([0, 2, 4]), g)
+        alpha = rng.choice([1.0, -0.5, 3])
+        outs, hits = _three_calls(ready, a, b, ta, tb, alpha)
+        ref = alpha * (_op(a, ta).double() @ _op(b, tb).double())
+        for c in outs:
+            assert c.shape == (M, N) and c.is_contiguous() and c.dtype == torch.float32
+            err = float((c.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+            assert err < FP32_REL, (M, N, K, ta, tb, err)
+        served += hits
+    assert served >= 30, f"only {served} of 60 third calls came from C++"
+
+
+def test_a_lapsed_plan_goes_the_python_road_and_is_armed_again(ready, monkeypatch):
+    a, b = _matrix(96, 80, False, 0, None), _matrix(80, 72, True, 0, None)
+    cuda_product(a, b, False, True)  # the full road
+    monkeypatch.setattr(native, "TTL_NS", 0)
+    cuda_product(a, b, False, True)  # armed, lapsed at once
+    before = ready.hits()
+    cuda_product(a, b, False, True)
+    assert ready.hits() == before  # the Python road served, and armed it for TTL_NS again
+    monkeypatch.setattr(native, "TTL_NS", 10**9)
+    cuda_product(a, b, False, True)  # the Python road arms it for 1 s
+    c = cuda_product(a, b, False, True)
+    assert ready.hits() == before + 1
+    assert float((c - a @ b.T).norm() / (a @ b.T).norm()) < FP32_REL
+
+
+def test_a_side_stream_gets_its_own_plan_and_a_graph_replays_it(ready, monkeypatch):
+    monkeypatch.setattr(native, "TTL_NS", 60 * 10**9)  # torch.cuda.graph's entry collects garbage
+    a, b = _matrix(200, 120, False, 0, None), _matrix(120, 72, True, 0, None)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            mm(a, b, trans_b=True)
+        before = ready.hits()
+        mm(a, b, trans_b=True)
+        assert ready.hits() == before + 1  # the side stream's own plan
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        c = mm(a, b, trans_b=True)
+    assert ready.hits() == before + 2  # captured from C++
+    for seed in (1, 2):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        a.copy_(torch.rand(a.shape, device="cuda", generator=g))
+        b.copy_(torch.rand(b.shape, device="cuda", generator=g))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert float((c - a @ b.T).norm() / (a @ b.T).norm()) < FP32_REL
+
+
+def test_a_linear_layer_trains_through_the_cpp_road_as_through_pythons(ready, monkeypatch):
+    monkeypatch.setattr("autotune.pytorch.route.torch_is_faster", lambda *args: False)
+    torch.manual_seed(0)
+    layer = Linear(64, 48).cuda()
+    x = (torch.rand(128, 64, device="cuda") - 0.5).requires_grad_()  # dX too
+    grads = []
+    for served in (False, True, True, True):  # the first builds every key's plan
+        monkeypatch.setattr(native, "product", ready.product if served else None)
+        layer.zero_grad()
+        x.grad = None
+        layer(x).square().sum().backward()
+        grads.append((layer.weight.grad.clone(), layer.bias.grad.clone(), x.grad.clone()))
+    calls = []
+
+    def seen(a, b, ta, tb, tier, alpha):
+        c = ready.product(a, b, ta, tb, tier, alpha)
+        calls.append((tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), ta, tb, c is not None))
+        return c
+
+    monkeypatch.setattr(native, "product", seen)
+    layer(x).square().sum().backward()
+    assert [c[-1] for c in calls] == [True] * 3, calls  # forward, dX and dW from C++
+    with torch.no_grad():
+        ref = torch.nn.functional.linear(x, layer.weight, layer.bias)
+        assert float((layer(x) - ref).norm() / ref.norm()) < FP32_REL
+    for got in grads[1:]:
+        for g, first in zip(got, grads[0], strict=True):
+            assert torch.allclose(g, first, rtol=1e-5, atol=1e-6)
