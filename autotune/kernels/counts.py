@@ -32,8 +32,8 @@ def _filter_code() -> str:
 
 
 # A count is keyed by the family's template text (its fingerprint), the space's value lists and a
-# problem's rules (Space.for_problem), the device limits and the code of the filter itself, so any
-# of them changing makes it unknown again.
+# problem's rules (Space.for_problem), the device limits and the code of the filter itself: a
+# change of any makes it unknown again.
 def count_key(sp: Space, lim: DeviceLimits) -> str:
     """Return the cache key of a space's count under a device's limits."""
     blob = json.dumps(

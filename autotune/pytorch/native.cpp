@@ -55,8 +55,8 @@ struct KeyHash {
   }
 };
 
-// Never destroyed: plans hold Python objects, which must not be released after Python has ended
-// (native.py clears them at exit, while it runs).
+// Never destroyed: its Python objects must not be released after Python ends (native.py clears
+// it at exit).
 auto& plans = *new std::unordered_map<Key, Plan, KeyHash>();
 int64_t hits = 0;
 

@@ -503,7 +503,8 @@ def _walk(sp: Space, limits) -> tuple[list[Config], collections.Counter]:
             for name, ex in derived:
                 if level(ex.names) == d:
                     env[name] = int(ex(env))
-            failed = next((c for c in fam.constraints if level(c.names) == d and not c.holds(env, limits)), None)
+            rules = (c for c in [*fam.constraints, *sp.rules] if level(c.names) == d)
+            failed = next((c for c in rules if not c.holds(env, limits)), None)
             if failed is not None:
                 rejected[failed.label] += below[d]
             elif d == len(order) - 1:
