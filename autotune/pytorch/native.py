@@ -4,11 +4,11 @@ The Python road's cached launch (dispatch/shortcut.py) still runs Python on ever
 has served a key (shapes, strides, alignment, device, stream, transposes, tier), it arms a C++
 plan of the same launches: the next calls are a lookup, torch's empty output and cuLaunchKernel.
 A plan lapses after the results table's recheck interval: the next call goes the Python road
-once (new records, another results folder) and arms it again. With $AUTOTUNE_NATIVE=1 the first
-eager CUDA product builds the extension on a thread of its own (torch.utils.cpp_extension, about
-25 s, into torch's extensions folder; later processes load it). Until it is ready, where it
-cannot be built (no compiler, no CUDA headers) and without the variable, the Python road serves
-every call; `status()` says which.
+once (new records, another results folder) and arms it again. The first eager CUDA product builds
+the extension on a thread of its own (torch.utils.cpp_extension, about 25 s, into torch's
+extensions folder; later processes load it). Until it is ready, where it cannot be built (no
+compiler, no CUDA headers) and with $AUTOTUNE_NATIVE=0, the Python road serves every call;
+`status()` says which.
 """
 
 from __future__ import annotations
@@ -49,22 +49,21 @@ _capturing = torch.cuda.is_current_stream_capturing
 
 
 def wanted() -> bool:
-    """Return whether $AUTOTUNE_NATIVE turns the C++ road on: "1" yes; "0", "" or unset no.
+    """Return whether $AUTOTUNE_NATIVE leaves the C++ road on: "1", "" or unset yes; "0" no.
 
     Raises:
         UserError: any other value.
     """
-    # Off unless asked for until the whole GPU suite has run with it on.
     value = os.environ.get(ENV, "")
     if value in ("0", "1", ""):
-        return value == "1"
+        return value != "0"
     raise UserError(f"{ENV} must be 1 (the C++ road) or 0 (the Python road only), not {shown(value)}")
 
 
 def start() -> None:
     """Build or load the extension on a thread of its own, once a process; return at once.
 
-    Nothing while $AUTOTUNE_NATIVE does not ask for it (see `wanted`).
+    Nothing where $AUTOTUNE_NATIVE=0 (see `wanted`).
     """
     global _status
     with _lock:
@@ -94,7 +93,12 @@ def _build() -> None:
         ext.set_launch(ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value)
     except Exception as exc:  # noqa: BLE001 - any failure leaves the Python road, which works
         _status = f"not built: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[-1]}"
-        warnings.warn(f"autotune: AUTOTUNE_NATIVE=1, but the C++ road was {_status}", RuntimeWarning, stacklevel=1)
+        warnings.warn(
+            f"autotune: the C++ road was {_status}; the Python road serves every call "
+            f"({ENV}=0 skips the build and this warning)",
+            RuntimeWarning,
+            stacklevel=1,
+        )
     else:
         _ext, _status = ext, "ready"
         atexit.register(clear)  # plans hold Python objects: drop them while Python can
