@@ -12,8 +12,6 @@
 #                                                                       -> logs/gpu_shard_K_of_N.txt
 #   fuzz N [SEED]    autotune fuzz --problems N --seed SEED (0): N random problems through
 #                    autotune.matmul and every stored kernel in each form   -> logs/fuzz_SEED.txt
-#   fuzz-before N    the same fuzzer (no stored-kernel pass) with workspaces zeroed only when
-#                    made, as before the workspace fix                      -> logs/fuzz_before.txt
 #   ozaki            the Ozaki/INT8 GPU tests, the check's and the route's included (each file under
 #                    a timeout: a kernel that hangs costs minutes, not the call), then
 #                    benchmarks/ozaki_gpu.py (4096 and 8192, 6-8 moduli, each stage's time)
@@ -69,7 +67,6 @@ for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed
     gpu-shard) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+/[0-9]+$ ]] || { echo "gpu-shard needs K/N" >&2; usage; } ;;
     fuzz) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz needs a count" >&2; usage; }
       j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
-    fuzz-before) i=$((i + 1)); [[ ${!i:-} =~ ^[0-9]+$ ]] || { echo "fuzz-before needs a count" >&2; usage; } ;;
     sweep|skinny|small|layouts|batches|linear-tune) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     linear) ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
@@ -132,17 +129,6 @@ while [ $# -gt 0 ]; do
         > "$L/fuzz_$seed.txt" 2>&1
       echo "exit $? wall $(elapsed "$s") s" >> "$L/fuzz_$seed.txt"
       echo "fuzz $count seed $seed: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_$seed.txt") $(tail -1 "$L/fuzz_$seed.txt")" ;;
-    fuzz-before)
-      # The code of before the workspace fix, in this tree: workspaces zeroed only when made
-      # (as tests/device/test_fuzz_gpu.py switches it), so counters left by one shape stay.
-      count=$1; shift
-      timeout "$(left)" python3 -c 'import sys
-from autotune.gpu import launcher
-launcher.WORKSPACES.zero = lambda *a, **k: None
-from autotune.cli import main
-sys.exit(main(sys.argv[1:]))' fuzz --problems "$count" --coverage 0 --shrink 2 --seconds 150 > "$L/fuzz_before.txt" 2>&1
-      echo "exit $?" >> "$L/fuzz_before.txt"
-      echo "fuzz-before $count: $(grep -E '^fuzz: [0-9]+ problems' "$L/fuzz_before.txt")" ;;
     cache)  # in 15-MB parts (what comes back is at most 16 MB a file): cat them into .fuzzcache.tar.xz
       tar cJf - -C /tmp atcache $([ -d /tmp/cupycache ] && echo cupycache) | split -b 15M - "$OUT/cache.tar.xz.part-"
       echo "cache: $(ls /tmp/atcache/nvrtc | wc -l) files, $(du -ch "$OUT"/cache.tar.xz.part-* | tail -1 | cut -f1)" ;;

@@ -355,7 +355,7 @@ CASES: list[Case] = [
         setup=_files(**{"shapes.txt": "64x5000000000x64\n"}),
     ),
     Case(
-        "beyond a C int on the replay path (once wrote a record)",
+        "beyond a C int on the replay path",
         ("search", "--m", "3000000000", "--n", "8", "--k", "8", *_REPLAY),
         f"autotune: error: argument --m: expected {_INT}, got '3000000000' (see …)",
         setup=replay_table,
@@ -363,7 +363,7 @@ CASES: list[Case] = [
         note="nothing written",
     ),
     Case(
-        "operands no GPU holds, on the replay path (once made the study, then refused the record)",
+        "operands no GPU holds, on the replay path",
         ("search", "--m", "8", "--n", "128", "--k", "2147483647", *_REPLAY),
         "autotune: error: 8x128x2147483647's operands take 1.17e+12 bytes, more than any GPU holds",
         setup=replay_table,
@@ -393,7 +393,7 @@ CASES: list[Case] = [
         f"autotune: error: --sizes: shape '64_beta1e39': beta 1e39 is not a number FP32 holds ({_FP32_RANGE})",
     ),
     Case(
-        "a batch of a digit that is not 0-9 (once a traceback)",
+        "a batch of a digit that is not 0-9",
         ("search", "--sizes", "64_b²", "--family", "tiled", "--dry-run"),
         "autotune: error: --sizes: shape '64_b²': 'b²': expected N or MxNxK, optionally … after it",
     ),
@@ -422,7 +422,7 @@ CASES: list[Case] = [
         timeout=120,
     ),
     Case(
-        "a family name of 130,000 letters (once 42 s before its line)",
+        "a family name of 130,000 letters",
         ("search", "--size", "64", "--family", "a" * 130_000),
         "autotune: error: family 'aaa…aaa': names are lower-case letters, digits and '_', at most 64",
         shown="autotune search --size 64 --family $(printf 'a%.0s' {1..130000})",
@@ -520,7 +520,7 @@ CASES: list[Case] = [
         setup=record,
     ),
     Case(
-        "trials beyond a 64-bit integer (once searched, then refused to save)",
+        "trials beyond a 64-bit integer",
         ("search", "--size", "64", *_REPLAY, "--trials", "9223372036854775808"),
         "autotune: error: argument --trials: expected a positive integer at most 1000000000 (more than any search "
         "measures), got '9223372036854775808' (see …)",
@@ -744,21 +744,21 @@ CASES: list[Case] = [
     ),
     # -- untrusted input, as an attacker would write it
     Case(
-        "config: a recursive alias (once looped for ever, a gigabyte in 30 s)",
+        "config: a recursive alias",
         _CFG,
         "autotune: error: space.yaml:1: a recursive alias (an alias inside the node its anchor names)",
         setup=_files(**{"space.yaml": "space: {TILE: &x [16, *x]}\n"}),
         timeout=60,
     ),
     Case(
-        "template: a recursive alias in the declaration (once hung `list`)",
+        "template: a recursive alias in the declaration",
         ("list",),
         "autotune: error: …/loop.cu.j2:2: a recursive alias (an alias inside the node its anchor names)",
         setup=_family("loop", lambda t: t.replace("\ndescription:", "\nx: &x [1, *x]\ndescription:", 1)),
         timeout=60,
     ),
     Case(
-        "config: a space too large to enumerate (once took gigabytes, then a traceback)",
+        "config: a space too large to enumerate",
         ("search", "--size", "64", "--family", "coarse1d", "--config", "space.yaml", "--dry-run"),
         "autotune: error: space.yaml: family coarse1d's space has 536,870,912 points (the product of its value "
         "lists' lengths), more than the 250,000,000 one search may walk; narrow its value lists",
@@ -779,7 +779,7 @@ CASES: list[Case] = [
         setup=_family("raise", lambda t: t.replace("__syncthreads();", "{{ 1 // 0 }}__syncthreads();", 1)),
     ),
     Case(
-        "template: raises, on the replay path (once made the study, then stopped at its first compile)",
+        "template: raises, on the replay path",
         ("search", "--size", "64", "--family", "raise", *_REPLAY[2:]),
         "autotune: error: …/raise.cu.j2:…: the template raised ZeroDivisionError: integer division or modulo by zero",
         setup=lambda f: (
@@ -817,7 +817,7 @@ CASES: list[Case] = [
         note="a damaged entry is a miss: compiled and written again",
     ),
     Case(
-        "fuzz --repro nested too deeply (once a traceback)",
+        "fuzz --repro nested too deeply",
         ("fuzz", "--repro", "[" * 5000 + "]" * 5000),
         "autotune: error: --repro: JSON nested too deeply (a repro line is a list of flat cases)",
         shown="autotune fuzz --repro '[[[…]]]'  # 5,000 deep",
@@ -878,7 +878,7 @@ CASES: list[Case] = [
     ),
     *(
         Case(
-            f"{what} in the GPU's results folder (once {once})",
+            f"{what} in the GPU's results folder",
             ("search", "--size", "64", *_REPLAY),
             f"autotune: error: results/{SLUG}/{name}: is {kind}, not a regular file: not followed or opened (remove "
             "it)",
@@ -888,27 +888,25 @@ CASES: list[Case] = [
             silent=True,
             timeout=120,
         )
-        for what, name, target, kind, once in (
+        for what, name, target, kind in (
             (
                 "optuna.db a link to another program's database",
                 "optuna.db",
                 "../../victim.db",
                 "a symbolic link",
-                "Optuna's tables were written into it",
             ),
             (
                 "SQLite's log a link beside optuna.db",
                 "optuna.db-wal",
                 "../../victim.db",
                 "a symbolic link",
-                "SQLite wrote through it",
             ),
-            (".autotune.lock a link", ".autotune.lock", "../../created", "a symbolic link", "made the file it names"),
-            (".autotune.lock a pipe", ".autotune.lock", None, "a pipe", "hung after the whole search"),
+            (".autotune.lock a link", ".autotune.lock", "../../created", "a symbolic link"),
+            (".autotune.lock a pipe", ".autotune.lock", None, "a pipe"),
         )
     ),
     Case(
-        "a record a link in the GPU's results folder (once followed and read)",
+        "a record a link in the GPU's results folder",
         ("search", "--size", "64", *_REPLAY),
         f"autotune: error: results/{SLUG}/64x64x64.json: not read as a results file: not a regular file (a symbolic "
         "link)",
@@ -1064,7 +1062,7 @@ CASES: list[Case] = [
         setup=lambda f: record(f) | _files(**{f"results__{SLUG}__64x64x64.json": "{broken"})(f),
     ),
     Case(
-        "record: a FIFO (once waited for ever)",
+        "record: a FIFO",
         ("list",),
         "autotune: error: results/…/64x64x64.json: not read as a results file: not a regular file (a pipe)",
         setup=lambda f: record(f) | _refifo(f / "results" / SLUG / "64x64x64.json"),
@@ -1111,7 +1109,7 @@ CASES: list[Case] = [
         setup=lambda f: record(f, _set(("problem", "M"), 3000000000)),
     ),
     Case(
-        "record: schema true (once read as 1)",
+        "record: schema true",
         ("list",),
         "autotune: error: results/…/64x64x64.json: results schema True, this autotune reads 1",
         setup=lambda f: record(f, _set(("schema",), True)),
