@@ -24,11 +24,78 @@ from ..kernels.launch import (
     BoundedCache,
     GeometryCache,
     LaunchPlan,
-    Workspaces,
 )
 from . import tensor_map
 
-# Workspaces of loaded kernels (launch.Workspaces): one per (kernel uid, device, stream), so a
+
+class Workspaces:
+    """The device buffers loaded kernels keep between launches, one per (kernel, device, stream).
+
+    `alloc(nbytes, stream)` returns a zeroed buffer with `.nbytes`; `zero(buf, start, stop, stream)`
+    zeroes a byte range in stream order. Beyond `budget` bytes the least recently used buffers are
+    dropped (their memory goes back in stream order); such a key later gets a new zeroed one.
+
+    A plan's workspace starts with `ws_zeroed` bytes that must be zero when a launch starts
+    (stream-K flags, the split sums' tile counters), and every launch leaves them zero; past them lie
+    scratch bytes (partial sums, packed operands) that a launch leaves dirty. Both sizes depend on
+    the shape, so each buffer remembers how many of its first bytes are known zero (`clean`): a
+    launch needing more gets the difference zeroed on its stream first. Launches of one key are
+    ordered (one stream) and the caller holds its kernel's lock from `get` to the launch, so this
+    bookkeeping is what the device sees.
+    """
+
+    def __init__(self, alloc, zero, budget: int):
+        self.alloc, self.zero, self.budget = alloc, zero, budget
+        self._held: dict[tuple, list] = {}  # key -> [buffer, bytes known zero from its start, captured]
+        self.kept: list = []  # dropped buffers a CUDA graph launched with: a replay may come any time
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple, nbytes: int, zeroed: int, stream, captured: bool = False):
+        """Return `key`'s buffer (at least `nbytes`), its first `zeroed` bytes zero in `stream`.
+
+        `captured`: the launch goes into a CUDA graph (its buffer is then kept).
+        """
+        if zeroed > nbytes:
+            raise ValueError(f"a workspace of {nbytes} bytes cannot start with {zeroed} zero bytes")
+        with self._lock:
+            held = self._held.pop(key, None)
+            if held is None or held[0].nbytes < nbytes:
+                self._drop(held)  # the smaller buffer goes before the larger one is made
+                buf = self.alloc(max(nbytes, 16), stream)
+                held = [buf, buf.nbytes, False]
+            elif held[1] < zeroed:
+                self.zero(held[0], held[1], zeroed, stream)
+            held[1] = zeroed  # what the launch leaves zero; the bytes past it hold its scratch
+            held[2] = held[2] or captured
+            self._held[key] = held  # most recently used last
+            total = sum(h[0].nbytes for h in self._held.values())
+            while total > self.budget and len(self._held) > 1:
+                total -= self._drop(self._held.pop(next(iter(self._held))))
+            return held[0]
+
+    def _drop(self, held: list | None) -> int:
+        if held is not None and held[2]:
+            self.kept.append(held[0])
+        return 0 if held is None else held[0].nbytes
+
+    def clear(self) -> None:
+        """Drop every buffer (the next launch of each key gets a new zeroed one)."""
+        with self._lock:
+            for held in self._held.values():
+                self._drop(held)
+            self._held.clear()
+
+    def held(self, key: tuple):
+        """Return the buffer of `key`, or None (tests look at what a launch left there)."""
+        with self._lock:
+            held = self._held.get(key)
+            return None if held is None else held[0]
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+
+# Loaded kernels' workspaces: one per (kernel uid, device, stream), so a
 # kernel's counters never meet another kernel's packed B or partial sums, and two streams
 # running one kernel at once never share one.
 WORKSPACE_BUDGET_BYTES = 2 << 30
@@ -41,6 +108,14 @@ def _alloc_workspace(nbytes: int, stream) -> cp.ndarray:
 
 def _zero_workspace(ws: cp.ndarray, start: int, stop: int, stream) -> None:
     runtime.memsetAsync(ws.data.ptr + start, 0, stop - start, stream.ptr)
+
+
+def capturing(stream) -> bool:
+    """Return whether `stream` (CuPy's) is being captured into a CUDA graph."""
+    try:
+        return bool(stream.is_capturing())
+    except Exception:  # noqa: BLE001 - a stream that cannot say: taken as captured
+        return True
 
 
 WORKSPACES = Workspaces(_alloc_workspace, _zero_workspace, WORKSPACE_BUDGET_BYTES)
@@ -130,7 +205,8 @@ class LoadedKernel:
             if geo.has_workspace:
                 v = geo.values
                 if v["ws_bytes"]:
-                    ws = WORKSPACES.get(self.workspace_key(stream), v["ws_bytes"], v["ws_zeroed"], stream)
+                    key, captured = self.workspace_key(stream), capturing(stream)
+                    ws = WORKSPACES.get(key, v["ws_bytes"], v["ws_zeroed"], stream, captured)
                     _place(v, values, ws.data.ptr)
                 else:
                     _place(v, values, 0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -176,62 +175,6 @@ class BoundedCache:
 
     def __len__(self) -> int:
         return len(self._cache)
-
-
-class Workspaces:
-    """The device buffers loaded kernels keep between launches, one per (kernel, device, stream).
-
-    `alloc(nbytes, stream)` returns a zeroed buffer with `.nbytes`; `zero(buf, start, stop, stream)`
-    zeroes a byte range in stream order. Beyond `budget` bytes the least recently used buffers are
-    dropped (their memory goes back in stream order); such a key later gets a new zeroed one.
-
-    A plan's workspace starts with `ws_zeroed` bytes that must be zero when a launch starts
-    (stream-K flags, the split sums' tile counters), and every launch leaves them zero; past them lie
-    scratch bytes (partial sums, packed operands) that a launch leaves dirty. Both sizes depend on
-    the shape, so each buffer remembers how many of its first bytes are known zero (`clean`): a
-    launch needing more gets the difference zeroed on its stream first. Launches of one key are
-    ordered (one stream) and the caller holds its kernel's lock from `get` to the launch, so this
-    bookkeeping is what the device sees.
-    """
-
-    def __init__(self, alloc, zero, budget: int):
-        self.alloc, self.zero, self.budget = alloc, zero, budget
-        self._held: dict[tuple, list] = {}  # key -> [buffer, bytes known zero from its start]
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple, nbytes: int, zeroed: int, stream):
-        """Return `key`'s buffer (at least `nbytes`), its first `zeroed` bytes zero in `stream`."""
-        if zeroed > nbytes:
-            raise ValueError(f"a workspace of {nbytes} bytes cannot start with {zeroed} zero bytes")
-        with self._lock:
-            held = self._held.pop(key, None)
-            if held is None or held[0].nbytes < nbytes:
-                held = None  # the smaller buffer goes before the larger one is made
-                buf = self.alloc(max(nbytes, 16), stream)
-                held = [buf, buf.nbytes]
-            elif held[1] < zeroed:
-                self.zero(held[0], held[1], zeroed, stream)
-            held[1] = zeroed  # what the launch leaves zero; the bytes past it hold its scratch
-            self._held[key] = held  # most recently used last
-            total = sum(h[0].nbytes for h in self._held.values())
-            while total > self.budget and len(self._held) > 1:
-                oldest = next(iter(self._held))
-                total -= self._held.pop(oldest)[0].nbytes
-            return held[0]
-
-    def clear(self) -> None:
-        """Drop every buffer (the next launch of each key gets a new zeroed one)."""
-        with self._lock:
-            self._held.clear()
-
-    def held(self, key: tuple):
-        """Return the buffer of `key`, or None (tests look at what a launch left there)."""
-        with self._lock:
-            held = self._held.get(key)
-            return None if held is None else held[0]
-
-    def __len__(self) -> int:
-        return len(self._held)
 
 
 class GeometryCache(BoundedCache):

@@ -16,6 +16,7 @@ namespace {
 using Launch = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                        void**, void**);
 Launch launch_kernel = nullptr;  // the driver's cuLaunchKernel, given by native.py
+int (*is_capturing)(void*, int*) = nullptr;  // the driver's cuStreamIsCapturing
 
 // An argument's kind: a constant of a C type, or a value of the call.
 enum Kind : int64_t { I32 = 0, I64 = 1, F32 = 2, PTR = 3, A_PTR = 4, B_PTR = 5, C_PTR = 6, ALPHA = 7 };
@@ -37,6 +38,7 @@ struct Plan {
   int64_t rows, cols, deadline_ns;
   std::vector<Step> steps;
   py::object keep;  // the kernel and the workspace the steps point into
+  bool captured = false;  // a CUDA graph holds a launch of it: its workspace is never freed
 };
 
 struct Key {
@@ -58,7 +60,17 @@ struct KeyHash {
 // Never destroyed: its Python objects must not be released after Python ends (native.py clears
 // it at exit).
 auto& plans = *new std::unordered_map<Key, Plan, KeyHash>();
+auto& kept = *new std::vector<py::object>();  // what graphs captured, of plans since dropped
 int64_t hits = 0;
+
+void drop(Plan& p) {
+  if (p.captured) kept.push_back(std::move(p.keep));
+}
+
+void clear() {
+  for (auto& kv : plans) drop(kv.second);
+  plans.clear();
+}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -89,7 +101,9 @@ py::object product(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, i
   if (launch_kernel == nullptr || !make_key(a, b, ta, tb, tier, k, stream)) return py::none();
   auto it = plans.find(k);
   if (it == plans.end() || now_ns() > it->second.deadline_ns) return py::none();
-  const Plan& p = it->second;
+  Plan& p = it->second;
+  int status = 0;  // an error (a stream that cannot say) counts as a capture
+  if (is_capturing == nullptr || is_capturing(stream, &status) != 0 || status != 0) p.captured = true;
   at::Tensor c = at::empty({p.rows, p.cols}, a.options());
   const uint64_t ptrs[3] = {reinterpret_cast<uint64_t>(a.data_ptr()), reinterpret_cast<uint64_t>(b.data_ptr()),
                             reinterpret_cast<uint64_t>(c.data_ptr())};
@@ -149,22 +163,34 @@ void arm(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tie
     }
     p.steps.push_back(std::move(st));
   }
-  if (plans.size() >= MAX_PLANS && plans.find(k) == plans.end()) plans.clear();
+  auto old = plans.find(k);
+  if (old != plans.end()) {  // a lapsed plan armed again, as a rule with the same workspace
+    if (old->second.keep.is(p.keep))
+      p.captured = old->second.captured;
+    else
+      drop(old->second);
+  } else if (plans.size() >= MAX_PLANS) {
+    clear();
+  }
   plans[k] = std::move(p);
 }
 
-void set_launch(int64_t fn) { launch_kernel = reinterpret_cast<Launch>(fn); }
-void clear() { plans.clear(); }
+void set_driver(int64_t launch, int64_t query) {
+  launch_kernel = reinterpret_cast<Launch>(launch);
+  is_capturing = reinterpret_cast<int (*)(void*, int*)>(query);
+}
 int64_t size() { return static_cast<int64_t>(plans.size()); }
 int64_t hit_count() { return hits; }
+int64_t kept_count() { return static_cast<int64_t>(kept.size()); }
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("product", &product, "alpha op(a) op(b) by an armed plan, or None");
   m.def("arm", &arm, "arm the plan of a call");
-  m.def("set_launch", &set_launch, "the driver's cuLaunchKernel");
-  m.def("clear", &clear, "drop every plan");
+  m.def("set_driver", &set_driver, "the driver's cuLaunchKernel and cuStreamIsCapturing");
+  m.def("clear", &clear, "drop every plan (a graph's workspaces kept)");
   m.def("size", &size, "plans armed");
   m.def("hits", &hit_count, "products served");
+  m.def("kept", &kept_count, "workspaces kept for graphs");
 }

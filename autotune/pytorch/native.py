@@ -90,7 +90,10 @@ def _build() -> None:
     global _ext, _status, product
     try:
         ext = _load()
-        ext.set_launch(ctypes.cast(ctypes.CDLL("libcuda.so.1").cuLaunchKernel, ctypes.c_void_p).value)
+        cuda = ctypes.CDLL("libcuda.so.1")
+        ext.set_driver(
+            *(ctypes.cast(f, ctypes.c_void_p).value for f in (cuda.cuLaunchKernel, cuda.cuStreamIsCapturing))
+        )
     except Exception as exc:  # noqa: BLE001 - any failure leaves the Python road, which works
         _status = f"not built: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[-1]}"
         warnings.warn(

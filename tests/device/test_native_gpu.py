@@ -13,6 +13,9 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("torch without CUDA", allow_module_level=True)
 
+import cupy  # noqa: E402
+
+from autotune.gpu import launcher  # noqa: E402
 from autotune.pytorch import Linear, mm, native  # noqa: E402
 from autotune.pytorch.impl import cuda_product  # noqa: E402
 
@@ -105,6 +108,35 @@ def test_a_side_stream_gets_its_own_plan_and_a_graph_replays_it(ready, monkeypat
         graph.replay()
         torch.cuda.synchronize()
         assert float((c - a @ b.T).norm() / (a @ b.T).norm()) < FP32_REL
+
+
+@pytest.mark.parametrize("road", ["C++", "Python"])
+def test_a_graph_replays_right_after_its_workspaces_left_their_pools(ready, monkeypatch, road):
+    monkeypatch.setattr(native, "TTL_NS", 60 * 10**9)
+    if road == "Python":
+        monkeypatch.setattr(native, "product", None)
+    a, b = _matrix(64, 8192, False, 0, None), _matrix(8192, 48, True, 0, None)  # split K: counters
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            mm(a, b, trans_b=True)
+    torch.cuda.current_stream().wait_stream(s)
+    graph, kept, hits = torch.cuda.CUDAGraph(), ready.kept(), ready.hits()
+    with torch.cuda.graph(graph, stream=s):
+        c = mm(a, b, trans_b=True)
+    assert ready.hits() > hits or road == "Python"
+    native.clear()
+    launcher.WORKSPACES.clear()
+    assert ready.kept() > kept or road == "Python"  # the captured plan's workspace, kept
+    junk = [cupy.full(1 << n, 255, cupy.uint8) for n in (12, 16, 20, 24) for _ in range(8)]
+    for seed in (1, 2):
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        a.copy_(torch.rand(a.shape, device="cuda", generator=g))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert float((c - a @ b.T).norm() / (a @ b.T).norm()) < FP32_REL, road
+    del junk
 
 
 def test_a_linear_layer_trains_through_the_cpp_road_as_through_pythons(ready, monkeypatch):

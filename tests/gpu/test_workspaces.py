@@ -1,4 +1,4 @@
-"""launch.Workspaces: what a loaded kernel keeps between launches is right for the next launch of
+"""launcher.Workspaces: what a loaded kernel keeps between launches is right for the next launch of
 any shape. Simulated in host memory: each launch needs its first `zeroed` bytes zero, leaves them
 zero and writes scratch (partial sums) over the rest of what it uses, as fewrows' and fewcols'
 split sums and warptile's stream-K do."""
@@ -6,7 +6,7 @@ split sums and warptile's stream-K do."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotune.kernels.launch import Workspaces
+from autotune.gpu.launcher import Workspaces
 
 
 class _Buffer:
@@ -61,6 +61,16 @@ def test_a_larger_need_gets_a_new_zeroed_buffer_and_the_budget_drops_the_oldest(
     _launch(pool, ("a",), 600, 600)  # a gets a new one, all zero
     _launch(pool, ("b",), 900, 900)
     assert [b.nbytes for b in made] == [600, 600, 600, 900]
+
+
+def test_a_buffer_a_cuda_graph_captured_is_kept_once_dropped():
+    pool, made = _pool(budget=1000)
+    pool.get(("g",), 600, 16, None, captured=True)
+    pool.get(("e",), 600, 16, None)  # over the budget: the graph's buffer leaves the pool, kept
+    pool.get(("g",), 900, 16, None)  # the larger buffer: the eager one goes, nothing kept
+    pool.get(("c",), 100, 16, None, captured=True)
+    pool.clear()
+    assert [b.nbytes for b in pool.kept] == [600, 100] and pool.kept[0] is made[0]
 
 
 @settings(max_examples=300, deadline=None)
