@@ -150,7 +150,7 @@ while [ $# -gt 0 ]; do
       echo "exit $?" >> "$L/pytorch_layer.txt"
       timeout 240 python3 examples/pytorch_mlp.py > "$L/pytorch_mlp.txt" 2>&1
       echo "exit $?" >> "$L/pytorch_mlp.txt"
-      echo "pytorch: tests $(tail -2 "$L/pytorch_tests.txt" | tr '\n' ' '); layer $(python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(d['host_us'], d['layer_ms'])" "$L/pytorch_layer.json" 2>&1 | tail -1); mlp $(tail -2 "$L/pytorch_mlp.txt" | tr '\n' ' ')" ;;
+      echo "pytorch: tests $(tail -2 "$L/pytorch_tests.txt" | tr '\n' ' '); layer $(python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(d.get('native'), d['host_us'], d['layer_ms'])" "$L/pytorch_layer.json" 2>&1 | tail -1); mlp $(tail -2 "$L/pytorch_mlp.txt" | tr '\n' ' ')" ;;
     linear-tune)
       sec=10
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then sec=$1; shift; fi

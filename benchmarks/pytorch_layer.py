@@ -8,8 +8,10 @@ Torch runs in the same process, in strict FP32 (TF32 off).
 host (us per call, small tensors: kernels far shorter than a call): torch `x @ w.T`,
 `autotune.matmul` (the Python API), `mm` (autotune.pytorch's eager road), `torch.ops.autotune.matmul`
 (the custom operator through the dispatcher), each without and with autograd (x requires grad),
-and nn.Linear against autotune's Linear. Timed in batches of BATCH calls, a synchronize between
-batches outside the timed span; the median batch / BATCH, median of REPEATS interleaved rounds.
+`mm` on the Python road alone (the C++ road, pytorch/native.py, set aside), and nn.Linear against
+autotune's Linear; "native" is the C++ road's status, its build waited for first ("ready").
+Timed in batches of BATCH calls, a synchronize between batches outside the timed span;
+the median batch / BATCH, median of REPEATS interleaved rounds.
 layer (ms, CUDA events): forward + backward of nn.Linear and of autotune's Linear (weights
 shared), eager, and each under torch.compile (fullgraph), the median of ITERS single steps;
 steps_ms times them back to back instead, as a training loop runs them.
@@ -31,7 +33,7 @@ import torch
 from torch import nn
 
 import autotune
-from autotune.pytorch import Linear, mm
+from autotune.pytorch import Linear, mm, native
 
 BATCH, REPEATS, ITERS = 50, 7, 50
 
@@ -58,6 +60,7 @@ def host_calls(n: int) -> dict:
         "torch x @ w.T": lambda: x @ w.T,
         "autotune.matmul": lambda: autotune.matmul(x, w, trans_b=True),
         "mm": lambda: mm(x, w, False, True),
+        "mm, Python road": lambda: python_road(mm, x, w, False, True),
         "op (dispatcher)": lambda: torch.ops.autotune.matmul(x, w, False, True),
         "torch x @ w.T, grad": lambda: xg @ w.T,
         "mm, grad": lambda: mm(xg, w, False, True),
@@ -69,6 +72,15 @@ def host_calls(n: int) -> dict:
         for _ in range(20):
             fn()  # the kernel chosen, compiled and checked before timing
     return calls
+
+
+def python_road(fn, *args):
+    """fn(*args) with the C++ road set aside (its attribute read on every call)."""
+    served, native.product = native.product, None
+    try:
+        return fn(*args)
+    finally:
+        native.product = served
 
 
 def host_table(n: int) -> dict[str, float]:
@@ -154,9 +166,11 @@ def main() -> None:
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(25)
         return
+    native.start()  # the C++ road, built or loaded (about 25 s the first time on a machine)
     result = {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
+        "native": native.wait(900),
         "host_us": host_table(args.size),
         "layer_ms": layer_table(args.rows, args.features, args.out_features),
     }
