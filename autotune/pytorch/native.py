@@ -179,7 +179,7 @@ def _remember(key: tuple, recipe) -> None:
 
 
 def clear() -> None:
-    """Drop every plan and the workspaces they launch with (the next calls arm them again)."""
+    """Drop every plan and its workspace, but one a CUDA graph launched with (kept)."""
     global _workspace_bytes
     if _ext is not None:
         _ext.clear()
