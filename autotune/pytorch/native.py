@@ -29,6 +29,7 @@ from ..core.types import UserError
 from ..dispatch import api
 from ..dispatch.table import RECHECK_S
 from ..records.fields import shown
+from . import route
 
 ENV = "AUTOTUNE_NATIVE"
 SOURCE = Path(__file__).with_name("native.cpp")
@@ -107,6 +108,7 @@ def _build() -> None:
         atexit.register(clear)  # plans hold Python objects: drop them while Python can
         api.on_shortcut_hit = arm
         product = ext.product
+        route.forget()  # layers whose road was timed on the Python road alone: timed again
     finally:
         _built.set()
 

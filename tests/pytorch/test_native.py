@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 from autotune.core.types import UserError  # noqa: E402
 from autotune.gpu.launcher import NATIVE_KINDS, native_arg  # noqa: E402
-from autotune.pytorch import impl, native  # noqa: E402
+from autotune.pytorch import impl, native, route  # noqa: E402
 
 
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("", True), ("0", False), ("1", True), ("yes\n", None)])
@@ -41,6 +41,24 @@ def test_a_failed_build_says_why_and_leaves_the_python_road(monkeypatch):
     with pytest.warns(RuntimeWarning, match=r"was not built: OSError: g\+\+: not found; .*AUTOTUNE_NATIVE=0 skips"):
         native._build()
     assert native.product is None and native.wait(0).startswith("not built")
+
+
+def test_a_build_binds_the_driver_and_has_layers_timed_again(monkeypatch):
+    bound = []
+    ext = SimpleNamespace(set_driver=lambda *fns: bound.extend(fns), product=object(), clear=lambda: None)
+    driver = SimpleNamespace(cuLaunchKernel=11, cuStreamIsCapturing=12)
+    fake = SimpleNamespace(CDLL=lambda name: driver, cast=lambda f, kind: SimpleNamespace(value=f), c_void_p=None)
+    monkeypatch.setattr(native, "ctypes", fake)
+    monkeypatch.setattr(native, "_load", lambda: ext)
+    for name in ("_ext", "_status", "product"):
+        monkeypatch.setattr(native, name, getattr(native, name))
+    monkeypatch.setattr(native, "_built", native.threading.Event())
+    monkeypatch.setattr(native.api, "on_shortcut_hit", None)
+    monkeypatch.setattr(native.atexit, "register", lambda fn: None)
+    monkeypatch.setitem(route._TORCH_FASTER, ("a layer",), True)
+    native._build()
+    assert bound == [11, 12] and native.status() == "ready" and native.product is ext.product
+    assert native.api.on_shortcut_hit is native.arm and not route._TORCH_FASTER
 
 
 def test_each_argument_gets_its_kind_and_value():
