@@ -15,6 +15,7 @@ merged); `handled_by` names a dedicated test for a case that is not one command.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import shlex
@@ -310,8 +311,6 @@ def _whole_header(path: Path) -> None:
 
 # ---- the cases -------------------------------------------------------------------------------
 
-_BIG = "more than 2147483647, the largest size the kernels' int indices hold"
-_INT = "a positive integer at most 2147483647 (the largest size the kernels' int indices hold)"
 _FP32_RANGE = "0, or a magnitude from 1.4e-45 to 3.4e+38"
 _FP32 = f"a finite number FP32 holds ({_FP32_RANGE})"
 _CFG = ("search", "--size", "64", "--family", "tiled", "--config", "space.yaml", "--dry-run")
@@ -1189,9 +1188,8 @@ def _answer(case: Case) -> str:
 def _page_rows() -> dict[str, str]:
     """The results page's table of bad inputs: each row's input cell -> its answer cell."""
     page = (ROOT / "results" / "README.md").read_text(encoding="utf-8")
-    rows = page[page.index(HEAD) :].splitlines()[2:]
-    cells = (row[2:-2].split(" | ", 1) for row in rows[: next((i for i, r in enumerate(rows) if r[:1] != "|"), None)])
-    return dict(cells)
+    rows = itertools.takewhile(lambda row: row.startswith("|"), page[page.index(HEAD) :].splitlines()[2:])
+    return dict(row[2:-2].split(" | ", 1) for row in rows)
 
 
 def _page_answer(case: Case) -> str:
