@@ -102,8 +102,8 @@ py::object product(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, i
   auto it = plans.find(k);
   if (it == plans.end() || now_ns() > it->second.deadline_ns) return py::none();
   Plan& p = it->second;
-  int status = 0;  // an error (a stream that cannot say) counts as a capture
-  if (is_capturing == nullptr || is_capturing(stream, &status) != 0 || status != 0) p.captured = true;
+  int status = 0;  // an error (a stream that cannot say) counts as a capture; once is enough
+  if (!p.captured && (is_capturing == nullptr || is_capturing(stream, &status) != 0 || status != 0)) p.captured = true;
   at::Tensor c = at::empty({p.rows, p.cols}, a.options());
   const uint64_t ptrs[3] = {reinterpret_cast<uint64_t>(a.data_ptr()), reinterpret_cast<uint64_t>(b.data_ptr()),
                             reinterpret_cast<uint64_t>(c.data_ptr())};
