@@ -24,6 +24,15 @@ _CPU_DTYPES = (torch.float32, torch.float64)
 LISTENERS: list[Callable[..., None]] = []
 
 
+def listen(listener: Callable[..., None], on: bool = True) -> None:
+    """Add `listener` to LISTENERS (on) or remove it; while any listens, the C++ road serves none."""
+    if on:
+        LISTENERS.append(listener)
+    else:
+        LISTENERS.remove(listener)
+    native.serving(not LISTENERS)
+
+
 def _require(cond: bool, message: Callable[[], str]) -> None:
     """torch._check's contract for concrete sizes, without its cost (several us a call)."""
     if not cond:

@@ -1,13 +1,23 @@
 // The eager road's products for torch tensors seen before, launched from C++ (native.py says how
 // plans are armed and lapse). A plan is the Python road's cached launch (dispatch/shortcut.py) for
 // one key: each step's kernel, grid and arguments, with A's, B's and C's pointers and alpha filled
-// in at the call; it keeps the kernel's module and its workspace alive.
+// in at the call; it keeps the kernel's module and its workspace alive. A plan of a call that
+// cuBLAS served is torch's own mm (the same library, its handle), while TF32 is off.
+//
+// It also serves the operator autotune::matmul (op.py) from its CUDA and AutogradCUDA kernels:
+// a call without a gradient to record on plain CUDA tensors is a plan's, and any other (no plan,
+// gradients, fake tensors, dispatch modes) goes to the Python kernels it was handed. A compiled
+// graph's products then cost no Python.
 #include <torch/extension.h>
+#include <torch/library.h>
 
 #include <c10/cuda/CUDAStream.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -39,6 +49,7 @@ struct Plan {
   std::vector<Step> steps;
   py::object keep;  // the kernel and the workspace the steps point into
   bool captured = false;  // a CUDA graph holds a launch of it: its workspace is never freed
+  bool by_torch = false;  // cuBLAS's: torch's mm, no steps
 };
 
 struct Key {
@@ -57,19 +68,30 @@ struct KeyHash {
   }
 };
 
-// Never destroyed: its Python objects must not be released after Python ends (native.py clears
-// it at exit).
+// Never destroyed: their Python objects must not be released after Python ends (native.py clears
+// the plans at exit).
 auto& plans = *new std::unordered_map<Key, Plan, KeyHash>();
 auto& kept = *new std::vector<py::object>();  // what graphs captured, of plans since dropped
-int64_t hits = 0;
+auto& python_product = *new py::object();  // impl.cuda_product: a CUDA call no plan serves
+auto& python_autograd = *new py::object();  // op.py's Autograd kernel (keyset, args...), or None
+std::atomic<int64_t> hits{0};  // calls a plan served
+// The operator's kernels run without the GIL (torch releases it around an operator's call): the
+// plans are read and changed under this lock. Nothing holding it takes the GIL.
+std::mutex mu;
+std::atomic<bool> serving{true};  // false while a recording (pytorch/record.py) must see each call
 
 void drop(Plan& p) {
   if (p.captured) kept.push_back(std::move(p.keep));
 }
 
-void clear() {
+void clear_plans() {  // the lock held
   for (auto& kv : plans) drop(kv.second);
   plans.clear();
+}
+
+void clear() {
+  std::lock_guard<std::mutex> lock(mu);
+  clear_plans();
 }
 
 int64_t now_ns() {
@@ -94,14 +116,29 @@ bool make_key(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_
   return true;
 }
 
-// alpha op(a) op(b) by the plan of this call, or None where none is armed (the Python road serves).
-py::object product(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tier, double alpha) {
+// alpha op(a) op(b) by the plan of this call, or an undefined tensor where none serves it.
+at::Tensor serve(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tier, double alpha) {
   Key k;
   void* stream = nullptr;
-  if (launch_kernel == nullptr || !make_key(a, b, ta, tb, tier, k, stream)) return py::none();
+  if (launch_kernel == nullptr || tier < 0 || !make_key(a, b, ta, tb, tier, k, stream)) return {};
+  std::unique_lock<std::mutex> lock(mu);
   auto it = plans.find(k);
-  if (it == plans.end() || now_ns() > it->second.deadline_ns) return py::none();
+  if (it == plans.end() || now_ns() > it->second.deadline_ns) return {};
   Plan& p = it->second;
+  if (p.by_torch) {
+    const int64_t rows = p.rows, cols = p.cols;
+    lock.unlock();
+    bool tf32 = true;  // a setting torch cannot read (legacy and new ones mixed) counts as TF32
+    try {
+      tf32 = at::globalContext().allowTF32CuBLAS();
+    } catch (const std::exception&) {
+    }
+    if (tf32) return {};  // torch's mm would not be strict FP32: the Python road's cuBLAS serves
+    at::Tensor c = at::empty({rows, cols}, a.options());
+    at::mm_out(c, ta ? a.t() : a, tb ? b.t() : b);
+    ++hits;
+    return alpha == 1.0 ? c : c.mul_(alpha);
+  }
   int status = 0;  // an error (a stream that cannot say) counts as a capture; once is enough
   if (!p.captured && (is_capturing == nullptr || is_capturing(stream, &status) != 0 || status != 0)) p.captured = true;
   at::Tensor c = at::empty({p.rows, p.cols}, a.options());
@@ -131,13 +168,83 @@ py::object product(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, i
     }
     int rc = launch_kernel(s.fn, s.grid[0], s.grid[1], s.grid[2], s.block, 1, 1, s.smem, stream, params, nullptr);
     if (rc != 0) {
-      if (first && (rc == NO_CONTEXT[0] || rc == NO_CONTEXT[1])) return py::none();  // nothing was queued
+      if (first && (rc == NO_CONTEXT[0] || rc == NO_CONTEXT[1])) return {};  // nothing was queued
       TORCH_CHECK(false, "autotune: cuLaunchKernel failed with CUDA error ", rc);
     }
     first = false;
   }
   ++hits;
-  return py::cast(c);
+  return c;
+}
+
+// The eager road's call (impl.cuda_product): a plan's answer, or None.
+py::object product(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tier, double alpha) {
+  at::Tensor c;
+  {
+    py::gil_scoped_release free;  // a plan's call takes the lock, which the operator's take GIL-free
+    c = serve(a, b, ta, tb, tier, alpha);
+  }
+  return c.defined() ? py::cast(c) : py::none();
+}
+
+int64_t tier_of(c10::string_view precision) {  // native.TIERS
+  if (precision == "highest") return 0;
+  if (precision == "high") return 1;
+  if (precision == "medium") return 2;
+  return -1;
+}
+
+// The operator's CUDA kernel: a plan's answer, else impl.cuda_product's.
+at::Tensor operator_cuda(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, double alpha,
+                         c10::string_view precision) {
+  if (serving.load(std::memory_order_relaxed)) {
+    at::Tensor c = serve(a, b, ta, tb, tier_of(precision), alpha);
+    if (c.defined()) return c;
+  }
+  py::gil_scoped_acquire gil;
+  return python_product(a, b, ta, tb, alpha, std::string(precision)).cast<at::Tensor>();
+}
+
+// The operator's AutogradCUDA kernel: the CUDA kernel's answer for plain CUDA tensors with no
+// gradient to record (as op.py's Autograd kernel does), else that Python kernel's.
+at::Tensor operator_autograd(c10::DispatchKeySet ks, const at::Tensor& a, const at::Tensor& b, bool ta, bool tb,
+                             double alpha, c10::string_view precision) {
+  const bool grad = at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
+  if (!grad && (ks & c10::after_ADInplaceOrView_keyset).highestPriorityTypeId() == c10::DispatchKey::CUDA)
+    return operator_cuda(a, b, ta, tb, alpha, precision);
+  py::gil_scoped_acquire gil;
+  return python_autograd(ks, a, b, ta, tb, alpha, std::string(precision)).cast<at::Tensor>();
+}
+
+// Serve the operator from here: `product` is impl.cuda_product, `autograd` op.py's Autograd kernel
+// (None: custom_op's stays, and only the CUDA kernel is ours). Once a process.
+void serve_operator(py::object product, py::object autograd) {
+  static bool done = false;
+  TORCH_CHECK(!done, "autotune: the operator is served from C++ already");
+  done = true;
+  python_product = std::move(product);
+  python_autograd = std::move(autograd);
+  // Never destroyed: a registration lasts as long as its Library.
+  auto* cuda = new torch::Library(torch::Library::IMPL, "autotune", c10::DispatchKey::CUDA, __FILE__, __LINE__);
+  cuda->impl("matmul", TORCH_FN(operator_cuda));
+  if (!python_autograd.is_none()) {
+    auto* ad = new torch::Library(torch::Library::IMPL, "autotune", c10::DispatchKey::AutogradCUDA, __FILE__, __LINE__);
+    ad->impl("matmul", TORCH_FN(operator_autograd));
+  }
+}
+
+void put(const Key& k, Plan&& p) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto old = plans.find(k);
+  if (old != plans.end()) {  // a lapsed plan armed again, as a rule with the same workspace
+    if (old->second.keep.is(p.keep))
+      p.captured = old->second.captured;
+    else
+      drop(old->second);
+  } else if (plans.size() >= MAX_PLANS) {
+    clear_plans();
+  }
+  plans[k] = std::move(p);
 }
 
 // Arm the plan of (a, b, ta, tb, tier) for ttl_ns: each step a list
@@ -163,31 +270,43 @@ void arm(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tie
     }
     p.steps.push_back(std::move(st));
   }
-  auto old = plans.find(k);
-  if (old != plans.end()) {  // a lapsed plan armed again, as a rule with the same workspace
-    if (old->second.keep.is(p.keep))
-      p.captured = old->second.captured;
-    else
-      drop(old->second);
-  } else if (plans.size() >= MAX_PLANS) {
-    clear();
-  }
-  plans[k] = std::move(p);
+  put(k, std::move(p));
+}
+
+// Arm the plan of a call that cuBLAS served: torch's mm into a new rows x cols tensor.
+void arm_torch(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tier, int64_t rows, int64_t cols,
+               py::object keep, int64_t ttl_ns) {
+  Key k;
+  void* stream = nullptr;
+  TORCH_CHECK(make_key(a, b, ta, tb, tier, k, stream), "autotune: a plan is for two float32 CUDA matrices");
+  Plan p{rows, cols, now_ns() + ttl_ns, {}, std::move(keep)};
+  p.by_torch = true;
+  put(k, std::move(p));
 }
 
 void set_driver(int64_t launch, int64_t query) {
   launch_kernel = reinterpret_cast<Launch>(launch);
   is_capturing = reinterpret_cast<int (*)(void*, int*)>(query);
 }
-int64_t size() { return static_cast<int64_t>(plans.size()); }
-int64_t hit_count() { return hits; }
-int64_t kept_count() { return static_cast<int64_t>(kept.size()); }
+void set_serving(bool on) { serving.store(on); }
+int64_t size() {
+  std::lock_guard<std::mutex> lock(mu);
+  return static_cast<int64_t>(plans.size());
+}
+int64_t hit_count() { return hits.load(); }
+int64_t kept_count() {
+  std::lock_guard<std::mutex> lock(mu);
+  return static_cast<int64_t>(kept.size());
+}
 
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("product", &product, "alpha op(a) op(b) by an armed plan, or None");
   m.def("arm", &arm, "arm the plan of a call");
+  m.def("arm_torch", &arm_torch, "arm the plan of a call cuBLAS served: torch's mm");
+  m.def("serve_operator", &serve_operator, "serve autotune::matmul's CUDA (and AutogradCUDA) kernels");
+  m.def("set_serving", &set_serving, "whether plans serve the operator (off while recording)");
   m.def("set_driver", &set_driver, "the driver's cuLaunchKernel and cuStreamIsCapturing");
   m.def("clear", &clear, "drop every plan (a graph's workspaces kept)");
   m.def("size", &size, "plans armed");

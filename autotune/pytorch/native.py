@@ -8,12 +8,14 @@ once (new records, another results folder) and arms it again. The first eager CU
 the extension on a thread of its own (torch.utils.cpp_extension, about 25 s, into torch's
 extensions folder; later processes load it). Until it is ready, where it cannot be built (no
 compiler, no CUDA headers) and with $AUTOTUNE_NATIVE=0, the Python road serves every call;
-`status()` says which.
+`status()` says which. Once built, the extension also serves the operator autotune::matmul
+(op.py hands over its Python kernels for what no plan serves).
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import glob
 import hashlib
@@ -47,6 +49,8 @@ _built = threading.Event()
 _recipes: dict[tuple, tuple | None] = {}  # (kernel, M, N, K, pitches, stream) -> (steps, keep) or None
 _workspace_bytes = 0
 _capturing = torch.cuda.is_current_stream_capturing
+_operator: tuple = ()  # (impl.cuda_product, op.py's Autograd kernel or None), from hand_over
+_serving = True  # whether plans serve the operator: not while a recording sees every product
 
 
 def wanted() -> bool:
@@ -95,6 +99,9 @@ def _build() -> None:
         ext.set_driver(
             *(ctypes.cast(f, ctypes.c_void_p).value for f in (cuda.cuLaunchKernel, cuda.cuStreamIsCapturing))
         )
+        ext.set_serving(_serving)
+        if _operator:
+            ext.serve_operator(*_operator)
     except Exception as exc:  # noqa: BLE001 - any failure leaves the Python road, which works
         _status = f"not built: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[-1]}"
         warnings.warn(
@@ -142,17 +149,42 @@ def _cuda_includes() -> list[str]:
     return [d for d in dict.fromkeys(found) if os.path.isfile(os.path.join(d, "cuda_runtime_api.h"))]
 
 
+def hand_over(product, autograd) -> None:
+    """Have the extension serve autotune::matmul once built (op.py calls it at import).
+
+    Args:
+        product: impl.cuda_product, for the CUDA calls no plan serves.
+        autograd: op.py's Autograd kernel (keyset, *args), for calls with gradients, subclasses and
+            modes; None keeps custom_op's Autograd kernel (then only the CUDA kernel is C++).
+    """
+    global _operator
+    _operator = (product, autograd)
+
+
+def serving(on: bool) -> None:
+    """Let plans serve the operator's calls (on), or have the Python road see each (a recording)."""
+    global _serving
+    _serving = on
+    if _ext is not None:
+        _ext.set_serving(on)
+
+
 def arm(cut, A, B, trans_a: bool, trans_b: bool, precision: str) -> None:
     """Arm the plan of a call that the Python road's cached launch `cut` served.
 
-    Only a new output of one 2-D product by a kernel of ours (not cuBLAS's, no tensor maps), and
-    never during a CUDA graph capture (a plan's workspace is made at its first arming).
+    Only a new output of one 2-D product, by a kernel of ours (no tensor maps) or by cuBLAS (a plan
+    of torch's mm), and never during a CUDA graph capture (a plan's workspace is made at its first
+    arming).
     """
     tier = TIERS.get(precision)
     kernel = getattr(cut.launch, "__self__", None)
-    if _ext is None or tier is None or cut.spans is not None or cut.bound is not None or cut.batch != 1:
+    if _ext is None or tier is None or cut.spans is not None or cut.batch != 1 or len(cut.shape) != 2:
         return
-    if not hasattr(kernel, "recipe") or len(cut.shape) != 2 or _capturing():
+    if cut.bound is not None:  # cuBLAS's SGEMM (measure.CublasLaunch): torch's mm runs the same
+        with contextlib.suppress(Exception):  # the Python road keeps serving what cannot be armed
+            _ext.arm_torch(A, B, trans_a, trans_b, tier, cut.M, cut.N, kernel, TTL_NS)
+        return
+    if not hasattr(kernel, "recipe") or _capturing():
         return
     stream = cut.stream(A.device)
     key = (kernel, cut.M, cut.N, cut.K, cut.pitches, stream.ptr)

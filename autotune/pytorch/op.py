@@ -13,7 +13,7 @@ import warnings
 import torch
 from torch import Tensor
 
-from . import impl
+from . import impl, native
 
 
 @torch.library.custom_op("autotune::matmul", mutates_args=())
@@ -125,22 +125,23 @@ def _short_autograd_kernel():
     return kernel
 
 
-def _register_short_autograd_kernel(library: torch.library.Library) -> bool:
-    """Register that kernel over custom_op's; False (custom_op's kept) where torch cannot."""
+def _register_short_autograd_kernel(library: torch.library.Library):
+    """Register that kernel over custom_op's and return it; None (custom_op's kept) where torch cannot."""
     kernel = _short_autograd_kernel()
     if kernel is None:
-        return False
+        return None
     with warnings.catch_warnings():  # torch's note that a kernel is overridden: ours, on purpose
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         try:
             library.impl("matmul", kernel, "Autograd", with_keyset=True, allow_override=True)
         except (TypeError, RuntimeError):  # a torch without allow_override, or one that refuses it
-            return False
-    return True
+            return None
+    return kernel
 
 
 _LIBRARY = torch.library.Library("autotune", "IMPL")  # kept: its registrations last as long as it
-_register_short_autograd_kernel(_LIBRARY)
+# The C++ road, once built, serves the operator's CUDA calls and falls back on these kernels.
+native.hand_over(impl.cuda_product, _register_short_autograd_kernel(_LIBRARY))
 
 
 @torch.library.custom_op("autotune::matmul_out", mutates_args=("out",))

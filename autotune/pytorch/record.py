@@ -63,10 +63,10 @@ def record_shapes(path: str | Path | None = None) -> Iterator[ShapeLog]:
         A context manager giving the ShapeLog it fills.
     """
     log = ShapeLog()
-    impl.LISTENERS.append(log)
+    impl.listen(log)
     try:
         yield log
     finally:
-        impl.LISTENERS.remove(log)
+        impl.listen(log, on=False)
         if path is not None:
             log.write(path)

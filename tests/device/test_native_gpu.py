@@ -167,3 +167,59 @@ def test_a_linear_layer_trains_through_the_cpp_road_as_through_pythons(ready, mo
     for got in grads[1:]:
         for g, first in zip(got, grads[0], strict=True):
             assert torch.allclose(g, first, rtol=1e-5, atol=1e-6)
+
+
+def test_the_operator_is_served_from_cpp_and_hands_the_rest_to_python(ready):
+    matmul = torch.ops.autotune.matmul.default
+    a, b = _matrix(150, 90, False, 0, None), _matrix(90, 70, True, 0, None)
+    want = 2.0 * (a.double() @ b.double().T)
+
+    def close(c):
+        return float((c.double() - want).norm() / want.norm()) < FP32_REL
+
+    for _ in range(2):  # the full road, then the cached launch that arms the plan
+        matmul(a, b, False, True, 2.0, "highest")
+    before = ready.hits()
+    assert close(matmul(a, b, False, True, 2.0, "highest")) and ready.hits() == before + 1
+    f = torch.compile(lambda x, y: mm(x, y, False, True, 2.0), fullgraph=True)
+    with torch.no_grad():
+        f(a, b)  # compiles
+        before = ready.hits()
+        assert close(f(a, b)) and ready.hits() == before + 1  # no Python between graph and kernel
+    x = a.clone().requires_grad_()  # a gradient to record: op.py's Python kernel makes the node
+    before = ready.hits()
+    c = matmul(x, b, False, True, 2.0, "highest")
+    c.sum().backward()
+    assert close(c.detach()) and c.grad_fn is not None
+    assert torch.allclose(x.grad, 2.0 * b.sum(0).expand_as(a), rtol=1e-5, atol=1e-5)
+    assert ready.hits() >= before + 1  # the product itself still a plan's, through impl
+    from autotune.pytorch.record import record_shapes
+
+    with record_shapes(None) as log:  # a recording sees each call: no plan serves it
+        before = ready.hits()
+        assert close(matmul(a, b, False, True, 2.0, "highest"))
+        assert ready.hits() == before and sum(log.counts.values()) == 1
+    matmul(a, b, False, True, 2.0, "highest")  # arms the plan again if it lapsed meanwhile
+    before = ready.hits()
+    matmul(a, b, False, True, 2.0, "highest")
+    assert ready.hits() == before + 1  # served again once the recording ended
+
+
+@pytest.mark.parametrize(("ta", "tb"), [(False, False), (False, True), (True, False), (True, True)])
+def test_a_call_cublas_served_is_torchs_strict_mm_from_then_on(ready, monkeypatch, ta, tb):
+    from autotune.dispatch import api, measure
+
+    choose = api._choose
+    monkeypatch.setattr(api, "_choose", lambda *args, **kw: measure.CublasKernel(choose(*args, **kw)))
+    M, N, K = 173, 91 + 2 * ta + tb, 57  # a shape of its own per case: settled as cuBLAS's
+    a, b = _matrix(M, K, ta, 1, None), _matrix(K, N, tb, 0, None)
+    outs, hits = _three_calls(ready, a, b, ta, tb, -1.5)
+    assert hits == 1  # the third call: torch's mm from C++
+    want = -1.5 * (_op(a, ta).double() @ _op(b, tb).double())
+    for c in outs:
+        assert c.shape == (M, N) and c.is_contiguous()
+        assert float((c.double() - want).norm() / want.norm()) < FP32_REL
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
+    before = ready.hits()
+    c = cuda_product(a, b, ta, tb, -1.5)  # torch's mm would be TF32: the Python road's cuBLAS serves
+    assert ready.hits() == before and float((c.double() - want).norm() / want.norm()) < FP32_REL

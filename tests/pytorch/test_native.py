@@ -43,9 +43,15 @@ def test_a_failed_build_says_why_and_leaves_the_python_road(monkeypatch):
     assert native.product is None and native.wait(0).startswith("not built")
 
 
-def test_a_build_binds_the_driver_and_has_layers_timed_again(monkeypatch):
-    bound = []
-    ext = SimpleNamespace(set_driver=lambda *fns: bound.extend(fns), product=object(), clear=lambda: None)
+def test_a_build_binds_the_driver_hands_over_the_operator_and_has_layers_timed_again(monkeypatch):
+    bound, served, serving = [], [], []
+    ext = SimpleNamespace(
+        set_driver=lambda *fns: bound.extend(fns),
+        product=object(),
+        clear=lambda: None,
+        serve_operator=lambda *kernels: served.extend(kernels),
+        set_serving=serving.append,
+    )
     driver = SimpleNamespace(cuLaunchKernel=11, cuStreamIsCapturing=12)
     fake = SimpleNamespace(CDLL=lambda name: driver, cast=lambda f, kind: SimpleNamespace(value=f), c_void_p=None)
     monkeypatch.setattr(native, "ctypes", fake)
@@ -56,8 +62,13 @@ def test_a_build_binds_the_driver_and_has_layers_timed_again(monkeypatch):
     monkeypatch.setattr(native.api, "on_shortcut_hit", None)
     monkeypatch.setattr(native.atexit, "register", lambda fn: None)
     monkeypatch.setitem(route._TORCH_FASTER, ("a layer",), True)
+    monkeypatch.setattr(native, "_serving", False)  # a recording under way when the build ends
     native._build()
     assert bound == [11, 12] and native.status() == "ready" and native.product is ext.product
+    # op.py handed over its kernels at import: the CUDA product and its Autograd kernel.
+    assert served[0] is impl.cuda_product and callable(served[1]) and serving == [False]
+    native.serving(True)
+    assert serving == [False, True]
     assert native.api.on_shortcut_hit is native.arm and not route._TORCH_FASTER
 
 
@@ -78,10 +89,13 @@ def test_each_argument_gets_its_kind_and_value():
 
 class _Ext:
     def __init__(self):
-        self.armed, self.cleared = [], 0
+        self.armed, self.by_torch, self.cleared = [], [], 0
 
     def arm(self, *args):
         self.armed.append(args)
+
+    def arm_torch(self, *args):
+        self.by_torch.append(args)
 
     def clear(self):
         self.cleared += 1
@@ -125,15 +139,24 @@ def test_a_served_call_arms_its_plan_from_one_recipe(ext):
     assert args[7] == kernel.steps and args[8] == (kernel, None) and args[9] == native.TTL_NS
 
 
+def test_a_call_cublas_served_arms_a_plan_of_torchs_mm(ext):
+    a, b, kernel = torch.zeros(6, 4), torch.zeros(5, 6), _Kernel()
+    native.arm(_cut(kernel, bound=object()), a, b, True, True, "medium")
+    assert ext.armed == [] and kernel.calls == 0  # no recipe: torch's mm has no steps
+    assert ext.by_torch == [(a, b, True, True, native.TIERS["medium"], 4, 5, kernel, native.TTL_NS)]
+
+
 @pytest.mark.parametrize(
     "change",
-    [dict(bound=object()), dict(spans=((0, 4), (0, 4), (0, 4))), dict(batch=3), dict(shape=(2, 4, 5))],
-    ids=["cublas", "out", "batch", "3-d"],
+    [dict(spans=((0, 4), (0, 4), (0, 4))), dict(batch=3), dict(shape=(2, 4, 5))],
+    ids=["out", "batch", "3-d"],
 )
-def test_what_the_cpp_road_cannot_serve_is_not_armed(ext, change):
+@pytest.mark.parametrize("cublas", [False, True])
+def test_what_the_cpp_road_cannot_serve_is_not_armed(ext, change, cublas):
     kernel = _Kernel()
-    native.arm(_cut(kernel, **change), torch.zeros(4, 6), torch.zeros(6, 5), False, False, "highest")
-    assert ext.armed == [] and kernel.calls == 0
+    cut = _cut(kernel, bound=object() if cublas else None, **change)
+    native.arm(cut, torch.zeros(4, 6), torch.zeros(6, 5), False, False, "highest")
+    assert ext.armed == ext.by_torch == [] and kernel.calls == 0
 
 
 def test_nothing_is_armed_in_a_capture_an_unknown_tier_or_a_plan_without_recipe(ext, monkeypatch):
