@@ -326,30 +326,12 @@ _EVERY_RESULTS_COMMAND = (
 
 CASES: list[Case] = [
     # -- sizes and shapes
-    Case(
-        "size 0",
-        ("search", "--size", "0"),
-    ),
-    Case(
-        "size not an integer",
-        ("search", "--size", "1e10"),
-    ),
-    Case(
-        "size beyond a C int",
-        ("search", "--size", "10000000000", "--dry-run"),
-    ),
-    Case(
-        "one dimension beyond a C int",
-        ("search", "--m", "3000000000", "--n", "64", "--k", "64", "--dry-run"),
-    ),
-    Case(
-        "a batch beyond a C int",
-        ("search", "--size", "64", "--batch", "2147483648", "--dry-run"),
-    ),
-    Case(
-        "beyond a C int in --sizes",
-        ("search", "--sizes", "1024,3000000000", "--dry-run"),
-    ),
+    Case("size 0", ("search", "--size", "0")),
+    Case("size not an integer", ("search", "--size", "1e10")),
+    Case("size beyond a C int", ("search", "--size", "10000000000", "--dry-run")),
+    Case("one dimension beyond a C int", ("search", "--m", "3000000000", "--n", "64", "--k", "64", "--dry-run")),
+    Case("a batch beyond a C int", ("search", "--size", "64", "--batch", "2147483648", "--dry-run")),
+    Case("beyond a C int in --sizes", ("search", "--sizes", "1024,3000000000", "--dry-run")),
     Case(
         "beyond a C int in a shapes file",
         ("search", "--shapes-file", "shapes.txt", "--dry-run"),
@@ -375,30 +357,12 @@ CASES: list[Case] = [
         ("search", "--sizes", "64,8192x8192x8192_b10000", "--dry-run"),
         silent=True,
     ),
-    Case(
-        "incomplete shape",
-        ("search", "--m", "10", "--n", "10"),
-    ),
-    Case(
-        "two shapes at once",
-        ("search", "--size", "8", "--m", "8", "--n", "8", "--k", "8"),
-    ),
-    Case(
-        "a beta FP32 cannot hold in --sizes",
-        ("search", "--sizes", "64_beta1e39", "--family", "tiled", "--dry-run"),
-    ),
-    Case(
-        "a batch of a digit that is not 0-9",
-        ("search", "--sizes", "64_b²", "--family", "tiled", "--dry-run"),
-    ),
-    Case(
-        "shape list with text",
-        ("search", "--sizes", "1024,abc", "--family", "tiled", "--dry-run"),
-    ),
-    Case(
-        "shapes file missing",
-        ("search", "--shapes-file", "nope.txt", "--dry-run"),
-    ),
+    Case("incomplete shape", ("search", "--m", "10", "--n", "10")),
+    Case("two shapes at once", ("search", "--size", "8", "--m", "8", "--n", "8", "--k", "8")),
+    Case("a beta FP32 cannot hold in --sizes", ("search", "--sizes", "64_beta1e39", "--family", "tiled", "--dry-run")),
+    Case("a batch of a digit that is not 0-9", ("search", "--sizes", "64_b²", "--family", "tiled", "--dry-run")),
+    Case("shape list with text", ("search", "--sizes", "1024,abc", "--family", "tiled", "--dry-run")),
+    Case("shapes file missing", ("search", "--shapes-file", "nope.txt", "--dry-run")),
     Case(
         "shapes file not UTF-8",
         ("search", "--shapes-file", "shapes.txt", "--dry-run"),
@@ -418,22 +382,10 @@ CASES: list[Case] = [
         timeout=120,
     ),
     # -- options
-    Case(
-        "unknown family",
-        ("search", "--size", "64", "--family", "nope"),
-    ),
-    Case(
-        "a path as a family",
-        ("search", "--size", "64", "--family", "../etc"),
-    ),
-    Case(
-        "unknown sampler",
-        ("search", "--size", "64", "--sampler", "cmaes"),
-    ),
-    Case(
-        "negative timeout",
-        ("search", "--size", "64", "--timeout", "-1"),
-    ),
+    Case("unknown family", ("search", "--size", "64", "--family", "nope")),
+    Case("a path as a family", ("search", "--size", "64", "--family", "../etc")),
+    Case("unknown sampler", ("search", "--size", "64", "--sampler", "cmaes")),
+    Case("negative timeout", ("search", "--size", "64", "--timeout", "-1")),
     *(
         Case(
             f"{what} ({cmd[0]})",
@@ -487,18 +439,10 @@ CASES: list[Case] = [
             ("a million workers", ("search", "--size", "64"), "--workers", "1000000", "an integer from 1 to 64"),
         )
     ),
+    Case("unknown command", ("frobnicate",)),
+    Case("an arch that is not sm_XX (search)", ("search", "--size", "64", "--arch", "x;rm", "--dry-run")),
     Case(
-        "unknown command",
-        ("frobnicate",),
-    ),
-    Case(
-        "an arch that is not sm_XX (search)",
-        ("search", "--size", "64", "--arch", "x;rm", "--dry-run"),
-    ),
-    Case(
-        "an arch that is not sm_XX (fuzz, once a traceback)",
-        ("fuzz", "--compile-only", "--arch", "x;rm"),
-        setup=record,
+        "an arch that is not sm_XX (fuzz, once a traceback)", ("fuzz", "--compile-only", "--arch", "x;rm"), setup=record
     ),
     Case(
         "trials beyond a 64-bit integer",
@@ -507,14 +451,8 @@ CASES: list[Case] = [
         after=_absent("results"),
         note="before anything is measured or made",
     ),
-    Case(
-        "an arch that is not sm_XX (list)",
-        ("list", "--arch", "x;rm"),
-    ),
-    Case(
-        "replay table missing",
-        ("search", "--size", "64", "--family", "tiled", "--replay", "nope.json"),
-    ),
+    Case("an arch that is not sm_XX (list)", ("list", "--arch", "x;rm")),
+    Case("replay table missing", ("search", "--size", "64", "--family", "tiled", "--replay", "nope.json")),
     *(
         Case(
             f"replay table: {what}",
@@ -585,40 +523,26 @@ CASES: list[Case] = [
         )
     ),
     # -- space files (--config)
-    Case(
-        "config: malformed YAML",
-        _CFG,
-        setup=_files(**{"space.yaml": "space: {TILE: [8, 16\n"}),
-    ),
-    Case(
-        "config: unknown parameter",
-        _CFG,
-        setup=_files(**{"space.yaml": "space: {TILE: [8], SIZE: [2]}\n"}),
-    ),
-    Case(
-        "config: code where an integer belongs",
-        _CFG,
-        setup=_files(**{"space.yaml": "space: {TILE: ['16; asm(\"trap;\")']}\n"}),
+    *(
+        Case(f"config: {what}", _CFG, setup=_files(**{"space.yaml": text}))
+        for what, text in (
+            ("malformed YAML", "space: {TILE: [8, 16\n"),
+            ("unknown parameter", "space: {TILE: [8], SIZE: [2]}\n"),
+            ("code where an integer belongs", "space: {TILE: ['16; asm(\"trap;\")']}\n"),
+        )
     ),
     Case(
         "config: BM: 128.5",
         ("search", "--size", "64", "--family", "coarse2d", "--config", "space.yaml", "--dry-run"),
         setup=_files(**{"space.yaml": "space: {BM: [128.5], BN: [64], BK: [8], TM: [4], TN: [4]}\n"}),
     ),
-    Case(
-        "config: value outside its domain",
-        _CFG,
-        setup=_files(**{"space.yaml": "space: {TILE: [100]}\n"}),
-    ),
-    Case(
-        "config: no valid point",
-        _CFG,
-        setup=_files(**{"space.yaml": "space: {TILE: [4, 48, 64]}\n"}),
-    ),
-    Case(
-        "config: not UTF-8",
-        _CFG,
-        setup=_files(**{"space.yaml": b"space: {TILE: [\xff]}\n"}),
+    *(
+        Case(f"config: {what}", _CFG, setup=_files(**{"space.yaml": text}))
+        for what, text in (
+            ("value outside its domain", "space: {TILE: [100]}\n"),
+            ("no valid point", "space: {TILE: [4, 48, 64]}\n"),
+            ("not UTF-8", b"space: {TILE: [\xff]}\n"),
+        )
     ),
     # -- templates (front matter, Jinja, compile)
     Case(
@@ -666,11 +590,7 @@ CASES: list[Case] = [
             ),
         )
     ),
-    Case(
-        "AUTOTUNE_TEMPLATES names no folder",
-        ("list",),
-        setup=lambda f: {"AUTOTUNE_TEMPLATES": "/nonexistent"},
-    ),
+    Case("AUTOTUNE_TEMPLATES names no folder", ("list",), setup=lambda f: {"AUTOTUNE_TEMPLATES": "/nonexistent"}),
     Case(
         "template that fails to compile",
         ("search", "--size", "64", "--family", "bad", "--dry-run", "--jobs", "1"),
@@ -697,12 +617,7 @@ CASES: list[Case] = [
         handled_by="tests/test_packaging.py and CI's wheel step",
     ),
     # -- untrusted input, as an attacker would write it
-    Case(
-        "config: a recursive alias",
-        _CFG,
-        setup=_files(**{"space.yaml": "space: {TILE: &x [16, *x]}\n"}),
-        timeout=60,
-    ),
+    Case("config: a recursive alias", _CFG, setup=_files(**{"space.yaml": "space: {TILE: &x [16, *x]}\n"}), timeout=60),
     Case(
         "template: a recursive alias in the declaration",
         ("list",),
@@ -767,12 +682,7 @@ CASES: list[Case] = [
         shown="autotune fuzz --repro '[[[…]]]'  # 5,000 deep",
     ),
     # -- work that would take hours
-    Case(
-        "dry run of the default spaces",
-        ("search", "--size", "4096", "--dry-run"),
-        timeout=600,
-        slow=True,
-    ),
+    Case("dry run of the default spaces", ("search", "--size", "4096", "--dry-run"), timeout=600, slow=True),
     Case(
         "search of 100,000 trials a family",
         ("search", "--size", "4096", "--trials", "100000", "--replay", "table.json"),
@@ -825,18 +735,8 @@ CASES: list[Case] = [
             timeout=120,
         )
         for what, name, target, kind in (
-            (
-                "optuna.db a link to another program's database",
-                "optuna.db",
-                "../../victim.db",
-                "a symbolic link",
-            ),
-            (
-                "SQLite's log a link beside optuna.db",
-                "optuna.db-wal",
-                "../../victim.db",
-                "a symbolic link",
-            ),
+            ("optuna.db a link to another program's database", "optuna.db", "../../victim.db", "a symbolic link"),
+            ("SQLite's log a link beside optuna.db", "optuna.db-wal", "../../victim.db", "a symbolic link"),
             (".autotune.lock a link", ".autotune.lock", "../../created", "a symbolic link"),
             (".autotune.lock a pipe", ".autotune.lock", None, "a pipe"),
         )
@@ -891,18 +791,8 @@ CASES: list[Case] = [
             (("report", "-o", "rep"), "'no results under results: run autotune search first'"),
         )
     ),
-    Case(
-        "a results folder that cannot be read (list)",
-        ("list",),
-        setup=record,
-        unreadable=("results",),
-    ),
-    Case(
-        "a record that cannot be read (list)",
-        ("list",),
-        setup=record,
-        unreadable=(f"results/{SLUG}/64x64x64.json",),
-    ),
+    Case("a results folder that cannot be read (list)", ("list",), setup=record, unreadable=("results",)),
+    Case("a record that cannot be read (list)", ("list",), setup=record, unreadable=(f"results/{SLUG}/64x64x64.json",)),
     Case(
         "export into a read-only folder",
         ("export", "--size", "64", "-o", "ro/t.h"),
@@ -922,22 +812,9 @@ CASES: list[Case] = [
         after=_absent("a"),
         note="no folder made",
     ),
-    Case(
-        "export onto a pipe",
-        ("export", "--size", "64", "-o", "fifo"),
-        setup=_records_and(_fifo),
-    ),
-    Case(
-        "report into a read-only folder",
-        ("report", "-o", "ro"),
-        setup=_records_and(_dirs("ro")),
-        readonly=("ro",),
-    ),
-    Case(
-        "report onto a file",
-        ("report", "-o", "f.txt"),
-        setup=_records_and(_files(**{"f.txt": ""})),
-    ),
+    Case("export onto a pipe", ("export", "--size", "64", "-o", "fifo"), setup=_records_and(_fifo)),
+    Case("report into a read-only folder", ("report", "-o", "ro"), setup=_records_and(_dirs("ro")), readonly=("ro",)),
+    Case("report onto a file", ("report", "-o", "f.txt"), setup=_records_and(_files(**{"f.txt": ""}))),
     Case(
         "report into a folder that does not exist",
         ("report", "-o", "a/b/c"),
@@ -955,20 +832,9 @@ CASES: list[Case] = [
         )
         for cmd in (("report", "-o", "x" * 300), ("export", "--size", "64", "-o", "x" * 300))
     ),
-    Case(
-        "export of a shape never tuned",
-        ("export", "--size", "128"),
-        setup=record,
-    ),
-    Case(
-        "no results folder",
-        ("export", "--size", "64", "--results", "nope"),
-    ),
-    Case(
-        "a GPU with no results",
-        ("check", "--gpu", "Some GPU"),
-        setup=record,
-    ),
+    Case("export of a shape never tuned", ("export", "--size", "128"), setup=record),
+    Case("no results folder", ("export", "--size", "64", "--results", "nope")),
+    Case("a GPU with no results", ("check", "--gpu", "Some GPU"), setup=record),
     # -- stored records edited or damaged by hand
     Case(
         "record: not JSON",
@@ -981,11 +847,7 @@ CASES: list[Case] = [
         setup=lambda f: record(f) | _refifo(f / "results" / SLUG / "64x64x64.json"),
         timeout=120,
     ),
-    Case(
-        "shapes file: /dev/zero",
-        ("search", "--shapes-file", "/dev/zero", "--dry-run"),
-        timeout=120,
-    ),
+    Case("shapes file: /dev/zero", ("search", "--shapes-file", "/dev/zero", "--dry-run"), timeout=120),
     Case(
         "record: gflops is a string",
         ("list",),
@@ -1006,16 +868,8 @@ CASES: list[Case] = [
         ("export", "--size", "64"),
         setup=lambda f: record(f, _set(("families", "tiled", "config", "params", "TILE"), "32")),
     ),
-    Case(
-        "record: a size beyond a C int",
-        ("list",),
-        setup=lambda f: record(f, _set(("problem", "M"), 3000000000)),
-    ),
-    Case(
-        "record: schema true",
-        ("list",),
-        setup=lambda f: record(f, _set(("schema",), True)),
-    ),
+    Case("record: a size beyond a C int", ("list",), setup=lambda f: record(f, _set(("problem", "M"), 3000000000))),
+    Case("record: schema true", ("list",), setup=lambda f: record(f, _set(("schema",), True))),
     Case(
         "record: a GFLOP/s of 301 digits, its time made to agree",
         ("list",),
@@ -1034,18 +888,8 @@ CASES: list[Case] = [
         stdout_to="gone",
         shown="autotune list | head -1",
     ),
-    Case(
-        "stdout on a full disk",
-        ("list",),
-        stdout_to="full",
-        shown="autotune list > /dev/full",
-    ),
-    Case(
-        "stdout closed",
-        ("list",),
-        stdout_to="closed",
-        shown="autotune list >&-",
-    ),
+    Case("stdout on a full disk", ("list",), stdout_to="full", shown="autotune list > /dev/full"),
+    Case("stdout closed", ("list",), stdout_to="closed", shown="autotune list >&-"),
     Case(
         "export's message on a full disk",
         ("export", "--size", "64", "-o", "t.h"),
@@ -1055,11 +899,7 @@ CASES: list[Case] = [
         note="the header itself is written whole first",
         shown="autotune export --size 64 -o t.h > /dev/full",
     ),
-    Case(
-        "export onto /dev/full",
-        ("export", "--size", "64", "-o", "/dev/full"),
-        setup=record,
-    ),
+    Case("export onto /dev/full", ("export", "--size", "64", "-o", "/dev/full"), setup=record),
     Case(
         "two searches of one shape and results folder at once",
         (),
