@@ -25,7 +25,7 @@ LISTENERS: list[Callable[..., None]] = []
 
 
 def listen(listener: Callable[..., None], on: bool = True) -> None:
-    """Add `listener` to LISTENERS (on) or remove it; while any listens, the C++ road serves none."""
+    """Add `listener` to LISTENERS (on) or remove it: while one listens, no C++ plan serves."""
     if on:
         LISTENERS.append(listener)
     else:

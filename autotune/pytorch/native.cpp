@@ -1,13 +1,10 @@
-// The eager road's products for torch tensors seen before, launched from C++ (native.py says how
-// plans are armed and lapse). A plan is the Python road's cached launch (dispatch/shortcut.py) for
-// one key: each step's kernel, grid and arguments, with A's, B's and C's pointers and alpha filled
-// in at the call; it keeps the kernel's module and its workspace alive. A plan of a call that
-// cuBLAS served is torch's own mm (the same library, its handle), while TF32 is off.
-//
-// It also serves the operator autotune::matmul (op.py) from its CUDA and AutogradCUDA kernels:
-// a call without a gradient to record on plain CUDA tensors is a plan's, and any other (no plan,
-// gradients, fake tensors, dispatch modes) goes to the Python kernels it was handed. A compiled
-// graph's products then cost no Python.
+// Products of torch tensors seen before, launched from C++ (native.py says how plans are armed and
+// lapse). A plan is the Python road's cached launch (dispatch/shortcut.py) for one key: each step's
+// kernel, grid and arguments, A's, B's, C's pointers and alpha filled in at the call; it keeps the
+// kernel's module and workspace alive. cuBLAS's plan is torch's mm (the same library), TF32 off.
+// The operator autotune::matmul's CUDA and AutogradCUDA kernels are here too: a plan serves a call
+// on plain CUDA tensors with no gradient to record (a compiled graph's: no Python), the Python
+// kernels handed over serve the rest (no plan, gradients, fake tensors, dispatch modes).
 #include <torch/extension.h>
 #include <torch/library.h>
 

@@ -1,15 +1,13 @@
-"""The eager road's products launched from C++ (native.cpp) where the Python road armed a plan.
+"""Products launched from C++ (native.cpp), eager or by the operator, where a plan was armed.
 
-The Python road's cached launch (dispatch/shortcut.py) still runs Python on every call. Once it
-has served a key (shapes, strides, alignment, device, stream, transposes, tier), it arms a C++
-plan of the same launches: the next calls are a lookup, torch's empty output and cuLaunchKernel.
-A plan lapses after the results table's recheck interval: the next call goes the Python road
-once (new records, another results folder) and arms it again. The first eager CUDA product builds
-the extension on a thread of its own (torch.utils.cpp_extension, about 25 s, into torch's
+The Python road's cached launch (dispatch/shortcut.py) runs Python on every call. Once it has
+served a key (shapes, strides, alignment, device, stream, transposes, tier), it arms a C++ plan of
+the same launches (cuBLAS's: torch's mm): the next calls are a lookup, torch's empty output and
+cuLaunchKernel. A plan lapses after the results table's recheck interval: the next call goes the
+Python road once (new records, another results folder) and arms it again. The first CUDA product
+builds the extension on a thread of its own (torch.utils.cpp_extension, about 25 s, into torch's
 extensions folder; later processes load it). Until it is ready, where it cannot be built (no
-compiler, no CUDA headers) and with $AUTOTUNE_NATIVE=0, the Python road serves every call;
-`status()` says which. Once built, the extension also serves the operator autotune::matmul
-(op.py hands over its Python kernels for what no plan serves).
+compiler, no CUDA headers) and with $AUTOTUNE_NATIVE=0, the Python road serves; `status()` says.
 """
 
 from __future__ import annotations
@@ -49,8 +47,8 @@ _built = threading.Event()
 _recipes: dict[tuple, tuple | None] = {}  # (kernel, M, N, K, pitches, stream) -> (steps, keep) or None
 _workspace_bytes = 0
 _capturing = torch.cuda.is_current_stream_capturing
-_operator: tuple = ()  # (impl.cuda_product, op.py's Autograd kernel or None), from hand_over
-_serving = True  # whether plans serve the operator: not while a recording sees every product
+_operator: tuple = ()  # hand_over's arguments
+_serving = True  # plans serve the operator: not while a recording sees every product
 
 
 def wanted() -> bool:
@@ -154,15 +152,14 @@ def hand_over(product, autograd) -> None:
 
     Args:
         product: impl.cuda_product, for the CUDA calls no plan serves.
-        autograd: op.py's Autograd kernel (keyset, *args), for calls with gradients, subclasses and
-            modes; None keeps custom_op's Autograd kernel (then only the CUDA kernel is C++).
+        autograd: op.py's Autograd kernel (keyset, *args) for the rest; None keeps custom_op's.
     """
     global _operator
     _operator = (product, autograd)
 
 
 def serving(on: bool) -> None:
-    """Let plans serve the operator's calls (on), or have the Python road see each (a recording)."""
+    """Let plans serve the operator (on), or the Python road see each call (a recording)."""
     global _serving
     _serving = on
     if _ext is not None:
@@ -172,9 +169,8 @@ def serving(on: bool) -> None:
 def arm(cut, A, B, trans_a: bool, trans_b: bool, precision: str) -> None:
     """Arm the plan of a call that the Python road's cached launch `cut` served.
 
-    Only a new output of one 2-D product, by a kernel of ours (no tensor maps) or by cuBLAS (a plan
-    of torch's mm), and never during a CUDA graph capture (a plan's workspace is made at its first
-    arming).
+    Only a new output of one 2-D product, by a kernel of ours (no tensor maps; never in a CUDA graph
+    capture: a plan's workspace is made at its first arming) or by cuBLAS (torch's mm).
     """
     tier = TIERS.get(precision)
     kernel = getattr(cut.launch, "__self__", None)

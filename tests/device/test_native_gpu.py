@@ -170,39 +170,34 @@ def test_a_linear_layer_trains_through_the_cpp_road_as_through_pythons(ready, mo
 
 
 def test_the_operator_is_served_from_cpp_and_hands_the_rest_to_python(ready):
-    matmul = torch.ops.autotune.matmul.default
+    from autotune.pytorch.record import record_shapes
+
     a, b = _matrix(150, 90, False, 0, None), _matrix(90, 70, True, 0, None)
     want = 2.0 * (a.double() @ b.double().T)
 
-    def close(c):
-        return float((c.double() - want).norm() / want.norm()) < FP32_REL
+    def call(x=a, hits=1):  # the operator's product, right, `hits` of it a plan's (None: unasserted)
+        before = ready.hits()
+        c = torch.ops.autotune.matmul.default(x, b, False, True, 2.0, "highest")
+        assert float((c.detach().double() - want).norm() / want.norm()) < FP32_REL
+        assert hits is None or ready.hits() == before + hits
+        return c
 
-    for _ in range(2):  # the full road, then the cached launch that arms the plan
-        matmul(a, b, False, True, 2.0, "highest")
-    before = ready.hits()
-    assert close(matmul(a, b, False, True, 2.0, "highest")) and ready.hits() == before + 1
+    call(hits=None), call(hits=None), call()  # the full road, the cached launch that arms, a plan
     f = torch.compile(lambda x, y: mm(x, y, False, True, 2.0), fullgraph=True)
     with torch.no_grad():
         f(a, b)  # compiles
         before = ready.hits()
-        assert close(f(a, b)) and ready.hits() == before + 1  # no Python between graph and kernel
+        c = f(a, b)
+        assert ready.hits() == before + 1  # no Python between the graph and the kernel
+        assert float((c.double() - want).norm() / want.norm()) < FP32_REL
     x = a.clone().requires_grad_()  # a gradient to record: op.py's Python kernel makes the node
-    before = ready.hits()
-    c = matmul(x, b, False, True, 2.0, "highest")
-    c.sum().backward()
-    assert close(c.detach()) and c.grad_fn is not None
+    call(x).sum().backward()  # the product itself still a plan's, through impl
     assert torch.allclose(x.grad, 2.0 * b.sum(0).expand_as(a), rtol=1e-5, atol=1e-5)
-    assert ready.hits() >= before + 1  # the product itself still a plan's, through impl
-    from autotune.pytorch.record import record_shapes
-
     with record_shapes(None) as log:  # a recording sees each call: no plan serves it
-        before = ready.hits()
-        assert close(matmul(a, b, False, True, 2.0, "highest"))
-        assert ready.hits() == before and sum(log.counts.values()) == 1
-    matmul(a, b, False, True, 2.0, "highest")  # arms the plan again if it lapsed meanwhile
-    before = ready.hits()
-    matmul(a, b, False, True, 2.0, "highest")
-    assert ready.hits() == before + 1  # served again once the recording ended
+        call(hits=0)
+    assert sum(log.counts.values()) == 1
+    call(hits=None)  # arms the plan again if it lapsed meanwhile
+    call()  # served again once the recording ended
 
 
 @pytest.mark.parametrize(("ta", "tb"), [(False, False), (False, True), (True, False), (True, True)])
@@ -211,7 +206,7 @@ def test_a_call_cublas_served_is_torchs_strict_mm_from_then_on(ready, monkeypatc
 
     choose = api._choose
     monkeypatch.setattr(api, "_choose", lambda *args, **kw: measure.CublasKernel(choose(*args, **kw)))
-    M, N, K = 173, 91 + 2 * ta + tb, 57  # a shape of its own per case: settled as cuBLAS's
+    M, N, K = 173, 91 + 2 * ta + tb, 57  # a shape of its own a case, settled as cuBLAS's
     a, b = _matrix(M, K, ta, 1, None), _matrix(K, N, tb, 0, None)
     outs, hits = _three_calls(ready, a, b, ta, tb, -1.5)
     assert hits == 1  # the third call: torch's mm from C++
@@ -221,5 +216,5 @@ def test_a_call_cublas_served_is_torchs_strict_mm_from_then_on(ready, monkeypatc
         assert float((c.double() - want).norm() / want.norm()) < FP32_REL
     monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", True)
     before = ready.hits()
-    c = cuda_product(a, b, ta, tb, -1.5)  # torch's mm would be TF32: the Python road's cuBLAS serves
+    c = cuda_product(a, b, ta, tb, -1.5)  # torch's mm would be TF32: the Python road serves
     assert ready.hits() == before and float((c.double() - want).norm() / want.norm()) < FP32_REL
