@@ -174,11 +174,11 @@ at::Tensor serve(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int
   return c;
 }
 
-// The eager road's call (impl.cuda_product): a plan's answer, or None.
+// impl.cuda_product's call: a plan's answer, or None.
 py::object product(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tier, double alpha) {
   at::Tensor c;
   {
-    py::gil_scoped_release free;  // a plan's call takes the lock, which the operator's take GIL-free
+    py::gil_scoped_release free;  // the lock is taken GIL-free (as the operator's kernels do)
     c = serve(a, b, ta, tb, tier, alpha);
   }
   return c.defined() ? py::cast(c) : py::none();
@@ -213,8 +213,7 @@ at::Tensor operator_autograd(c10::DispatchKeySet ks, const at::Tensor& a, const 
   return python_autograd(ks, a, b, ta, tb, alpha, std::string(precision)).cast<at::Tensor>();
 }
 
-// Serve the operator from here: `product` is impl.cuda_product, `autograd` op.py's Autograd kernel
-// (None: custom_op's stays, and only the CUDA kernel is ours). Once a process.
+// Serve the operator from here, once a process (native.hand_over says what the two are).
 void serve_operator(py::object product, py::object autograd) {
   static bool done = false;
   TORCH_CHECK(!done, "autotune: the operator is served from C++ already");

@@ -97,7 +97,6 @@ def _build() -> None:
         ext.set_driver(
             *(ctypes.cast(f, ctypes.c_void_p).value for f in (cuda.cuLaunchKernel, cuda.cuStreamIsCapturing))
         )
-        ext.set_serving(_serving)
         if _operator:
             ext.serve_operator(*_operator)
     except Exception as exc:  # noqa: BLE001 - any failure leaves the Python road, which works
@@ -109,7 +108,9 @@ def _build() -> None:
             stacklevel=1,
         )
     else:
-        _ext, _status = ext, "ready"
+        with _lock:  # as serving()
+            ext.set_serving(_serving)
+            _ext, _status = ext, "ready"
         atexit.register(clear)  # plans hold Python objects: drop them while Python can
         api.on_shortcut_hit = arm
         product = ext.product
@@ -161,16 +162,17 @@ def hand_over(product, autograd) -> None:
 def serving(on: bool) -> None:
     """Let plans serve the operator (on), or the Python road see each call (a recording)."""
     global _serving
-    _serving = on
-    if _ext is not None:
-        _ext.set_serving(on)
+    with _lock:
+        _serving = on
+        if _ext is not None:
+            _ext.set_serving(on)
 
 
 def arm(cut, A, B, trans_a: bool, trans_b: bool, precision: str) -> None:
     """Arm the plan of a call that the Python road's cached launch `cut` served.
 
-    Only a new output of one 2-D product, by a kernel of ours (no tensor maps; never in a CUDA graph
-    capture: a plan's workspace is made at its first arming) or by cuBLAS (torch's mm).
+    Only a new output of one 2-D product, by cuBLAS (torch's mm) or a kernel of ours (no tensor
+    maps; not in a CUDA graph capture, as a plan's workspace is made when first armed).
     """
     tier = TIERS.get(precision)
     kernel = getattr(cut.launch, "__self__", None)
