@@ -71,9 +71,10 @@ auto& plans = *new std::unordered_map<Key, Plan, KeyHash>();
 auto& kept = *new std::vector<py::object>();  // what graphs captured, of plans since dropped
 auto& python_product = *new py::object();  // impl.cuda_product: a CUDA call no plan serves
 auto& python_autograd = *new py::object();  // op.py's Autograd kernel (keyset, args...), or None
+auto& tiers = *new std::vector<std::string>();  // native.TIERS's names by number
 std::atomic<int64_t> hits{0};  // calls a plan served
-// The operator's kernels run without the GIL (torch releases it around an operator's call): the
-// plans are read and changed under this lock. Nothing holding it takes the GIL.
+// The operator's kernels run without the GIL: plans are read and changed under this lock, and
+// nothing holding it takes the GIL.
 std::mutex mu;
 std::atomic<bool> serving{true};  // false while a recording (pytorch/record.py) must see each call
 
@@ -178,16 +179,15 @@ at::Tensor serve(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int
 py::object product(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, int64_t tier, double alpha) {
   at::Tensor c;
   {
-    py::gil_scoped_release free;  // the lock is taken GIL-free (as the operator's kernels do)
+    py::gil_scoped_release free;  // the lock is taken GIL-free, as by the operator
     c = serve(a, b, ta, tb, tier, alpha);
   }
   return c.defined() ? py::cast(c) : py::none();
 }
 
-int64_t tier_of(c10::string_view precision) {  // native.TIERS
-  if (precision == "highest") return 0;
-  if (precision == "high") return 1;
-  if (precision == "medium") return 2;
+int64_t tier_of(c10::string_view precision) {
+  for (size_t i = 0; i < tiers.size(); ++i)
+    if (precision == tiers[i]) return static_cast<int64_t>(i);
   return -1;
 }
 
@@ -213,11 +213,12 @@ at::Tensor operator_autograd(c10::DispatchKeySet ks, const at::Tensor& a, const 
   return python_autograd(ks, a, b, ta, tb, alpha, std::string(precision)).cast<at::Tensor>();
 }
 
-// Serve the operator from here, once a process (native.hand_over says what the two are).
-void serve_operator(py::object product, py::object autograd) {
+// Serve the operator from here, once a process (native.hand_over: what it is handed).
+void serve_operator(py::object product, py::object autograd, const std::vector<std::string>& names) {
   static bool done = false;
   TORCH_CHECK(!done, "autotune: the operator is served from C++ already");
   done = true;
+  tiers = names;
   python_product = std::move(product);
   python_autograd = std::move(autograd);
   // Never destroyed: a registration lasts as long as its Library.

@@ -97,8 +97,8 @@ def _build() -> None:
         ext.set_driver(
             *(ctypes.cast(f, ctypes.c_void_p).value for f in (cuda.cuLaunchKernel, cuda.cuStreamIsCapturing))
         )
-        if _operator:
-            ext.serve_operator(*_operator)
+        if _operator:  # with the tiers' names by number
+            ext.serve_operator(*_operator, sorted(TIERS, key=TIERS.get))
     except Exception as exc:  # noqa: BLE001 - any failure leaves the Python road, which works
         _status = f"not built: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[-1]}"
         warnings.warn(

@@ -138,7 +138,7 @@ def _register_short_autograd_kernel(library: torch.library.Library):
 
 
 _LIBRARY = torch.library.Library("autotune", "IMPL")  # kept: its registrations last as long as it
-# The C++ road, once built, serves the operator's CUDA calls and falls back on these kernels.
+# native.cpp's kernels, once built, fall back on these.
 native.hand_over(impl.cuda_product, _register_short_autograd_kernel(_LIBRARY))
 
 

@@ -175,14 +175,14 @@ def test_the_operator_is_served_from_cpp_and_hands_the_rest_to_python(ready):
     a, b = _matrix(150, 90, False, 0, None), _matrix(90, 70, True, 0, None)
     want = 2.0 * (a.double() @ b.double().T)
 
-    def call(x=a, hits=1):  # the operator's product, right, `hits` of it a plan's (None: unasserted)
+    def call(x=a, hits=1):  # the operator's product, right; `hits` plans' (None: not asserted)
         before = ready.hits()
         c = torch.ops.autotune.matmul.default(x, b, False, True, 2.0, "highest")
         assert float((c.detach().double() - want).norm() / want.norm()) < FP32_REL
         assert hits is None or ready.hits() == before + hits
         return c
 
-    call(hits=None), call(hits=None), call()  # the full road, the cached launch that arms, a plan
+    call(hits=None), call(hits=None), call()  # the full road, the cached launch (arms), a plan
     f = torch.compile(lambda x, y: mm(x, y, False, True, 2.0), fullgraph=True)
     with torch.no_grad():
         f(a, b)  # compiles

@@ -65,8 +65,9 @@ def test_a_build_binds_the_driver_hands_over_the_operator_and_has_layers_timed_a
     monkeypatch.setattr(native, "_serving", False)  # a recording under way when the build ends
     native._build()
     assert bound == [11, 12] and native.status() == "ready" and native.product is ext.product
-    # op.py handed over its kernels at import: the CUDA product and its Autograd kernel.
+    # op.py's kernels, handed over at import
     assert served[0] is impl.cuda_product and callable(served[1]) and serving == [False]
+    assert served[2] == ["highest", "high", "medium"]
     native.serving(True)
     assert serving == [False, True]
     assert native.api.on_shortcut_hit is native.arm and not route._TORCH_FASTER
