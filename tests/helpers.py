@@ -196,6 +196,15 @@ def refile(folder: Path, to: Path, name: str, limits: dict) -> None:
 GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "arch": "sm_90"}
 
 
+def study_trials(results) -> list:
+    """The trials of the one study in `results`' storage for GPU (a replayed search's)."""
+    import optuna
+
+    url = f"sqlite:///{results}/{GPU['slug']}/optuna.db"
+    (name,) = optuna.get_all_study_names(url)
+    return optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+
+
 def record_entry(family, params, gflops, h100, problem=None):
     """A verified entry of `problem` (1000^3 when None) at `gflops`, as a search writes it."""
     from autotune.core.types import Config, Measurement, Problem, Status

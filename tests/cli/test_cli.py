@@ -8,7 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from helpers import RESULTS, ROOT, one_clear_line, run_cli
+from helpers import RESULTS, ROOT
+from helpers import one_clear_line as _one_clear_line
+from helpers import run_cli as run
 
 from autotune.kernels.limits import load_profile
 from autotune.kernels.space import Space
@@ -16,10 +18,13 @@ from autotune.kernels.space import Space
 NO_DEVICE = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # a GPU machine looks like one without
 
 
-run = run_cli
-
-
-_one_clear_line = one_clear_line
+def _replay(tmp_path, family):
+    """A replay table of the family's valid points on the H100 (distinct GFLOP/s each): its path, its table."""
+    valid = Space.load(family).enumerate(load_profile("h100")).valid
+    table = {c.name: 1000.0 + i for i, c in enumerate(valid)}
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
+    return path, table
 
 
 @pytest.mark.parametrize(
@@ -61,20 +66,7 @@ def test_bad_config_files(tmp_path, doc, fragment):
 
 
 def test_dry_run_filters_and_compiles_without_a_gpu(tmp_path):
-    r = run(
-        "search",
-        "--size",
-        "4096",
-        "--family",
-        "tiled",
-        "coarse2d",
-        "--dry-run",
-        "--arch",
-        "sm_90",
-        "--sample",
-        "6",
-        cwd=tmp_path,
-    )
+    r = run(*"search --size 4096 --family tiled coarse2d --dry-run --arch sm_90 --sample 6".split(), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "tiled" in out and "coarse2d" in out and "3125" in out and "1593" in out
@@ -90,20 +82,10 @@ def test_search_without_a_gpu_says_so(tmp_path):
     )
     seen = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=NO_DEVICE, timeout=120)
     assert seen.stdout.strip() == "0", seen.stdout + seen.stderr  # no device visible, GPU machine or not
-    line = _one_clear_line(
-        run(
-            "search",
-            "--size",
-            "64",
-            "--family",
-            "tiled",
-            "--results",
-            str(tmp_path),
-            cwd=tmp_path,
-            timeout=300,
-            env=NO_DEVICE,
-        )
+    r = run(
+        *"search --size 64 --family tiled --results".split(), str(tmp_path), cwd=tmp_path, timeout=300, env=NO_DEVICE
     )
+    line = _one_clear_line(r)
     assert "no usable GPU" in line and "--dry-run" in line
     assert not any(tmp_path.iterdir())  # nothing half-written
 
@@ -159,21 +141,8 @@ def test_report_writes_plots_and_markdown(tmp_path):
     replay = tmp_path / "table.json"
     replay.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
     results, out = tmp_path / "results", tmp_path / "report"
-    r = run(
-        "search",
-        "--size",
-        "512",
-        "--family",
-        "tiled",
-        "coarse1d",
-        "--trials",
-        "12",
-        "--replay",
-        str(replay),
-        "--results",
-        str(results),
-        "--quiet",
-    )
+    r = run(*"search --size 512 --family tiled coarse1d --trials 12 --replay".split(), str(replay),
+            "--results", str(results), "--quiet")  # fmt: skip
     assert r.returncode == 0, r.stderr
     r = run("report", "--results", str(results), "-o", str(out))
     assert r.returncode == 0, r.stderr
@@ -249,10 +218,7 @@ def test_search_times_cublas_while_it_makes_the_first_plan(tmp_path, monkeypatch
     from autotune import cli
     from autotune.search import replay
 
-    h100 = load_profile("h100")
-    table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse1d").enumerate(h100).valid)}
-    path = tmp_path / "table.json"
-    path.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
+    path, _ = _replay(tmp_path, "coarse1d")
     handed = threading.Event()
     plain = replay.ReplayEvaluator.baseline
 
@@ -271,13 +237,8 @@ def test_search_times_cublas_while_it_makes_the_first_plan(tmp_path, monkeypatch
 def test_the_default_window_is_a_trial_a_compile_thread_within_an_eighth_of_the_budget():
     from autotune.search.evaluate import default_window
 
-    assert [default_window(j, t) for j, t in ((12, 128), (16, 100), (16, 30), (2, 128), (16, 1000))] == [
-        12,
-        12,
-        8,
-        8,
-        16,
-    ]
+    got = [default_window(j, t) for j, t in ((12, 128), (16, 100), (16, 30), (2, 128), (16, 1000))]
+    assert got == [12, 12, 8, 8, 16]
 
 
 @pytest.mark.parametrize(
@@ -291,10 +252,7 @@ def test_a_search_keeps_a_trial_in_flight_for_each_compile_thread(tmp_path, monk
     from autotune import cli
     from autotune.search import driver as search
 
-    h100 = load_profile("h100")
-    table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse1d").enumerate(h100).valid)}
-    path = tmp_path / "table.json"
-    path.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
+    path, _ = _replay(tmp_path, "coarse1d")
     seen = []
     plain = search.plan_search
     monkeypatch.setattr(search, "plan_search", lambda *a, **kw: seen.append(kw["batch"]) or plain(*a, **kw))
@@ -328,10 +286,7 @@ def test_a_timeout_alone_makes_the_time_the_budget(tmp_path, monkeypatch, capsys
     from autotune.search import driver as search
     from autotune.search import progress, replay, trials
 
-    h100 = load_profile("h100")
-    table = {c.name: 1000.0 + i for i, c in enumerate(Space.load("coarse2d").enumerate(h100).valid)}
-    path = tmp_path / "table.json"
-    path.write_text(json.dumps({"table": table, "cublas_gflops": 20000}))
+    path, table = _replay(tmp_path, "coarse2d")
     clock = _Clock(0.05)
     for module in (cli_search, search, trials, progress):
         monkeypatch.setattr(module, "time", clock)

@@ -149,6 +149,9 @@ def test_two_processes_updating_one_record_lose_nothing(tmp_path):
     assert not list((tmp_path / "results").rglob("*.tmp"))
 
 
+_T = ("families", "tiled")
+
+
 def _bad(tmp_path, change) -> Path:
     record(tmp_path, change)
     return record_path(tmp_path / "results", SLUG, Problem(64, 64, 64))
@@ -157,18 +160,18 @@ def _bad(tmp_path, change) -> Path:
 @pytest.mark.parametrize(
     "keys, value, fragment",
     [
-        (("families", "tiled", "gflops"), "4000", "gflops is '4000', not a positive number"),
-        (("families", "tiled", "gflops"), float("nan"), "gflops is nan"),
-        (("families", "tiled", "gflops"), True, "gflops is True"),
-        (("families", "tiled", "gflops"), -5, "gflops is -5"),
-        (("families", "tiled", "ratio"), None, "ratio is None"),
-        (("families", "tiled", "time_ms"), "0.1", "time_ms is '0.1'"),
-        (("families", "tiled", "cublas", "gflops"), "x", "cublas.gflops is 'x'"),
-        (("families", "tiled", "cublas"), [], "'cublas' is not an object"),
-        (("families", "tiled", "error"), "small", "error is 'small'"),
-        (("families", "tiled", "registers"), 40.5, "registers is 40.5"),
-        (("families", "tiled", "config", "params"), [32], "parameters must map names to values"),
-        (("families", "tiled", "config", "params", "TILE"), 32.0, "parameter TILE must be an integer, got 32.0"),
+        ((*_T, "gflops"), "4000", "gflops is '4000', not a positive number"),
+        ((*_T, "gflops"), float("nan"), "gflops is nan"),
+        ((*_T, "gflops"), True, "gflops is True"),
+        ((*_T, "gflops"), -5, "gflops is -5"),
+        ((*_T, "ratio"), None, "ratio is None"),
+        ((*_T, "time_ms"), "0.1", "time_ms is '0.1'"),
+        ((*_T, "cublas", "gflops"), "x", "cublas.gflops is 'x'"),
+        ((*_T, "cublas"), [], "'cublas' is not an object"),
+        ((*_T, "error"), "small", "error is 'small'"),
+        ((*_T, "registers"), 40.5, "registers is 40.5"),
+        ((*_T, "config", "params"), [32], "parameters must map names to values"),
+        ((*_T, "config", "params", "TILE"), 32.0, "parameter TILE must be an integer, got 32.0"),
         (("best",), "warptile", "'best' is 'warptile', not one of its families (tiled)"),
         (("best",), None, "'best' is None"),
         (("families",), [], "'families' is not an object"),
@@ -267,12 +270,8 @@ def test_a_search_estimate_counts_the_space_and_the_timeout(tmp_path, monkeypatc
     with pytest.raises(UserError, match=r"4 shape\(s\)\): about 40 min"):
         cli_inputs.ask_search(args, spaces, [Problem(4096, 4096, 4096 + i) for i in range(4)], 1)
     default = cli.build_parser().parse_args(["search", "--size", "4096"])
-    cli_inputs.ask_search(
-        default,
-        [Space.load(f) for f in ("tiled", "coarse1d", "coarse2d", "vectorized", "warptile")],
-        [Problem(4096, 4096, 4096)],
-        1,
-    )  # the default search never asks, even on one core
+    shipped = [Space.load(f) for f in ("tiled", "coarse1d", "coarse2d", "vectorized", "warptile")]
+    cli_inputs.ask_search(default, shipped, [Problem(4096, 4096, 4096)], 1)  # never asks, even on one core
 
 
 def test_list_counts_from_the_cache_and_only_counts_when_asked(tmp_path, monkeypatch, capsys):
@@ -358,26 +357,9 @@ def test_search_verbose_prints_the_whole_nvrtc_log(case_folder):
     env = {**os.environ, "PYTHONPATH": str(ROOT), **setup(case_folder)}
     table = {f"bad_TILE{t}": "compile_failed" for t in (8, 16, 24, 32)}
     (case_folder / "table.json").write_text(json.dumps({"table": table}))
+    cmd = [sys.executable, "-m", "autotune.cli", *"search --size 64 --family bad --replay table.json".split()]
     r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autotune.cli",
-            "search",
-            "--size",
-            "64",
-            "--family",
-            "bad",
-            "--replay",
-            "table.json",
-            "--quiet",
-            "--verbose",
-        ],
-        cwd=case_folder,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [*cmd, "--quiet", "--verbose"], cwd=case_folder, env=env, capture_output=True, text=True, timeout=300
     )
     assert r.returncode == 1, r.stderr  # no config passed: nothing recorded
     assert "bad: compile_failed (e.g. bad_TILE" in r.stdout

@@ -21,7 +21,7 @@ from autotune.records import results, store
 
 SLUG = "nvidia-h200"
 LONG_AGO_NS = 1_600_000_000 * 10**9  # 2020: a folder last changed then is past any racy window
-T4096, T4097 = Problem(4096, 4096, 4096), Problem(4097, 4097, 4097)
+T4096, T4097, P64 = Problem(4096, 4096, 4096), Problem(4097, 4097, 4097), Problem(64, 64, 64)
 
 
 @pytest.fixture(autouse=True)
@@ -61,15 +61,28 @@ def _age(root: Path) -> None:
     os.utime(root / SLUG, ns=(LONG_AGO_NS, LONG_AGO_NS))
 
 
+def _stored() -> dict:
+    return json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
+
+
 def _put(root: Path, shape: Problem, gflops: float | None = None) -> None:
     """A record of `shape` (the 4096^3 one's entries), written as searches write: by a rename."""
-    data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
+    data = _stored()
     data["problem"] = shape.as_dict()
     for entry in data["families"].values():
         entry["gflops"] = gflops or entry["gflops"]
     restamp(data, keep="gflops")
     (root / SLUG).mkdir(parents=True, exist_ok=True)
     store.atomic_write_text(root / SLUG / f"{shape.name}.json", json.dumps(data))
+
+
+def _clock_and_stats(monkeypatch) -> tuple[list[float], list]:
+    """A monotonic clock the test moves (RECHECK_S 0.1), and the folders stat'ed, in order."""
+    clock, stats, real = [1000.0], [], dispatch_table._folder_state
+    monkeypatch.setattr(dispatch_table.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(dispatch_table, "RECHECK_S", 0.1)
+    monkeypatch.setattr(dispatch_table, "_folder_state", lambda f: stats.append(f) or real(f))
+    return clock, stats
 
 
 def _nearest(root, shape: Problem, family=None) -> Problem | None:
@@ -90,17 +103,16 @@ def test_a_table_is_read_once_while_its_folder_is_unchanged(tmp_path, reads):
 
 def test_a_record_added_or_replaced_is_seen_at_the_next_call(tmp_path, reads):
     root = _results(tmp_path)
-    small = Problem(64, 64, 64)
-    assert _nearest(root, small) == T4096
-    _put(root, small)
-    assert _nearest(root, small) == small  # added
+    assert _nearest(root, P64) == T4096
+    _put(root, P64)
+    assert _nearest(root, P64) == P64  # added
     _age(root)
-    assert _nearest(root, small) == small
+    assert _nearest(root, P64) == P64
     before = len(reads)
-    assert _nearest(root, small) == small and len(reads) == before  # trusted again
-    _put(root, small, gflops=1.0)
-    assert dispatch_table.nearest_entry(small, SLUG, root)[1]["gflops"] == 1.0  # replaced
-    assert dispatch_table.nearest_entry(small, SLUG, root, "vectorized")[1]["gflops"] == 1.0
+    assert _nearest(root, P64) == P64 and len(reads) == before  # trusted again
+    _put(root, P64, gflops=1.0)
+    assert dispatch_table.nearest_entry(P64, SLUG, root)[1]["gflops"] == 1.0  # replaced
+    assert dispatch_table.nearest_entry(P64, SLUG, root, "vectorized")[1]["gflops"] == 1.0
 
 
 def test_a_change_within_one_tick_of_the_folders_clock_is_not_missed(tmp_path, reads):
@@ -109,51 +121,46 @@ def test_a_change_within_one_tick_of_the_folders_clock_is_not_missed(tmp_path, r
     root = _results(tmp_path)
     now = time.time_ns()
     os.utime(root / SLUG, ns=(now, now))
-    assert _nearest(root, Problem(64, 64, 64)) == T4096
-    _put(root, Problem(64, 64, 64))
+    assert _nearest(root, P64) == T4096
+    _put(root, P64)
     os.utime(root / SLUG, ns=(now, now))  # the same tick: the mtime did not move
-    assert _nearest(root, Problem(64, 64, 64)) == Problem(64, 64, 64)
+    assert _nearest(root, P64) == P64
 
 
 def test_results_folders_are_kept_apart(tmp_path, reads, monkeypatch):
     a, b = _results(tmp_path, "a"), tmp_path / "b"
-    _put(b, Problem(64, 64, 64))
+    _put(b, P64)
     _age(b)
-    assert _nearest(a, Problem(64, 64, 64)) == T4096
-    assert _nearest(b, Problem(64, 64, 64)) == Problem(64, 64, 64)
+    assert _nearest(a, P64) == T4096
+    assert _nearest(b, P64) == P64
     read = len(reads)
-    assert _nearest(a, Problem(64, 64, 64)) == T4096 and _nearest(b, Problem(64, 64, 64)) == Problem(64, 64, 64)
+    assert _nearest(a, P64) == T4096 and _nearest(b, P64) == P64
     assert len(reads) == read  # neither pushed the other out
     monkeypatch.setenv("AUTOTUNE_RESULTS", str(b))  # the default folder follows the variable
-    assert _nearest(None, Problem(64, 64, 64)) == Problem(64, 64, 64)
+    assert _nearest(None, P64) == P64
     monkeypatch.setenv("AUTOTUNE_RESULTS", str(a))
-    assert _nearest(None, Problem(64, 64, 64)) == T4096
-    assert _nearest(tmp_path / "none", Problem(64, 64, 64)) is None
+    assert _nearest(None, P64) == T4096
+    assert _nearest(tmp_path / "none", P64) is None
 
 
 def test_a_folder_is_looked_at_once_a_window_and_a_change_is_read_after_it(tmp_path, reads, monkeypatch):
     # matmul looks up its table on every call: within RECHECK_S no stat is made and the table
     # read stays; the first call after the window sees a record written meanwhile.
     root = _results(tmp_path)
-    clock = [1000.0]
-    monkeypatch.setattr(dispatch_table.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(dispatch_table, "RECHECK_S", 0.1)
-    stats = []
-    real = dispatch_table._folder_state
-    monkeypatch.setattr(dispatch_table, "_folder_state", lambda f: stats.append(f) or real(f))
+    clock, stats = _clock_and_stats(monkeypatch)
     first = dispatch_table.table_for(root, SLUG)
     looked = len(stats)
     for _ in range(5):
         assert dispatch_table.table_for(root, SLUG) is first
     assert len(stats) == looked  # no stat within the window
-    _put(root, Problem(64, 64, 64))
+    _put(root, P64)
     _age(root)
     os.utime(root / SLUG, ns=(LONG_AGO_NS + 10**10, LONG_AGO_NS + 10**10))  # changed, and trusted
     clock[0] += 0.05
     assert dispatch_table.table_for(root, SLUG) is first and len(stats) == looked
     clock[0] += 0.06
     after = dispatch_table.table_for(root, SLUG)
-    assert after is not first and Problem(64, 64, 64) in {p for p, _ in after.records}
+    assert after is not first and P64 in {p for p, _ in after.records}
     assert len(stats) > looked
 
 
@@ -161,26 +168,21 @@ def test_the_default_tables_are_one_lookup_a_window_and_the_environment_is_read_
     # matmul's default road (./results beside the shipped folder) is kept as one answer while both
     # tables are fresh; AUTOTUNE_RESULTS, set or unset, counts at the very next call, and tables
     # dropped or read again are never answered from what was kept.
-    clock = [1000.0]
-    monkeypatch.setattr(dispatch_table.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(dispatch_table, "RECHECK_S", 0.1)
+    clock, stats = _clock_and_stats(monkeypatch)
     monkeypatch.setattr(dispatch_table, "_SHIPPED", str(_results(tmp_path, "shipped")))
     monkeypatch.setattr(dispatch_table, "_DEFAULT", {})
     monkeypatch.delenv("AUTOTUNE_RESULTS", raising=False)
     work = tmp_path / "work"
     _results(work)
     monkeypatch.chdir(work)
-    stats = []
-    real = dispatch_table._folder_state
-    monkeypatch.setattr(dispatch_table, "_folder_state", lambda f: stats.append(f) or real(f))
     first = dispatch_table.table_for(None, SLUG)
     looked = len(stats)
     assert all(dispatch_table.table_for(None, SLUG) is first for _ in range(5)) and len(stats) == looked
     other = _results(tmp_path, "other")
-    _put(other, Problem(64, 64, 64))
+    _put(other, P64)
     monkeypatch.setenv("AUTOTUNE_RESULTS", str(other))
     theirs = dispatch_table.table_for(None, SLUG)
-    assert theirs.folder == str(other / SLUG) and Problem(64, 64, 64) in {p for p, _ in theirs.records}
+    assert theirs.folder == str(other / SLUG) and P64 in {p for p, _ in theirs.records}
     monkeypatch.setenv("AUTOTUNE_RESULTS", "")  # set but empty: the default road, as unset
     assert dispatch_table.table_for(None, SLUG) is first
     monkeypatch.delenv("AUTOTUNE_RESULTS")
@@ -203,10 +205,10 @@ def test_the_shipped_tables_are_read_beside_the_users_own(tmp_path, reads, monke
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
-    assert _nearest(None, Problem(64, 64, 64)) == T4096  # no ./results: the shipped table
-    _put(work / "results", Problem(64, 64, 64), gflops=100.0)
+    assert _nearest(None, P64) == T4096  # no ./results: the shipped table
+    _put(work / "results", P64, gflops=100.0)
     _age(work / "results")
-    assert _nearest(None, Problem(64, 64, 64)) == Problem(64, 64, 64)  # the user's own shape
+    assert _nearest(None, P64) == P64  # the user's own shape
     assert _nearest(None, Problem(4096, 4096, 4096)) == T4096  # still there beside it
     _put(work / "results", T4096, gflops=123.0)  # the user's record of a shipped shape wins
     later = LONG_AGO_NS + 10**10  # old enough to be trusted, and not the state already seen
@@ -265,9 +267,9 @@ def test_one_config_chosen_for_two_shapes_is_compiled_once_and_labelled_per_choi
 
 def test_a_choice_is_made_again_when_the_folder_changes(tmp_path, reads, loads):
     root = _results(tmp_path)
-    assert api._choose(0, Problem(64, 64, 64), None, root)[2].startswith(f"tuned for 4096x4096x4096 on {SLUG}, ")
-    _put(root, Problem(64, 64, 64))
-    assert api._choose(0, Problem(64, 64, 64), None, root)[2] == f"tuned for 64x64x64 on {SLUG}"
+    assert api._choose(0, P64, None, root)[2].startswith(f"tuned for 4096x4096x4096 on {SLUG}, ")
+    _put(root, P64)
+    assert api._choose(0, P64, None, root)[2] == f"tuned for 64x64x64 on {SLUG}"
 
 
 def test_a_batch_is_dispatched_to_a_kernel_built_for_batches(tmp_path, reads, loads):
@@ -277,7 +279,7 @@ def test_a_batch_is_dispatched_to_a_kernel_built_for_batches(tmp_path, reads, lo
     dev, name, source = api._choose(0, Problem(512, 512, 512, "nn", 64), None, root)
     assert "_BATCHED1_" in name and source.startswith(f"tuned for 4096x4096x4096 on {SLUG}, predicted")
     split = Space.load("warptile").fallback.as_dict() | {"SPLITK": 4, "BM": 64}
-    data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
+    data = _stored()
     data["problem"] = {"M": 64, "N": 64, "K": 8192}
     data["families"] = {"warptile": data["families"]["warptile"]}
     data["families"]["warptile"]["config"]["params"] = split
@@ -378,7 +380,7 @@ def test_a_tier_is_served_by_the_faster_of_its_record_and_the_fp32_one(tmp_path,
     two records (an FP32 kernel meets high's contract): a tier search that tried only the
     tensor-core family must not make the tier slower than FP32 where that family loses."""
     root = _results(tmp_path)
-    data = json.loads((RESULTS / SLUG / "4096x4096x4096.json").read_text())
+    data = _stored()
     entry = dict(data["families"]["warptile"], gflops=tier_gflops)
     entry["config"] = {"family": "wgmma_tf32", "params": Space.load("wgmma_tf32").seeds[0].as_dict()}
     data["problem"] = Problem(4096, 4096, 4096, precision="high").as_dict()

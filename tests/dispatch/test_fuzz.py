@@ -4,6 +4,7 @@ runs it on one)."""
 import dataclasses
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -74,19 +75,22 @@ def test_a_case_goes_to_json_and_back():
     assert fuzz.parse_repro(fuzz.repro_line(list(fuzz.cases(4, 3))).split("'")[1]) == list(fuzz.cases(4, 3))
 
 
+TINY = {"regime": "tiny", "M": 1, "N": 1, "K": 1}
+
+
 @pytest.mark.parametrize(
     "bad",
     [
-        {"regime": "few_rows", "M": 0, "N": 1, "K": 1},
-        {"regime": "nope", "M": 1, "N": 1, "K": 1},
-        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "alpha": float("inf")},
-        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "layout": "xx"},
-        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "pads": [1, 2]},
-        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "beta": 1.0, "out": False},
-        {"regime": "batch", "M": 1, "N": 1, "K": 1, "lead_a": [2], "lead_b": [3]},
-        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "flags": 1},
+        {**TINY, "regime": "few_rows", "M": 0},
+        {**TINY, "regime": "nope"},
+        {**TINY, "alpha": float("inf")},
+        {**TINY, "layout": "xx"},
+        {**TINY, "pads": [1, 2]},
+        {**TINY, "beta": 1.0, "out": False},
+        {**TINY, "regime": "batch", "lead_a": [2], "lead_b": [3]},
+        {**TINY, "flags": 1},
         {"regime": "tiny", "M": 1, "N": 1},
-        {"regime": "tiny", "M": 1, "N": 1, "K": 1, "extra": 1},
+        {**TINY, "extra": 1},
     ],
 )
 def test_a_bad_case_is_one_clear_error(bad):
@@ -224,9 +228,8 @@ def test_compile_only_fills_the_cache_with_the_kernels_a_run_loads(tmp_path):
     tiled = rec["families"]["tiled"]
     update_record(tmp_path / "res", rec["gpu"], Problem(4096, 4096, 4096), {"tiled": tiled})
     cache = tmp_path / "cache"
-    r = _autotune(
-        "fuzz", "--compile-only", "--results", str(tmp_path / "res"), env={**_env(), "AUTOTUNE_CACHE": str(cache)}
-    )
+    env = {**os.environ, "AUTOTUNE_CACHE": str(cache)}
+    r = _autotune("fuzz", "--compile-only", "--results", str(tmp_path / "res"), env=env)
     assert r.returncode == 0, r.stderr
     forms = fuzz.coverage(
         [(Problem(4096, 4096, 4096), {"tiled": tiled})],
@@ -237,12 +240,6 @@ def test_compile_only_fills_the_cache_with_the_kernels_a_run_loads(tmp_path):
     )
     kernels = {json.dumps([c.config["family"], c.config["params"]], sort_keys=True) for c in forms}
     assert len(list((cache / "nvrtc").glob("*.cubin"))) == len(kernels)
-
-
-def _env():
-    import os
-
-    return dict(os.environ)
 
 
 def test_a_case_knows_its_problem():

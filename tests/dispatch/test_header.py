@@ -20,6 +20,7 @@ from autotune.kernels.limits import profile_for_arch
 from tests.helpers import have_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
+RES, FAKE_CUBLAS = ROOT / "results", ROOT / "tests" / "data" / "fake_cublas"
 SLUG = "nvidia-h100-80gb-hbm3"
 # Records of every regime, layout and batching (the tuned shapes _draw starts with among them).
 PICKED = [
@@ -40,6 +41,11 @@ def _draw(seed: int, count: int) -> list[Problem]:
         batch = rng.choice([1, 1, 1, 3, 64])
         out.append(Problem(m, n, k, rng.choice(LAYOUTS), batch, rng.choice([0.0, 0.0, 1.0]), TIER))
     return out
+
+
+def nvcc_warning_free(*args: str, cwd: Path) -> None:
+    r = subprocess.run(["nvcc", *args], capture_output=True, text=True, cwd=cwd)
+    assert r.returncode == 0 and "warning" not in r.stderr.lower(), r.stderr
 
 
 def _python_choice(table, p: Problem) -> str:
@@ -103,8 +109,8 @@ def h100_header(tmp_path_factory):
     """A header of 14 of the H100 folder's records, every layout and batching, held to 48 kernels
     (the whole folder's takes a minute and more: the slow test below), and their table."""
     header = tmp_path_factory.mktemp("h100") / "dispatch.h"
-    _, d = export_dispatch(ROOT / "results", SLUG, header, shapes=PICKED, kernels=48)
-    return header, d, narrowed(table_for(ROOT / "results", SLUG), PICKED, SLUG)
+    _, d = export_dispatch(RES, SLUG, header, shapes=PICKED, kernels=48)
+    return header, d, narrowed(table_for(RES, SLUG), PICKED, SLUG)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
@@ -148,8 +154,8 @@ def test_a_whole_header_chooses_as_matmul_on_its_grid(tmp_path):
     # --kernels all: every config the model chooses on its grid is held, so at the grid's shapes
     # (off them a held kernel may stand in for one never chosen on the grid) the choice is matmul's.
     header = tmp_path / "all.h"
-    _, d = export_dispatch(ROOT / "results", SLUG, header, kernels=None)
-    table = table_for(ROOT / "results", SLUG)
+    _, d = export_dispatch(RES, SLUG, header, kernels=None)
+    table = table_for(RES, SLUG)
     rng = random.Random(5)
     problems = [
         Problem(rng.choice(GRID), rng.choice(GRID), rng.choice(GRID), rng.choice(LAYOUTS), b, 0.0, TIER)
@@ -166,9 +172,7 @@ def test_a_whole_header_chooses_as_matmul_on_its_grid(tmp_path):
 def test_a_header_holds_only_what_it_can_choose(tmp_path):
     # Two tuned shapes: their own kernels, and the model's winners for each layout and batching;
     # no kernel twice (one source each).
-    _, d = export_dispatch(
-        ROOT / "results", SLUG, tmp_path / "two.h", shapes=[Problem(1000, 1000, 1000), Problem(4096, 4096, 4096)]
-    )
+    _, d = export_dispatch(RES, SLUG, tmp_path / "two.h", shapes=[Problem(1000, 1000, 1000), Problem(4096, 4096, 4096)])
     names = [c.name for c in d.configs]
     assert len(names) == len(set(names))
     assert len(d.exact) == 4  # two shapes, beta 0 and not
@@ -178,15 +182,11 @@ def test_a_header_holds_only_what_it_can_choose(tmp_path):
 
 def test_bad_shapes_and_options_are_one_line(tmp_path):
     with pytest.raises(UserError, match="no record of 999x999x999"):
-        export_dispatch(ROOT / "results", SLUG, tmp_path / "x.h", shapes=[Problem(999, 999, 999)])
+        export_dispatch(RES, SLUG, tmp_path / "x.h", shapes=[Problem(999, 999, 999)])
     with pytest.raises(UserError, match="--prefix"):
-        export_dispatch(ROOT / "results", SLUG, tmp_path / "x.h", prefix="Bad")
-    r = subprocess.run(
-        ["python", "-m", "autotune", "export", "--gpu", SLUG, "--sizes", "1000", "-o", str(tmp_path / "x.h")],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+        export_dispatch(RES, SLUG, tmp_path / "x.h", prefix="Bad")
+    argv = ["python", "-m", "autotune", "export", "--gpu", SLUG, "--sizes", "1000", "-o", str(tmp_path / "x.h")]
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--dispatch" in r.stderr, r.stderr
     assert not (tmp_path / "x.h").exists()
 
@@ -195,7 +195,7 @@ def test_bad_shapes_and_options_are_one_line(tmp_path):
 @pytest.mark.skipif(not have_nvcc(), reason="no nvcc")
 def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
     header = tmp_path / "tuned.h"
-    export_dispatch(ROOT / "results", "nvidia-h200", header, prefix="disp", shapes=[Problem(1000, 1000, 1000)])
+    export_dispatch(RES, "nvidia-h200", header, prefix="disp", shapes=[Problem(1000, 1000, 1000)])
     (tmp_path / "a.cu").write_text(
         '#include "tuned.h"\n'
         "int use_a() { return disp_sgemm(1, 1, 1, 1.0f, 0, 0, 0.0f, 0) == cudaErrorInvalidValue; }\n"
@@ -205,22 +205,9 @@ def test_a_small_header_builds_warning_free_and_links_from_two_files(tmp_path):
         "int main() { return use_a() && disp_choose(0, 1, 33, 1, 4000, 1, 0) >= 0 ? 0 : 1; }\n"
     )
     flags = ["-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings", "-rdc=false"]
-    b = subprocess.run(
-        ["nvcc", *flags, "-o", str(tmp_path / "prog"), str(tmp_path / "a.cu"), str(tmp_path / "b.cu")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert b.returncode == 0 and "warning" not in b.stderr.lower(), b.stderr
+    nvcc_warning_free(*flags, "-o", "prog", "a.cu", "b.cu", cwd=tmp_path)
     # With the first call's timing against cuBLAS (compiled only: cuBLAS's declarations are a stand-in).
-    fake = ROOT / "tests" / "data" / "fake_cublas"
-    c = subprocess.run(
-        ["nvcc", *flags, "-DDISP_WITH_CUBLAS", f"-I{fake}", "-c", "-o", str(tmp_path / "a.o"), str(tmp_path / "a.cu")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert c.returncode == 0 and "warning" not in c.stderr.lower(), c.stderr
+    nvcc_warning_free(*flags, "-DDISP_WITH_CUBLAS", f"-I{FAKE_CUBLAS}", "-c", "-o", "a.o", "a.cu", cwd=tmp_path)
     text = header.read_text()
     assert text.count("#ifdef DISP_WITH_CUBLAS") == 2 and "disp_runs_cublas" in text
 
@@ -265,12 +252,7 @@ int main()
 @pytest.mark.skipif(not have_nvcc(), reason="no nvcc")
 def test_the_checks_of_a_call_to_cublas_refuse_what_the_kernels_refuse(tmp_path):
     export_dispatch(
-        ROOT / "results",
-        "nvidia-h200",
-        tmp_path / "tuned.h",
-        prefix="disp",
-        shapes=[Problem(1000, 1000, 1000)],
-        kernels=2,
+        RES, "nvidia-h200", tmp_path / "tuned.h", prefix="disp", shapes=[Problem(1000, 1000, 1000)], kernels=2
     )
     (tmp_path / "args.cu").write_text(_ARGUMENTS_PROGRAM)
     b = subprocess.run(["nvcc", "-arch=sm_90", "-o", "args", "args.cu"], capture_output=True, text=True, cwd=tmp_path)
@@ -288,8 +270,8 @@ def test_the_stream_k_fixup_and_visits_are_priced_alike_in_c_and_python(tmp_path
     slug = "nvidia-h200"
     picked = [Problem.parse(t) for t in "1000x1000x1000 200x3000x1000 4096x16x4096 137x2112x3520 512x256x256".split()]
     header = tmp_path / "h200.h"
-    _, d = export_dispatch(ROOT / "results", slug, header, shapes=picked, kernels=24)
-    table = narrowed(table_for(ROOT / "results", slug), picked, slug)
+    _, d = export_dispatch(RES, slug, header, shapes=picked, kernels=24)
+    table = narrowed(table_for(RES, slug), picked, slug)
     rng = random.Random(5)
     deep = [Problem(rng.randint(60, 400), rng.randint(60, 400), rng.randint(4000, 40000)) for _ in range(30)]
     short = [Problem(rng.randint(1000, 8000), rng.randint(1000, 8000), rng.randint(4, 64)) for _ in range(30)]

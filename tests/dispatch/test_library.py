@@ -13,7 +13,7 @@ import pytest
 from autotune.core.types import Problem, UserError
 from autotune.dispatch.header import export_dispatch
 from autotune.dispatch.library import export_library
-from tests.dispatch.test_header import _draw, _host_choices, host_choices
+from tests.dispatch.test_header import FAKE_CUBLAS, RES, _draw, _host_choices, host_choices, nvcc_warning_free
 from tests.helpers import have_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,8 +33,8 @@ def test_the_librarys_choice_is_the_headers(tmp_path):
     # The same records and budget: at a seeded draw of every layout, batching and beta, the
     # library's dispatch.cu (linked, not included) picks the header's kernel each time.
     header = tmp_path / "tuned.h"
-    _, d = export_dispatch(ROOT / "results", SLUG, header, shapes=SHAPES)
-    _, d_lib = export_library(ROOT / "results", SLUG, tmp_path / "lib", shapes=SHAPES)
+    _, d = export_dispatch(RES, SLUG, header, shapes=SHAPES)
+    _, d_lib = export_library(RES, SLUG, tmp_path / "lib", shapes=SHAPES)
     assert [c.name for c in d_lib.configs] == [c.name for c in d.configs]
     problems = _draw(19, 60)
     want = _host_choices(header, tmp_path, problems)
@@ -45,7 +45,7 @@ def test_the_librarys_choice_is_the_headers(tmp_path):
 
 @pytest.mark.slow  # a library export and its build: 12 s on two cores (CI's slow step)
 def test_the_kernels_are_split_over_files_and_the_public_header_holds_none(tmp_path):
-    out, d = export_library(ROOT / "results", SLUG, tmp_path / "lib", shapes=SHAPES, per_file=8)
+    out, d = export_library(RES, SLUG, tmp_path / "lib", shapes=SHAPES, per_file=8)
     n = len(d.configs)
     files = sorted((out / "src").glob("kernels_*.cu"))
     assert len(files) == -(-n // 8) > 1
@@ -63,17 +63,21 @@ def test_the_kernels_are_split_over_files_and_the_public_header_holds_none(tmp_p
     assert "__global__" not in dispatch and dispatch.count("#ifdef AUTOTUNE_WITH_CUBLAS") == 3
 
 
+def _files(out: Path) -> dict:
+    return {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+
 def test_bad_library_paths_are_one_line_and_leave_nothing(tmp_path, monkeypatch):
     (tmp_path / "file").write_text("x")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "keep.txt").write_text("mine")
     for bad, why in (("file", "is a file"), ("missing/lib", "does not exist"), ("other", "not an exported library")):
         with pytest.raises(UserError, match=why):
-            export_library(ROOT / "results", SLUG, tmp_path / bad, shapes=SHAPES[:1])
+            export_library(RES, SLUG, tmp_path / bad, shapes=SHAPES[:1])
     assert (tmp_path / "other" / "keep.txt").read_text() == "mine"
     # An earlier library is replaced whole; a write that fails half-way leaves it as it was.
-    out, _ = export_library(ROOT / "results", "nvidia-h200", tmp_path / "lib", shapes=SHAPES[:1], kernels=4)
-    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    out, _ = export_library(RES, "nvidia-h200", tmp_path / "lib", shapes=SHAPES[:1], kernels=4)
+    before = _files(out)
     written = []
     real = Path.write_text
 
@@ -85,9 +89,9 @@ def test_bad_library_paths_are_one_line_and_leave_nothing(tmp_path, monkeypatch)
 
     monkeypatch.setattr(Path, "write_text", failing)
     with pytest.raises(UserError, match="cannot write .No space left"):
-        export_library(ROOT / "results", SLUG, out, shapes=SHAPES[:1])
+        export_library(RES, SLUG, out, shapes=SHAPES[:1])
     monkeypatch.undo()
-    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert _files(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "lib", "other"]  # no temporary folder left
     argv = ["export", "--gpu", SLUG, "--size", "1000", "--library", str(tmp_path / "x")]  # a one-shape header
     r = subprocess.run([sys.executable, "-m", "autotune", *argv], capture_output=True, text=True, cwd=ROOT)
@@ -104,30 +108,16 @@ def _cmake(*args: str, cwd: Path) -> None:
 @pytest.mark.slow  # nvcc builds 8 kernels over 3 files and a consumer twice: most of a minute on two cores
 @pytest.mark.skipif(not have_nvcc() or shutil.which("cmake") is None, reason="no nvcc or cmake")
 def test_a_small_library_builds_warning_free_and_links_by_find_package_and_add_subdirectory(tmp_path):
-    lib, d = export_library(ROOT / "results", "nvidia-h200", tmp_path / "lib", shapes=SHAPES[:1], kernels=4, per_file=3)
+    lib, d = export_library(RES, "nvidia-h200", tmp_path / "lib", shapes=SHAPES[:1], kernels=4, per_file=3)
     assert len(list((lib / "src").glob("kernels_*.cu"))) > 1
     warn = "-DCMAKE_CUDA_FLAGS=-Xcompiler=-Wall,-Wextra -Werror=all-warnings"
     _cmake("-S", str(lib), "-B", "build", warn, cwd=tmp_path)
     _cmake("--build", "build", "-j2", cwd=tmp_path)
     _cmake("--install", "build", "--prefix", "inst", cwd=tmp_path)
     # Its dispatcher with the first call's timing against cuBLAS (compiled only: a stand-in cuBLAS header).
-    fake = ROOT / "tests" / "data" / "fake_cublas"
     flags = ["-arch=sm_90", "-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings", "-DAUTOTUNE_WITH_CUBLAS"]
-    c = subprocess.run(
-        [
-            "nvcc",
-            *flags,
-            f"-I{lib / 'include'}",
-            f"-I{lib / 'src'}",
-            f"-I{fake}",
-            "-c",
-            str(lib / "src" / "dispatch.cu"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert c.returncode == 0 and "warning" not in c.stderr.lower(), c.stderr
+    includes = [f"-I{lib / 'include'}", f"-I{lib / 'src'}", f"-I{FAKE_CUBLAS}"]
+    nvcc_warning_free(*flags, *includes, "-c", str(lib / "src" / "dispatch.cu"), cwd=tmp_path)
     # A plain C++ program (no CUDA language of its own) that calls the entry points and the choice.
     main = (
         '#include "autotune_sgemm.h"\n'
@@ -179,19 +169,19 @@ def test_one_kernel_that_needs_sm_90a_makes_the_whole_build_target_it():
 def test_a_second_export_keeps_what_the_user_made_in_the_folder(tmp_path, monkeypatch):
     # The build line the library's own files show (cmake -S . -B build) makes a build folder in
     # it: exporting again replaces export's files (the old kernel files too) and keeps the rest.
-    out, _ = export_library(ROOT / "results", SLUG, tmp_path / "lib", shapes=SHAPES, per_file=1)
+    out, _ = export_library(RES, SLUG, tmp_path / "lib", shapes=SHAPES, per_file=1)
     (out / "build" / "CMakeFiles").mkdir(parents=True)
     (out / "build" / "CMakeCache.txt").write_text("cache")
     (out / "notes.md").write_text("mine")
     many = sorted(p.name for p in (out / "src").iterdir())
-    export_library(ROOT / "results", SLUG, out, shapes=SHAPES[:1], kernels=1)
+    export_library(RES, SLUG, out, shapes=SHAPES[:1], kernels=1)
     assert (out / "build" / "CMakeCache.txt").read_text() == "cache" and (out / "build" / "CMakeFiles").is_dir()
     assert (out / "notes.md").read_text() == "mine"
     few = sorted(p.name for p in (out / "src").iterdir())
     assert len(few) < len(many)  # no kernel file of the earlier export left behind
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lib"]
     # A rename that fails puts the earlier library back, the user's entries in it.
-    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    before = _files(out)
     real = Path.rename
 
     def failing(self, target):
@@ -201,7 +191,7 @@ def test_a_second_export_keeps_what_the_user_made_in_the_folder(tmp_path, monkey
 
     monkeypatch.setattr(Path, "rename", failing)
     with pytest.raises(UserError, match="cannot write .Permission denied"):
-        export_library(ROOT / "results", SLUG, out, shapes=SHAPES)
+        export_library(RES, SLUG, out, shapes=SHAPES)
     monkeypatch.undo()
-    assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert _files(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lib"]

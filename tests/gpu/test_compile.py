@@ -13,6 +13,7 @@ from autotune.kernels.render import DEFAULT_KERNEL, render
 from autotune.kernels.sass import analyze_cubin, find_cuobjdump
 from autotune.kernels.space import Space
 from autotune.search.evaluate import prepare
+from tests.kernels.test_space import WARPTILE_3_STAGES
 
 LOG = """ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function 'k_scale_c' for 'sm_90'
@@ -24,6 +25,12 @@ ptxas info    : Function properties for k
 ptxas         .     184 bytes stack frame, 176 bytes spill stores, 180 bytes spill loads
 ptxas info    : Used 128 registers, used 1 barriers, 16384 bytes smem, 400 bytes cmem[0]
 """
+
+
+def _build(params, family: Family | str = "warptile", fresh: bool = False):
+    """A config's module built for sm_90 (`fresh`: not from the compile cache)."""
+    fam = Family.load(family) if isinstance(family, str) else family
+    return compile_source(render(fam.resolve(params)), "sm_90", DEFAULT_KERNEL, use_cache=not fresh)
 
 
 def test_parse_resources_per_kernel():
@@ -71,27 +78,7 @@ def test_compile_error_carries_the_log():
 
 def test_post_compile_filter_rejects_spills(h100):
     # 128 accumulators per thread under a 128-register cap (MINB=2, 256 threads): spills.
-    spill = Config.make(
-        "warptile",
-        dict(
-            BM=128,
-            BN=256,
-            BK=16,
-            WARPS_M=2,
-            WARPS_N=4,
-            LANES_N=8,
-            TM=8,
-            TN=4,
-            STAGES=3,
-            PAD_A=4,
-            PAD_B=0,
-            GROUP_M=8,
-            SPLITK=1,
-            MINB=2,
-            PREFETCH=0,
-            MMA_ORDER=0,
-        ),
-    )
+    spill = Config.make("warptile", {**WARPTILE_3_STAGES, "MINB": 2})
     ok = Space.load("warptile").seeds[0]
     out = prepare([spill, ok], Problem(256, 256, 256), h100, "sm_90", {})
     assert out[0].measurement.status is Status.REJECTED and "spills" in out[0].measurement.message
@@ -103,9 +90,7 @@ def test_post_compile_filter_rejects_spills(h100):
 
 @pytest.mark.skipif(find_cuobjdump() is None, reason="needs cuobjdump")
 def test_sass_of_the_warptile_seed_is_mostly_ffma_with_wide_shared_loads():
-    cfg = Space.load("warptile").seeds[0]
-    c = compile_source(render(Family.load("warptile").resolve(cfg)), "sm_90", DEFAULT_KERNEL)
-    s = analyze_cubin(c.cubin, DEFAULT_KERNEL).summary()
+    s = analyze_cubin(_build(Space.load("warptile").seeds[0]).cubin, DEFAULT_KERNEL).summary()
     assert s["loop_ffma"] == 16 * 128  # BK x (16 x 8 thread tile)
     assert s["loop_ffma_share"] > 0.85
     assert s["loop_lds"].get("LDS.128", 0) == 16 * 6 and s["local_memory"] == 0
@@ -118,9 +103,7 @@ def test_sass_main_loop_of_a_persistent_kernel_is_its_inner_loop(every):
     copies) and more FFMA than either: the report must describe the inner, hot one."""
     seed = Space.load("warptile").seeds[0].as_dict()
     for schedule in some(("stream_k", "split_persistent"), every):
-        c = compile_source(
-            render(Family.load("warptile").resolve({**seed, "SCHEDULE": schedule})), "sm_90", DEFAULT_KERNEL
-        )
+        c = _build({**seed, "SCHEDULE": schedule})
         s = analyze_cubin(c.cubin, DEFAULT_KERNEL)
         assert s.total["FFMA"] > 2 * 16 * 128 and s.summary()["loop_ffma"] == 16 * 128, schedule
         assert s.summary()["loop_ffma_share"] > 0.85
@@ -137,13 +120,11 @@ def test_a_split_launch_counts_its_tail_kernel():
 
 
 def _sass(params, kernel=DEFAULT_KERNEL, family: Family | str = "warptile", fresh: bool = False):
-    """One kernel's SASS instructions (addresses dropped) in a config's module, and the compile
-    (`fresh`: not from the compile cache)."""
+    """One kernel's SASS instructions (addresses dropped) in a config's module, and the compile."""
     import subprocess
     import tempfile
 
-    fam = Family.load(family) if isinstance(family, str) else family
-    c = compile_source(render(fam.resolve(params)), "sm_90", DEFAULT_KERNEL, use_cache=not fresh)
+    c = _build(params, family, fresh)
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(c.cubin)
         f.flush()
@@ -195,9 +176,7 @@ def test_split_launch_tail_keeps_its_main_loop_out_of_the_loop_over_pieces():
     k-iteration than the whole-tile kernel's; out of line, 0.8% (benchmarks/logs/INDEX.md). Its hot loop
     must stay the whole-tile kernel's size, not grow with the pieces' bookkeeping."""
     seed = Space.load("warptile").seeds[0].as_dict()
-    c = compile_source(
-        render(Family.load("warptile").resolve({**seed, "SCHEDULE": "split_launch"})), "sm_90", DEFAULT_KERNEL
-    )
+    c = _build({**seed, "SCHEDULE": "split_launch"})
     whole = analyze_cubin(c.cubin, DEFAULT_KERNEL).summary()
     tail = analyze_cubin(c.cubin, DEFAULT_KERNEL + "_tail").summary()
     assert tail["loop_ffma"] == whole["loop_ffma"] == 16 * 128
@@ -521,17 +500,11 @@ def test_fewcols_one_warp_along_k_builds_the_kernel_before_wk(tmp_path, every):
         # Parameters added since (WK, A_STAGES) at their defaults: the kernel of before.
         later = {k: v for k, v in seed.as_dict().items() if k not in old.params}
         assert later == {k: new.params[k].default for k in later}, seed.name
-        params = {k: v for k, v in seed.as_dict().items() if k in old.params} | {
-            "TRANS_B": trans_b,
-            "REDUCE": reduce,
-        }
+        params = {k: v for k, v in seed.as_dict().items() if k in old.params} | {"TRANS_B": trans_b, "REDUCE": reduce}
         was, _ = _sass(params, family=old)
         now, _ = _sass({**params, **later}, family=new)
-        assert len(now) > 1000 and _without_branch_targets(was) == _without_branch_targets(now), (
-            seed.name,
-            trans_b,
-            reduce,
-        )
+        same = _without_branch_targets(was) == _without_branch_targets(now)
+        assert len(now) > 1000 and same, (seed.name, trans_b, reduce)
 
 
 @pytest.mark.parametrize("reduce", ["atomic", "last_block"])
@@ -570,11 +543,8 @@ def test_fewrows_one_warp_along_k_builds_the_kernel_before_wk(tmp_path, every):
         params |= {"TRANS_A": trans_a, "REDUCE": reduce}
         was, _ = _sass(params, family=old)
         now, _ = _sass({**params, "WK": 1, "AK": 0}, family=new)
-        assert len(now) > 300 and _without_branch_targets(was) == _without_branch_targets(now), (
-            seed.name,
-            trans_a,
-            reduce,
-        )
+        same = _without_branch_targets(was) == _without_branch_targets(now)
+        assert len(now) > 300 and same, (seed.name, trans_a, reduce)
 
 
 def test_one_process_builds_an_entry_that_others_want_at_the_same_time(monkeypatch):

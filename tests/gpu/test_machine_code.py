@@ -80,6 +80,14 @@ def _row(root):
     return row
 
 
+def _set(path, **fields):
+    """The stored record's entry, its `fields` changed (none: as it is)."""
+    data = json.loads(path.read_text())
+    data["families"][FAMILY] |= fields
+    path.write_text(json.dumps(data))
+    return data["families"][FAMILY]
+
+
 def _templates_with(tmp_path, edit):
     """A copy of the templates folder with the family's template edited, searched first."""
     folder = tmp_path / "templates"
@@ -109,22 +117,17 @@ def test_a_template_change_that_moves_the_code_names_each_record_it_touches(reco
     row = _row(root)
     assert row.status in ("stale", "fail") and "the machine code differs from the one measured" in row.detail
     # Recorded with another NVRTC: the compiler may be what moved the code, a warning.
-    data = json.loads(path.read_text())
-    data["families"][FAMILY]["versions"]["nvrtc"] = "0.1"
-    path.write_text(json.dumps(data))
+    _set(path, versions=_set(path)["versions"] | {"nvrtc": "0.1"})
     row = _row(root)
     assert row.status == "warn" and "NVRTC" in row.detail
 
 
 def test_another_code_with_the_same_resources_is_stale_and_with_other_resources_fails(record):
     root, path = record
-    data = json.loads(path.read_text())
-    data["families"][FAMILY]["code"] = "0" * 16
-    path.write_text(json.dumps(data))
+    _set(path, code="0" * 16)
     row = _row(root)
     assert row.status == "stale" and "re-time it on the GPU" in row.detail
-    data["families"][FAMILY]["registers"] = 12
-    path.write_text(json.dumps(data))
+    _set(path, registers=12)
     row = _row(root)
     assert row.status == "fail" and "registers 12 ->" in row.detail and "tune this shape again" in row.detail
 
@@ -133,9 +136,7 @@ def test_the_command_line_counts_stale_records_and_exits_zero(record, capsys):
     from autotune.cli import main
 
     root, path = record
-    data = json.loads(path.read_text())
-    data["families"][FAMILY]["code"] = "0" * 16
-    path.write_text(json.dumps(data))
+    _set(path, code="0" * 16)
     assert main(["check", "--static", "--results", str(root), "--gpu", SLUG]) == 0
     out = capsys.readouterr().out
     assert "STALE" in out and "1 checked, 0 failed, 1 stale" in out
@@ -175,9 +176,7 @@ def test_a_stale_record_is_judged_by_its_nearest_build_not_its_last(record, monk
     from autotune.records.check import _FRESH_TRIES
 
     root, path = record
-    data = json.loads(path.read_text())
-    data["families"][FAMILY]["code"] = "0" * 16
-    path.write_text(json.dumps(data))
+    entry = _set(path, code="0" * 16)
     real, fresh = compile_module.compile_source, []
 
     def last_fresh_build_has_more_registers(source, arch, kernel, options=(), use_cache=True):
@@ -193,8 +192,7 @@ def test_a_stale_record_is_judged_by_its_nearest_build_not_its_last(record, monk
     row = _row(root)
     assert len(fresh) == _FRESH_TRIES and row.status == "stale", row.detail
     # Every build with other registers: a kernel the record did not measure.
-    data["families"][FAMILY]["registers"] += 1
-    path.write_text(json.dumps(data))
+    _set(path, registers=entry["registers"] + 1)
     fresh.clear()
     row = _row(root)
     assert row.status == "fail" and "tune this shape again" in row.detail, row.detail

@@ -37,24 +37,8 @@ def results(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("results")
     table = root.parent / "replay.json"
     table.write_text(json.dumps({"table": {"tiled_TILE16": 900.0, "tiled_TILE32": 700.0}}))
-    r = _cli(
-        "",
-        [
-            "search",
-            "--size",
-            "64",
-            "--family",
-            "tiled",
-            "--trials",
-            "2",
-            "--replay",
-            str(table),
-            "--results",
-            str(root),
-            "--quiet",
-        ],
-        root.parent,
-    )
+    args = "search --size 64 --family tiled --trials 2 --quiet --replay".split() + [str(table), "--results", str(root)]
+    r = _cli("", args, root.parent)
     assert r.returncode == 0 and list(root.glob("*/64x64x64.json")), r.stderr
     return root
 
@@ -62,11 +46,9 @@ def results(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("prelude", [NO_CUPY, NO_LIBNVRTC], ids=["no-cupy", "no-libnvrtc"])
 @pytest.mark.parametrize("command", ["dry-run", "check-static"])
 def test_commands_that_compile_name_the_missing_extra(prelude, command, results, tmp_path):
-    args = (
-        ["search", "--size", "64", "--family", "tiled", "--dry-run", "--arch", "sm_90"]
-        if command == "dry-run"
-        else ["check", "--static", "--results", str(results)]
-    )
+    args = ["check", "--static", "--results", str(results)]
+    if command == "dry-run":
+        args = "search --size 64 --family tiled --dry-run --arch sm_90".split()
     r = _cli(prelude, args, tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()

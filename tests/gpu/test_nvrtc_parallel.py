@@ -24,22 +24,9 @@ def _python(code: str, tmp_path, timeout=300) -> dict:
 
 
 def test_stress_many_parallel_first_compiles_in_fresh_processes(tmp_path):
-    r = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "compile_stress.py"),
-            "--compiles",
-            "48",
-            "--threads",
-            "16",
-            "--source",
-            "tiny",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    script = ROOT / "benchmarks" / "compile_stress.py"
+    args = [sys.executable, str(script), *"--compiles 48 --threads 16 --source tiny".split()]
+    r = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     last = r.stdout.strip().splitlines()[-1]
     assert last.startswith("48 compiles, 0 builtins failures, 0 failures in all"), r.stdout + r.stderr
     assert r.returncode == 0

@@ -261,21 +261,42 @@ def int8_product(a, b, m):
     return np.mod(full, m) if m else full
 
 
+def int8s(rng, *shape):
+    return rng.integers(-128, 128, shape).astype(np.int8)
+
+
 def int8_case(shape: tuple[int, int, int], m: int):
     """Seeded int8 operands A (M x K) and B (N x K), residues mod m unless m is 0, and (A B^T) mod m."""
     M, N, K = shape
     rng = np.random.default_rng(M * N + K + m)
-    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
-    b = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    a, b = int8s(rng, M, K), int8s(rng, N, K)
     if m:
         a, b = residues(a.astype(np.float64), m), residues(b.astype(np.float64), m)
     return a, b, int8_product(a, b, m)
 
 
+def tails_case():
+    """Residues mod 253 at M, N, K = 130, 260, 272: off the multiples of the driver's tiles."""
+    rng = np.random.default_rng(5)
+    a, b = (residues(rng.integers(-300, 300, (rows, 272)).astype(np.float64), 253) for rows in (130, 260))
+    return a, b, int8_product(a, b, 253)
+
+
+def worst_case(n, k):
+    """A (20 x k) and B (n x k) of -128, but 127 at every fifth k of B's row 3: the largest sums."""
+    a, b = np.full((20, k), -128, np.int8), np.full((n, k), -128, np.int8)
+    b[3, ::5] = 127
+    return a, b
+
+
+def tile_id(t):
+    return f"{t.bm}x{t.bn}x{t.bk}s{t.stages}"
+
+
 SMALL = (FastTile(64, 64, 32, 2, 2, 3), FastTile(32, 64, 64, 1, 2, 2), FastTile(64, 32, 128, 2, 1, 4))
 
 
-@pytest.mark.parametrize("tile", SMALL, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}")
+@pytest.mark.parametrize("tile", SMALL, ids=tile_id)
 @pytest.mark.parametrize("shape", [(1, 1, 1), (70, 45, 100), (64, 64, 32), (33, 97, 300)])
 @pytest.mark.parametrize("m", [0, 256, 251])
 def test_the_replayed_kernel_is_exact(tile, shape, m):
@@ -287,38 +308,26 @@ def test_the_replayed_kernel_is_exact(tile, shape, m):
 
 def test_the_default_tile_replayed_with_tails():
     """The tile the driver runs (128 x 256 x 128, 8 warps, 3 stages) at M, N, K off its multiples."""
-    tile = FastTile()
-    M, N, K = 130, 260, 272
-    rng = np.random.default_rng(5)
-    a = residues(rng.integers(-300, 300, (M, K)).astype(np.float64), 253)
-    b = residues(rng.integers(-300, 300, (N, K)).astype(np.float64), 253)
-    assert np.array_equal(replay(tile, a, b, 253), int8_product(a, b, 253))
+    a, b, want = tails_case()
+    assert np.array_equal(replay(FastTile(), a, b, 253), want)
 
 
 def test_the_chunk_reduction_keeps_the_sum_exact():
     """With a K_CHUNK of 64 the reduction runs every other stage; worst-case residues stay exact."""
-    tile = SMALL[0]
-    M, N, K = 20, 24, 5 * 64 + 17
-    a = np.full((M, K), -128, np.int8)
-    b = np.full((N, K), -128, np.int8)
-    b[3, ::5] = 127
+    a, b = worst_case(24, 5 * 64 + 17)
     for m in (256, 253):
-        assert np.array_equal(replay(tile, a, b, m, k_chunk=64), int8_product(a, b, m))
+        assert np.array_equal(replay(SMALL[0], a, b, m, k_chunk=64), int8_product(a, b, m))
 
 
-def test_a_mistake_in_the_mapping_is_caught():
+def test_a_mistake_in_the_mapping_is_caught(monkeypatch):
     """The replay can fail: a B fragment's halves swapped gives wrong products."""
-    tile = SMALL[0]
     rng = np.random.default_rng(1)
-    a = rng.integers(-128, 128, (16, 64)).astype(np.int8)
-    b = rng.integers(-128, 128, (8, 64)).astype(np.int8)
+    a, b = int8s(rng, 16, 64), int8s(rng, 8, 64)
     real = mma_m16n8k32
-    try:
-        globals()["mma_m16n8k32"] = lambda d, fa, b0, b1: real(d, fa, b1, b0)
-        assert not np.array_equal(replay(tile, a, b, 0), int8_product(a, b, 0))
-    finally:
-        globals()["mma_m16n8k32"] = real
-    assert np.array_equal(replay(tile, a, b, 0), int8_product(a, b, 0))
+    monkeypatch.setitem(globals(), "mma_m16n8k32", lambda d, fa, b0, b1: real(d, fa, b1, b0))
+    assert not np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
+    monkeypatch.undo()
+    assert np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
 
 
 def test_a_bad_swizzle_would_conflict():

@@ -13,7 +13,7 @@ import pytest
 
 from autotune.gpu.compile import compile_source
 from autotune.kernels.family import TEMPLATE_DIR
-from autotune.kernels.ozaki import K_CHUNK, residues
+from autotune.kernels.ozaki import K_CHUNK
 from autotune.kernels.ozaki_int8 import MAX_SMEM, OUTPUTS
 from autotune.kernels.ozaki_wgmma import (
     ROW,
@@ -23,7 +23,7 @@ from autotune.kernels.ozaki_wgmma import (
     WgmmaTile,
     wgmma_source,
 )
-from tests.kernels.test_ozaki_int8_model import int8_case, int8_product
+from tests.kernels.test_ozaki_int8_model import int8_case, int8_product, int8s, tails_case, tile_id, worst_case
 
 # --- the PTX ISA's definitions, independent of the kernel ---------------------------------------
 
@@ -187,7 +187,7 @@ def replay(tile, a, b, m, k_chunk=K_CHUNK, copy=load):
 SMALL = (WgmmaTile(64, 16, 128, 2), WgmmaTile(128, 24, 256, 3), WgmmaTile(64, 48, 128, 4))
 
 
-@pytest.mark.parametrize("tile", SMALL, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}")
+@pytest.mark.parametrize("tile", SMALL, ids=tile_id)
 @pytest.mark.parametrize("shape", [(1, 1, 1), (70, 45, 100), (64, 48, 128), (130, 50, 300)])
 @pytest.mark.parametrize("m", [0, 256, 251])
 def test_the_replayed_kernel_is_exact(tile, shape, m):
@@ -197,41 +197,30 @@ def test_the_replayed_kernel_is_exact(tile, shape, m):
 
 def test_the_default_tile_replayed_with_tails():
     """The tile the driver runs (128 x 256 x 128, 2 consumers) at M, N, K off its multiples."""
-    M, N, K = 130, 260, 272
-    rng = np.random.default_rng(5)
-    a = residues(rng.integers(-300, 300, (M, K)).astype(np.float64), 253)
-    b = residues(rng.integers(-300, 300, (N, K)).astype(np.float64), 253)
-    assert np.array_equal(replay(WgmmaTile(), a, b, 253), int8_product(a, b, 253))
+    a, b, want = tails_case()
+    assert np.array_equal(replay(WgmmaTile(), a, b, 253), want)
 
 
 def test_the_chunk_reduction_keeps_the_sum_exact():
     """With a K_CHUNK of 128 the reduction runs every stage; worst-case residues stay exact."""
-    M, N, K = 20, 16, 5 * 128 + 17
-    a = np.full((M, K), -128, np.int8)
-    b = np.full((N, K), -128, np.int8)
-    b[3, ::5] = 127
+    a, b = worst_case(16, 5 * 128 + 17)
     for m in (256, 253):
         assert np.array_equal(replay(SMALL[0], a, b, m, k_chunk=128), int8_product(a, b, m))
 
 
-def test_a_read_without_the_swizzle_is_caught():
+def test_a_read_without_the_swizzle_is_caught(monkeypatch):
     """The replay can fail: wgmma reading the rows unswizzled (the copies' XOR unmatched) is wrong."""
     rng = np.random.default_rng(1)
-    a = rng.integers(-128, 128, (64, 128)).astype(np.int8)
-    b = rng.integers(-128, 128, (16, 128)).astype(np.int8)
-    global wgmma_reads
-    real = wgmma_reads
+    a, b = int8s(rng, 64, 128), int8s(rng, 16, 128)
 
     def unswizzled(smem, desc, rows):
         start, _, stride, _ = decode(desc)
         r, k = np.meshgrid(np.arange(rows), np.arange(32), indexing="ij")
         return smem[start + (r // 8) * stride + (r % 8) * 128 + k]
 
-    try:
-        wgmma_reads = unswizzled
-        assert not np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
-    finally:
-        wgmma_reads = real
+    monkeypatch.setitem(globals(), "wgmma_reads", unswizzled)
+    assert not np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
+    monkeypatch.undo()
     assert np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
 
 
@@ -266,9 +255,7 @@ def test_it_renders_each_tile():
 
 
 @pytest.mark.parametrize("out", OUTPUTS)
-@pytest.mark.parametrize(
-    "tile", [WgmmaTile(), WgmmaTile(64, 128, 128, 6)], ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}"
-)
+@pytest.mark.parametrize("tile", [WgmmaTile(), WgmmaTile(64, 128, 128, 6)], ids=tile_id)
 def test_it_compiles_for_sm_90a_without_spills(tile, out):
     assert_builds_without_spills(wgmma_source(tile, out=out), WGMMA_KERNEL, tile)
 

@@ -23,7 +23,7 @@ from autotune.kernels.ozaki_wgmma import ROW, WGMMA_ARCH, WgmmaTile, wgmma_sourc
 from autotune.kernels.ozaki_wgmma_tma import TMA_KERNEL, TMA_TEMPLATE, WgmmaTmaTile, tma_source
 from autotune.kernels.sass import find_cuobjdump
 from tests.kernels import test_ozaki_wgmma as cp_async_kernel
-from tests.kernels.test_ozaki_int8_model import int8_case, int8_product
+from tests.kernels.test_ozaki_int8_model import int8_case, int8_product, int8s, tile_id
 
 # The producer's lines that the replay's `tma_copy` transcribes.
 PRODUCER_LINES = (
@@ -81,7 +81,7 @@ def replay(tile, a, b, m, k_chunk=None):
 SMALL = (WgmmaTmaTile(64, 16, 128, 2), WgmmaTmaTile(128, 24, 256, 3), WgmmaTmaTile(64, 48, 128, 4))
 
 
-@pytest.mark.parametrize("tile", SMALL, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}")
+@pytest.mark.parametrize("tile", SMALL, ids=tile_id)
 @pytest.mark.parametrize("shape", [(1, 1, 1), (70, 45, 100), (130, 50, 300)])
 @pytest.mark.parametrize("m", [0, 251])
 def test_the_replayed_kernel_is_exact(tile, shape, m):
@@ -91,24 +91,18 @@ def test_the_replayed_kernel_is_exact(tile, shape, m):
 
 
 def test_the_default_tile_replayed_with_tails_and_the_chunk_reduction():
-    M, N, K = 130, 260, 272
     rng = np.random.default_rng(5)
-    a = rng.integers(-128, 128, (M, K)).astype(np.int8)
-    b = rng.integers(-128, 128, (N, K)).astype(np.int8)
+    a, b = int8s(rng, 130, 272), int8s(rng, 260, 272)
     assert np.array_equal(replay(WgmmaTmaTile(), a, b, 253, k_chunk=128), int8_product(a, b, 253))
 
 
-def test_boxes_written_without_the_swizzle_are_caught():
+def test_boxes_written_without_the_swizzle_are_caught(monkeypatch):
     """The replay can fail: a map encoded without the swizzle does not match the descriptors."""
     rng = np.random.default_rng(2)
-    a = rng.integers(-128, 128, (64, 128)).astype(np.int8)
-    b = rng.integers(-128, 128, (16, 128)).astype(np.int8)
-    real = globals()["swizzled"]
-    try:
-        globals()["swizzled"] = lambda addr: addr
-        assert not np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
-    finally:
-        globals()["swizzled"] = real
+    a, b = int8s(rng, 64, 128), int8s(rng, 16, 128)
+    monkeypatch.setitem(globals(), "swizzled", lambda addr: addr)
+    assert not np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
+    monkeypatch.undo()
     assert np.array_equal(replay(SMALL[0], a, b, 0), int8_product(a, b, 0))
 
 
@@ -143,7 +137,7 @@ def test_it_renders_each_tile_with_the_cp_async_kernels_consumers():
         assert src[src.index("\n    } else {\n") :] == plain[plain.index("\n    } else {\n") :]
 
 
-@pytest.mark.parametrize("tile", TILES, ids=lambda t: f"{t.bm}x{t.bn}x{t.bk}s{t.stages}")
+@pytest.mark.parametrize("tile", TILES, ids=tile_id)
 def test_it_compiles_for_sm_90a_without_spills(tile):
     cp_async_kernel.assert_builds_without_spills(tma_source(tile), TMA_KERNEL, tile)
 

@@ -350,6 +350,8 @@ def test_violations_carry_reasons(h100):
     assert fam.violations(ok, tight) == ["threads 256 > 128 per block"]
 
 
+# warptile's whole space is 10^7 points: a slice of it keeps a rule at every level.
+WARPTILE_SLICE = dict(BK=[8, 32], STAGES=[2, 4], PREFETCH=[0], SPLITK=[1, 4], MMA_ORDER=[0])
 # Brute force takes seconds up to ~10^4 points; larger spaces (warptile, colstage) are checked by a slice below.
 SMALL_SPACES = [f for f in FAMILIES if math.prod(len(v) for v in Space.load(f).values.values()) <= 20_000]
 
@@ -375,11 +377,7 @@ def test_enumeration_equals_brute_force(family, h100):
     "family, cut",
     [
         # warptile's slice is its walk's too (test_enumeration_is_the_walk_...): brute force under -m slow.
-        pytest.param(
-            "warptile",
-            dict(BK=[8, 32], STAGES=[2, 4], SPLITK=[1, 4], PREFETCH=[0], MMA_ORDER=[0]),
-            marks=pytest.mark.slow,
-        ),
+        pytest.param("warptile", WARPTILE_SLICE, marks=pytest.mark.slow),
         ("colstage", dict(STAGES=[2, 4], KSPLIT=[1, 4])),
     ],
 )
@@ -527,9 +525,8 @@ def _walk(sp: Space, limits) -> tuple[list[Config], collections.Counter]:
 def test_enumeration_is_the_walk_in_its_order_with_the_same_blame(family, shape, h100):
     sp = Space.load(family)
     problem = Problem(*shape)
-    if family == "warptile":  # the whole space is 10^7 points: a walk of a slice (a rule at every level kept)
-        few = dict(BK=[8, 32], STAGES=[2, 4], PREFETCH=[0], SPLITK=[1, 4], MMA_ORDER=[0])
-        sp = Space(sp.family, dict(sp.values, **few), [], "slice")
+    if family == "warptile":
+        sp = Space(sp.family, dict(sp.values, **WARPTILE_SLICE), [], "slice")
     if not sp.family.gaps(problem):  # a family of another precision tier: its space as written
         sp = sp.for_problem(problem)
     en = sp.enumerate(h100)
@@ -553,8 +550,7 @@ def test_enumeration_in_slices_of_a_few_rows_is_the_same(family, h100, monkeypat
 
     sp = Space.load(family).for_problem(Problem(8, 4096, 4096))
     if family == "warptile":
-        few = dict(BK=[8, 32], STAGES=[2, 4], PREFETCH=[0], SPLITK=[1, 4], MMA_ORDER=[0])
-        sp = Space(sp.family, dict(sp.values, **few), [], "slice")
+        sp = Space(sp.family, dict(sp.values, **WARPTILE_SLICE), [], "slice")
     whole = sp.enumerate(h100)
     monkeypatch.setattr(enumeration_module, "CHUNK_ROWS", 37)
     sliced = sp.enumerate(h100)

@@ -36,14 +36,8 @@ def _child(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=HANG_GUARD_S,
-        preexec_fn=cap,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
-    )
+    argv, env = [sys.executable, "-c", textwrap.dedent(code)], {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD_S, preexec_fn=cap, env=env)
 
 
 def _family(folder: Path, name: str, old: str, new: str) -> Family:

@@ -19,24 +19,8 @@ int main() {
 }
 """
 
-WARPTILE = dict(
-    BM=128,
-    BN=256,
-    BK=8,
-    WARPS_M=2,
-    WARPS_N=4,
-    LANES_N=8,
-    TM=8,
-    TN=4,
-    STAGES=4,
-    PAD_A=4,
-    PAD_B=0,
-    GROUP_M=8,
-    SPLITK=4,
-    MINB=1,
-    PREFETCH=0,
-    MMA_ORDER=0,
-)
+WARPTILE = dict(BM=128, BN=256, BK=8, WARPS_M=2, WARPS_N=4, LANES_N=8, TM=8, TN=4, STAGES=4, PAD_A=4, PAD_B=0,
+                GROUP_M=8, SPLITK=4, MINB=1, PREFETCH=0, MMA_ORDER=0)  # fmt: skip
 SCHEDULES = ["stream_k", "split_launch", "split_persistent", "split_fused"]
 # colstage: over 48 KB of dynamic shared memory, and split along K (C scaled by beta first).
 COLSTAGE = dict(NR=16, KL=2, RPW=2, WARPS=8, KSTAGE=128, STAGES=4, KSPLIT=2, ROT=1)
@@ -120,16 +104,10 @@ int main() {
     return 0;
 }
 """
-PLAN_SHAPES = [
-    (4096, 4096, 4096, 132),
-    (1000, 1000, 1000, 132),
-    (300, 4097, 70, 132),
-    (5, 7, 20, 132),
-    (4097, 1, 8191, 264),
-    (3000, 3000, 3000, 132),
-    (128 * 12, 256 * 11, 64, 132),
-    (1, 1, 1, 7),
-]
+PLAN_SHAPES = [(4096, 4096, 4096, 132), (1000, 1000, 1000, 132), (300, 4097, 70, 132), (5, 7, 20, 132),
+               (4097, 1, 8191, 264), (3000, 3000, 3000, 132), (128 * 12, 256 * 11, 64, 132), (1, 1, 1, 7)]  # fmt: skip
+# What PLAN_HARNESS prints of a plan, in its order.
+PLAN_FIELDS = "ws_bytes ws_zeroed pack_a pack_a_at pitch_a pack_b pack_b_at pitch_b pack_c pack_c_at pitch_c tail_first"
 
 
 WGMMA = dict(BM=128, BN=128, STAGES=3, GROUP_M=8, PRECISION="high", ACC="fp32")
@@ -210,22 +188,8 @@ def test_header_and_runner_compute_the_same_launches(tmp_path, family, params):
     plan = resolved.plan
     for (M, N, K, slots), line in zip(PLAN_SHAPES, lines, strict=True):
         g = plan.geometry(M, N, K, slots)
-        v = g.values
         running = {step.kernel: grid for step, grid in g.launches}
-        want = [
-            v.get("ws_bytes", 0),
-            v.get("ws_zeroed", 0),
-            v.get("pack_a", 0),
-            v.get("pack_a_at", 0),
-            v.get("pitch_a", 0),
-            v.get("pack_b", 0),
-            v.get("pack_b_at", 0),
-            v.get("pitch_b", 0),
-            v.get("pack_c", 0),
-            v.get("pack_c_at", 0),
-            v.get("pitch_c", 0),
-            v.get("tail_first", 0),
-        ]
+        want = [g.values.get(k, 0) for k in PLAN_FIELDS.split()]
         steps = [" ".join(map(str, running[s.kernel])) if s.kernel in running else "-" for s in plan.steps]
         assert line == " ".join(map(str, want)) + "".join(f" | {s}" for s in steps), (M, N, K, slots)
 

@@ -5,7 +5,8 @@ headers that compile without warnings and refuse bad arguments, and how arrays a
 import subprocess
 
 import pytest
-from helpers import build_and_run_header_main, families, have_nvcc, refusals_main, tier_of
+from helpers import GPU, ROOT, build_and_run_header_main, families, have_nvcc, refusals_main, tier_of
+from helpers import record_entry as _entry
 
 from autotune.cli.inputs import meant_for
 from autotune.core.types import Config, Measurement, Problem, Status, UserError
@@ -14,7 +15,8 @@ from autotune.gpu.compile import compile_source
 from autotune.kernels.family import Family
 from autotune.kernels.render import render
 from autotune.kernels.space import Space
-from autotune.records.export import header_for_entry
+from autotune.records.export import export, header_for_entry
+from autotune.records.store import update_record
 
 LAYOUTS = ["nn", "nt", "tn", "tt"]
 
@@ -99,11 +101,6 @@ def test_each_family_compiles_for_each_layout_it_reads(family):
 def test_dispatch_prefers_records_of_the_same_layout(tmp_path, monkeypatch, h100):
     """A shape is served from the nearest record of its layout; without one, from the nearest of
     any layout, the config rebuilt for this one, skipping families that cannot read it."""
-    from helpers import GPU
-    from helpers import record_entry as _entry
-
-    from autotune.records.store import update_record
-
     wt = Space.load("warptile").fallback.as_dict()
     row = Problem(1, 4096, 4096)
     update_record(tmp_path, GPU, row, {"fewrows": _entry("fewrows", _fewrows(), 9e9, h100, row)})
@@ -216,12 +213,6 @@ def test_a_header_of_several_layouts_builds_and_dispatches_on_the_transposes(tmp
     """export --layouts: one kernel and its launchers per layout, each in its namespace (families
     mixed), built warning-free; cuBLAS's transposes go to their layout's kernel, a layout the
     header lacks is refused like bad arguments."""
-    from helpers import GPU
-    from helpers import record_entry as _entry
-
-    from autotune.records.export import export
-    from autotune.records.store import update_record
-
     for fam, lay in [("warptile", "nn"), ("vectorized", "nt"), ("warptile", "tt")]:
         problem = Problem(64, 48, 32, lay)
         params = Family.load(fam).built_for(Space.load(fam).fallback, problem).as_dict()
@@ -241,12 +232,6 @@ def test_a_header_of_several_layouts_builds_and_dispatches_on_the_transposes(tmp
 def test_the_example_program_compiles_with_either_kind_of_header(tmp_path, h100, layouts):
     """examples/sgemm_check.cu against a header of one layout and one of several, warning-free
     (compiled only: cuBLAS's declarations come from tests/data/fake_cublas; GPU tests run it)."""
-    from helpers import GPU, ROOT
-    from helpers import record_entry as _entry
-
-    from autotune.records.export import export
-    from autotune.records.store import update_record
-
     shape = Problem(100, 80, 60)
     for lay in layouts:
         problem = shape.with_layout(lay)

@@ -19,15 +19,8 @@ BASE = dict(BM=128, BN=256, BK=16, STAGES=7, MMA_ORDER=2, SCHEDULE="data_paralle
 
 def _store(root, shape, gflops, cublas, **params):
     p = Problem.parse(shape)
-    m = Measurement(
-        Config.make("warptile", {**BASE, **params}),
-        p,
-        Status.OK,
-        time_ms=p.flops / gflops / 1e6,
-        repeats=5,
-        gflops=gflops,
-        error=1.1e-6,
-    )
+    cfg = Config.make("warptile", {**BASE, **params})
+    m = Measurement(cfg, p, Status.OK, time_ms=p.flops / gflops / 1e6, repeats=5, gflops=gflops, error=1.1e-6)
     entry = make_entry(m, {"gflops": cublas}, search={}, versions={}, command="", limits={})
     update_record(root, GPU, p, {"warptile": entry})
 
@@ -66,12 +59,8 @@ def test_check_finds_a_drifted_row_and_passes_a_regenerated_page(results, tmp_pa
     diff = readme_tables.check(page, results)
     assert [d for d in diff if d.startswith("-| 1000x1000x1000 |") and "34.0" in d]
     assert [d for d in diff if d.startswith("+| 1000x1000x1000 |") and "34.1" in d]
-    r = subprocess.run(
-        [sys.executable, "benchmarks/readme_tables.py", "--results", str(results), "--check", str(page)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    cmd = [sys.executable, "benchmarks/readme_tables.py", "--results", str(results), "--check", str(page)]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 1 and "-| 1000x1000x1000 |" in r.stdout and "--write" in r.stdout
     page.write_text("# Results\n\nno tables\n")
     assert "no generated block" in readme_tables.check(page, results)[0]
@@ -84,12 +73,8 @@ def test_the_page_in_the_results_folder_is_no_gpu_and_no_record(results):
     (results / "README.md").write_text("# Results\n")
     assert gpu_dirs(results) == ["nvidia-h200"]
     assert len(list(iter_records(results, "nvidia-h200"))) == 4
-    r = subprocess.run(
-        [sys.executable, "-m", "autotune", "list", "--results", str(results)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    cmd = [sys.executable, "-m", "autotune", "list", "--results", str(results)]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "nvidia-h200" in r.stdout and "README" not in r.stdout
 

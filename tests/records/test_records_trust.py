@@ -33,6 +33,8 @@ from autotune.records.validate import fastest
 
 SLUG = hostile_cases.SLUG
 P = Problem(64, 64, 64)
+_E = ("families", "tiled")
+_set = hostile_cases._set
 
 
 def _record(folder: Path, change=None) -> Path:
@@ -58,22 +60,11 @@ def _cli(args: list[str], cwd: Path, timeout: float = 60, memory_gib: int | None
             resource.setrlimit(resource.RLIMIT_AS, (memory_gib * 2**30, memory_gib * 2**30))
 
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "autotune", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=limit,
-    )
+    cmd = [sys.executable, "-m", "autotune", *args]
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, preexec_fn=limit)
 
 
-def _one_line(r, fragment: str) -> None:
-    _one_line_of(r, fragment)
-
-
-def _one_line_of(r, fragment: str) -> str:
+def _one_line(r, fragment: str) -> str:
     assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("autotune: error: ") and fragment in lines[0], r.stderr[-2000:]
@@ -100,16 +91,16 @@ HOSTILE_TEXT = [
     "keys",
     [
         ("gpu", "name"),
-        ("families", "tiled", "limits", "name"),
-        ("families", "tiled", "command"),
-        ("families", "tiled", "date"),
-        ("families", "tiled", "versions", "nvrtc"),
-        ("families", "tiled", "search", "study"),
-        ("families", "tiled", "message"),
+        (*_E, "limits", "name"),
+        (*_E, "command"),
+        (*_E, "date"),
+        (*_E, "versions", "nvrtc"),
+        (*_E, "search", "study"),
+        (*_E, "message"),
     ],
 )
 def test_a_control_character_anywhere_in_a_record_is_refused(tmp_path, keys, text):
-    _refused(_record(tmp_path, hostile_cases._set(keys, text)), "not printable text")
+    _refused(_record(tmp_path, _set(keys, text)), "not printable text")
 
 
 def test_a_control_character_in_a_key_or_a_name_is_refused(tmp_path):
@@ -140,16 +131,16 @@ def test_a_control_character_in_a_key_or_a_name_is_refused(tmp_path):
         (("gpu", "name"), "N" * 257, "more than 256"),
         (("gpu", "slug"), "../../etc", "is not a folder name"),
         (("gpu", "arch"), "sm_90 -Xcompiler -fplugin=x", "not sm_<digits>"),
-        (("families", "tiled", "limits", "arch"), "sm_90\n", "not sm_<digits>"),
-        (("families", "tiled", "config", "name"), "tiled_TILE32\n#error", "is not its parameters'"),
-        (("families", "tiled", "config", "params", "TILE"), 2**40, "beyond a C int"),
-        (("families", "tiled", "source"), "$(rm -rf)", "not a hash"),
-        (("families", "tiled", "code"), "../../x", "not a hash of the machine code"),
-        (("families", "tiled", "command"), "x" * 20000, "more than 16384"),
+        ((*_E, "limits", "arch"), "sm_90\n", "not sm_<digits>"),
+        ((*_E, "config", "name"), "tiled_TILE32\n#error", "is not its parameters'"),
+        ((*_E, "config", "params", "TILE"), 2**40, "beyond a C int"),
+        ((*_E, "source"), "$(rm -rf)", "not a hash"),
+        ((*_E, "code"), "../../x", "not a hash of the machine code"),
+        ((*_E, "command"), "x" * 20000, "more than 16384"),
     ],
 )
 def test_names_and_text_a_header_or_a_path_could_show_are_checked(tmp_path, keys, value, fragment):
-    _refused(_record(tmp_path, hostile_cases._set(keys, value)), fragment)
+    _refused(_record(tmp_path, _set(keys, value)), fragment)
 
 
 def test_a_record_without_an_arch_exports_for_sm_90(tmp_path):
@@ -251,25 +242,25 @@ def _scale(keys: tuple, factor: float):
 @pytest.mark.parametrize(
     "change, fragment",
     [
-        (_scale(("families", "tiled", "gflops"), 2.0), "GFLOP/s is not its time"),
-        (_scale(("families", "tiled", "gflops"), 1.01), "GFLOP/s is not its time"),
-        (_scale(("families", "tiled", "time_ms"), 0.5), "GFLOP/s is not its time"),
-        (_scale(("families", "tiled", "ratio"), 3.0), "is not its GFLOP/s over cuBLAS's"),
-        (_scale(("families", "tiled", "cublas", "gflops"), 3.0), "is not its GFLOP/s over cuBLAS's"),
-        (hostile_cases._set(("families", "tiled", "problem", "M"), 128), "was measured at 128x64x64, not 64x64x64"),
-        (hostile_cases._set(("families", "tiled", "problem"), "64x64x64"), "problem is '64x64x64', not an object"),
-        (hostile_cases._set(("families", "tiled", "status"), "incorrect"), "only verified results"),
-        (hostile_cases._set(("families", "tiled", "time_ms"), float("inf")), "time_ms is inf"),
-        (hostile_cases._set(("families", "tiled", "time_ms"), -0.1), "time_ms is -0.1"),
-        (hostile_cases._set(("families", "tiled", "time_iqr_ms"), -1.0), "time_iqr_ms is -1.0"),
-        (hostile_cases._set(("families", "tiled", "cublas", "time_ms"), float("nan")), "cublas.time_ms is nan"),
-        (hostile_cases._set(("families", "tiled", "error"), float("nan")), "error is nan"),
-        (hostile_cases._set(("families", "tiled", "error"), float("inf")), "error is inf"),
-        (hostile_cases._set(("families", "tiled", "error"), -1e-7), "error is -1e-07"),
-        (hostile_cases._set(("families", "tiled", "error"), None), "error is None"),
-        (hostile_cases._set(("families", "tiled", "registers"), 300), "300 registers a thread, past the device's 255"),
-        (hostile_cases._set(("families", "tiled", "repeats"), -1), "repeats is -1"),
-        (hostile_cases._set(("families", "tiled", "search", "seconds"), float("nan")), "search.seconds is nan"),
+        (_scale((*_E, "gflops"), 2.0), "GFLOP/s is not its time"),
+        (_scale((*_E, "gflops"), 1.01), "GFLOP/s is not its time"),
+        (_scale((*_E, "time_ms"), 0.5), "GFLOP/s is not its time"),
+        (_scale((*_E, "ratio"), 3.0), "is not its GFLOP/s over cuBLAS's"),
+        (_scale((*_E, "cublas", "gflops"), 3.0), "is not its GFLOP/s over cuBLAS's"),
+        (_set((*_E, "problem", "M"), 128), "was measured at 128x64x64, not 64x64x64"),
+        (_set((*_E, "problem"), "64x64x64"), "problem is '64x64x64', not an object"),
+        (_set((*_E, "status"), "incorrect"), "only verified results"),
+        (_set((*_E, "time_ms"), float("inf")), "time_ms is inf"),
+        (_set((*_E, "time_ms"), -0.1), "time_ms is -0.1"),
+        (_set((*_E, "time_iqr_ms"), -1.0), "time_iqr_ms is -1.0"),
+        (_set((*_E, "cublas", "time_ms"), float("nan")), "cublas.time_ms is nan"),
+        (_set((*_E, "error"), float("nan")), "error is nan"),
+        (_set((*_E, "error"), float("inf")), "error is inf"),
+        (_set((*_E, "error"), -1e-7), "error is -1e-07"),
+        (_set((*_E, "error"), None), "error is None"),
+        (_set((*_E, "registers"), 300), "300 registers a thread, past the device's 255"),
+        (_set((*_E, "repeats"), -1), "repeats is -1"),
+        (_set((*_E, "search", "seconds"), float("nan")), "search.seconds is nan"),
     ],
 )
 def test_a_record_that_contradicts_itself_is_refused(tmp_path, change, fragment):
@@ -278,25 +269,13 @@ def test_a_record_that_contradicts_itself_is_refused(tmp_path, change, fragment)
 
 @pytest.mark.parametrize(
     "key, value",
-    [
-        ("sm_count", 0),
-        ("sm_count", -132),
-        ("sm_count", 10**9),
-        ("sm_count", 132.0),
-        ("sm_count", True),
-        ("regs_per_sm", 0),
-        ("regs_per_block", -1),
-        ("max_threads_per_block", 0),
-        ("smem_per_sm", 0),
-        ("smem_per_block", -49152),
-        ("warp_size", 0),
-        ("l2_bytes", -1),
-        ("max_regs_per_thread", 0),
-        ("smem_per_block_optin", "lots"),
-    ],
-)
+    [("sm_count", 0), ("sm_count", -132), ("sm_count", 10**9), ("sm_count", 132.0), ("sm_count", True),
+     ("regs_per_sm", 0), ("regs_per_block", -1), ("max_threads_per_block", 0), ("smem_per_sm", 0),
+     ("smem_per_block", -49152), ("warp_size", 0), ("l2_bytes", -1), ("max_regs_per_thread", 0),
+     ("smem_per_block_optin", "lots")],
+)  # fmt: skip
 def test_impossible_device_limits_are_refused(tmp_path, key, value):
-    _refused(_record(tmp_path, hostile_cases._set(("families", "tiled", "limits", key), value)), f"limits.{key} is")
+    _refused(_record(tmp_path, _set((*_E, "limits", key), value)), f"limits.{key} is")
 
 
 def _two_families(data, tiled_gflops: float, vec_gflops: float, best: str, first: str = "vectorized") -> None:
@@ -333,7 +312,7 @@ def test_list_export_and_matmul_name_the_same_best(tmp_path, monkeypatch, capsys
 
 def test_matmul_refuses_impossible_limits_with_one_line_naming_the_file(tmp_path, monkeypatch):
     """sm_count 0 once ended autotune.matmul in a ZeroDivisionError inside the model."""
-    path = _record(tmp_path, hostile_cases._set(("families", "tiled", "limits", "sm_count"), 0))
+    path = _record(tmp_path, _set((*_E, "limits", "sm_count"), 0))
     fake_kernels(monkeypatch, SLUG)
     with pytest.raises(UserError) as exc:
         api._choose(0, Problem(100, 100, 100), None, tmp_path / "results")
@@ -413,9 +392,6 @@ def test_text_around_a_measurement_is_stored_printable(tmp_path, h100):
 
 
 # ---- every field of the schema: its type, its range, its format, agreeing with the others ------
-
-_E = ("families", "tiled")
-_set = hostile_cases._set
 
 
 def _then_restamp(change, keep: str = "time_ms"):
@@ -540,7 +516,7 @@ def test_a_link_to_a_record_is_refused_unread_and_other_odd_files_are_one_line(t
     path.unlink()
     path.symlink_to(elsewhere)
     assert "SECRET" not in _refused(path, "not a regular file (a symbolic link)")
-    assert "SECRET" not in _one_line_of(_cli(["list"], tmp_path), "(a symbolic link)")
+    assert "SECRET" not in _one_line(_cli(["list"], tmp_path), "(a symbolic link)")
     loop = folder / "128x128x128.json"
     loop.symlink_to(loop)
     _refused(loop, "not a regular file (a symbolic link)")
@@ -576,7 +552,7 @@ def test_a_record_not_in_utf8_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("args", [["list"], ["export", "--size", "64"], ["check", "--static"], ["report"]])
 def test_every_command_refuses_a_bad_record_with_one_line_naming_it(tmp_path, args):
-    _record(tmp_path, hostile_cases._set(("families", "tiled", "limits", "sm_count"), 0))
+    _record(tmp_path, _set((*_E, "limits", "sm_count"), 0))
     _one_line(_cli(args, tmp_path, timeout=300), f"{SLUG}/64x64x64.json: corrupted results file")
     assert not (tmp_path / "tuned_sgemm.h").exists()
 

@@ -2,6 +2,7 @@
 it is made, storage lost mid-search, hostile YAML, killed workers, concurrent searches of one
 study, report output, credentials and seeds."""
 
+import functools
 import json
 import os
 import subprocess
@@ -9,32 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import ROOT, run_cli, study_trials
+from helpers import one_clear_line as _one_line
 
 from autotune.kernels.limits import load_profile
 from autotune.kernels.space import Space
 from autotune.records.results import load_record
 
-ROOT = Path(__file__).resolve().parents[2]
 SLUG = "nvidia-h100-80gb-hbm3"
-
-
-def _cli(*args, timeout=300, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "autotune.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=timeout,
-        env=env,
-    )
-
-
-def _one_line(r, code=2):
-    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("autotune: error: "), r.stderr
-    assert "Traceback" not in r.stderr + r.stdout
-    return lines[0]
+_cli = functools.partial(run_cli, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -433,11 +417,7 @@ def test_a_storage_that_fails_mid_search_is_one_line_a_record_and_a_resume(
     assert line.startswith("autotune: error: 512x512x512: the search stopped: ") and said in line
     assert "the same command resumes" in line and "Traceback" not in out + err
     # A record of what was measured: the best config measured before the stop, written whole.
-    import optuna
-
-    url = f"sqlite:///{tmp_path}/r/{SLUG}/optuna.db"
-    (name,) = optuna.get_all_study_names(url)
-    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    trials = study_trials(tmp_path / "r")
     measured = {t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated")}
     gflops = json.loads(table.read_text())["table"]
     rec = next((tmp_path / "r").glob("*/512x512x512.json"))
@@ -446,7 +426,7 @@ def test_a_storage_that_fails_mid_search_is_one_line_a_record_and_a_resume(
     assert entry["config"]["name"] == max(measured, key=gflops.get) and len(measured) < 20
     # The same command goes on where it stopped: 20 distinct configs in all, none twice.
     assert cli.main(args) == 0
-    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    trials = study_trials(tmp_path / "r")
     evaluated = [t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated") and t.state.is_finished()]
     assert len(evaluated) == len(set(evaluated)) >= 20
     assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
@@ -474,8 +454,6 @@ def test_three_searches_of_one_shape_at_once_share_the_work(tmp_path, table):
     is measured twice and together they measure the budget. Each measurement takes 0.3 s, so the
     three overlap even when the later ones first wait out the grace period of the first one's
     trials in flight."""
-    import optuna
-
     slow = tmp_path / "slow.json"
     slow.write_text(json.dumps({**json.loads(table.read_text()), "delay_s": 0.3}))
     results = tmp_path / "r"
@@ -486,9 +464,7 @@ def test_three_searches_of_one_shape_at_once_share_the_work(tmp_path, table):
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
-    url = f"sqlite:///{results}/{SLUG}/optuna.db"
-    (name,) = optuna.get_all_study_names(url)
-    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    trials = study_trials(results)
     measured = [t.user_attrs["config"] for t in trials if t.user_attrs.get("evaluated")]
     assert len(measured) == len(set(measured))  # none twice
     assert 60 <= len(measured) <= 60 + 3  # the budget; a race at its end may add one a process
@@ -547,10 +523,8 @@ def _alive(pid: int) -> bool:
 
 def _workers_search(tmp_path, table, trials="60"):
     """A grid search by 3 search processes, each measurement 0.2 s; returns the process, the
-    study's URL and the search processes' pids once 8 configs are measured."""
+    results folder and the search processes' pids once 8 configs are measured."""
     import time
-
-    import optuna
 
     slow = tmp_path / "slow.json"
     slow.write_text(json.dumps({**json.loads(table.read_text()), "delay_s": 0.2}))
@@ -559,19 +533,17 @@ def _workers_search(tmp_path, table, trials="60"):
     proc = subprocess.Popen(
         [sys.executable, "-m", "autotune.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    url = f"sqlite:///{results}/{SLUG}/optuna.db"
     deadline, measured = time.monotonic() + 240, 0
     while measured < 8 and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
         try:
-            (name,) = optuna.get_all_study_names(url)
-            trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+            trials = study_trials(results)
         except Exception:  # noqa: BLE001 - not made yet
             continue
         measured = sum(1 for t in trials if t.user_attrs.get("evaluated"))
     workers = _children(proc.pid)
     assert measured >= 8 and len(workers) == 3, (measured, workers, proc.poll())
-    return proc, url, workers
+    return proc, results, workers
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -581,11 +553,10 @@ def test_a_killed_search_process_s_trials_are_measured_and_the_budget_met(tmp_pa
 
     import optuna
 
-    proc, url, workers = _workers_search(tmp_path, table)
+    proc, results, workers = _workers_search(tmp_path, table)
     os.kill(workers[0], signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
-    (name,) = optuna.get_all_study_names(url)
-    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    trials = study_trials(results)
     assert not [t for t in trials if t.state.name in ("RUNNING", "WAITING")]
     # Measurements told, one a trial. A trial its killed worker measured but never told is failed
     # and re-queued with its measurement, which the retry tells (TrialLoop.settle): counted once,
@@ -608,7 +579,7 @@ def test_search_processes_end_with_their_parent(tmp_path, table):
     import signal
     import time
 
-    proc, _url, workers = _workers_search(tmp_path, table, trials="200")  # 13 s of measuring left
+    proc, _, workers = _workers_search(tmp_path, table, trials="200")  # 13 s of measuring left
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     # They get SIGTERM at once and end through Python's exit, which on a loaded 2-core machine has
@@ -742,8 +713,6 @@ def test_a_search_interrupted_right_after_a_measurement_resumes_without_measurin
     this process, as quick as it gets; the other signals and points below, in processes.)"""
     import signal
 
-    import optuna
-
     from autotune import cli
     from autotune.search import replay, storage
 
@@ -766,9 +735,7 @@ def test_a_search_interrupted_right_after_a_measurement_resumes_without_measurin
         assert cli.main(args) == 130
     finally:
         signal.signal(signal.SIGINT, previous)
-    url = f"sqlite:///{tmp_path}/r/{SLUG}/optuna.db"
-    (name,) = optuna.get_all_study_names(url)
-    assert not optuna.load_study(study_name=name, storage=url).get_trials(states=(optuna.trial.TrialState.RUNNING,))
+    assert not [t for t in study_trials(tmp_path / "r") if t.state.name == "RUNNING"]
     monkeypatch.setattr(storage, "_STORAGES", {})  # as a new process opens it
     assert cli.main(args) == 0
     assert len(measured) == len(set(measured)) == 16, [m for m in measured if measured.count(m) > 1]

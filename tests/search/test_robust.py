@@ -12,6 +12,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from helpers import study_trials as _trials
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,28 +37,12 @@ def replay(tmp_path_factory):
 
 
 def _cmd(results, replay_path, *extra):
-    return [
-        sys.executable,
-        "-m",
-        "autotune.cli",
-        "search",
-        "--size",
-        "512",
-        "--family",
-        "coarse1d",
-        "--replay",
-        str(replay_path),
-        "--results",
-        str(results),
-        "--quiet",
-        *extra,
-    ]
+    args = ["--replay", str(replay_path), "--results", str(results), "--quiet", *extra]
+    return [sys.executable, "-m", "autotune.cli", "search", "--size", "512", "--family", "coarse1d", *args]
 
 
-def _trials(results):
-    url = f"sqlite:///{results}/{SLUG}/optuna.db"
-    (name,) = optuna.get_all_study_names(url)
-    return optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+def _run(results, replay_path, *extra, timeout=300):
+    return subprocess.run(_cmd(results, replay_path, *extra), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.mark.slow  # a search killed and run again (about 20 s)
@@ -92,7 +77,7 @@ def test_kill_9_then_the_same_command_continues_the_study(tmp_path, replay):
     done_before = {t.user_attrs["config"] for t in before if t.user_attrs.get("evaluated")}
     assert 10 <= len(done_before) < 40
 
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = _run(tmp_path, path, "--trials", "40")
     assert r.returncode == 0, r.stderr
     after = _trials(tmp_path)
     states = Counter(t.state.name for t in after)
@@ -127,7 +112,7 @@ def test_a_retry_of_a_measured_trial_is_recorded_from_its_measurement(tmp_path, 
     the measurement (Optuna's retry copies the user attributes): the next run records that
     measurement and does not run the candidate again."""
     path, table = replay
-    r = subprocess.run(_cmd(tmp_path, path, "--trials", "12"), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = _run(tmp_path, path, "--trials", "12")
     assert r.returncode == 0, r.stderr
     url = f"sqlite:///{tmp_path}/{SLUG}/optuna.db"
     (name,) = optuna.get_all_study_names(url)
@@ -139,7 +124,7 @@ def test_a_retry_of_a_measured_trial_is_recorded_from_its_measurement(tmp_path, 
     study.enqueue_trial(
         victim.as_dict(), user_attrs={"config": victim.name, "status": "ok", "measurement": kept, "evaluated": True}
     )
-    r = subprocess.run(_cmd(tmp_path, path, "--trials", "30"), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = _run(tmp_path, path, "--trials", "30")
     assert r.returncode == 0, r.stderr
     runs = [t for t in study.get_trials() if t.user_attrs.get("config") == victim.name]
     assert [(t.state.name, t.value) for t in runs if not t.user_attrs.get("duplicate")] == [("COMPLETE", 123456.0)]
@@ -183,7 +168,7 @@ def _run_workers(results, replay_path, workers, storage=None, *more):
     extra = ["--trials", "60", "--sampler", "grid", "--workers", str(workers), *more]
     if storage:
         extra += ["--storage", storage]
-    r = subprocess.run(_cmd(results, replay_path, *extra), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    r = _run(results, replay_path, *extra, timeout=600)
     assert r.returncode == 0, r.stderr
     return load_record(results / SLUG / "512x512x512.json")["families"]["coarse1d"]
 
@@ -236,13 +221,7 @@ def test_unreachable_storage_is_one_line_and_keeps_results(tmp_path, replay):
     path, _ = replay
     (tmp_path / SLUG).mkdir()
     (tmp_path / SLUG / "keep.txt").write_text("x")
-    r = subprocess.run(
-        _cmd(tmp_path, path, "--storage", "postgresql://nobody@127.0.0.1:9/none"),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _run(tmp_path, path, "--storage", "postgresql://nobody@127.0.0.1:9/none", timeout=120)
     assert r.returncode == 2 and r.stderr.startswith("autotune: error: storage") and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in (tmp_path / SLUG).iterdir()) == ["keep.txt"]
@@ -302,30 +281,8 @@ def test_yaml_text_never_crashes_the_loader(tmp_path_factory, doc):
 
 _token = st.one_of(
     st.sampled_from(
-        [
-            "--size",
-            "--m",
-            "--n",
-            "--k",
-            "--family",
-            "--trials",
-            "--sampler",
-            "--timeout",
-            "--seed",
-            "--workers",
-            "--config",
-            "--storage",
-            "tiled",
-            "grid",
-            "0",
-            "-1",
-            "4096",
-            "1e9",
-            "nan",
-            "x",
-            "--",
-            "--dry-run",
-        ]
+        "--size --m --n --k --family --trials --sampler --timeout --seed --workers --config --storage tiled grid "
+        "0 -1 4096 1e9 nan x -- --dry-run".split()
     ),
     st.text(max_size=6),
 )

@@ -2,6 +2,7 @@
 
 import random
 
+import optuna
 import pytest
 
 from autotune.core.types import Problem, Status, UserError
@@ -20,6 +21,16 @@ def _table(space, h100, seed=0):
     for c in rng.sample(valid, 5):
         table[c.name] = Status.INCORRECT
     return valid, table
+
+
+def _family(sp, ev, storage, **kw):
+    """search_family at P for GPU "t": `storage` a URL, or a folder for the default one in it."""
+    url = storage if isinstance(storage, str) else default_storage(storage, "t")
+    return search_family(sp, P, ev, gpu_slug="t", storage=url, **kw)
+
+
+def _trials(result, storage):
+    return optuna.load_study(study_name=result.study_name, storage=storage).get_trials()
 
 
 @pytest.mark.slow  # a grid search to its end (about 17 s)
@@ -51,15 +62,7 @@ def test_incorrect_never_wins(tmp_path, h100):
     table = {c.name: Status.INCORRECT for c in sp.enumerate(h100).valid}
     ok = sp.enumerate(h100).valid[0].name
     table[ok] = 10.0
-    r = search_family(
-        sp,
-        P,
-        ReplayEvaluator(table, h100),
-        gpu_slug="t",
-        storage=default_storage(tmp_path, "t"),
-        trials=10,
-        sampler="random",
-    )
+    r = _family(sp, ReplayEvaluator(table, h100), tmp_path, trials=10, sampler="random")
     assert r.best.config.name == ok
 
 
@@ -68,7 +71,7 @@ def test_tpe_starts_from_seeds_and_keeps_the_best(tmp_path, h100):
     valid, table = _table(sp, h100, 1)
     table[sp.seeds[0].name] = 99999.0
     ev = ReplayEvaluator(table, h100)
-    r = search_family(sp, P, ev, gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=20, seed=3)
+    r = _family(sp, ev, tmp_path, trials=20, seed=3)
     assert ev.calls[0] == sp.seeds[0].name
     assert r.best.config.name == sp.seeds[0].name and r.evaluated == 20
     assert set(ev.calls) <= {c.name for c in valid}  # invalid proposals never reach the evaluator
@@ -77,11 +80,10 @@ def test_tpe_starts_from_seeds_and_keeps_the_best(tmp_path, h100):
 def test_resumes_the_same_study_without_repeating(tmp_path, h100):
     sp = Space.load("coarse1d")
     _, table = _table(sp, h100, 2)
-    storage = default_storage(tmp_path, "t")
     ev1 = ReplayEvaluator(table, h100)
-    r1 = search_family(sp, P, ev1, gpu_slug="t", storage=storage, trials=8, retime_top=0)
+    r1 = _family(sp, ev1, tmp_path, trials=8, retime_top=0)
     ev2 = ReplayEvaluator(table, h100)
-    r2 = search_family(sp, P, ev2, gpu_slug="t", storage=storage, trials=20, retime_top=0)
+    r2 = _family(sp, ev2, tmp_path, trials=20, retime_top=0)
     assert r1.study_name == r2.study_name and r2.evaluated == 20
     assert len(ev2.calls) == 12 and not set(ev1.calls) & set(ev2.calls)
 
@@ -90,9 +92,8 @@ def test_a_different_space_is_a_different_study(tmp_path, h100):
     a = Space.load("coarse1d")
     b = Space.from_dict(a.family, {"space": {**a.values, "TM": [4, 8]}}, "b.yaml")
     _, table = _table(a, h100)
-    storage = default_storage(tmp_path, "t")
-    ra = search_family(a, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=storage, trials=3)
-    rb = search_family(b, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=storage, trials=3)
+    ra = _family(a, ReplayEvaluator(table, h100), tmp_path, trials=3)
+    rb = _family(b, ReplayEvaluator(table, h100), tmp_path, trials=3)
     assert ra.study_name != rb.study_name
 
 
@@ -101,10 +102,9 @@ def test_a_cold_search_tries_no_seed_and_shares_no_study_with_a_seeded_one(tmp_p
     trials start from the seeds) is not resumed by it."""
     sp = Space.load("coarse2d")
     _, table = _table(sp, h100, 1)
-    storage = default_storage(tmp_path, "t")
-    warm = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=storage, trials=6, seed=3)
+    warm = _family(sp, ReplayEvaluator(table, h100), tmp_path, trials=6, seed=3)
     ev = ReplayEvaluator(table, h100)
-    cold = search_family(sp.without_seeds(), P, ev, gpu_slug="t", storage=storage, trials=6, seed=3)
+    cold = _family(sp.without_seeds(), ev, tmp_path, trials=6, seed=3)
     assert cold.study_name != warm.study_name and cold.evaluated == 6
     assert not {s.name for s in sp.seeds} & set(ev.calls[:2])  # the cost model's start-up, not the seeds
     assert sp.without_seeds().for_problem(Problem(8, 8, 8, "nt")).cold
@@ -146,11 +146,9 @@ def test_timeout_stops_the_search(tmp_path, h100):
 
 
 def test_unreachable_storage_is_a_user_error(h100):
-    from autotune.core.types import UserError
-
     sp = Space.load("tiled")
     with pytest.raises(UserError, match="storage"):
-        search_family(sp, P, ReplayEvaluator({}, h100), gpu_slug="t", storage="sqlite:////nonexistent/dir/x.db")
+        _family(sp, ReplayEvaluator({}, h100), "sqlite:////nonexistent/dir/x.db")
 
 
 def _one_step_apart(a, b, space) -> bool:
@@ -162,16 +160,14 @@ def _one_step_apart(a, b, space) -> bool:
 
 
 def test_tpe_spends_its_last_share_on_neighbours_of_the_best(tmp_path, h100):
-    import optuna
-
     from autotune.search.strategies import tpe as T
 
     sp = Space.load("coarse2d")
     sp.seeds = []
     valid, table = _table(sp, h100, 2)
     ev = ReplayEvaluator(table, h100)
-    r = search_family(sp, P, ev, gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=30, seed=1, retime_top=0)
-    trials = optuna.load_study(study_name=r.study_name, storage=default_storage(tmp_path, "t")).get_trials()
+    r = _family(sp, ev, tmp_path, trials=30, seed=1, retime_top=0)
+    trials = _trials(r, default_storage(tmp_path, "t"))
     local = [t for t in trials if t.user_attrs.get("local")]
     assert 0 < len(local) <= round(T.LOCAL_SHARE * 30)
     by_name = {c.name: c for c in valid}
@@ -204,8 +200,6 @@ def test_a_deadline_gives_its_last_share_of_time_to_neighbours(tmp_path, h100, m
     """More trials than the time allows (or --timeout alone): the neighbour phase comes with the
     last LOCAL_SHARE of the time, not only of the trials, which such a search never reaches.
     Each measurement takes 0.1 s of a fake clock: a 6-second deadline allows 60."""
-    import optuna
-
     from autotune.search import driver, trials
     from autotune.search.storage import make_storage
 
@@ -218,9 +212,9 @@ def test_a_deadline_gives_its_last_share_of_time_to_neighbours(tmp_path, h100, m
     ev = ReplayEvaluator(table, h100, on_evaluate=lambda cfg: clock.sleep(0.1))
     url = f"memory:{tmp_path}"  # the study in this process: quicker to read than SQLite
     deadline = clock.monotonic() + 6.0
-    r = search_family(sp, P, ev, gpu_slug="t", storage=url, trials=3000, deadline=deadline, retime_top=0)
+    r = _family(sp, ev, url, trials=3000, deadline=deadline, retime_top=0)
     assert 60 <= r.evaluated < 0.6 * 3000  # the trial count never came near its own neighbour phase
-    trials_ = optuna.load_study(study_name=r.study_name, storage=make_storage(url)).get_trials()
+    trials_ = _trials(r, make_storage(url))
     done = [t for t in trials_ if t.user_attrs.get("evaluated")]
     local = [t for t in done if t.user_attrs.get("local")]
     assert len(local) >= 10
@@ -243,15 +237,15 @@ def test_a_grid_larger_than_its_queue_chunk_is_measured_whole_once(tmp_path, h10
     assert len(valid) > 3 * 7
     ev = ReplayEvaluator(table, h100)
     url = default_storage(tmp_path, "t")
-    r = search_family(sp, P, ev, gpu_slug="t", storage=url, trials=len(valid), sampler="grid", batch=4)
+    r = _family(sp, ev, url, trials=len(valid), sampler="grid", batch=4)
     assert sorted(ev.calls[: len(valid)]) == sorted(c.name for c in valid)  # each point once
     assert r.evaluated == len(valid)
     # A budget short of the space stops at the budget, across chunks, and a resume goes on
     # from where it stopped.
     url2 = default_storage(tmp_path / "b", "t")
     ev2 = ReplayEvaluator(table, h100)
-    search_family(sp, P, ev2, gpu_slug="t", storage=url2, trials=17, sampler="grid", batch=4, retime_top=0)
-    search_family(sp, P, ev2, gpu_slug="t", storage=url2, trials=30, sampler="grid", batch=4, retime_top=0)
+    _family(sp, ev2, url2, trials=17, sampler="grid", batch=4, retime_top=0)
+    _family(sp, ev2, url2, trials=30, sampler="grid", batch=4, retime_top=0)
     assert len(ev2.calls) == len(set(ev2.calls)) == 30
 
 
@@ -279,20 +273,10 @@ def test_a_worker_with_its_own_seed_queues_no_grid_point_past_the_budget(tmp_pat
 
 
 def test_random_search_has_no_neighbour_phase(tmp_path, h100):
-    import optuna
-
     sp = Space.load("coarse2d")
     valid, table = _table(sp, h100, 2)
-    r = search_family(
-        sp,
-        P,
-        ReplayEvaluator(table, h100),
-        gpu_slug="t",
-        storage=default_storage(tmp_path, "t"),
-        trials=30,
-        sampler="random",
-    )
-    trials = optuna.load_study(study_name=r.study_name, storage=default_storage(tmp_path, "t")).get_trials()
+    r = _family(sp, ReplayEvaluator(table, h100), tmp_path, trials=30, sampler="random")
+    trials = _trials(r, default_storage(tmp_path, "t"))
     assert not [t for t in trials if t.user_attrs.get("local")]
 
 
@@ -312,7 +296,7 @@ def test_tpe_asks_its_random_start_at_once_then_keeps_a_window(tmp_path, h100):
     valid, table = _table(sp, h100, 3)
     ev = Recording(table, h100)
     ev.events = []
-    search_family(sp, P, ev, gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=20, batch=3)
+    _family(sp, ev, tmp_path, trials=20, batch=3)
     first = ev.events.index(("ready", S.TPE_STARTUP))
     # The plan's first window (3) is handed to compile before the loop starts (plan_ahead); then
     # the start-up trials need no results: all asked, each handed to compile as it is asked,
@@ -356,17 +340,7 @@ def test_the_search_runs_whichever_candidate_is_ready_first(tmp_path, h100):
     sp.seeds = []
     valid, table = _table(sp, h100, 4)
     ev = LastReady(table, h100)
-    search_family(
-        sp,
-        P,
-        ev,
-        gpu_slug="t",
-        storage=default_storage(tmp_path, "t"),
-        trials=12,
-        sampler="random",
-        batch=4,
-        retime_top=0,
-    )
+    _family(sp, ev, tmp_path, trials=12, sampler="random", batch=4, retime_top=0)
     assert [o[-1] for o in ev.offered] == ev.calls  # each evaluation is the one first_ready named
     assert ev.calls[0] != ev.offered[0][0]
 
@@ -387,7 +361,6 @@ def test_a_new_database_created_by_another_process_at_the_same_moment_is_opened(
     reader of the study) both create Optuna's schema, and the second fails on the version stamp
     (seen on CI: a search ended at once with IntegrityError on alembic_version). The search's
     storage opens the file again and finds the schema whole; any other failure is one line at once."""
-    import optuna
     import sqlalchemy.exc
 
     from autotune.search import sqlite, storage
@@ -422,19 +395,17 @@ def test_a_new_database_created_by_another_process_at_the_same_moment_is_opened(
 def test_the_neighbour_phase_leaves_nothing_queued_after_a_resume(tmp_path, h100):
     """A resumed study may hold re-queued trials (a killed worker's): the neighbour phase must
     not queue behind them and leave its own trial waiting when the budget is spent."""
-    import optuna
-
     sp = Space.load("coarse2d")
     sp.seeds = []
     valid, table = _table(sp, h100, 5)
     url = default_storage(tmp_path, "t")
-    r = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=url, trials=10, retime_top=0)
+    r = _family(sp, ReplayEvaluator(table, h100), url, trials=10, retime_top=0)
     study = optuna.load_study(study_name=r.study_name, storage=url)
     done = {t.user_attrs.get("config") for t in study.get_trials()}
     requeued = next(c for c in valid if c.name not in done and not isinstance(table[c.name], Status))
     study.enqueue_trial(requeued.as_dict(), user_attrs={"config": requeued.name})
     ev = ReplayEvaluator(table, h100)
-    search_family(sp, P, ev, gpu_slug="t", storage=url, trials=13, retime_top=0)  # all 3 in the neighbour phase
+    _family(sp, ev, url, trials=13, retime_top=0)  # all 3 in the neighbour phase
     states = [t.state.name for t in study.get_trials()]
     assert "WAITING" not in states and "RUNNING" not in states
     assert requeued.name in ev.calls and len(ev.calls) == 3
@@ -460,17 +431,13 @@ def test_trials_that_need_no_run_are_told_without_one(tmp_path, h100):
     never told is recorded from its measurement: none of them reaches the evaluator."""
     import socket
 
-    import optuna
-
     sp = Space.load("coarse2d")
     sp.seeds = []
     valid, table = _table(sp, h100, 6)
     ok = {c.name: c for c in valid if not isinstance(table[c.name], Status)}
     url = default_storage(tmp_path, "t")
     ev1, seen = ReplayEvaluator(table, h100), []
-    r1 = search_family(
-        sp, P, ev1, gpu_slug="t", storage=url, trials=6, sampler="random", retime_top=0, on_trial=seen.append
-    )
+    r1 = _family(sp, ev1, url, trials=6, sampler="random", retime_top=0, on_trial=seen.append)
     assert [m.config.name for m in seen] == ev1.calls and len(ev1.calls) == 6
     study = optuna.load_study(study_name=r1.study_name, storage=url)
     first = study.get_trials()
@@ -488,7 +455,7 @@ def test_trials_that_need_no_run_are_told_without_one(tmp_path, h100):
     study.enqueue_trial(told.as_dict(), user_attrs={"config": told.name, "evaluated": True, "measurement": m})
 
     ev2 = ReplayEvaluator(table, h100)
-    r2 = search_family(sp, P, ev2, gpu_slug="t", storage=url, trials=7, sampler="random", retime_top=0)
+    r2 = _family(sp, ev2, url, trials=7, sampler="random", retime_top=0)
     assert ev2.calls == [] and r2.evaluated == 7
     assert r2.counts == {"rejected": 1, "ok": 1}
     new = {t.user_attrs["config"]: t for t in study.get_trials()[len(first) :]}
@@ -502,8 +469,6 @@ def test_trials_that_need_no_run_are_told_without_one(tmp_path, h100):
 def test_grid_stops_when_its_queue_is_taken(tmp_path, h100):
     """Grid points come only from the queue: once it is empty (here two planned points were
     taken by someone else), the next ask is pruned as unplanned and the worker stops."""
-    import optuna
-
     from autotune.search.plans import plan_family
     from autotune.search.trials import run_trials
 
@@ -538,16 +503,7 @@ def test_every_trial_in_flight_has_a_heartbeat(tmp_path, h100):
             beating = {r[0] for r in db.execute("SELECT trial_id FROM trial_heartbeats")}
         beats.append(bool(running) and running <= beating)
 
-    search_family(
-        sp,
-        P,
-        ReplayEvaluator(table, h100, on_evaluate=look),
-        gpu_slug="t",
-        storage=url,
-        trials=8,
-        batch=4,
-        retime_top=0,
-    )
+    _family(sp, ReplayEvaluator(table, h100, on_evaluate=look), url, trials=8, batch=4, retime_top=0)
     assert len(beats) == 8 and all(beats)
 
 
@@ -567,15 +523,13 @@ def test_the_search_and_the_gpu_workers_parent_side_import_no_cupy():
 def test_a_value_list_of_one_is_not_asked_for(tmp_path, h100):
     """Optuna stores every suggested parameter (a commit each); one with a single value tells TPE
     nothing, so the trial loop fills it in without asking."""
-    import optuna
-
     sp = Space.load("coarse2d").without_seeds().for_problem(P)
     _, table = _table(sp, h100)
     url = default_storage(tmp_path, "t")
-    r = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=url, trials=12, retime_top=0)
+    r = _family(sp, ReplayEvaluator(table, h100), url, trials=12, retime_top=0)
     single = {p for p, v in sp.values.items() if len(v) == 1}
     assert single  # the layout parameters, pinned to the problem's
-    trials = optuna.load_study(study_name=r.study_name, storage=url).get_trials()
+    trials = _trials(r, url)
     asked = [t for t in trials if not t.user_attrs.get("planned")]
     assert asked and all(set(t.params) == set(sp.values) - single for t in asked)
     assert r.evaluated == 12 and r.best is None  # retime_top=0: nothing re-timed
@@ -626,7 +580,7 @@ def test_a_shared_sqlite_study_is_read_while_another_process_writes(tmp_path, h1
     sp = Space.load("coarse2d")
     _, table = _table(sp, h100)
     url = default_storage(tmp_path, "t")
-    r = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=url, trials=4, retime_top=0)
+    r = _family(sp, ReplayEvaluator(table, h100), url, trials=4, retime_top=0)
     study_id = make_storage(url).get_study_id_from_name(r.study_name)
     path = url.removeprefix("sqlite:///")
     writer = sqlite3.connect(path, isolation_level=None)
@@ -678,16 +632,12 @@ def test_each_measured_trial_says_where_its_worker_spent_the_time(tmp_path, h100
     """A trial's "timing": when its evaluation began in its worker's loop, how long it took
     (the compile's wait and the GPU; here the replay's delay), and the host's asks and tells
     since the previous one."""
-    import optuna
-
     sp = Space.load("coarse2d")
     _, table = _table(sp, h100)
     url = default_storage(tmp_path, "t")
     ev = ReplayEvaluator(table, h100, delay_s=0.02)
-    r = search_family(sp, P, ev, gpu_slug="t", storage=url, trials=6, sampler="random", retime_top=0)
-    runs = [
-        t for t in optuna.load_study(study_name=r.study_name, storage=url).get_trials() if t.user_attrs.get("evaluated")
-    ]
+    r = _family(sp, ev, url, trials=6, sampler="random", retime_top=0)
+    runs = [t for t in _trials(r, url) if t.user_attrs.get("evaluated")]
     timing = [t.user_attrs["timing"] for t in sorted(runs, key=lambda t: t.user_attrs["timing"]["at_s"])]
     assert len(timing) == 6 and all(x["evaluate_s"] >= 0.02 and x["host_s"] >= 0 for x in timing)
     assert all(b["at_s"] >= a["at_s"] + a["evaluate_s"] for a, b in zip(timing, timing[1:], strict=False))
@@ -726,7 +676,7 @@ def test_a_file_system_without_flock_keeps_sqlite_s_own_wait(tmp_path, h100, mon
     sp = Space.load("coarse2d")
     _, table = _table(sp, h100)
     url = default_storage(tmp_path, "t")
-    r = search_family(sp, P, ReplayEvaluator(table, h100), gpu_slug="t", storage=url, trials=5, retime_top=0)
+    r = _family(sp, ReplayEvaluator(table, h100), url, trials=5, retime_top=0)
     assert r.evaluated == 5
 
 
@@ -749,7 +699,7 @@ def test_the_loop_sets_up_the_problem_while_its_first_window_compiles(tmp_path, 
     valid, table = _table(sp, h100, 6)
     ev = Recording(table, h100)
     ev.events = []
-    search_family(sp, P, ev, gpu_slug="t", storage=default_storage(tmp_path, "t"), trials=8, retime_top=0)
+    _family(sp, ev, tmp_path, trials=8, retime_top=0)
     first_eval = ev.events.index("evaluate")
     assert ev.events.count("setup") == 1 and "prefetch" in ev.events[: ev.events.index("setup")]
     assert ev.events.index("setup") < first_eval
