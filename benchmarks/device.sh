@@ -3,53 +3,48 @@
 #
 #   bash benchmarks/device.sh TASK [ARG] [TASK [ARG]...]
 #
-#   gpu-tests        python -m pytest tests/device                        -> logs/gpu_tests.txt
+#   gpu-tests        python -m pytest tests/device -> logs/gpu_tests.txt
 #   gpu-shard K/N    python -m pytest tests/device --shard K/N (one of N shards, each well inside a
-#                    call's 10 minutes; every shard shares one compile cache)
-#                                                                       -> logs/gpu_shard_K_of_N.txt
+#                    call's 10 minutes; every shard shares one compile cache) -> logs/gpu_shard_K_of_N.txt
 #   gpu-suite [N]    the whole GPU suite in one call: its N shards (8) at the same time, sharing
-#                    the GPU, the cores and one compile cache; prints each shard's closing line
-#                                                                       -> logs/gpu_shard_K_of_N.txt
+#                    the GPU, the cores and one compile cache; prints each shard's closing line -> logs/gpu_shard_K_of_N.txt
 #   fuzz N [SEED]    autotune fuzz --problems N --seed SEED (0): N random problems through
-#                    autotune.matmul and every stored kernel in each form   -> logs/fuzz_SEED.txt
+#                    autotune.matmul and every stored kernel in each form -> logs/fuzz_SEED.txt
 #   ozaki            the Ozaki/INT8 GPU tests, the check's and the route's included (each file under
 #                    a timeout: a kernel that hangs costs minutes, not the call), then
-#                    benchmarks/ozaki_gpu.py (4096 and 8192, 6-8 moduli, each stage's time)
-#                                                      -> logs/ozaki_{tests,gpu}.txt
+#                    benchmarks/ozaki_gpu.py (4096 and 8192, 6-8 moduli, each stage's time) -> logs/ozaki_{tests,gpu}.txt
 #   cache            pack the compile cache into $OUT/cache.tar.xz (carry it as .fuzzcache.tar.xz)
 #   pytorch          autotune.pytorch on the device: its GPU tests, benchmarks/pytorch_layer.py (host
-#                    time per call and a linear layer, torch beside it), examples/pytorch_mlp.py
-#                                                                       -> logs/pytorch_{tests,layer,mlp}.txt
+#                    time per call, torch beside it), examples/pytorch_mlp.py -> logs/pytorch_{tests,layer,mlp}.txt
 #   linear-tune [SEC] benchmarks/pytorch_linear.py --record: the GEMMs of the example's layers and of a
 #                    seeded draw of 10 linear layers, then `autotune search --shapes-file` of them,
 #                    SEC per shape (10); each record to $OUT/results/<gpu>/ -> logs/linear_{shapes,tune}.txt
 #   linear           benchmarks/pytorch_linear.py: those layers' forward + backward, autotune's Linear
-#                    against nn.Linear, eager and compiled               -> logs/linear.{txt,json}
+#                    against nn.Linear, eager and compiled -> logs/linear.{txt,json}
 #   dispatch         benchmarks/dispatch.py: host time per call of matmul, the loaded kernel,
-#                    cupy.matmul, torch                                  -> logs/dispatch.{txt,json}
+#                    cupy.matmul, torch -> logs/dispatch.{txt,json}
 #   sweep [TRIALS]   benchmarks/sweep.py, warptile, TRIALS per shape (40) -> logs/sweep.{txt,json}
 #   skinny [TRIALS]  benchmarks/bandwidth.py, then sweep.py --set skinny with the few-rows and
-#                    few-columns families, TRIALS per shape (30)             -> logs/bandwidth.json, logs/skinny.{txt,json}
+#                    few-columns families, TRIALS per shape (30) -> logs/bandwidth.json, logs/skinny.{txt,json}
 #   small [TRIALS]   sweep.py --set small --family all --skip-tuned: the small-shape set's shapes this
 #                    GPU has no record of, TRIALS per family (30); each record copied to
-#                    $OUT/results/<gpu>/ as soon as it is written           -> logs/small.{txt,json}
+#                    $OUT/results/<gpu>/ as soon as it is written -> logs/small.{txt,json}
 #   layouts [TRIALS] sweep.py --set layouts: warptile for A @ B.T, A.T @ B and A.T @ B.T at 4096^3
-#                    and 8192x8192x1024, TRIALS per shape (30)          -> logs/layouts.{txt,json}
+#                    and 8192x8192x1024, TRIALS per shape (30) -> logs/layouts.{txt,json}
 #   batches [TRIALS] sweep.py --set batches: warptile on strided batches (512^3 x 64, 2048^3 x 8,
-#                    ...), TRIALS per shape (30)                          -> logs/batches.{txt,json}
+#                    ...), TRIALS per shape (30) -> logs/batches.{txt,json}
 #   untuned          benchmarks/untuned.py: autotune.matmul's choice (the model) and the nearest
-#                    tuned shape's winner on 20 shapes not tuned, vs cuBLAS  -> logs/untuned.{txt,json}
+#                    tuned shape's winner on 20 shapes not tuned, vs cuBLAS -> logs/untuned.{txt,json}
 #   header-tuned     benchmarks/header_tuned.py: the exported library (built here, with its cuBLAS
-#                    timing) against autotune.matmul at every tuned shape   -> logs/header_tuned.{txt,json}
+#                    timing) against autotune.matmul at every tuned shape -> logs/header_tuned.{txt,json}
 #   search4096       default `autotune search --size 4096`, empty results folder and cold compile
-#                    cache, wall time included                         -> logs/search4096_fresh.txt
-#   check GPU        autotune check --gpu GPU (re-verify, re-time)     -> logs/check.txt
-#   sass             benchmarks/sass_report.py --size 4096             -> logs/sass4096.json
-#   compile-stress   benchmarks/compile_stress.py (200 parallel compiles, fresh processes)
-#                                                                       -> logs/compile_stress.txt
+#                    cache, wall time included -> logs/search4096_fresh.txt
+#   check GPU        autotune check --gpu GPU (re-verify, re-time) -> logs/check.txt
+#   sass             benchmarks/sass_report.py --size 4096 -> logs/sass4096.json
+#   compile-stress   benchmarks/compile_stress.py (200 parallel compiles, fresh processes) -> logs/compile_stress.txt
 #   wheel            the autotune wheel carried in .dist/, installed outside the checkout:
 #                    `autotune list`, then the default `autotune search --size 4096` into this
-#                    checkout's results/ (merged like any search)      -> logs/wheel.txt
+#                    checkout's results/ (merged like any search) -> logs/wheel.txt
 #
 # Needs the Python wheels in .whl/ (carried), and $OUT, the folder that comes back. Every task
 # writes its log under $OUT/logs/ and prints one summary line; the sweep's results files go to
@@ -150,7 +145,7 @@ while [ $# -gt 0 ]; do
       echo "exit $?" >> "$L/pytorch_layer.txt"
       timeout 240 python3 examples/pytorch_mlp.py > "$L/pytorch_mlp.txt" 2>&1
       echo "exit $?" >> "$L/pytorch_mlp.txt"
-      echo "pytorch: tests $(tail -2 "$L/pytorch_tests.txt" | tr '\n' ' '); layer $(python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(d.get('native'), d['host_us'], d['layer_ms'])" "$L/pytorch_layer.json" 2>&1 | tail -1); mlp $(tail -2 "$L/pytorch_mlp.txt" | tr '\n' ' ')" ;;
+      echo "pytorch: tests $(tail -2 "$L/pytorch_tests.txt" | tr '\n' ' '); layer $(python3 -c "import json, sys; d = json.load(open(sys.argv[1])); print(d.get('native'), d['host_us'])" "$L/pytorch_layer.json" 2>&1 | tail -1); mlp $(tail -2 "$L/pytorch_mlp.txt" | tr '\n' ' ')" ;;
     linear-tune)
       sec=10
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then sec=$1; shift; fi

@@ -1,9 +1,8 @@
-"""Host time per call of autotune's PyTorch operator, and a linear layer's time, against torch's.
+"""Host time per call of autotune's PyTorch operator against torch's; the layer timers.
 
 Torch runs in the same process, in strict FP32 (TF32 off).
 
-    python benchmarks/pytorch_layer.py                      # 64^3 host times; X 4096x1024 @ W.T (1024 out)
-    python benchmarks/pytorch_layer.py --rows 4096 --features 1024 --out-features 4096 --out layer.json
+    python benchmarks/pytorch_layer.py --out host.json      # 64^3 operands
 
 host (us per call, small tensors: kernels far shorter than a call): torch `x @ w.T`,
 `autotune.matmul` (the Python API), `mm` (autotune.pytorch's eager road), `torch.ops.autotune.matmul`
@@ -12,9 +11,7 @@ host (us per call, small tensors: kernels far shorter than a call): torch `x @ w
 autotune's Linear; "native" is the C++ road's status, its build waited for first ("ready").
 Timed in batches of BATCH calls, a synchronize between batches outside the timed span;
 the median batch / BATCH, median of REPEATS interleaved rounds.
-layer (ms, CUDA events): forward + backward of nn.Linear and of autotune's Linear (weights
-shared), eager, and each under torch.compile (fullgraph), the median of ITERS single steps;
-steps_ms times them back to back instead, as a training loop runs them.
+step_ms and steps_ms time a layer's forward + backward (pytorch_linear.py times layers by them).
 """
 
 from __future__ import annotations
@@ -129,25 +126,9 @@ def steps_ms(layer, x, count: int = ITERS) -> float:
     return best
 
 
-def layer_table(rows: int, features: int, out_features: int) -> dict[str, float]:
-    ref = nn.Linear(features, out_features).cuda()
-    ours = Linear(features, out_features).cuda()
-    ours.load_state_dict(ref.state_dict())
-    x = torch.rand(rows, features, device="cuda", requires_grad=True)
-    out = {"nn.Linear": step_ms(ref, x), "Linear": step_ms(ours, x)}
-    out["nn.Linear compiled"] = step_ms(torch.compile(ref, fullgraph=True), x)
-    out["Linear compiled"] = step_ms(torch.compile(ours, fullgraph=True), x)
-    out["speedup eager"] = out["nn.Linear"] / out["Linear"]
-    out["speedup compiled"] = out["nn.Linear compiled"] / out["Linear compiled"]
-    return {k: round(v, 4) for k, v in out.items()}
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", type=int, default=64, help="n of the n x n host-time operands")
-    p.add_argument("--rows", type=int, default=4096)
-    p.add_argument("--features", type=int, default=1024)
-    p.add_argument("--out-features", type=int, default=1024)
     p.add_argument("--out", type=Path, help="also write the figures here as JSON")
     p.add_argument("--profile", metavar="CALL", help="instead: cProfile 5000 calls of CALL (a host-time row's name)")
     args = p.parse_args()
@@ -172,7 +153,6 @@ def main() -> None:
         "torch": torch.__version__,
         "native": native.wait(900),
         "host_us": host_table(args.size),
-        "layer_ms": layer_table(args.rows, args.features, args.out_features),
     }
     print(json.dumps(result, indent=2))
     if args.out:

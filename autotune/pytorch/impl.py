@@ -143,6 +143,9 @@ def cuda_product(a, b, trans_a=False, trans_b=False, alpha=1.0, precision="highe
         c = cached_product(a, b, alpha, trans_a, trans_b, precision)
         if c is not None:
             return c
+        if not (_in_place(a) and _in_place(b)):  # the full road would copy on every call: the copy's is planned
+            a, b = (x if _in_place(x) else x.contiguous() for x in (a, b))
+            return cuda_product(a, b, trans_a, trans_b, alpha, precision)
         native.start()  # a new shape on a CUDA device: the C++ road's build begins, once
     check_kinds(a, b)
     batch, M, N, K = dims(a, b, trans_a, trans_b)
@@ -166,6 +169,14 @@ def cpu_product_out(a, b, out, trans_a=False, trans_b=False, alpha=1.0, beta=0.0
             out.mul_(alpha)
     else:
         out.mul_(beta).add_(torch.matmul(opa, opb), alpha=alpha)
+
+
+def _in_place(x: Tensor) -> bool:
+    """Whether the kernels read x in place: not a matrix, or one with a contiguous axis."""
+    if x.dim() != 2:
+        return True
+    (r, c), (s0, s1) = x.shape, x.stride()  # dispatch/arrays._as_stored's rule, in elements
+    return (s1 == 1 and (r == 1 or s0 >= c)) or (s0 == 1 and (c == 1 or s1 >= r))
 
 
 # The product's function by device type: the eager road's (fast.py) and the operator's short

@@ -3,8 +3,8 @@
 // kernel, grid and arguments, A's, B's, C's pointers and alpha filled in at the call; it keeps the
 // kernel's module and workspace alive. cuBLAS's plan is torch's mm (the same library), TF32 off.
 // The operator autotune::matmul's CUDA and AutogradCUDA kernels are here too: a plan serves a call
-// on plain CUDA tensors with no gradient to record (a compiled graph's: no Python), the Python
-// kernels handed over serve the rest (no plan, gradients, fake tensors, dispatch modes).
+// on plain CUDA tensors (a compiled graph's: no Python), with a C++ node where a gradient is to be
+// recorded; the Python kernels handed over serve the rest (no plan, fake tensors, modes, functorch).
 #include <torch/extension.h>
 #include <torch/library.h>
 
@@ -191,24 +191,77 @@ int64_t tier_of(c10::string_view precision) {
   return -1;
 }
 
+bool in_place(const at::Tensor& x) {
+  if (x.dim() != 2) return true;
+  const int64_t r = x.size(0), c = x.size(1), s0 = x.stride(0), s1 = x.stride(1);
+  return (s1 == 1 && (r == 1 || s0 >= c)) || (s0 == 1 && (c == 1 || s1 >= r));
+}
+
 // The operator's CUDA kernel: a plan's answer, else impl.cuda_product's.
 at::Tensor operator_cuda(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, double alpha,
                          c10::string_view precision) {
   if (serving.load(std::memory_order_relaxed)) {
     at::Tensor c = serve(a, b, ta, tb, tier_of(precision), alpha);
     if (c.defined()) return c;
+    if (!in_place(a) || !in_place(b))  // no plan ever serves x (impl._in_place): its copy's may
+      return operator_cuda(in_place(a) ? a : a.contiguous(), in_place(b) ? b : b.contiguous(), ta, tb, alpha, precision);
   }
   py::gil_scoped_acquire gil;
   return python_product(a, b, ta, tb, alpha, std::string(precision)).cast<at::Tensor>();
 }
 
-// The operator's AutogradCUDA kernel: the CUDA kernel's answer for plain CUDA tensors with no
-// gradient to record (as op.py's Autograd kernel does), else that Python kernel's.
+// The operator through the dispatcher: a gradient's product (recorded again under create_graph).
+at::Tensor call_operator(const at::Tensor& a, const at::Tensor& b, bool ta, bool tb, double alpha,
+                         c10::string_view precision) {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("autotune::matmul", "").typed<at::Tensor(
+      const at::Tensor&, const at::Tensor&, bool, bool, double, c10::string_view)>();
+  return op.call(a, b, ta, tb, alpha, precision);
+}
+
+// The operator's autograd node: impl.gradients's formulas, each gradient a product of the operator.
+struct ProductNode : public torch::autograd::Function<ProductNode> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, bool ta,
+                            bool tb, double alpha, const std::string& precision) {
+    // dA reads only B, dB only A: keep no tensor a gradient will not read.
+    ctx->save_for_backward({ctx->needs_input_grad(0) ? b : at::Tensor(), ctx->needs_input_grad(1) ? a : at::Tensor()});
+    ctx->saved_data["flags"] = std::make_tuple(ta, tb, alpha, precision);
+    return operator_cuda(a, b, ta, tb, alpha, precision);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor &b = saved[0], &a = saved[1], &dc = grads[0];
+    const auto [ta, tb, alpha, precision] = ctx->saved_data["flags"].to<std::tuple<bool, bool, double, std::string>>();
+    at::Tensor da, db;
+    // nn/nt: dA = dC op(B)^T;  tn/tt: dA = (dC op(B)^T)^T = op(B) dC^T
+    if (ctx->needs_input_grad(0))
+      da = ta ? call_operator(b, dc, tb, true, alpha, precision) : call_operator(dc, b, false, !tb, alpha, precision);
+    // nn/tn: dB = op(A)^T dC;  nt/tt: dB = (op(A)^T dC)^T = dC^T op(A)
+    if (ctx->needs_input_grad(1))
+      db = tb ? call_operator(dc, a, true, ta, alpha, precision) : call_operator(a, dc, !ta, false, alpha, precision);
+    return {da, db, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// Whether functorch is in play: a transform on (vmap, grad), or an operand one left wrapped. C++
+// nodes refuse transforms; op.py's kernel takes both.
+bool functorch(const at::Tensor& a, const at::Tensor& b) {
+  using K = c10::DispatchKey;
+  const auto on = c10::impl::tls_local_dispatch_key_set().included_;
+  return on.has(K::FuncTorchDynamicLayerFrontMode) || on.has(K::FuncTorchDynamicLayerBackMode) ||
+         a.key_set().has(K::FuncTorchGradWrapper) || b.key_set().has(K::FuncTorchGradWrapper);
+}
+
+// The operator's AutogradCUDA kernel, for plain CUDA tensors (as op.py's Autograd kernel does):
+// the CUDA kernel's answer with no gradient to record, else ProductNode's; op.py's for the rest.
 at::Tensor operator_autograd(c10::DispatchKeySet ks, const at::Tensor& a, const at::Tensor& b, bool ta, bool tb,
                              double alpha, c10::string_view precision) {
-  const bool grad = at::GradMode::is_enabled() && (a.requires_grad() || b.requires_grad());
-  if (!grad && (ks & c10::after_ADInplaceOrView_keyset).highestPriorityTypeId() == c10::DispatchKey::CUDA)
-    return operator_cuda(a, b, ta, tb, alpha, precision);
+  if ((ks & c10::after_ADInplaceOrView_keyset).highestPriorityTypeId() == c10::DispatchKey::CUDA) {
+    if (!at::GradMode::is_enabled() || !(a.requires_grad() || b.requires_grad()))
+      return operator_cuda(a, b, ta, tb, alpha, precision);
+    if (!functorch(a, b)) return ProductNode::apply(a, b, ta, tb, alpha, std::string(precision));
+  }
   py::gil_scoped_acquire gil;
   return python_autograd(ks, a, b, ta, tb, alpha, std::string(precision)).cast<at::Tensor>();
 }

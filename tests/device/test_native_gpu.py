@@ -190,8 +190,13 @@ def test_the_operator_is_served_from_cpp_and_hands_the_rest_to_python(ready):
         c = f(a, b)
         assert ready.hits() == before + 1  # no Python between the graph and the kernel
         assert float((c.double() - want).norm() / want.norm()) < FP32_REL
-    x = a.clone().requires_grad_()  # a gradient to record: op.py's Python kernel makes the node
-    call(x).sum().backward()  # the product itself still a plan's, through impl
+    x = a.clone().requires_grad_()  # a gradient to record: native.cpp's node, the product a plan's
+    y = call(x)
+    assert "ProductNode" in y.grad_fn.name()
+    for _ in range(4):  # dC of a sum is a broadcast (strides 0): its copy's product is planned
+        x.grad, before = None, ready.hits()
+        call(x, hits=None).sum().backward()
+    assert ready.hits() == before + 2  # the forward and dA
     assert torch.allclose(x.grad, 2.0 * b.sum(0).expand_as(a), rtol=1e-5, atol=1e-5)
     with record_shapes(None) as log:  # a recording sees each call: no plan serves it
         call(hits=0)

@@ -231,7 +231,7 @@ def test_the_cpp_source_compiles(tmp_path):
     # A CPU build of torch lacks the one header its CUDA build generates: an empty one does here.
     (tmp_path / "c10" / "cuda" / "impl").mkdir(parents=True)
     (tmp_path / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").write_text("")
-    cmd = ["g++", "-std=c++17", "-fsyntax-only", "-DTORCH_EXTENSION_NAME=autotune_native", f"-I{tmp_path}"]
+    cmd = ["g++", "-std=c++20", "-fsyntax-only", "-DTORCH_EXTENSION_NAME=autotune_native", f"-I{tmp_path}"]
     cmd += [f"-I{p}" for p in [*include_paths(), *cuda, sysconfig.get_paths()["include"]]]
     r = subprocess.run([*cmd, str(native.SOURCE)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
