@@ -77,6 +77,41 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, precision: str = "hig
     return _linear_road(kernel, precision, True in grads, x, weight, bias)
 
 
+def compiled_linear_is_torch(x: Tensor, weight: Tensor, bias: Tensor | None, precision: str) -> bool:
+    """Whether torch.compile's trace of a layer call takes torch's F.linear, not the operator.
+
+    In strict FP32 with no symbolic size in the trace: the eager road's choice for the layer
+    (route.py), timed while the trace is made (once a layer shape) and put into the graph as a
+    constant. Dynamic shapes keep the operator.
+    """
+    if not (_is_compiling() and precision == "highest"):
+        return False
+    g = torch.is_grad_enabled()
+    grads = (g and x.requires_grad, g and weight.requires_grad, g and bias is not None and bias.requires_grad)
+    return _timed_torch_road(x, weight, bias, grads)
+
+
+_TIMED = ("cuda",)  # where a compiled layer's roads are timed
+
+
+def _timed_torch_road(x: Tensor, weight: Tensor, bias: Tensor | None, grads: tuple) -> bool:
+    # dynamo calls it with the tensors' real values: a static trace's shapes
+    ctx = torch._guards.TracingContext.try_get()
+    env = getattr(getattr(ctx, "fake_mode", None), "shape_env", None)
+    sizes = getattr(env, "backed_var_to_val", None)
+    if env is None or (env.var_to_val if sizes is None else sizes) or x.device.type not in _TIMED:
+        return False
+    flag, torch.compiler._is_compiling_flag = getattr(torch.compiler, "_is_compiling_flag", False), False
+    try:  # the roads run eagerly here, not traced (the flag is what is_compiling reads)
+        ours = functools.partial(_linear_road, _kernel_of(x), "highest", True in grads)
+        return route.torch_is_faster(x, weight, bias, grads, ours)
+    finally:
+        torch.compiler._is_compiling_flag = flag
+
+
+_timed_torch_road._dynamo_marked_constant = True  # torch.compiler.assume_constant_result, without importing dynamo
+
+
 def _linear_road(kernel, precision: str, grad: bool, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """Return x @ weight^T + bias on autotune's eager road: one autograd node where `grad`."""
     if grad:

@@ -7,9 +7,10 @@ operator under torch.compile, its short eager road otherwise), leading batch axe
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .fast import linear, mm
+from .fast import compiled_linear_is_torch, linear, mm
 
 # Whether autocast is on for any device: a call of no argument, cheaper than asking for x's device
 # (a layer's host time is what the eager road saves), where torch has it.
@@ -27,9 +28,10 @@ class Linear(nn.Linear):
     is the operator's own (dX = dY W is "nn", dW = dY^T X is "tn"; no operand copied).
 
     Inside an autocast region it is nn.Linear (torch's reduced-precision product, as asked);
-    float16 or bfloat16 inputs outside one are a TypeError, never cast. In eager mode a layer
-    shape's first strict-FP32 step is timed on autotune's kernels and on torch's own F.linear,
-    host time included, and the faster kept (small layers are host time: see pytorch/route.py).
+    float16 or bfloat16 inputs outside one are a TypeError, never cast. A layer shape's first
+    strict-FP32 step (eager, or compiled with static shapes: timed while traced) is timed on
+    autotune's kernels and on torch's F.linear, host time included, and the faster kept (small
+    layers are host time: see pytorch/route.py).
 
     Args:
         in_features, out_features, bias, device, dtype: as for nn.Linear.
@@ -55,7 +57,9 @@ class Linear(nn.Linear):
         # x): the product reads it in place as an M x in matrix.
         x2 = x if matrix else x.reshape(-1, x.shape[-1])
         y = linear(x2, self.weight, self.bias, self.precision)
-        if y is None:  # the operator's road (torch.compile and the like): a product, then an add
+        if y is None and compiled_linear_is_torch(x2, self.weight, self.bias, self.precision):
+            y = F.linear(x2, self.weight, self.bias)
+        elif y is None:  # the operator's road (torch.compile and the like): a product, then an add
             y = mm(x2, self.weight, False, True, 1.0, self.precision)
             if self.bias is not None:
                 y = y + self.bias  # one fused add under torch.compile

@@ -14,11 +14,11 @@ if not torch.cuda.is_available():
 
 from torch import nn  # noqa: E402
 
-from autotune.pytorch import Linear, matmul, matmul_out, mm, record_shapes, route, swap_linear  # noqa: E402
+from autotune.pytorch import Linear, matmul, matmul_out, mm, native, record_shapes, route, swap_linear  # noqa: E402
+from tests.pytorch import test_pytorch as cpu_tests  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
+LAYOUTS, _reference = cpu_tests.LAYOUTS, cpu_tests._reference
 FP32_REL = 1e-5  # relative norm error two FP32 sums of a few hundred terms stay within
 
 
@@ -33,16 +33,8 @@ def _rel(x, y) -> float:
     return float((x - y).norm() / y.norm().clamp_min(1e-30))
 
 
-def _operands(M, N, K, ta, tb, batch=None, grad=False, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    lead = () if batch is None else (batch,)
-    a = torch.rand(*lead, *((K, M) if ta else (M, K)), device="cuda", generator=g) - 0.5
-    b = torch.rand(*lead, *((N, K) if tb else (K, N)), device="cuda", generator=g) - 0.5
-    return a.requires_grad_(grad), b.requires_grad_(grad)
-
-
-def _reference(a, b, ta, tb, alpha=1.0):
-    return alpha * ((a.transpose(-2, -1) if ta else a) @ (b.transpose(-2, -1) if tb else b))
+def _operands(*args, **kw):
+    return cpu_tests._operands(*args, **kw, device="cuda")
 
 
 @pytest.mark.parametrize("ta,tb", LAYOUTS)
@@ -59,12 +51,18 @@ def test_opcheck_on_cuda_tensors(ta, tb, batch):
 @pytest.mark.parametrize("product", [matmul, mm], ids=["op", "mm"])
 @pytest.mark.parametrize("ta,tb", LAYOUTS)
 def test_forward_gradients_and_strides_match_torch(ta, tb, product):
+    assert native.wait(900) == "ready"  # the operator's gradients: native.cpp's node
     a, b = _operands(130, 70, 90, ta, tb, grad=True)
     c = product(a, b, ta, tb, 0.75)
     ref = _reference(a, b, ta, tb, 0.75)
     assert c.stride() == (70, 1) and _rel(c, ref) < FP32_REL
-    g = torch.rand_like(ref) - 0.5
-    for x, y in zip(torch.autograd.grad(c, (a, b), g), torch.autograd.grad(ref, (a, b), g), strict=True):
+    g, u, v = (torch.rand_like(t) - 0.5 for t in (ref, a, b))
+
+    def grads(c):  # dA, dB, then the gradient of <dA, u> + <dB, v> (second derivatives)
+        first = torch.autograd.grad(c, (a, b), g, create_graph=True)
+        return *first, *torch.autograd.grad((first[0] * u).sum() + (first[1] * v).sum(), (a, b))
+
+    for x, y in zip(grads(c), grads(ref), strict=True):
         assert x.shape == y.shape and _rel(x, y) < FP32_REL
 
 
@@ -213,6 +211,40 @@ def test_a_small_layers_step_is_timed_once_and_either_road_matches_torch(monkeyp
         assert _rel(x.grad, xr.grad) < FP32_REL
         assert _rel(layer.weight.grad, ref.weight.grad) < FP32_REL
         assert _rel(layer.bias.grad, ref.bias.grad) < FP32_REL
+
+
+@pytest.mark.parametrize("faster", [True, False])
+def test_a_compiled_layer_of_static_shapes_takes_the_road_timed_while_tracing(monkeypatch, faster):
+    route.forget()
+    torch._dynamo.reset()
+    layer, ref = Linear(48, 24).cuda(), nn.Linear(48, 24).cuda()
+    ref.load_state_dict(layer.state_dict())
+    x = (torch.rand(40, 48, device="cuda") - 0.5).requires_grad_(True)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    torch.compile(layer, fullgraph=True, backend=backend)(x).sum().backward()  # timed while traced
+    ((key, torch_faster),) = route._TORCH_FASTER.items()
+    assert ("autotune.matmul" in graphs[0]) is not torch_faster
+    monkeypatch.setitem(route._TORCH_FASTER, key, faster)
+    torch._dynamo.reset()
+    x.grad = None
+    layer.zero_grad(set_to_none=True)
+    y = torch.compile(layer, fullgraph=True)(x)  # inductor, the road given
+    y.backward(dy := torch.rand_like(y))
+    xr = x.detach().clone().requires_grad_(True)
+    want = ref(xr)
+    want.backward(dy)
+    for got, ok in (
+        (y, want),
+        (x.grad, xr.grad),
+        (layer.weight.grad, ref.weight.grad),
+        (layer.bias.grad, ref.bias.grad),
+    ):
+        assert _rel(got, ok) < FP32_REL
 
 
 def test_a_long_layer_step_is_timed_too_and_tf32_keeps_autotunes_road_untimed(monkeypatch):

@@ -26,12 +26,12 @@ from autotune.pytorch import Linear, fast, matmul, matmul_out, mm, record_shapes
 LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
 
 
-def _operands(M, N, K, ta, tb, batch=None, dtype=torch.float32, grad=False, seed=0):
+def _operands(M, N, K, ta, tb, batch=None, dtype=torch.float32, grad=False, seed=0, device="cpu"):
     """A and B stored as the layout says (A K x M when trans_a, B N x K when trans_b)."""
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device).manual_seed(seed)
     lead = () if batch is None else (batch,)
-    a = torch.randn(*lead, *((K, M) if ta else (M, K)), generator=g, dtype=dtype)
-    b = torch.randn(*lead, *((N, K) if tb else (K, N)), generator=g, dtype=dtype)
+    a = torch.randn(*lead, *((K, M) if ta else (M, K)), generator=g, dtype=dtype, device=device)
+    b = torch.randn(*lead, *((N, K) if tb else (K, N)), generator=g, dtype=dtype, device=device)
     return a.requires_grad_(grad), b.requires_grad_(grad)
 
 
@@ -264,6 +264,34 @@ def test_torch_compile_fullgraph_runs_linear_on_batches_of_any_size():
         torch.testing.assert_close(y, nn.functional.linear(x, layer.weight, layer.bias))
         y.sum().backward()
     assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("torch_faster", [True, False])
+def test_a_compiled_layer_of_static_shapes_takes_the_road_its_timing_chose(monkeypatch, torch_faster):
+    calls, graphs = [], []
+
+    def timed(x, weight, bias, grads, ours):  # route's timing, as the trace makes it: real tensors
+        calls.append((type(x), tuple(x.shape), tuple(weight.shape), grads))
+        torch.testing.assert_close(ours(x, weight, bias), nn.functional.linear(x, weight, bias))  # run eagerly
+        return torch_faster
+
+    def backend(gm, inputs):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    monkeypatch.setattr(fast.route, "torch_is_faster", timed)
+    layer, x = Linear(6, 4), torch.randn(3, 5, 6, requires_grad=True)
+    torch.compile(layer, fullgraph=True, backend=backend)(x)
+    assert calls == [] and "autotune.matmul" in graphs[0]  # on the CPU: the operator, untimed
+    monkeypatch.setattr(fast, "_TIMED", ("cpu",))
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, fullgraph=True, backend=backend)
+    torch.testing.assert_close(compiled(x), nn.functional.linear(x, layer.weight, layer.bias))
+    assert calls == [(torch.Tensor, (15, 6), (4, 6), (True, True, True))]
+    assert ("autotune.matmul" in graphs[1]) is not torch_faster, graphs[1]
+    torch._dynamo.reset()
+    torch.compile(layer, fullgraph=True, dynamic=True, backend=backend)(x)
+    assert len(calls) == 1 and "autotune.matmul" in graphs[2]  # dynamic shapes: the operator, untimed
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None, reason="inductor needs a C compiler")
