@@ -96,15 +96,17 @@ _TIMED = ("cuda",)  # where a compiled layer's roads are timed
 
 def _timed_torch_road(x: Tensor, weight: Tensor, bias: Tensor | None, grads: tuple) -> bool:
     # dynamo calls it with the tensors' real values: a static trace's shapes
-    ctx = torch._guards.TracingContext.try_get()
-    env = getattr(getattr(ctx, "fake_mode", None), "shape_env", None)
-    sizes = getattr(env, "backed_var_to_val", None)
-    if env is None or (env.var_to_val if sizes is None else sizes) or x.device.type not in _TIMED:
-        return False
-    flag, torch.compiler._is_compiling_flag = getattr(torch.compiler, "_is_compiling_flag", False), False
-    try:  # the roads run eagerly here, not traced (the flag is what is_compiling reads)
+    flag = getattr(torch.compiler, "_is_compiling_flag", False)
+    try:
+        env = torch._guards.TracingContext.try_get().fake_mode.shape_env
+        sizes = getattr(env, "backed_var_to_val", None)
+        if (env.var_to_val if sizes is None else sizes) or x.device.type not in _TIMED:
+            return False
+        torch.compiler._is_compiling_flag = False  # the roads run eagerly here, not traced
         ours = functools.partial(_linear_road, _kernel_of(x), "highest", True in grads)
         return route.torch_is_faster(x, weight, bias, grads, ours)
+    except Exception:  # noqa: BLE001 - what cannot be timed (a dtype refused, memory) takes the operator
+        return False
     finally:
         torch.compiler._is_compiling_flag = flag
 
