@@ -67,8 +67,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None, precision: str = "hig
     kernel = _eager_kernel(x, weight, bias)
     if kernel is None:
         return None
-    grad = torch.is_grad_enabled()
-    grads = (grad and x.requires_grad, grad and weight.requires_grad, grad and bias is not None and bias.requires_grad)
+    grads = _grads(x, weight, bias)
     if kernel is impl.cuda_product and precision == "highest" and not impl.LISTENERS:
         # A recording (LISTENERS) sees every product, so it takes autotune's road alone.
         ours = functools.partial(_linear_road, kernel, precision, True in grads)
@@ -86,9 +85,13 @@ def compiled_linear_is_torch(x: Tensor, weight: Tensor, bias: Tensor | None, pre
     """
     if not (_is_compiling() and precision == "highest"):
         return False
+    return _timed_torch_road(x, weight, bias, _grads(x, weight, bias))
+
+
+def _grads(x: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[bool, bool, bool]:
+    """Whether a gradient is recorded for x, weight and bias (no bias: False)."""
     g = torch.is_grad_enabled()
-    grads = (g and x.requires_grad, g and weight.requires_grad, g and bias is not None and bias.requires_grad)
-    return _timed_torch_road(x, weight, bias, grads)
+    return (g and x.requires_grad, g and weight.requires_grad, g and bias is not None and bias.requires_grad)
 
 
 _TIMED = ("cuda",)  # where a compiled layer's roads are timed

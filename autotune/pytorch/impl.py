@@ -173,10 +173,9 @@ def cpu_product_out(a, b, out, trans_a=False, trans_b=False, alpha=1.0, beta=0.0
 
 def _in_place(x: Tensor) -> bool:
     """Whether the kernels read x in place: not a matrix, or one with a contiguous axis."""
-    if x.dim() != 2:
-        return True
-    (r, c), (s0, s1) = x.shape, x.stride()  # dispatch/arrays._as_stored's rule, in elements
-    return (s1 == 1 and (r == 1 or s0 >= c)) or (s0 == 1 and (c == 1 or s1 >= r))
+    from ..dispatch.arrays import _as_stored  # the full road's own rule (CuPy: no import at start-up)
+
+    return x.dim() != 2 or _as_stored(*x.shape, *(4 * s for s in x.stride())) is not None
 
 
 # The product's function by device type: the eager road's (fast.py) and the operator's short

@@ -203,7 +203,7 @@ at::Tensor operator_cuda(const at::Tensor& a, const at::Tensor& b, bool ta, bool
   if (serving.load(std::memory_order_relaxed)) {
     at::Tensor c = serve(a, b, ta, tb, tier_of(precision), alpha);
     if (c.defined()) return c;
-    if (!in_place(a) || !in_place(b))  // no plan ever serves x (impl._in_place): its copy's may
+    if (!in_place(a) || !in_place(b))  // no plan ever serves x (arrays._as_stored): its copy's may
       return operator_cuda(in_place(a) ? a : a.contiguous(), in_place(b) ? b : b.contiguous(), ta, tb, alpha, precision);
   }
   py::gil_scoped_acquire gil;
