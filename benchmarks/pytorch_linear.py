@@ -11,7 +11,7 @@ The draw: rows (batch x tokens) log-uniform in 128..16384, in and out features l
 64..8192, three in four of them rounded to a multiple of 64 as models' widths mostly are.
 A layer's time is pytorch_layer.py's step_ms: the median of ITERS forward + backward steps (CUDA
 events), each alone; "back to back" is its steps_ms, steps as a training loop runs them. ROUNDS
-rounds alternate torch and autotune, and the speedup's spread is over the rounds. "road" is the
+rounds alternate which goes first, and the speedup's spread is over the rounds. "road" is the
 one Linear's eager training step took (torch's F.linear where its first step timed faster).
 """
 
@@ -31,9 +31,9 @@ import torch
 from pytorch_layer import step_ms, steps_ms  # the same timers as the host-time benchmark
 from torch import nn
 
-from autotune.pytorch import Linear, record_shapes, route
+from autotune.pytorch import Linear, native, record_shapes, route
 
-ROUNDS = 3
+ROUNDS = 5
 EXAMPLE = [(512, 64, 256), (512, 256, 256), (512, 256, 10)]  # examples/pytorch_mlp.py's layers
 
 
@@ -74,8 +74,13 @@ def measure(shape: tuple[int, int, int]) -> dict:
     for form, (r, o) in forms.items():
         timer = steps_ms if form == "back to back" else step_ms
         speedups, t_ref, t_ours = [], [], []
-        for _ in range(ROUNDS):
-            a, b = timer(r, x), timer(o, x)
+        for i in range(ROUNDS):
+            # Each side first in turn, as the GPU's clock and caches are left by what ran before:
+            # compiled steps of the very same kernels came out 0.82x and 1.04x (run 402).
+            if i % 2 == 0:
+                a, b = timer(r, x), timer(o, x)
+            else:
+                b, a = timer(o, x), timer(r, x)
             t_ref.append(a)
             t_ours.append(b)
             speedups.append(a / b)
@@ -112,6 +117,8 @@ def main() -> None:
     if args.record:
         record(EXAMPLE + drawn, args.record)
         return
+    native.start()  # the C++ road, built or loaded (about 25 s the first time on a machine)
+    print(f"C++ road: {native.wait(900)}", flush=True)  # not built while layers are timed
     rows = []
     for kind, shapes in (("example", EXAMPLE), ("drawn", drawn)):
         for shape in shapes:
