@@ -80,6 +80,12 @@ def python_road(fn, *args):
         native.product = served
 
 
+def native_ready() -> str:
+    """Start the C++ road and return its status once it is built or loaded (about 25 s the first time)."""
+    native.start()
+    return native.wait(900)
+
+
 def host_table(n: int) -> dict[str, float]:
     """Median host time per call of each of host_calls(n), in microseconds."""
     calls = host_calls(n)
@@ -147,11 +153,10 @@ def main() -> None:
         prof.disable()
         pstats.Stats(prof).sort_stats("tottime").print_stats(25)
         return
-    native.start()  # the C++ road, built or loaded (about 25 s the first time on a machine)
     result = {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
-        "native": native.wait(900),
+        "native": native_ready(),
         "host_us": host_table(args.size),
     }
     print(json.dumps(result, indent=2))

@@ -28,10 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
-from pytorch_layer import step_ms, steps_ms  # the same timers as the host-time benchmark
+from pytorch_layer import native_ready, step_ms, steps_ms  # the host-time benchmark's timers and C++ road
 from torch import nn
 
-from autotune.pytorch import Linear, native, record_shapes, route
+from autotune.pytorch import Linear, record_shapes, route
 
 ROUNDS = 5
 EXAMPLE = [(512, 64, 256), (512, 256, 256), (512, 256, 10)]  # examples/pytorch_mlp.py's layers
@@ -117,8 +117,7 @@ def main() -> None:
     if args.record:
         record(EXAMPLE + drawn, args.record)
         return
-    native.start()  # the C++ road, built or loaded (about 25 s the first time on a machine)
-    print(f"C++ road: {native.wait(900)}", flush=True)  # not built while layers are timed
+    print(f"C++ road: {native_ready()}", flush=True)  # not built while layers are timed
     rows = []
     for kind, shapes in (("example", EXAMPLE), ("drawn", drawn)):
         for shape in shapes:
