@@ -40,6 +40,8 @@
 #   search4096       default `autotune search --size 4096`, empty results folder and cold compile
 #                    cache, wall time included -> logs/search4096_fresh.txt
 #   check GPU        autotune check --gpu GPU (re-verify, re-time) -> logs/check.txt
+#   family F [SEC]   `search --family F --timeout SEC` (30) of every strict-FP32 record of this GPU that
+#                    F suits (a new family against the records); each record to $OUT/results/<gpu>/ -> logs/family_F.txt
 #   sass             benchmarks/sass_report.py --size 4096 -> logs/sass4096.json
 #   compile-stress   benchmarks/compile_stress.py (200 parallel compiles, fresh processes) -> logs/compile_stress.txt
 #   wheel            the autotune wheel carried in .dist/, installed outside the checkout:
@@ -65,6 +67,8 @@ for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed
     sweep|skinny|small|layouts|batches|linear-tune) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     linear) ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
+    family) i=$((i + 1)); [[ ${!i:-} =~ ^[a-z0-9_]+$ ]] || { echo "family needs a family name" >&2; usage; }
+      j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     *) echo "unknown task '${!i}'" >&2; usage ;;
   esac
 done
@@ -220,6 +224,27 @@ while [ $# -gt 0 ]; do
       timeout 300 python3 -m autotune.cli check --gpu "$gpu" > "$L/check.txt" 2>&1
       echo "exit $?" >> "$L/check.txt"
       echo "check $gpu: $(tail -2 "$L/check.txt" | tr '\n' ' ')" ;;
+    family)
+      fam=$1; shift; sec=30
+      if [[ ${1:-} =~ ^[0-9]+$ ]]; then sec=$1; shift; fi
+      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
+      python3 - "$fam" "$slug" > /tmp/family_shapes.txt <<'PY'
+import sys
+from autotune.core.types import Problem
+from autotune.kernels.family import Family
+from autotune.records.results import iter_records
+fam = Family.load(sys.argv[1])
+for path, rec in iter_records("results", sys.argv[2]):
+    p = rec["problem"]
+    problem = Problem(p["M"], p["N"], p["K"], p.get("layout", "nn"), p.get("batch", 1))
+    if p.get("precision", "highest") == "highest" and not p.get("beta") and not fam.unsuited(problem):
+        print(path.stem)
+PY
+      timeout "$(left)" python3 -m autotune.cli search --shapes-file /tmp/family_shapes.txt --family "$fam" \
+        --timeout "$sec" --yes > "$L/family_$fam.txt" 2>&1
+      echo "exit $?" >> "$L/family_$fam.txt"
+      mkdir -p "$OUT/results/$slug" && while read -r shape; do cp "results/$slug/$shape.json" "$OUT/results/$slug/"; done < /tmp/family_shapes.txt
+      echo "family $fam: $(wc -l < /tmp/family_shapes.txt) shapes; $(grep -c "^$fam " "$L/family_$fam.txt") searched" ;;
     sass)
       timeout 120 python3 benchmarks/sass_report.py --size 4096 > "$L/sass4096.json" 2>&1
       echo "sass: $(grep -E '"(config|registers|spill_bytes|loop_ffma_share)"' "$L/sass4096.json" | tr -d ' \n')" ;;

@@ -20,7 +20,7 @@ from autotune.records.export import header_for_entry
 from autotune.search.evaluate import prepare
 
 LAYOUTS = ["nn", "nt", "tn", "tt"]
-BATCHING = {"tiled", "coarse1d", "coarse2d", "vectorized", "warptile", "tiny"}  # fewrows / fewcols use grid z
+BATCHING = {"tiled", "coarse1d", "coarse2d", "vectorized", "warptile", "tiny", "panel"}  # fewrows / fewcols use grid z
 
 
 def test_a_problem_names_its_batch():

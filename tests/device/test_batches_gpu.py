@@ -33,7 +33,7 @@ def test_every_batching_family_correct_on_a_batch(gpu_evaluator, layout, shape):
     problem = Problem(*shape[:3], layout, shape[3])
     built = (built_for(c, layout, shape[3]) for c in CONFIGS if not Family.load(c.family).gaps(problem))
     configs = list(dict.fromkeys(c for c in built if c is not None))
-    assert {c.family for c in configs} == {"tiled", "coarse1d", "coarse2d", "vectorized", "warptile", "tiny"}
+    assert {c.family for c in configs} == {"tiled", "coarse1d", "coarse2d", "vectorized", "warptile", "tiny", "panel"}
     ms = gpu_evaluator.evaluate(configs, problem, verify_only=True)
     ran = [m for m in ms if m.status is not Status.REJECTED]  # CONFIGS holds some that spill
     assert {m.config.family for m in ran} == {c.family for c in configs}

@@ -205,6 +205,23 @@ def test_tiny_correct(gpu_evaluator, shape, layout):
     _all_right(gpu_evaluator, configs, Problem(*shape, layout=layout))
 
 
+@pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
+@pytest.mark.parametrize("shape", [(20011, 33, 7), (130, 257, 100), (77, 300, 16), (5, 4097, 1), (1, 1, 1)])
+def test_panel_correct(gpu_evaluator, shape, layout):
+    """panel with all of K in one panel (the next tile's A prefetched; blocks walking several
+    tiles down M at 20011 rows) and K deeper than the panel (chunks, the last one partial), K
+    equal to it, tiles partly outside M and N, in each layout, against FP64."""
+    points = [
+        {"BM": 32, "BN": 128, "TM": 4, "TN": 4, "KC": 32},
+        {"BM": 8, "BN": 32, "TM": 1, "TN": 1, "KC": 8},
+        {"BM": 16, "BN": 256, "TM": 2, "TN": 8, "KC": 32},
+        {"BM": 64, "BN": 64, "TM": 8, "TN": 2, "KC": 32, "CS": 1},
+    ]
+    trans = {"TRANS_A": int(layout[0] == "t"), "TRANS_B": int(layout[1] == "t")}
+    configs = [Config.make("panel", p | trans) for p in points]
+    _all_right(gpu_evaluator, configs, Problem(*shape, layout=layout))
+
+
 @pytest.mark.parametrize("layout", ["nn", "nt"])
 @pytest.mark.parametrize(
     "shape", [(4099, 8, 4096), (37, 16, 777), (1000, 13, 2050), (5, 40, 5000), (130, 3, 3), (1, 1, 1)]

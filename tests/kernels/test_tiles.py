@@ -80,7 +80,8 @@ def _configs(space, limits, n=30):
 
 
 @pytest.mark.parametrize("profile", ["h100", "h200"])
-@pytest.mark.parametrize("family", known_families())
+# The families the name-reading models knew (panel, declared later, has no cost model by design).
+@pytest.mark.parametrize("family", [f for f in known_families() if f != "panel"])
 def test_on_the_h100_and_h200_the_models_give_what_they_gave_from_names(family, profile):
     """Every family's declared tile is the one its names gave, the profile's threads and blocks
     an SM are the literals the models had, and so slots, predictions, estimates and whether the
