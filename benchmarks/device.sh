@@ -235,9 +235,8 @@ from autotune.kernels.family import Family
 from autotune.records.results import iter_records
 fam = Family.load(sys.argv[1])
 for path, rec in iter_records("results", sys.argv[2]):
-    p = rec["problem"]
-    problem = Problem(p["M"], p["N"], p["K"], p.get("layout", "nn"), p.get("batch", 1))
-    if p.get("precision", "highest") == "highest" and not p.get("beta") and not fam.unsuited(problem):
+    problem = Problem(**rec["problem"])
+    if problem.precision == "highest" and problem.beta == 0 and not fam.unsuited(problem):
         print(path.stem)
 PY
       timeout "$(left)" python3 -m autotune.cli search --shapes-file /tmp/family_shapes.txt --family "$fam" \

@@ -76,7 +76,7 @@ def measure(shape: tuple[int, int, int]) -> dict:
         speedups, t_ref, t_ours = [], [], []
         for i in range(ROUNDS):
             # Each side first in turn, as the GPU's clock and caches are left by what ran before:
-            # compiled steps of the very same kernels came out 0.82x and 1.04x (run 402).
+            # compiled steps of the very same kernels came out 0.82x and 1.04x.
             if i % 2 == 0:
                 a, b = timer(r, x), timer(o, x)
             else:
