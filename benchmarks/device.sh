@@ -42,6 +42,9 @@
 #   check GPU        autotune check --gpu GPU (re-verify, re-time) -> logs/check.txt
 #   family F [SEC]   `search --family F --timeout SEC` (30) of every strict-FP32 record of this GPU that
 #                    F suits (a new family against the records); each record to $OUT/results/<gpu>/ -> logs/family_F.txt
+#   weak [RATIO [SEC]] `search --timeout SEC` (45), all families, of this GPU's strict-FP32 records whose
+#                    best runs below RATIO x cuBLAS (1.0), the weakest first, as many as the call's time
+#                    allows; each record to $OUT/results/<gpu>/ -> logs/weak.txt
 #   sass             benchmarks/sass_report.py --size 4096 -> logs/sass4096.json
 #   compile-stress   benchmarks/compile_stress.py (200 parallel compiles, fresh processes) -> logs/compile_stress.txt
 #   wheel            the autotune wheel carried in .dist/, installed outside the checkout:
@@ -66,6 +69,8 @@ for ((i = 1; i <= $#; i++)); do  # check every task before anything is installed
       j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     sweep|skinny|small|layouts|batches|linear-tune) j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
     linear) ;;
+    weak) j=$((i + 1)); if [[ ${!j:-} =~ ^[0-9]+(\.[0-9]+)?$ ]]; then i=$j
+        j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j; fi ;;
     check) i=$((i + 1)); [ -n "${!i:-}" ] || { echo "check needs a GPU name (check nvidia-h200)" >&2; usage; } ;;
     family) i=$((i + 1)); [[ ${!i:-} =~ ^[a-z0-9_]+$ ]] || { echo "family needs a family name" >&2; usage; }
       j=$((i + 1)); [[ ${!j:-} =~ ^[0-9]+$ ]] && i=$j ;;
@@ -244,6 +249,28 @@ PY
       echo "exit $?" >> "$L/family_$fam.txt"
       mkdir -p "$OUT/results/$slug" && while read -r shape; do cp "results/$slug/$shape.json" "$OUT/results/$slug/"; done < /tmp/family_shapes.txt
       echo "family $fam: $(wc -l < /tmp/family_shapes.txt) shapes; $(grep -c "^$fam " "$L/family_$fam.txt") searched" ;;
+    weak)
+      ratio=1.0; sec=45
+      if [[ ${1:-} =~ ^[0-9]+(\.[0-9]+)?$ ]]; then ratio=$1; shift
+        if [[ ${1:-} =~ ^[0-9]+$ ]]; then sec=$1; shift; fi; fi
+      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
+      python3 - "$ratio" "$slug" > /tmp/weak_shapes.txt <<'PY'
+import sys
+from autotune.core.types import Problem
+from autotune.records.results import iter_records
+weak = []
+for path, rec in iter_records("results", sys.argv[2]):
+    problem = Problem(**rec["problem"])
+    ratio = rec["families"].get(rec.get("best"), {}).get("ratio")
+    if problem.precision == "highest" and problem.beta == 0 and ratio is not None and ratio < float(sys.argv[1]):
+        weak.append((ratio, path.stem))
+print("\n".join(stem for _, stem in sorted(weak)))
+PY
+      timeout "$(left)" python3 -m autotune.cli search --shapes-file /tmp/weak_shapes.txt --timeout "$sec" --yes \
+        > "$L/weak.txt" 2>&1
+      echo "exit $?" >> "$L/weak.txt"
+      mkdir -p "$OUT/results/$slug" && while read -r shape; do cp "results/$slug/$shape.json" "$OUT/results/$slug/"; done < /tmp/weak_shapes.txt
+      echo "weak: $(wc -l < /tmp/weak_shapes.txt) records below ${ratio}x; $(grep -c '^wrote ' "$L/weak.txt") searched" ;;
     sass)
       timeout 120 python3 benchmarks/sass_report.py --size 4096 > "$L/sass4096.json" 2>&1
       echo "sass: $(grep -E '"(config|registers|spill_bytes|loop_ffma_share)"' "$L/sass4096.json" | tr -d ' \n')" ;;
