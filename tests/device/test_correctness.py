@@ -206,11 +206,14 @@ def test_tiny_correct(gpu_evaluator, shape, layout):
 
 
 @pytest.mark.parametrize("layout", ["nn", "nt", "tn", "tt"])
-@pytest.mark.parametrize("shape", [(20011, 33, 7), (130, 257, 100), (77, 300, 16), (5, 4097, 1), (1, 1, 1)])
+@pytest.mark.parametrize(
+    "shape", [(20011, 33, 7), (130, 257, 100), (77, 300, 16), (4099, 520, 24), (5, 4097, 1), (1, 1, 1)]
+)
 def test_panel_correct(gpu_evaluator, shape, layout):
     """panel with all of K in one panel (the next tile's A prefetched; blocks walking several
     tiles down M at 20011 rows) and K deeper than the panel (chunks, the last one partial), K
-    equal to it, tiles partly outside M and N, in each layout, against FP64."""
+    equal to it, tiles partly outside M and N, in each layout, C stored from registers and by the
+    copy engine (ST=1: rows of 16-byte multiples where N % 4 == 0, else from registers), against FP64."""
     points = [
         {"BM": 32, "BN": 128, "TM": 4, "TN": 4, "KC": 32},
         {"BM": 8, "BN": 32, "TM": 1, "TN": 1, "KC": 8},
@@ -218,7 +221,7 @@ def test_panel_correct(gpu_evaluator, shape, layout):
         {"BM": 64, "BN": 64, "TM": 8, "TN": 2, "KC": 32, "CS": 1},
     ]
     trans = {"TRANS_A": int(layout[0] == "t"), "TRANS_B": int(layout[1] == "t")}
-    configs = [Config.make("panel", p | trans) for p in points]
+    configs = [Config.make("panel", p | trans | {"ST": st}) for p in points for st in (0, 1)]
     _all_right(gpu_evaluator, configs, Problem(*shape, layout=layout))
 
 
