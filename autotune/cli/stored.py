@@ -102,8 +102,9 @@ def _check_parser(sub) -> None:
         "check",
         help="regression check of stored results (exit 1 on a regression)",
         description="Re-render, re-compile, re-verify and re-time every stored result for "
-        "this GPU; exit 1 when one became incorrect or slower than recorded beyond --tolerance. "
-        "--static does the part that needs no GPU.",
+        "this GPU; exit 1 when one became incorrect or slower than recorded beyond --tolerance "
+        "(a slow re-time that ran throttled, or below the recorded SM clock, is timed once more "
+        "and the faster kept). --static does the part that needs no GPU.",
     )
     c.add_argument("--gpu", metavar="NAME", help="results folder or GPU name (default: the only one)")
     c.add_argument(

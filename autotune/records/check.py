@@ -182,8 +182,9 @@ def check_gpu(
     """Re-verify and re-time every stored config on this GPU.
 
     A config slower than recorded by more than `tolerance` (a fraction), or incorrect, fails.
-    A row says where the re-time, or cuBLAS's, ran at another SM clock than recorded, or
-    throttled (clock_notes). `progress(done, total)` is called after each record (a shape's configs).
+    A slow re-time that ran throttled, or below the recorded SM clock, is timed once more and the
+    faster kept. A row says where the re-time, or cuBLAS's, ran at another SM clock than recorded,
+    or throttled (clock_notes). `progress(done, total)` is called after each record (a shape's configs).
     """
     if evaluator.limits.slug != gpu_slug:
         raise UserError(
@@ -196,8 +197,19 @@ def check_gpu(
         problem = Problem(**record["problem"])
         entries = list(record["families"].items())
         ms = evaluator.evaluate([entry_config(e) for _, e in entries], problem, retime=True)
+        # A power cap's dip passes within seconds: one slow reading under it is no regression.
+        again = [
+            i
+            for i, ((_, e), m) in enumerate(zip(entries, ms, strict=True))
+            if m.status is Status.OK and m.gflops / e["gflops"] - 1 < -tolerance and _below_clock(m.extra, e)
+        ]
+        if again:
+            redo = evaluator.evaluate([entry_config(entries[i][1]) for i in again], problem, retime=True)
+            for i, m in zip(again, redo, strict=True):
+                if m.status is Status.OK and m.gflops > ms[i].gflops:
+                    ms[i] = m
         cublas = evaluator.baseline(problem)
-        for (fam_name, entry), m in zip(entries, ms, strict=True):
+        for i, ((fam_name, entry), m) in enumerate(zip(entries, ms, strict=True)):
             row = CheckRow(problem.name, fam_name, m.config.name, "fail", "", entry["gflops"], m.gflops)
             if m.status is not Status.OK:
                 row.detail = f"{m.status.value}: {m.message}"
@@ -211,6 +223,8 @@ def check_gpu(
                     f"({entry['ratio']:.2f}x recorded)"
                 )
                 row.detail += "".join(f"; {note}" for note in clock_notes(m.extra, entry, cublas))
+            if i in again:
+                row.detail += "; timed twice (the first ran throttled or below the recorded clock)"
             rows.append(row)
         if progress is not None:
             progress(done, len(records))
@@ -240,6 +254,12 @@ def clock_notes(now: dict, entry: dict, cublas_now: dict) -> list[str]:
         if timing.get("throttle"):
             notes.append(f"{whose}throttled now ({', '.join(timing['throttle'])})")
     return notes
+
+
+def _below_clock(now: dict, entry: dict) -> bool:
+    """Whether a timing ran throttled, or below the recorded SM clock (beyond CLOCK_SLACK)."""
+    mhz, was = now.get("sm_clock_mhz"), entry.get("sm_clock_mhz")
+    return bool(now.get("throttle")) or (mhz is not None and was is not None and mhz < (1 - CLOCK_SLACK) * was)
 
 
 def _with(row: CheckRow, status: str, detail: str) -> CheckRow:

@@ -102,7 +102,8 @@ class _ClockedReplay(ReplayEvaluator):
         return {**super().baseline(problem), "sm_clock_mhz": self.mhz, "power_w": 700.0, "throttle": []}
 
 
-def test_gpu_check_says_the_re_time_ran_at_another_clock(tmp_path, h100):
+def _clocked_record(tmp_path) -> dict:
+    """Copy a committed record under tmp_path with its clocks at 1980 MHz; return name -> GFLOP/s."""
     (tmp_path / SLUG).mkdir()
     shutil.copy(RESULTS / SLUG / "4096x4096x4096.json", tmp_path / SLUG)
     path = tmp_path / SLUG / "4096x4096x4096.json"
@@ -110,7 +111,11 @@ def test_gpu_check_says_the_re_time_ran_at_another_clock(tmp_path, h100):
     for entry in data["families"].values():
         entry["sm_clock_mhz"] = entry["cublas"]["sm_clock_mhz"] = 1980
     path.write_text(json.dumps(data))
-    table = {e["config"]["name"]: e["gflops"] for e in data["families"].values()}
+    return {e["config"]["name"]: e["gflops"] for e in data["families"].values()}
+
+
+def test_gpu_check_says_the_re_time_ran_at_another_clock(tmp_path, h100):
+    table = _clocked_record(tmp_path)
     rows = check_gpu(tmp_path, SLUG, _ClockedReplay(table, h100, cublas_gflops=51700.0))
     assert rows and all(r.status == "pass" for r in rows)  # the verdict is the time's, as before
     for r in rows:
@@ -135,3 +140,43 @@ def test_a_search_says_which_timing_ran_throttled():
     text = summary([Result()], {"gflops": 7000.0, **CUBLAS}, 12.0)
     assert "warptile: the re-time ran throttled (sw_power_cap) at 1755 MHz, 700 W; the record marks it" in text
     assert text.endswith("cuBLAS 7000 GFLOP/s at the start (1980 MHz, 512 W); search took 12 s")
+
+
+class _DippingReplay(_ClockedReplay):
+    """A replayed GPU whose first `dips` timings of each config run throttled at `factor` speed."""
+
+    def __init__(self, *args, dips=1, factor=0.85, **kw):
+        super().__init__(*args, **kw)
+        self.dips, self.factor, self.seen = dips, factor, {}
+
+    def evaluate(self, configs, problem, retime=False):
+        out = super().evaluate(configs, problem, retime)
+        for m in out:
+            n = self.seen[m.config.name] = self.seen.get(m.config.name, 0) + 1
+            if n <= self.dips:
+                m.gflops *= self.factor
+            else:
+                m.extra.update(sm_clock_mhz=1980, throttle=[])
+        return out
+
+
+@pytest.mark.parametrize("dips, status", [(1, "pass"), (2, "fail")])
+def test_gpu_check_times_a_slow_throttled_config_twice(tmp_path, h100, dips, status):
+    """A re-time slower than the tolerance that ran throttled is timed once more, the faster kept:
+    a dip passes (no false alarm); slow twice still fails. A config not slow is timed once."""
+    table = _clocked_record(tmp_path)
+    ev = _DippingReplay(table, h100, cublas_gflops=51700.0, dips=dips)
+    rows = check_gpu(tmp_path, SLUG, ev, tolerance=0.05)
+    assert rows and [r.status for r in rows] == [status] * len(rows)
+    assert all(n == 2 for n in ev.seen.values())  # each slow under the cap: timed again
+    for r in rows:
+        assert r.detail.endswith("; timed twice (the first ran throttled or below the recorded clock)")
+        assert ("-15.0% vs record" in r.detail) == (status == "fail")
+    steady = _DippingReplay(table, h100, cublas_gflops=51700.0, factor=0.97)  # within the tolerance
+    rows = check_gpu(tmp_path, SLUG, steady, tolerance=0.05)
+    assert all(r.status == "pass" and "timed twice" not in r.detail for r in rows)
+    assert all(n == 1 for n in steady.seen.values())
+    slow = ReplayEvaluator({k: 0.85 * v for k, v in table.items()}, h100, cublas_gflops=51700.0)
+    rows = check_gpu(tmp_path, SLUG, slow, tolerance=0.05)  # slow at a steady clock: one timing, a failure
+    assert all(r.status == "fail" and "timed twice" not in r.detail for r in rows)
+    assert len(slow.calls) == len(rows)
