@@ -94,6 +94,37 @@ echo "bash benchmarks/device.sh $*" > "$L/command.txt"
 
 elapsed() { python3 -c "import time; print(round(time.time() - $1, 1))"; }
 
+# search_records WHICH SEC LOG [search args...]: `search --shapes-file` of this GPU's strict-FP32
+# records (beta 0) that WHICH picks -- family:F those F suits, below:R those whose best runs below
+# R x cuBLAS, weakest first -- SEC each, into logs/LOG.txt; then each record to $OUT/results/<gpu>/.
+search_records() {
+  local which=$1 sec=$2 log=$3; shift 3
+  slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
+  python3 - "$which" "$slug" > /tmp/records.txt <<'PY'
+import sys
+from autotune.core.types import Problem
+from autotune.kernels.family import Family
+from autotune.records.results import iter_records
+kind, _, arg = sys.argv[1].partition(":")
+fam = Family.load(arg) if kind == "family" else None
+picked = []
+for path, rec in iter_records("results", sys.argv[2]):
+    problem = Problem(**rec["problem"])
+    if problem.precision != "highest" or problem.beta != 0:
+        continue
+    if fam is not None and not fam.unsuited(problem):
+        picked.append((0, path.stem))
+    ratio = rec["families"].get(rec.get("best"), {}).get("ratio")
+    if kind == "below" and ratio is not None and ratio < float(arg):
+        picked.append((ratio, path.stem))
+print("\n".join(stem for _, stem in sorted(picked)))
+PY
+  timeout "$(left)" python3 -m autotune.cli search --shapes-file /tmp/records.txt --timeout "$sec" --yes "$@" \
+    > "$L/$log.txt" 2>&1
+  echo "exit $?" >> "$L/$log.txt"
+  mkdir -p "$OUT/results/$slug" && while read -r shape; do cp "results/$slug/$shape.json" "$OUT/results/$slug/"; done < /tmp/records.txt
+}
+
 while [ $# -gt 0 ]; do
   task=$1; shift
   if [ "$task" != cache ] && [ "$(left)" -lt 20 ]; then
@@ -232,45 +263,14 @@ while [ $# -gt 0 ]; do
     family)
       fam=$1; shift; sec=30
       if [[ ${1:-} =~ ^[0-9]+$ ]]; then sec=$1; shift; fi
-      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
-      python3 - "$fam" "$slug" > /tmp/family_shapes.txt <<'PY'
-import sys
-from autotune.core.types import Problem
-from autotune.kernels.family import Family
-from autotune.records.results import iter_records
-fam = Family.load(sys.argv[1])
-for path, rec in iter_records("results", sys.argv[2]):
-    problem = Problem(**rec["problem"])
-    if problem.precision == "highest" and problem.beta == 0 and not fam.unsuited(problem):
-        print(path.stem)
-PY
-      timeout "$(left)" python3 -m autotune.cli search --shapes-file /tmp/family_shapes.txt --family "$fam" \
-        --timeout "$sec" --yes > "$L/family_$fam.txt" 2>&1
-      echo "exit $?" >> "$L/family_$fam.txt"
-      mkdir -p "$OUT/results/$slug" && while read -r shape; do cp "results/$slug/$shape.json" "$OUT/results/$slug/"; done < /tmp/family_shapes.txt
-      echo "family $fam: $(wc -l < /tmp/family_shapes.txt) shapes; $(grep -c "^$fam " "$L/family_$fam.txt") searched" ;;
+      search_records "family:$fam" "$sec" family_$fam --family "$fam"
+      echo "family $fam: $(wc -l < /tmp/records.txt) shapes; $(grep -c "^$fam " "$L/family_$fam.txt") searched" ;;
     weak)
       ratio=1.0; sec=45
       if [[ ${1:-} =~ ^[0-9]+(\.[0-9]+)?$ ]]; then ratio=$1; shift
         if [[ ${1:-} =~ ^[0-9]+$ ]]; then sec=$1; shift; fi; fi
-      slug=$(python3 -c "from autotune.records.results import live_gpu_slug; print(live_gpu_slug())")
-      python3 - "$ratio" "$slug" > /tmp/weak_shapes.txt <<'PY'
-import sys
-from autotune.core.types import Problem
-from autotune.records.results import iter_records
-weak = []
-for path, rec in iter_records("results", sys.argv[2]):
-    problem = Problem(**rec["problem"])
-    ratio = rec["families"].get(rec.get("best"), {}).get("ratio")
-    if problem.precision == "highest" and problem.beta == 0 and ratio is not None and ratio < float(sys.argv[1]):
-        weak.append((ratio, path.stem))
-print("\n".join(stem for _, stem in sorted(weak)))
-PY
-      timeout "$(left)" python3 -m autotune.cli search --shapes-file /tmp/weak_shapes.txt --timeout "$sec" --yes \
-        > "$L/weak.txt" 2>&1
-      echo "exit $?" >> "$L/weak.txt"
-      mkdir -p "$OUT/results/$slug" && while read -r shape; do cp "results/$slug/$shape.json" "$OUT/results/$slug/"; done < /tmp/weak_shapes.txt
-      echo "weak: $(wc -l < /tmp/weak_shapes.txt) records below ${ratio}x; $(grep -c '^wrote ' "$L/weak.txt") searched" ;;
+      search_records "below:$ratio" "$sec" weak
+      echo "weak: $(wc -l < /tmp/records.txt) records below ${ratio}x; $(grep -c '^wrote ' "$L/weak.txt") searched" ;;
     sass)
       timeout 120 python3 benchmarks/sass_report.py --size 4096 > "$L/sass4096.json" 2>&1
       echo "sass: $(grep -E '"(config|registers|spill_bytes|loop_ffma_share)"' "$L/sass4096.json" | tr -d ' \n')" ;;
