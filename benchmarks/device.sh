@@ -51,7 +51,8 @@
 #                    `autotune list`, then the default `autotune search --size 4096` into this
 #                    checkout's results/ (merged like any search) -> logs/wheel.txt
 #
-# Needs the Python wheels in .whl/ (carried), and $OUT, the folder that comes back. Every task
+# Needs the Python wheels in .whl/ (carried), and $OUT, the folder that comes back; CALL_SECONDS
+# (600) is the call's limit, so that the last task stops in time to pack what it made. Every task
 # writes its log under $OUT/logs/ and prints one summary line; the sweep's results files go to
 # $OUT/results/<gpu>/. At the end all of it is packed into $OUT/logs.tar.gz, since only a few
 # files come back one by one; add a row with its figures to benchmarks/logs/INDEX.md, and commit
@@ -83,9 +84,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONUNBUFFERED=1 AUTOTUNE_CACHE=/tmp/atcache AUTOTUNE_TEST_CACHE=/tmp/atcache CUPY_CACHE_DIR=/tmp/cupycache
 # The compile caches (autotune's and CuPy's) carried from an earlier call's `cache` task.
 [ -f .fuzzcache.tar.xz ] && tar xJf .fuzzcache.tar.xz -C /tmp
-# Seconds left of the call's 10 minutes, less a margin for packing the logs.
+# Seconds left of the call (CALL_SECONDS, 600: pass the run's timeout_s when it is shorter), less
+# a margin for packing the logs: a call cut off before the packing brings back only a few files.
+[[ ${CALL_SECONDS:-600} =~ ^[0-9]+$ ]] || { echo "CALL_SECONDS must be a number of seconds" >&2; exit 2; }
 START=$(date +%s)
-left() { echo $((570 - ($(date +%s) - START))); }
+left() { echo $((${CALL_SECONDS:-600} - 30 - ($(date +%s) - START))); }
 L=$OUT/logs
 mkdir -p "$L"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv \

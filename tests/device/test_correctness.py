@@ -220,8 +220,12 @@ def test_panel_correct(gpu_evaluator, shape, layout):
         {"BM": 16, "BN": 256, "TM": 2, "TN": 8, "KC": 32},
         {"BM": 64, "BN": 64, "TM": 8, "TN": 2, "KC": 32, "CS": 1},
     ]
+    # ST=1 on tiles ptxas builds without spills in every layout: the first and third spill 8-32
+    # bytes reading B^T, which the search's filter rejects (its space has them in nn, tn and tt).
+    staged = [points[1], points[3], {"BM": 16, "BN": 256, "TM": 8, "TN": 8, "KC": 16}]
     trans = {"TRANS_A": int(layout[0] == "t"), "TRANS_B": int(layout[1] == "t")}
-    configs = [Config.make("panel", p | trans | {"ST": st}) for p in points for st in (0, 1)]
+    configs = [Config.make("panel", p | trans | {"ST": 0}) for p in points]
+    configs += [Config.make("panel", p | trans | {"ST": 1}) for p in staged]
     _all_right(gpu_evaluator, configs, Problem(*shape, layout=layout))
 
 
