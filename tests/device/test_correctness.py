@@ -19,7 +19,7 @@ FAMILIES = [f for f in families() if tier_of(f) == "highest"]
 
 def _configs() -> list[Config]:
     """Each family's seeds plus a few random valid points (fixed seed), and warptile's
-    split-K, pipeline-depth, padding, schedule, A-as-stored and 16-row tile variants."""
+    split-K, pipeline-depth, padding, schedule, A- and B-as-stored and 16-row tile variants."""
     from autotune.kernels.limits import load_profile
 
     lim = load_profile("h100")
@@ -66,7 +66,7 @@ def _configs() -> list[Config]:
         ),
     ):
         out.append(Config.make("warptile", {**base, **variant}))
-    return list(dict.fromkeys(out + A_ROWS_CONFIGS))
+    return list(dict.fromkeys(out + A_ROWS_CONFIGS + B_ROWS_CONFIGS))
 
 
 # warptile with A's tile kept as stored (16-byte copies along k, a thread's rows LANES_M apart), on
@@ -100,6 +100,22 @@ A_ROWS_CONFIGS = [
         {"PACKA": 1},
         {"PACKA": 1, "SCHEDULE": "stream_k", "BK": 8},
         {"PACKA": 1, "SCHEDULE": "split_launch"},
+    )
+]
+# B stored N x K with its tile kept so (B_ROWS): the same tile and variants, with A's both ways.
+_B_ROWS = {**Space.load("warptile").seeds[0].as_dict(), **_SMALL, "TRANS_B": 1, "B_ROWS": 1, "PAD_B": 4}
+B_ROWS_CONFIGS = [
+    Config.make("warptile", {**_B_ROWS, **v})
+    for v in (
+        {},
+        {"BK": 8, "PREFETCH": 0, "PAD_B": 0},
+        {"BK": 32, "SPLITK": 3},
+        {"LANES_N": 4, "PREFETCH": 0, "SPLITK": 2},
+        {"SCHEDULE": "stream_k", "BK": 8},
+        {"SCHEDULE": "split_launch", "A_ROWS": 1},
+        {"SCHEDULE": "split_persistent"},
+        {"SCHEDULE": "split_fused", "MINB": 1},
+        {"BM": 128, "BN": 16, "BK": 32, "WARPS_M": 4, "WARPS_N": 1, "LANES_N": 4, "SPLITK": 4, "STAGES": 4},
     )
 ]
 

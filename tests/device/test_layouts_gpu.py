@@ -5,7 +5,7 @@ program against cuBLAS."""
 import cupy as cp
 import pytest
 from helpers import AWKWARD_SHAPES, ROOT, have_nvcc, run_example_program
-from test_correctness import A_ROWS_CONFIGS, CONFIGS
+from test_correctness import A_ROWS_CONFIGS, B_ROWS_CONFIGS, CONFIGS
 
 import autotune
 from autotune.core.types import Config, Problem, Status
@@ -87,12 +87,12 @@ def test_pitched_and_unaligned_operands_read_in_place(config, layout, pad, offse
         assert bool((big_c[outside] == big0[outside]).all()), "wrote outside C"
 
 
-@pytest.mark.parametrize("config", A_ROWS_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("config", A_ROWS_CONFIGS + B_ROWS_CONFIGS, ids=lambda c: c.name)
 def test_a_kept_as_stored_reads_nothing_past_k(config):
-    """warptile's A_ROWS copies A's rows four k at a time: where the pitch allows 16-byte copies
-    but K % 4 != 0, the group that straddles K must take only what is inside it (NaN is stored
-    past K here, so any of it read would show), and pitches or pointers that do not allow them
-    take 4-byte copies; A stored M x K with B in either layout."""
+    """warptile's A_ROWS (B_ROWS) copies A's (B's) rows four k at a time: where the pitch allows
+    16-byte copies but K % 4 != 0, the group that straddles K must take only what is inside it
+    (NaN is stored past K here, so any of it read would show), and pitches or pointers that do not
+    allow them take 4-byte copies; A stored M x K with B in either layout, NaN past K in B too."""
     kernel = autotune.load(config=config)
     rng = cp.random.default_rng(5)
     for (M, N, K), pad, offset in [
@@ -105,7 +105,9 @@ def test_a_kept_as_stored_reads_nothing_past_k(config):
         big_a = cp.full((M, K + pad + offset), cp.nan, dtype=cp.float32)
         a = big_a[:, offset : offset + K]
         a[...] = rng.random((M, K), dtype=cp.float32) * 2 - 1
-        for b in (rng.random((K, N), dtype=cp.float32) - 0.5, (rng.random((N, K), dtype=cp.float32) - 0.5).T):
+        big_b = cp.full((N, K + pad + offset), cp.nan, dtype=cp.float32)
+        big_b[:, offset : offset + K] = rng.random((N, K), dtype=cp.float32) - 0.5
+        for b in (rng.random((K, N), dtype=cp.float32) - 0.5, big_b[:, offset : offset + K].T):
             c = kernel(a, b)
             ref = a.astype(cp.float64) @ b.astype(cp.float64)
             err = float(cp.linalg.norm(c - ref) / cp.linalg.norm(ref))

@@ -340,6 +340,25 @@ def test_b_transposed_into_the_workspace_runs_the_nn_kernel(every):
         assert any("STS" in i for i in pack) and not any("STS" in i for i in rows)
 
 
+def test_b_kept_as_stored_goes_by_16_byte_copies_and_c_by_4_byte_stores():
+    """B_ROWS (B stored N x K): B's tile travels by 16-byte cp.async where in place (B_ROWS 0) it
+    goes 4 bytes at a time, and a thread's columns lie LANES_N apart, so C is stored 4 bytes at a
+    time; neither spills. Built for nn (B stored K x N) a B_ROWS config is its B_ROWS 0 form."""
+    from autotune.dispatch.table import built_for
+
+    small = {"BM": 64, "BN": 64, "BK": 16, "WARPS_M": 2, "WARPS_N": 2, "LANES_N": 8, "TM": 4, "TN": 4, "MINB": 2}
+    nt = {**Space.load("warptile").seeds[0].as_dict(), **small, "TRANS_B": 1, "PACKB": 1, "PAD_B": 4}
+    ops = {}
+    for rows in (0, 1):
+        ins, c = _sass({**nt, "B_ROWS": rows})
+        assert c.resources.spill_bytes == 0
+        ops[rows] = {t for i in ins for t in i.split()[1:3]}
+    assert "LDGSTS.E.BYPASS.128.ZFILL" in ops[1] and not any(t.startswith("LDGSTS.E.BYPASS.128") for t in ops[0])
+    assert "STG.E.128" in ops[0] and "STG.E.128" not in ops[1]
+    config = Config.make("warptile", {**nt, "B_ROWS": 1})
+    assert dict(built_for(config, "nn").params)["B_ROWS"] == 0 and dict(built_for(config, "tt").params)["B_ROWS"] == 1
+
+
 @EVERY
 def test_fewrows_warps_along_k_seeds_compile_in_both_layouts_without_spills(h100, every):
     """fewrows with WK warps of a block along K: its seeds build for A stored M x K and K x M with
